@@ -1,0 +1,54 @@
+"""The ``kernelsmith`` command line.
+
+Each subcommand lives in ``kernelsmith.commands.<name>`` with two functions,
+``add_arguments(parser)`` and ``run(args) -> int``; adding a command is a new
+module plus one line in ``COMMANDS``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# name -> one-line help. Command modules import their heavy dependencies
+# (torch, triton, openai) inside run(), so building the parser stays fast and
+# a missing optional dependency of one command does not break the others.
+COMMANDS: dict[str, str] = {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="kernelsmith", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"kernelsmith {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"kernelsmith.commands.{name}")
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(command)
+        command.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from ._logging import sync_core_log_level
+
+    sync_core_log_level()
+    try:
+        return int(args._module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

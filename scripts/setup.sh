@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything kernelsmith needs on a fresh Debian/Ubuntu machine and
+# builds the package: system packages with apt-get, Python packages with pip,
+# then `pip install .` (which compiles the C++ core and the extension).
+# Safe to run again: installed pieces are skipped quickly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  pybind11-dev python3-dev nlohmann-json3-dev libspdlog-dev libeigen3-dev
+  ocl-icd-opencl-dev opencl-c-headers libgtest-dev
+  pocl-opencl-icd clinfo bubblewrap
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# torch: exactly 2.13.0 (a CPU build is available locally; an open range would
+# pull several GB of CUDA packages). NumPy stays below 2.4: the Triton
+# interpreter breaks on loops over runtime scalars with NumPy >= 2.4.
+"$PYTHON" -m pip install -q --disable-pip-version-check \
+  "torch==2.13.0" "numpy>=1.24,<2.4" triton pyyaml \
+  "openai>=1.40" "anthropic>=0.40" \
+  pytest pytest-timeout \
+  "scikit-build-core>=0.8" "pybind11>=2.10"
+
+echo "setup: building and installing kernelsmith"
+"$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+"$PYTHON" -c "import kernelsmith; print('setup: kernelsmith', kernelsmith.__version__, 'installed')"

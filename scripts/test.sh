@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up, then the C++ tests (ctest) and the Python tests
+# (pytest, against the installed package). Exit status is non-zero if any fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+PYTHON=${PYTHON:-python3}
+BUILD_DIR=${BUILD_DIR:-build/tests}
+JOBS=${JOBS:-$(nproc)}
+
+echo "== C++ tests (ctest)"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKERNELSMITH_BUILD_TESTS=ON -DKERNELSMITH_BUILD_PYTHON=OFF \
+  -DKERNELSMITH_WARNINGS_AS_ERRORS=ON >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+
+echo "== Python tests (pytest)"
+# Run from tests_py so `import kernelsmith` resolves to the installed package,
+# not the source folder.
+export TRITON_INTERPRET=1
+cd tests_py
+"$PYTHON" -m pytest -q -ra "$@"
