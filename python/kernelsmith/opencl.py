@@ -50,6 +50,13 @@ import numpy as np
 from ._core import OpenCLError
 from ._core import opencl as _cl
 
+try:
+    # Marks the launcher's own tensor handling (detach/numpy views) so the
+    # evaluator's torch-op guard does not count it as the candidate's compute.
+    from .backends.base import backend_internal as _backend_internal
+except ImportError:  # an older Backend interface without it
+    _backend_internal = contextlib.nullcontext
+
 __all__ = [
     "OpenCLError",
     "DEVICE_ENV_VAR",
@@ -260,7 +267,8 @@ class Context:
 
     def to_device(self, array: Any) -> Any:
         """A device :class:`Buffer` holding a copy of ``array``."""
-        host = _as_array(array)
+        with _backend_internal():
+            host = _as_array(array)
         if host is None:
             raise TypeError(f"to_device needs a numpy array or CPU tensor, got {type(array).__name__}")
         buffer = self._ctx.allocate(max(host.nbytes, 1))
@@ -274,7 +282,8 @@ class Context:
 
     def to_host(self, buffer: Any, out: Any) -> Any:
         """Copy ``buffer`` into ``out`` (a numpy array or CPU tensor); returns ``out``."""
-        host = _as_array(out)
+        with _backend_internal():
+            host = _as_array(out)
         if host is None:
             raise TypeError(f"to_host needs a numpy array or CPU tensor, got {type(out).__name__}")
         buffer.read(host)
@@ -314,7 +323,19 @@ class Context:
         wait: bool = False,
     ) -> Any:
         """See :meth:`Kernel.__call__`."""
-        read_only = set(inputs)
+        with _backend_internal():
+            return self._launch(kernel, global_size, local_size, args, offset, set(inputs), wait)
+
+    def _launch(
+        self,
+        kernel: Kernel,
+        global_size: int | Sequence[int],
+        local_size: int | Sequence[int] | None,
+        args: Sequence[Any],
+        offset: int | Sequence[int] | None,
+        read_only: set[int],
+        wait: bool,
+    ) -> Any:
         cl_args = []
         # (array, buffer, copy back?) for every host array argument
         host_buffers: list[tuple[np.ndarray, Any, bool]] = []
