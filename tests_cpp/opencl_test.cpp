@@ -69,6 +69,11 @@ TEST(OpenCL, SelectsByIndexAndNameAndListsDevicesWhenNothingMatches) {
     EXPECT_NE(message.find(first.name), std::string::npos) << message;
   }
   EXPECT_THROW(ocl::select_device("7:9"), kernelsmith::InvalidArgument);
+  // PoCL names itself only in its platform version; "cpu" matches the device type.
+  if (first.platform_version.find("PoCL") != std::string::npos) {
+    EXPECT_EQ(ocl::select_device("pocl").name, first.name);
+  }
+  EXPECT_EQ(ocl::select_device(first.type).type, first.type);
 }
 
 TEST(OpenCL, EnvironmentVariableSelectsWhenSelectorIsEmpty) {

@@ -294,8 +294,11 @@ const Found& select_found(const std::vector<Found>& found, const std::string& re
   }
   const std::string needle = lower(selector);
   for (const auto& f : found) {
-    const std::string haystack = lower(f.info.platform_name + " / " + f.info.name + " / " +
-                                       f.info.vendor + " / " + f.info.type);
+    // Platform version too: PoCL names itself there ("OpenCL 3.0 PoCL ..."),
+    // not in its platform name ("Portable Computing Language").
+    const std::string haystack =
+        lower(f.info.platform_name + " / " + f.info.platform_version + " / " + f.info.name + " / " +
+              f.info.vendor + " / " + f.info.type);
     if (haystack.find(needle) != std::string::npos) return f;
   }
   KS_THROW(InvalidArgument, "no OpenCL device matches '" << selector << "' (from " << origin

@@ -84,8 +84,8 @@ inline constexpr const char* kDeviceEnvVar = "KERNELSMITH_OPENCL_DEVICE";
 
 // Picks a device. selector: "" (then $KERNELSMITH_OPENCL_DEVICE, then the first
 // GPU, else the first device), "P:D" (platform P, device D), "N" (N-th device
-// overall), or a case-insensitive substring of "platform / device / vendor /
-// type". Throws InvalidArgument listing every device when nothing matches.
+// overall), or a case-insensitive substring of "platform name / platform version /
+// device / vendor / type" (so "pocl", "nvidia", "gpu" work). Throws InvalidArgument listing every device when nothing matches.
 DeviceInfo select_device(const std::string& selector = "");
 
 // Process-wide count of kernels enqueued through any Context. Only a real
