@@ -41,38 +41,15 @@ build failure's message carries the compiler's full log.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import _core
 from ._core import OpenCLError
 from ._core import opencl as _cl
 
-
-def _promote_core_to_global_scope() -> None:
-    # Seen on Ubuntu 24.04 (Python 3.12, PoCL 5 with LLVM 16, NVIDIA's ICD
-    # loader): the first clGetPlatformIDs loads the vendor libraries, whose
-    # static initialisers jumped to a null pointer (segfault) when the
-    # extension that called them was loaded RTLD_LOCAL, as Python loads
-    # extensions; a plain executable was fine. Re-opening the already loaded
-    # extension with RTLD_GLOBAL before any OpenCL call avoids it. Must run
-    # before the first device query.
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL(_core.__file__, mode=ctypes.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
-    except OSError:  # not loadable this way (static build, unusual platform): keep going
-        pass
-
-
-_promote_core_to_global_scope()
 
 try:
     # Marks the launcher's own tensor handling (detach/numpy views) so the
