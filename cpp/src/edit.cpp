@@ -217,7 +217,9 @@ std::string region_name(std::size_t index, const std::vector<EvolveBlock>& block
   return out.str();
 }
 
-// Levenshtein ratio of two strings: (|a|+|b|-distance)/(|a|+|b|).
+// Levenshtein ratio of two strings, (|a|+|b|-distance)/(|a|+|b|), with a
+// substitution costing 2 (an insert plus a delete) so that unrelated strings
+// score 0, as python-Levenshtein's ratio does.
 double string_ratio(const std::string& a, const std::string& b) {
   const std::size_t total = a.size() + b.size();
   if (total == 0) return 1.0;
@@ -227,7 +229,7 @@ double string_ratio(const std::string& a, const std::string& b) {
   for (std::size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 2);
       cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
     }
     std::swap(prev, cur);
@@ -315,6 +317,10 @@ std::vector<std::string> reindent(const std::vector<std::string>& replacement,
   if (!s0 || !m0) return replacement;
   const long delta = static_cast<long>(indent_width(*m0)) - static_cast<long>(indent_width(*s0));
   if (delta == 0) return replacement;
+  // A model that flattened the SEARCH text but wrote the replacement at the
+  // file's indentation already: shifting would indent it twice.
+  const std::string* r0 = first_nonblank(replacement);
+  if (r0 && indent_width(*r0) == indent_width(*m0)) return replacement;
   const std::string file_indent = m0->substr(0, indent_width(*m0));
   const char pad = file_indent.empty() ? ' ' : file_indent[0];
   std::vector<std::string> out;
