@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .feedback import format_metrics, render_feedback
 
@@ -67,7 +67,7 @@ class PromptConfig:
     # Long error logs are cut to this many characters (head and tail kept).
     max_log_chars: int = 6000
     # A folder whose files (same names as the defaults) replace the default templates.
-    template_dir: str | None = None
+    template_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.output_format not in OUTPUT_FORMATS:
