@@ -57,22 +57,27 @@ class AnthropicClient(BaseClient):
                                   "timeout": p["timeout"]}
         if system_parts:
             kwargs["system"] = "\n\n".join(str(s) for s in system_parts)
+        # Sampling and thinking fields go through extra_body: SDK releases
+        # differ in which of them are typed keyword arguments, the wire
+        # format is the same.
+        body: dict[str, Any] = {}
         extra = dict(p["extra"])
         budget = extra.pop("thinking_budget", self.thinking_budget)
         if budget:
             budget = int(budget)
             if budget >= p["max_tokens"]:
                 raise ValueError(f"thinking_budget ({budget}) must be below max_tokens ({p['max_tokens']})")
-            kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             if p["top_p"] is not None and p["top_p"] >= 0.95:
-                kwargs["top_p"] = p["top_p"]
+                body["top_p"] = p["top_p"]
         else:
             if p["temperature"] is not None:
-                kwargs["temperature"] = p["temperature"]
+                body["temperature"] = p["temperature"]
             if p["top_p"] is not None:
-                kwargs["top_p"] = p["top_p"]
-        if extra:
-            kwargs["extra_body"] = extra
+                body["top_p"] = p["top_p"]
+        body.update(extra)
+        if body:
+            kwargs["extra_body"] = body
         resp = await self._sdk.messages.create(**kwargs)
         return parse_message(resp)
 

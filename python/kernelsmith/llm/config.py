@@ -42,6 +42,7 @@ class ModelConfig:
     max_concurrency: Optional[int] = None  # None: LLMConfig.max_concurrency
     thinking_budget: Optional[int] = None  # Anthropic extended thinking, tokens
     max_tokens_param: str = "max_tokens"  # OpenAI reasoning models: "max_completion_tokens"
+    sampling: bool = True  # send temperature/top_p; false for models that refuse them
     extra: dict[str, Any] = field(default_factory=dict)  # extra request fields (top_k, reasoning_effort, ...)
 
     def __post_init__(self) -> None:
@@ -140,9 +141,12 @@ def build_client(config: LLMConfig, meter: Optional[UsageMeter] = None) -> Union
         elif m.thinking_budget is not None:
             kwargs["thinking_budget"] = m.thinking_budget
         top_p = m.top_p if m.top_p is not None else (config.top_p if provider == "openai" else None)
+        temperature = m.temperature if m.temperature is not None else config.temperature
+        if not m.sampling:
+            temperature = top_p = None
         client = make_client(
             m.spec, base_url=m.base_url, api_key_env=m.api_key_env, meter=meter,
-            temperature=m.temperature if m.temperature is not None else config.temperature,
+            temperature=temperature,
             top_p=top_p,
             max_tokens=m.max_tokens if m.max_tokens is not None else config.max_tokens,
             timeout_s=config.timeout_s,
