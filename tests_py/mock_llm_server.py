@@ -155,7 +155,7 @@ class MockLLMServer:
         return self.url  # the Anthropic SDK appends /v1/messages
 
     def start(self) -> "MockLLMServer":
-        self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="mock-llm", daemon=True)
         self._thread.start()
         return self
 

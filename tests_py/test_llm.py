@@ -317,6 +317,24 @@ def test_token_budget_stop(mock_llm):
     assert meter.exhausted_reason() is not None
 
 
+def test_budget_rechecked_after_waiting_for_a_slot(mock_llm):
+    # Requests queued behind the concurrency limit must not be sent once the
+    # requests ahead of them have spent the budget.
+    mock_llm.handler = lambda req: MockResponse(text="x", prompt_tokens=20, completion_tokens=10, delay_s=0.05)
+    client = oai(mock_llm, meter=UsageMeter(budget=Budget(max_tokens=30)), max_concurrency=1)
+
+    async def go():
+        try:
+            return await asyncio.gather(*[client.complete(USER) for _ in range(4)], return_exceptions=True)
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    assert sum(isinstance(r, Completion) for r in results) == 1
+    assert sum(isinstance(r, BudgetExceeded) for r in results) == 3
+    assert len(mock_llm.requests) == 1
+
+
 # -- ensemble -------------------------------------------------------------------------------------
 
 def _echo(req: RecordedRequest) -> MockResponse:
@@ -394,6 +412,17 @@ def test_anthropic_env_vars(mock_llm, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANT_KEY)
     mock_llm.script("from env")
     assert run(_one(make_client("anthropic:c"))).text == "from env"
+
+
+def test_sampling_switch_and_pick_key_not_sent(mock_llm):
+    cfg = LLMConfig.from_dict({"models": [{"spec": "openai:o-model", "sampling": False,
+                                           "base_url": mock_llm.openai_base_url}]})
+    mock_llm.script(lambda req: f"computed from {req.last_user}")  # a callable in the script
+    client = build_client(cfg)
+    c = run(_one(client, pick_key=3))
+    assert c.text == "computed from write a kernel"
+    body = mock_llm.requests[0].body
+    assert "temperature" not in body and "top_p" not in body and "pick_key" not in body
 
 
 def test_spec_parsing_errors():

@@ -5,7 +5,7 @@ import json
 import os
 from typing import Any, Optional
 
-from .base import BaseClient, Failure, parse_retry_after, usage_from
+from .base import BaseClient, Failure, import_sdk, parse_retry_after, usage_from
 from .thinking import join_reasoning, split_thinking
 from .types import Completion
 
@@ -43,7 +43,7 @@ class AnthropicClient(BaseClient):
         super().__init__(name, api_key=api_key, base_url=base_url, **kwargs)
 
     def _make_sdk(self) -> Any:
-        import anthropic
+        anthropic = import_sdk("anthropic")
 
         return anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, max_retries=0,
                                         timeout=self.defaults.timeout_s)
@@ -82,7 +82,7 @@ class AnthropicClient(BaseClient):
         return parse_message(resp)
 
     def _classify(self, exc: BaseException) -> Failure:
-        import anthropic
+        anthropic = import_sdk("anthropic")
 
         if isinstance(exc, anthropic.APITimeoutError):
             return Failure("timeout", f"timed out: {exc}", retryable=True)

@@ -188,8 +188,12 @@ class BaseClient:
         merged["extra"] = extra
         return merged
 
-    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Completion:
+    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None,
+                       **params: Any) -> Completion:
         """Send ``messages``; retry transient failures; count usage.
+
+        ``pick_key`` is accepted (and ignored) so callers can pass it to any
+        client alike; an :class:`EnsembleClient` uses it to choose the model.
 
         Raises :class:`BudgetExceeded` (before sending) when the meter's budget
         is spent, :class:`LLMTimeoutError` when the last attempt timed out, and
@@ -206,6 +210,9 @@ class BaseClient:
         while True:
             self.meter.check(self.model)
             async with self._semaphore:
+                # Again after the wait for a slot: other requests may have
+                # spent the budget meanwhile.
+                self.meter.check(self.model)
                 attempts += 1
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -256,3 +263,14 @@ def _int(value: Any) -> int:
 def usage_from(prompt: Any, completion: Any, reasoning: Any = None, total: Any = None) -> Usage:
     r = None if reasoning is None else _int(reasoning)
     return Usage(_int(prompt), _int(completion), r, _int(total))
+
+
+def import_sdk(name: str) -> Any:
+    """The provider SDK module, or an ImportError that says how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"the '{name}' package is needed for '{name}:' models; "
+                          "install it with: pip install 'kernelsmith[llm]'") from exc

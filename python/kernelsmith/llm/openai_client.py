@@ -5,7 +5,7 @@ import json
 import os
 from typing import Any, Optional
 
-from .base import BaseClient, Failure, parse_retry_after, usage_from
+from .base import BaseClient, Failure, import_sdk, parse_retry_after, usage_from
 from .thinking import join_reasoning, split_thinking
 from .types import Completion
 
@@ -51,7 +51,7 @@ class OpenAIClient(BaseClient):
         super().__init__(name, api_key=api_key, base_url=base_url, **kwargs)
 
     def _make_sdk(self) -> Any:
-        import openai
+        openai = import_sdk("openai")
 
         # max_retries=0: our loop in BaseClient is the only retry layer.
         return openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0,
@@ -70,7 +70,7 @@ class OpenAIClient(BaseClient):
         return parse_chat_completion(resp)
 
     def _classify(self, exc: BaseException) -> Failure:
-        import openai
+        openai = import_sdk("openai")
 
         if isinstance(exc, openai.APITimeoutError):
             return Failure("timeout", f"timed out: {exc}", retryable=True)
