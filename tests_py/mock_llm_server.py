@@ -107,6 +107,35 @@ class RecordedRequest:
         return _text(users[-1].get("content")) if users else ""
 
 
+def _anthropic_sse(msg: dict[str, Any]) -> bytes:
+    """``msg`` as the event stream the messages API sends with stream=true,
+    each block split into two deltas so the client must join them."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    start = dict(msg, content=[], stop_reason=None,
+                 usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1})
+    events.append(("message_start", {"type": "message_start", "message": start}))
+    for i, block in enumerate(msg["content"]):
+        kind = block["type"]
+        key, delta_type = ("thinking", "thinking_delta") if kind == "thinking" else ("text", "text_delta")
+        empty = {"type": kind, key: ""}
+        if kind == "thinking":
+            empty["signature"] = ""
+        events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": empty}))
+        full = block[key]
+        for piece in (full[: len(full) // 2], full[len(full) // 2:]):
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": delta_type, key: piece}}))
+        if kind == "thinking":
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "signature_delta", "signature": "sig"}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                                     "usage": {"output_tokens": msg["usage"]["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -233,6 +262,8 @@ class MockLLMServer:
                    "content": content, "stop_reason": _ANTHROPIC_STOP.get(r.finish_reason, r.finish_reason),
                    "stop_sequence": None,
                    "usage": {"input_tokens": r.prompt_tokens, "output_tokens": r.completion_tokens}}
+            if isinstance(req.body, dict) and req.body.get("stream"):
+                return _anthropic_sse(msg)
             return json.dumps(msg).encode()
         message: dict[str, Any] = {"role": "assistant", "content": r.text}
         if r.reasoning is not None:
@@ -281,16 +312,20 @@ class MockLLMServer:
                     reply = server._next_reply(req)
                     if reply.delay_s > 0 and server._stopping.wait(reply.delay_s):
                         return
-                    self._send(reply.status, server._render(api, req, reply), reply.headers)
+                    payload = server._render(api, req, reply)
+                    sse = payload.startswith(b"event: ") and reply.body is None
+                    self._send(reply.status, payload, reply.headers,
+                               "text/event-stream" if sse else "application/json")
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
 
-            def _send(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
+            def _send(self, status: int, payload: bytes, headers: dict[str, str],
+                      content_type: str = "application/json") -> None:
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(payload)))
                 for k, v in headers.items():
                     self.send_header(k, v)

@@ -123,14 +123,19 @@ def test_anthropic_text_system_and_defaults(mock_llm):
     assert req.body["messages"] == USER  # no system role among messages
     assert req.body["temperature"] == 0.6 and "top_p" not in req.body  # recent Claude refuse both
     assert req.body["max_tokens"] == 32768 and "thinking" not in req.body
+    assert req.body["stream"] is True  # long answers are streamed by default
     assert KEY not in str(req.headers) and ANT_KEY in (req.headers.get("x-api-key", "")
                                                        + req.headers.get("authorization", ""))
 
 
-def test_anthropic_thinking_blocks_become_reasoning(mock_llm):
-    mock_llm.script(MockResponse(text="the kernel", reasoning="considering tiling", completion_tokens=900))
-    c = run(_one(ant(mock_llm, thinking_budget=4096)))
+@pytest.mark.parametrize("stream", [True, False])
+def test_anthropic_thinking_blocks_become_reasoning(mock_llm, stream):
+    mock_llm.script(MockResponse(text="the kernel", reasoning="considering tiling", completion_tokens=900,
+                                 finish_reason="length"))
+    c = run(_one(ant(mock_llm, thinking_budget=4096, stream=stream)))
     assert c.text == "the kernel" and c.reasoning == "considering tiling"
+    assert c.usage == Usage(10, 900, None, 910) and c.finish_reason == "max_tokens"
+    assert mock_llm.requests[0].body.get("stream", False) is stream
     body = mock_llm.requests[0].body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
     assert "temperature" not in body  # the API refuses temperature with thinking
@@ -191,6 +196,15 @@ def test_timeout_retries_then_fails_clearly(mock_llm):
         run(_one(client))
     assert info.value.attempts == 2 and len(mock_llm.requests) == 2
     assert meter.per_model["openai:test-model"].failed_requests == 1
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_anthropic_retries_malformed_overloaded_and_slow(mock_llm, stream):
+    mock_llm.script(MockResponse.malformed(), MockResponse.error(529, "overloaded"), MockResponse.slow(3.0),
+                    MockResponse(text="<think>tagged</think>finally"))
+    c = run(_one(ant(mock_llm, stream=stream, retry=RetryPolicy(max_attempts=4, backoff_base_s=0.01)),
+                 timeout=0.4))
+    assert c.text == "finally" and c.reasoning == "tagged" and c.attempts == 4
 
 
 def test_timeout_then_success(mock_llm):

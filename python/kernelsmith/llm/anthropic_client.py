@@ -21,7 +21,8 @@ def anthropic_env(base_url: Optional[str] = None, api_key: Optional[str] = None,
 class AnthropicClient(BaseClient):
     """Messages through ``anthropic.AsyncAnthropic``.
 
-    System messages are joined into the ``system`` parameter. With
+    With ``stream`` (the default) the answer is read as server-sent events
+    and assembled here. System messages are joined into the ``system`` parameter. With
     ``thinking_budget`` set, extended thinking is enabled with that many
     tokens; the API then requires the default temperature, so temperature is
     not sent, and top_p only when it is at least 0.95. Recent Claude models
@@ -33,13 +34,16 @@ class AnthropicClient(BaseClient):
 
     def __init__(self, name: str, *, api_key: Optional[str] = None, base_url: Optional[str] = None,
                  api_key_env: Optional[str] = None, thinking_budget: Optional[int] = None,
-                 **kwargs: Any) -> None:
+                 stream: bool = True, **kwargs: Any) -> None:
         base_url, api_key = anthropic_env(base_url, api_key, api_key_env)
         if api_key is None:
             raise ValueError(f"anthropic:{name}: no API key: set {api_key_env or 'ANTHROPIC_API_KEY'}")
         if thinking_budget is not None and thinking_budget < 1024:
             raise ValueError(f"thinking_budget must be >= 1024 tokens (API minimum), got {thinking_budget}")
         self.thinking_budget = thinking_budget
+        # Streaming keeps long (32K-token) answers alive through proxies that
+        # drop idle connections, as Anthropic recommends for long requests.
+        self.stream = stream
         super().__init__(name, api_key=api_key, base_url=base_url, **kwargs)
 
     def _make_sdk(self) -> Any:
@@ -78,8 +82,15 @@ class AnthropicClient(BaseClient):
         body.update(extra)
         if body:
             kwargs["extra_body"] = body
-        resp = await self._sdk.messages.create(**kwargs)
-        return parse_message(resp)
+        if not self.stream:
+            return parse_message(await self._sdk.messages.create(**kwargs))
+        events = await self._sdk.messages.create(stream=True, **kwargs)
+        try:
+            return collect_stream([event async for event in events])
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                await close()
 
     def _classify(self, exc: BaseException) -> Failure:
         anthropic = import_sdk("anthropic")
@@ -126,3 +137,47 @@ def parse_message(resp: Any) -> Completion:
     return Completion(text=text, reasoning=join_reasoning("\n\n".join(t for t in thoughts if t) or None,
                                                           tag_reasoning),
                       usage=usage, finish_reason=getattr(resp, "stop_reason", None))
+
+
+def collect_stream(events: list[Any]) -> Completion:
+    """Assemble a streamed message (message_start, content_block_*,
+    message_delta, message_stop events) into a Completion."""
+    blocks: dict[int, dict[str, Any]] = {}
+    prompt = output = 0
+    stop_reason: Optional[str] = None
+    started = False
+    for ev in events:
+        kind = getattr(ev, "type", None)
+        if kind == "message_start":
+            started = True
+            u = getattr(ev.message, "usage", None)
+            if u is not None:
+                prompt = sum(int(getattr(u, f, 0) or 0) for f in
+                             ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+                output = int(getattr(u, "output_tokens", 0) or 0)
+        elif kind == "content_block_start":
+            block = ev.content_block
+            blocks[ev.index] = {"type": getattr(block, "type", None),
+                                "text": getattr(block, "text", None) or getattr(block, "thinking", None) or ""}
+        elif kind == "content_block_delta":
+            b = blocks.setdefault(ev.index, {"type": None, "text": ""})
+            delta = ev.delta
+            dtype = getattr(delta, "type", None)
+            if dtype == "text_delta":
+                b["text"] += delta.text
+            elif dtype == "thinking_delta":
+                b["text"] += delta.thinking
+        elif kind == "message_delta":
+            stop_reason = getattr(ev.delta, "stop_reason", None) or stop_reason
+            u = getattr(ev, "usage", None)
+            if u is not None:
+                # output_tokens here is cumulative; newer servers repeat input counts too.
+                output = max(output, int(getattr(u, "output_tokens", 0) or 0))
+                prompt = max(prompt, int(getattr(u, "input_tokens", 0) or 0))
+    if not started:
+        raise MalformedMessage("stream ended without a message_start event")
+    ordered = [blocks[i] for i in sorted(blocks)]
+    text, tag_reasoning = split_thinking("".join(b["text"] for b in ordered if b["type"] == "text"))
+    thoughts = "\n\n".join(b["text"] for b in ordered if b["type"] == "thinking" and b["text"]) or None
+    return Completion(text=text, reasoning=join_reasoning(thoughts, tag_reasoning),
+                      usage=usage_from(prompt, output), finish_reason=stop_reason)

@@ -41,6 +41,7 @@ class ModelConfig:
     max_tokens: Optional[int] = None  # None: LLMConfig.max_tokens
     max_concurrency: Optional[int] = None  # None: LLMConfig.max_concurrency
     thinking_budget: Optional[int] = None  # Anthropic extended thinking, tokens
+    stream: bool = True  # Anthropic: read the answer as a stream (long answers survive idle proxies)
     max_tokens_param: str = "max_tokens"  # OpenAI reasoning models: "max_completion_tokens"
     sampling: bool = True  # send temperature/top_p; false for models that refuse them
     extra: dict[str, Any] = field(default_factory=dict)  # extra request fields (top_k, reasoning_effort, ...)
@@ -138,8 +139,9 @@ def build_client(config: LLMConfig, meter: Optional[UsageMeter] = None) -> Union
         kwargs: dict[str, Any] = {}
         if provider == "openai":
             kwargs["max_tokens_param"] = m.max_tokens_param
-        elif m.thinking_budget is not None:
+        else:
             kwargs["thinking_budget"] = m.thinking_budget
+            kwargs["stream"] = m.stream
         top_p = m.top_p if m.top_p is not None else (config.top_p if provider == "openai" else None)
         temperature = m.temperature if m.temperature is not None else config.temperature
         if not m.sampling:
