@@ -95,11 +95,14 @@ class LLMClient(Protocol):
 
     model: str
 
-    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Completion:
+    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None,
+                       **params: Any) -> Completion:
         """Answer chat ``messages`` ([{"role", "content"}, ...]).
 
         ``params``: temperature, top_p, max_tokens, timeout (seconds) and
         provider-specific extras; unset ones take the client's defaults.
+        ``pick_key`` (e.g. the iteration) makes an ensemble's model choice
+        depend only on (seed, key); single clients ignore it.
         """
         ...
 
