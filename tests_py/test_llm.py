@@ -230,7 +230,7 @@ def test_retry_after_parsing():
 
 @pytest.mark.parametrize("limit", [2, 4])
 def test_concurrency_limit_limits_requests_in_flight(mock_llm, limit):
-    mock_llm.handler = lambda req: MockResponse(text="x", delay_s=0.15)
+    mock_llm.handler = lambda req: MockResponse(text="x", delay_s=0.3)
     client = oai(mock_llm, max_concurrency=limit)
 
     async def many():
