@@ -267,3 +267,18 @@ def test_corrupt_checkpoint_raises_and_previous_loads(tmp_path: Path):
     old = Engine.load(first)
     assert old.stats()["tells"] == 0
     assert Engine.list_checkpoints(tmp_path) == [first, second]
+
+
+def test_demo_command_evolves_and_writes_a_loadable_checkpoint(tmp_path: Path, capsys):
+    from kernelsmith.cli import main
+
+    assert main(["demo", "--iterations", "300", "--islands", "2", "--seed", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| island | population | cells filled |" in out
+    eng = Engine.load(tmp_path)
+    st = eng.stats()
+    assert st["tells"] == 300
+    assert st["migrations"] > 0
+    # Evolution made progress over the seed (score of the all-minimum constants).
+    seed_score = min(p.metrics["score"] for p in eng.programs() if p.parent_id == -1 and p.status == "correct")
+    assert eng.best().metrics["score"] > seed_score + 10

@@ -214,8 +214,10 @@ void Engine::migrate_locked() {
   for (int s = 0; s < k; ++s) {
     IslandArchive& source = islands_[static_cast<std::size_t>(s)];
     if (source.empty() || config_.migration_rate <= 0.0) continue;
+    // A share of the island's archive (its occupied cells), not of its whole
+    // population: the cost of a migration stays bounded by the grid size.
     const auto count = static_cast<std::size_t>(
-        std::max(1.0, std::ceil(config_.migration_rate * static_cast<double>(source.size()))));
+        std::max(1.0, std::ceil(config_.migration_rate * static_cast<double>(source.num_cells()))));
     // The best programs that never migrated and are not migrants themselves;
     // the scan is bounded so a long run never pays O(population) here.
     std::vector<ProgramPtr> chosen;

@@ -132,7 +132,7 @@ class EngineConfig:
     repair_ratio: float = 0.1  # share of asks that hand back a recent failure
     recent_failures: int = 16  # failures kept per island for repair
     migration_interval: int = 50  # tells between migrations; 0 disables
-    migration_rate: float = 0.1  # share of each island's population sent
+    migration_rate: float = 0.1  # sends the best ceil(rate * occupied cells) programs of each island
     migration_topology: str = "ring"  # ring | all
     island_selection: str = "round_robin"  # round_robin | least_loaded
     max_iterations: int = 0  # tells before stopping; 0: no limit

@@ -43,7 +43,7 @@ struct EngineConfig {
   double repair_ratio = 0.1;         // share of asks that hand back a recent failure
   int recent_failures = 16;          // per island
   int migration_interval = 50;       // tells between migrations; 0 disables
-  double migration_rate = 0.1;       // share of an island's population sent
+  double migration_rate = 0.1;       // share of an island's occupied cells sent (its best programs)
   std::string migration_topology = "ring";  // ring | all
   std::string island_selection = "round_robin";  // round_robin | least_loaded
   std::int64_t max_iterations = 0;   // tells (children) before stopping; 0: no limit
