@@ -16,6 +16,7 @@ import sys
 # a missing optional dependency of one command does not break the others.
 COMMANDS: dict[str, str] = {
     "demo": "short offline evolution on a synthetic objective (shows the engine working)",
+    "evolve": "evolve faster kernels for a task (LLM, offline mutation or replay)",
 }
 
 
