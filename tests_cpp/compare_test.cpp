@@ -37,7 +37,7 @@ TEST(Compare, TwoPercentFasterIsCalledFaster) {
     const ComparisonResult r = run(1.02, 0.01, seed);
     EXPECT_EQ(r.verdict, Verdict::kFaster) << "seed " << seed;
     EXPECT_EQ(r.stop_reason, StopReason::kTargetReached);
-    EXPECT_NEAR(r.speedup.estimate, 1.02, 0.005);
+    EXPECT_NEAR(r.speedup.estimate, 1.02, 0.01);  // within two half-widths
     EXPECT_GT(r.speedup.lower, 1.0);
     EXPECT_LE(r.speedup.relative_half_width(), 0.005);
   }
@@ -47,7 +47,7 @@ TEST(Compare, TwoPercentSlowerIsCalledSlower) {
   for (std::uint64_t seed : {5u, 6u}) {
     const ComparisonResult r = run(1.0 / 1.02, 0.01, seed);
     EXPECT_EQ(r.verdict, Verdict::kSlower);
-    EXPECT_NEAR(r.speedup.estimate, 1.0 / 1.02, 0.005);
+    EXPECT_NEAR(r.speedup.estimate, 1.0 / 1.02, 0.01);
     EXPECT_EQ(to_string(r.verdict), "slower");
   }
 }

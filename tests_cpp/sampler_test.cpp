@@ -122,8 +122,10 @@ TEST(Sampler, BadOptionsAndSamplesAreRejected) {
 }
 
 TEST(Sampler, SuggestedBatchFollowsTheWidth) {
-  // At n = 100 and twice the target width, about 3 n more are needed.
-  EXPECT_NEAR(static_cast<double>(suggest_batch(100, 0.01, 0.005, 10, 100000, 100000)), 340.0, 1.0);
+  // At n = 400 and 1.2x the target width, about 0.58 n more are needed.
+  EXPECT_NEAR(static_cast<double>(suggest_batch(400, 0.006, 0.005, 10, 100000, 100000)), 234.0, 1.0);
+  // Twice the width would need 3 n more, but a step at most doubles n.
+  EXPECT_EQ(suggest_batch(100, 0.01, 0.005, 10, 100000, 100000), 100u);
   EXPECT_EQ(suggest_batch(100, 0.01, 0.005, 10, 150, 100000), 50u);  // capped by max_n
   EXPECT_EQ(suggest_batch(3, INFINITY, 0.005, 10, 1000, 1000), 7u);  // up to min_n first
   EXPECT_EQ(suggest_batch(80, 0.00501, 0.005, 10, 1000, 1000), 10u);  // at least n / 8

@@ -98,6 +98,9 @@ std::size_t suggest_batch(std::size_t n, double rel_half_width, double target,
     const double extra = needed - static_cast<double>(n);
     want = extra > 0 ? static_cast<std::size_t>(std::min(extra, 1e12)) : 1;
     want = std::max<std::size_t>(want, std::max<std::size_t>(n / 8, 1));
+    // At most double per step: the first widths come from few samples and
+    // overstate the noise, which would otherwise overshoot the target badly.
+    want = std::min(want, n);
   }
   return std::min({want, room, max_batch});
 }

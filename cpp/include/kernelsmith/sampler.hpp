@@ -81,7 +81,8 @@ class AdaptiveSampler {
   // True while more samples are wanted; once false, stop_reason() says why.
   bool need_more();
   // How many samples to take next: enough to reach min_samples, then an
-  // estimate from the current width (width shrinks like 1/sqrt(n)).
+  // estimate from the current width (width shrinks like 1/sqrt(n)),
+  // at most doubling the sample count per step.
   std::size_t suggested_batch() const;
 
   StopReason stop_reason() const { return stop_reason_; }
