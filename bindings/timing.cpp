@@ -5,8 +5,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
-#include <cstring>
-
 #include "common.hpp"
 #include "kernelsmith/compare.hpp"
 #include "kernelsmith/sampler.hpp"
@@ -25,10 +23,10 @@ Samples to_samples(const InArray& a) {
   return Samples(a.data(), a.data() + a.size());
 }
 
-py::array_t<double> to_array(const Samples& x) {
-  py::array_t<double> out(static_cast<py::ssize_t>(x.size()));
-  if (!x.empty()) std::memcpy(out.mutable_data(), x.data(), x.size() * sizeof(double));
-  return out;
+py::object to_array(const Samples& x) {
+  // Built through numpy itself: filling a fresh array_t in place gave
+  // wrong contents with the pybind11/numpy pair we build against.
+  return py::module_::import("numpy").attr("array")(py::cast(x), "float64");
 }
 
 // A unary statistic over samples with the GIL released.
