@@ -304,3 +304,55 @@ def test_gpu_state_parsing_and_fallback():
         "sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temperature_c": 41, "source": "nvidia-smi"}
     assert parse_nvidia_smi("[N/A], 3201, 41") == {}
     assert isinstance(T.gpu_state(), dict)  # {} on a machine without a GPU
+
+
+# -- CUDA (skipped without a GPU; the lead runs these on the device machine) --
+
+
+def _cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    return torch
+
+
+@pytest.mark.gpu
+def test_cuda_bench_uses_graphs_and_finds_no_hidden_work():
+    torch = _cuda()
+    x = torch.randn(1 << 20, device="cuda")
+    m = T.bench(lambda: torch.relu(x), time_budget_s=2.0)
+    assert m.timer == "cuda_event" and m.cuda_graph is True, m.graph_fallback_reason
+    assert m.launches_per_sample > 1  # a ~5 us kernel is batched to ~100 us samples
+    assert m.hidden_work is not None and not m.hidden_work.suspected, m.hidden_work
+    assert m.l2_flush and "before" in m.gpu_state
+    c = T.compare(lambda: torch.relu(x), lambda: torch.relu(x), time_budget_s=2.0)
+    assert abs(c.speedup - 1.0) < 0.02 and c.verdict != "rejected"
+
+
+@pytest.mark.gpu
+def test_cuda_side_stream_candidate_is_rejected():
+    torch = _cuda()
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def cheat():
+        # the real work on a stream the timer does not watch, never joined
+        with torch.cuda.stream(side):
+            return a @ a
+
+    c = T.compare(lambda: a @ a, cheat, time_budget_s=2.0)
+    assert c.verdict == "rejected", c.to_dict()
+    assert "hidden work" in c.rejected_reason
+
+
+@pytest.mark.gpu
+def test_cuda_roofline_marks_impossible_times():
+    torch = _cuda()
+    if T.lookup_peak(torch.cuda.get_device_name()) is None:
+        pytest.skip("no peak figures for this GPU")
+    a = torch.randn(2048, 2048, device="cuda")
+    w = T.estimate_work(lambda x: x @ x, (a,))
+    # claim the matmul moved 1000x more bytes than it did: the time is then impossible
+    m = T.bench(lambda: a @ a, time_budget_s=1.0,
+                roofline={"bytes_moved": w.bytes_moved * 1000, "flops": w.flops, "dtype": "fp32"})
+    assert m.suspicious and any("floor" in r for r in m.suspicious_reasons)
