@@ -45,8 +45,8 @@ def make_modules(device: str, quick: bool) -> list[tuple[str, Callable[[], Any],
     cpu = device == "cpu"
 
     def t(*shape: int, dtype: Any = torch.float32) -> torch.Tensor:
-        g = torch.Generator(device="cpu").manual_seed(1234)
-        return torch.randn(*shape, generator=g, dtype=torch.float32).to(device=device, dtype=dtype)
+        g = torch.Generator(device=device).manual_seed(1234)
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32).to(dtype)
 
     class Relu(nn.Module):
         def forward(self, x):
