@@ -70,7 +70,7 @@ nlohmann::json py_to_json(py::handle o, const std::string& where) {
   }
   // numpy scalars and other numbers
   if (py::hasattr(o, "__float__") && !py::hasattr(o, "__len__")) return o.cast<double>();
-  KS_THROW(InvalidArgument, where << ": value of type " << std::string(py::str(o.get_type().attr("__name__")))
+  KS_THROW(InvalidArgument, where << ": value of type " << std::string(py::str(py::type::of(o).attr("__name__")))
                                   << " is not JSON-serializable");
 }
 
