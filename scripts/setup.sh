@@ -33,7 +33,7 @@ fi
   "torch==2.13.0" "numpy>=1.24,<2.4" triton pyyaml \
   "openai>=1.40" "anthropic>=0.40" \
   pytest pytest-timeout \
-  "scikit-build-core>=0.8" "pybind11>=2.10"
+  "scikit-build-core>=0.8" "pybind11>=2.12"
 
 echo "setup: building and installing kernelsmith"
 "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .

@@ -14,7 +14,10 @@ import sys
 # name -> one-line help. Command modules import their heavy dependencies
 # (torch, triton, openai) inside run(), so building the parser stays fast and
 # a missing optional dependency of one command does not break the others.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "demo": "short offline evolution on a synthetic objective (shows the engine working)",
+    "evolve": "evolve faster kernels for a task (LLM, offline mutation or replay)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

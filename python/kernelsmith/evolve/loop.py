@@ -1,0 +1,497 @@
+"""The evolution loop: ask -> prompt -> propose -> edit -> dedupe -> evaluate -> tell.
+
+Steady state, asyncio: up to ``proposal_concurrency`` steps are in flight, and
+at most ``eval_concurrency`` of them evaluate at once. Results are *applied*
+(recorded, told to the engine) strictly in the order the requests were asked.
+That costs a little head-of-line waiting but makes the engine see the same
+sequence of asks and tells whatever the timing, so a run is deterministic for
+a seed (given deterministic proposals) and a resumed run continues exactly as
+an uninterrupted one would.
+
+Resume: every ``checkpoint_every`` applied steps the engine is saved together
+with the loop's counters. Steps applied after the last checkpoint are still in
+``trajectory.jsonl`` (each is appended before it is told), so on resume they
+are replayed into the engine from the record instead of being proposed and
+evaluated again: nothing finished is lost or evaluated twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import EvolveConfig
+from .rundir import RunDir, atomic_write_text
+
+CHECKPOINT_KEEP = 2
+
+
+class BudgetStop(Exception):
+    """A proposer may raise this when no further request is allowed."""
+
+
+@dataclass
+class StepOutcome:
+    """What one step produced, before it is applied."""
+
+    request: Any
+    record: dict[str, Any]
+    child: dict[str, Any] | None  # program fields to tell, None when nothing to tell
+    replayed: bool = False
+    stop_reason: str | None = None
+
+
+@dataclass
+class RunSummary:
+    run_dir: str
+    task_id: str
+    steps: int
+    stop_reason: str
+    best_speedup: float | None
+    best_program_id: int | None
+    correct_steps: int
+    status_counts: dict[str, int]
+    usage: dict[str, Any]
+    wall_time_s: float
+    archive: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Evolution:
+    """One run. Collaborators are passed in so tests and notebooks can swap
+    any of them (a scripted proposer, an in-process evaluator for trusted
+    seeds, ...)."""
+
+    def __init__(
+        self,
+        *,
+        task: Any,
+        config: EvolveConfig,
+        engine: Any,
+        proposer: Any,
+        evaluator: Any,
+        prompt_builder: Any,
+        run_dir: RunDir,
+        backend: Any = None,
+        usage_meter: Any = None,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.task = task
+        self.config = config
+        self.engine = engine
+        self.proposer = proposer
+        self.evaluator = evaluator
+        self.prompt_builder = prompt_builder
+        self.run_dir = run_dir
+        self.backend = backend
+        self.usage_meter = usage_meter
+        self.progress = progress
+        self.steps_applied = 0
+        self.asks_issued = 0
+        self.next_program_id = 0
+        self.status_counts: collections.Counter[str] = collections.Counter()
+        self.best_speedup: float | None = None
+        self.best_program_id: int | None = None
+        self.steps_since_best = 0
+        self.history: list[dict[str, Any]] = []  # compact per-step summaries for prompts
+        self._replay: dict[int, dict[str, Any]] = {}
+        self._eval_slots = asyncio.Semaphore(config.eval_concurrency)
+        self._stop = asyncio.Event()
+        self._stop_reason: str | None = None
+        self._started = time.monotonic()
+
+    # ------------------------------------------------------------------ seed
+    async def seed(self, sources: list[tuple[str, str]]) -> None:
+        """Evaluate the initial programs (name, source) and add them."""
+        for name, source in sources:
+            result = await self._evaluate(source)
+            child = self._program_fields(
+                source=source, parent_id=-1, island=-1, iteration=0, result=result,
+                edit_ok=True, status_override=None,
+            )
+            child["id"] = self._take_program_id()
+            record = {
+                "kind": "seed", "step": self.steps_applied, "name": name,
+                "child_id": child["id"], "child_source": source, "status": child["status"],
+                "metrics": child["metrics"], "eval": _to_dict(result), "time": time.time(),
+            }
+            self.run_dir.append_step(record)
+            self.engine.add_seed(self._make_program(child))
+            self._after_apply(record, child)
+        self.checkpoint()
+
+    def seed_reference(self, source: str) -> None:
+        """Start from the reference itself (no kernel yet): the first children
+        are translation steps. Not evaluated: it is the baseline, score 0."""
+        child = {
+            "id": self._take_program_id(), "source": source, "parent_id": -1, "island": -1,
+            "iteration": 0, "metrics": {"score": 0.0}, "status": "correct",
+            "feedback": {"note": "the PyTorch reference; no kernel yet"},
+        }
+        record = {
+            "kind": "seed", "step": self.steps_applied, "name": "reference", "child_id": child["id"],
+            "child_source": source, "status": "reference", "metrics": child["metrics"], "eval": None,
+            "time": time.time(),
+        }
+        self.run_dir.append_step(record)
+        self.engine.add_seed(self._make_program(child))
+        self._after_apply(record, None)
+        self.checkpoint()
+
+    # ------------------------------------------------------------------ run
+    async def run(self) -> RunSummary:
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.request_stop, "interrupted")
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+        pending: collections.deque[asyncio.Task[StepOutcome]] = collections.deque()
+        try:
+            # After a resume the engine re-issues the requests that were in
+            # flight at the checkpoint, in order, from its first asks.
+            for _ in self._pending_requests():
+                pending.append(asyncio.ensure_future(self._step(self.engine.ask())))
+            while True:
+                while (
+                    not self._stop.is_set()
+                    and len(pending) < self.config.proposal_concurrency
+                    and self.asks_issued < self.config.iterations
+                ):
+                    request = self.engine.ask()
+                    self.asks_issued += 1
+                    pending.append(asyncio.ensure_future(self._step(request)))
+                if not pending:
+                    break
+                stop_wait = asyncio.ensure_future(self._stop.wait())
+                done, _ = await asyncio.wait({pending[0], stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                stop_wait.cancel()
+                if pending[0] not in done:
+                    break  # stop requested while the head step was running
+                outcome = pending.popleft().result()
+                if outcome.stop_reason:
+                    self.request_stop(outcome.stop_reason)
+                    break
+                self._apply(outcome)
+                if self.steps_applied % self.config.checkpoint_every == 0:
+                    self.checkpoint()
+                reason = self._engine_stop_reason()
+                if reason:
+                    self.request_stop(reason)
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            try:
+                loop.remove_signal_handler(signal.SIGINT)
+            except (NotImplementedError, RuntimeError):
+                pass
+        if self._stop_reason is None:
+            self._stop_reason = "iterations"
+        self.checkpoint()
+        return self.finish()
+
+    def request_stop(self, reason: str) -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._stop.set()
+
+    # ----------------------------------------------------------------- steps
+    def _pending_requests(self) -> list[Any]:
+        getter = getattr(self.engine, "pending_requests", None)
+        return list(getter()) if getter else []
+
+    async def _step(self, request: Any) -> StepOutcome:
+        recorded = self._replay.pop(int(request.id), None)
+        if recorded is not None:
+            return StepOutcome(request, recorded, recorded.get("child"), replayed=True)
+        # The prompt is built when the step starts, from what was applied
+        # before it: deterministic in the ask/tell sequence.
+        messages, prompt_meta = self.prompt_builder(request, self)
+        record: dict[str, Any] = {
+            "kind": "step",
+            "request_id": int(request.id),
+            "iteration": int(request.iteration),
+            "island": int(request.island),
+            "mode": str(request.mode),
+            "parent_id": int(request.parent.id) if request.parent is not None else -1,
+            "parent_metrics": dict(request.parent.metrics) if request.parent is not None else {},
+            "inspiration_ids": [int(p.id) for p in request.inspirations],
+            "prompt": messages,
+            "prompt_meta": prompt_meta,
+        }
+        try:
+            proposal = await self.proposer.propose(request, messages)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            stop = _stop_reason_for(exc)
+            if stop:
+                return StepOutcome(request, record, None, stop_reason=stop)
+            raise
+        if getattr(proposal, "error", None):
+            record.update(raw_response=None, model=getattr(proposal, "model", None),
+                          proposal_error=proposal.error, latency_s=getattr(proposal, "latency_s", None))
+            feedback = {"category": "proposal", "error": proposal.error}
+            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
+        record.update(
+            raw_response=proposal.text,
+            reasoning=getattr(proposal, "reasoning", None),
+            model=getattr(proposal, "model", None),
+            usage=_to_dict(getattr(proposal, "usage", None)) or {},
+            latency_s=getattr(proposal, "latency_s", None),
+        )
+        from ..edit import apply_response
+
+        parent_source = request.parent.source if request.parent is not None else ""
+        edit = apply_response(parent_source, proposal.text or "", mode=self.config.edit_mode)
+        record["edit"] = _to_dict(edit)
+        if not edit.ok:
+            feedback = {"category": "edit", "edit_error": edit.error, "compiled": False}
+            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
+        source = edit.source
+        record["child_source"] = source
+        if self.engine.seen(source):
+            record["duplicate"] = True
+            return StepOutcome(request, record, None)
+        async with self._eval_slots:
+            result = await self._evaluate(source)
+        record["eval"] = _to_dict(result)
+        child = self._program_fields(
+            source=source, parent_id=record["parent_id"], island=record["island"],
+            iteration=record["iteration"], result=result, edit_ok=True, status_override=None,
+        )
+        return StepOutcome(request, record, child)
+
+    async def _evaluate(self, source: str) -> Any:
+        return await self.evaluator.evaluate_async(self.task, source)
+
+    def _failed_child(self, request: Any, status: str, feedback: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "source": "", "parent_id": int(request.parent.id) if request.parent is not None else -1,
+            "island": int(request.island), "iteration": int(request.iteration),
+            "metrics": {"score": 0.0}, "status": status, "feedback": feedback,
+        }
+
+    def _program_fields(self, *, source: str, parent_id: int, island: int, iteration: int,
+                        result: Any, edit_ok: bool, status_override: str | None) -> dict[str, Any]:
+        status = status_override or _status_of(result)
+        speedup = float(getattr(result, "speedup", 0.0) or 0.0)
+        metrics = {"score": speedup if status == "correct" else 0.0}
+        for key in ("speedup", "runtime_ms", "ref_runtime_ms"):
+            value = getattr(result, key, None)
+            if isinstance(value, (int, float)):
+                metrics[key] = float(value)
+        return {
+            "source": source, "parent_id": parent_id, "island": island, "iteration": iteration,
+            "metrics": metrics, "status": status, "feedback": _to_dict(result) or {},
+        }
+
+    # ----------------------------------------------------------------- apply
+    def _apply(self, outcome: StepOutcome) -> None:
+        record, child = outcome.record, outcome.child
+        if not outcome.replayed:
+            # A program identical to one already told (e.g. by a sibling step
+            # that finished first) is a duplicate: checked here, in ask order,
+            # so the verdict does not depend on timing.
+            if child is not None and child.get("source") and self.engine.seen(child["source"]):
+                record["duplicate"] = True
+                child = None
+            if child is not None:
+                child["id"] = self._take_program_id()
+                record.update(child_id=child["id"], status=child["status"], metrics=child["metrics"])
+            else:
+                record.update(child_id=None, status="duplicate" if record.get("duplicate") else "skipped")
+            record["step"] = self.steps_applied
+            record["time"] = time.time()
+            self.run_dir.append_step({**record, "child": child})
+        else:
+            self.next_program_id = max(self.next_program_id, int(record.get("child_id") or -1) + 1)
+        if child is not None:
+            self.engine.tell(self._make_program(child), request_id=int(outcome.request.id))
+        else:
+            closer = getattr(self.engine, "cancel", None) or getattr(self.engine, "discard", None)
+            if closer is not None:
+                closer(int(outcome.request.id))
+        self._after_apply(record, child)
+
+    def _after_apply(self, record: dict[str, Any], child: dict[str, Any] | None) -> None:
+        self.steps_applied += 1
+        status = record.get("status") or (child or {}).get("status") or "skipped"
+        self.status_counts[status] += 1
+        improved = False
+        if child is not None and child["status"] == "correct":
+            speedup = child["metrics"].get("score", 0.0)
+            if self.best_speedup is None or speedup > self.best_speedup:
+                self.best_speedup, self.best_program_id = speedup, child["id"]
+                self.run_dir.write_best(child["source"])
+                improved = True
+        self.steps_since_best = 0 if improved else self.steps_since_best + 1
+        self.history.append(history_entry(record, child))
+        if self.progress is not None:
+            self.progress(self.snapshot())
+
+    def _engine_stop_reason(self) -> str | None:
+        cfg = self.config
+        if cfg.target_speedup is not None and (self.best_speedup or 0.0) >= cfg.target_speedup:
+            return "target"
+        if cfg.patience is not None and self.steps_since_best >= cfg.patience:
+            return "patience"
+        check = getattr(self.engine, "should_stop", None)
+        reason = check() if check else None
+        return str(reason) if reason else None
+
+    def _take_program_id(self) -> int:
+        pid = self.next_program_id
+        self.next_program_id += 1
+        return pid
+
+    def _make_program(self, fields: dict[str, Any]) -> Any:
+        from ..engine import Program
+
+        data = {k: v for k, v in fields.items() if k != "island" or v >= 0}
+        return Program.from_dict(data)
+
+    # ------------------------------------------------------------ checkpoint
+    def checkpoint(self) -> None:
+        """Save the engine and the loop counters as one new checkpoint folder,
+        then point ``LATEST`` at it; older folders are pruned afterwards, so a
+        crash at any point leaves a complete checkpoint to resume from."""
+        root = self.run_dir.checkpoint_dir
+        root.mkdir(parents=True, exist_ok=True)
+        name = f"step-{self.steps_applied:06d}"
+        target = root / name
+        if target.exists():
+            shutil.rmtree(target)
+        self.engine.save(str(target / "engine"))
+        atomic_write_text(target / "run_state.json", json.dumps(self.state(), indent=2))
+        atomic_write_text(root / "LATEST", name + "\n")
+        keep = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-"))
+        for old in keep[:-CHECKPOINT_KEEP]:
+            if old.name != name:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "steps_applied": self.steps_applied,
+            "asks_issued": self.asks_issued,
+            "next_program_id": self.next_program_id,
+            "best_speedup": self.best_speedup,
+            "best_program_id": self.best_program_id,
+            "steps_since_best": self.steps_since_best,
+            "status_counts": dict(self.status_counts),
+            "usage": self.usage_meter.to_dict() if self.usage_meter is not None else None,
+        }
+
+    def restore(self, state: dict[str, Any], trajectory: list[dict[str, Any]]) -> None:
+        """Counters from a checkpoint, then the steps recorded after it are
+        queued for replay (keyed by request id)."""
+        self.steps_applied = int(state["steps_applied"])
+        self.asks_issued = int(state["asks_issued"])
+        self.next_program_id = int(state["next_program_id"])
+        self.best_speedup = state.get("best_speedup")
+        self.best_program_id = state.get("best_program_id")
+        self.steps_since_best = int(state.get("steps_since_best", 0))
+        self.status_counts = collections.Counter(state.get("status_counts", {}))
+        if self.usage_meter is not None and state.get("usage"):
+            self.usage_meter.load_totals(state["usage"])
+        for record in trajectory:
+            if record.get("step", -1) < self.steps_applied:
+                self.history.append(history_entry(record, record.get("child")))
+            elif record.get("kind") == "step":
+                self._replay[int(record["request_id"])] = record
+
+    # ---------------------------------------------------------------- finish
+    def snapshot(self) -> dict[str, Any]:
+        usage = self.usage_meter.summary() if self.usage_meter is not None else {}
+        return {
+            "steps": self.steps_applied, "asks": self.asks_issued, "iterations": self.config.iterations,
+            "best_speedup": self.best_speedup, "status_counts": dict(self.status_counts), "usage": usage,
+        }
+
+    def finish(self) -> RunSummary:
+        summary = RunSummary(
+            run_dir=str(self.run_dir.path),
+            task_id=str(getattr(self.task, "id", "")),
+            steps=self.steps_applied,
+            stop_reason=self._stop_reason or "iterations",
+            best_speedup=self.best_speedup,
+            best_program_id=self.best_program_id,
+            correct_steps=self.status_counts.get("correct", 0),
+            status_counts=dict(self.status_counts),
+            usage=self.usage_meter.summary() if self.usage_meter is not None else {},
+            wall_time_s=time.monotonic() - self._started,
+            archive=_archive_stats(self.engine),
+        )
+        self.run_dir.write_summary(summary.to_dict())
+        return summary
+
+
+def history_entry(record: dict[str, Any], child: dict[str, Any] | None) -> dict[str, Any]:
+    """A step as the prompt's history shows it (the full record stays in the
+    trajectory): ids, status, metrics and a short outcome."""
+    feedback = (child or {}).get("feedback") or {}
+    keep = ("edit_error", "hacked", "hack_reasons", "compiled", "correct", "category")
+    compact = {k: feedback[k] for k in keep if k in feedback}
+    log = feedback.get("error") or ""
+    if log:
+        compact["error_log"] = str(log)[-400:]
+    return {
+        "id": record.get("child_id"), "step": record.get("step"), "iteration": record.get("iteration"),
+        "island": record.get("island"), "parent_id": record.get("parent_id"),
+        "status": record.get("status"), "metrics": record.get("metrics") or {}, "feedback": compact,
+    }
+
+
+def latest_checkpoint(run_dir: RunDir) -> Path | None:
+    pointer = run_dir.checkpoint_dir / "LATEST"
+    if not pointer.exists():
+        return None
+    target = run_dir.checkpoint_dir / pointer.read_text().strip()
+    return target if target.is_dir() else None
+
+
+def _status_of(result: Any) -> str:
+    if getattr(result, "hacked", False):
+        return "hacked"
+    if getattr(result, "correct", False):
+        return "correct"
+    if getattr(result, "compiled", True) is False:
+        return "compile-failed"
+    return "incorrect"
+
+
+def _stop_reason_for(exc: BaseException) -> str | None:
+    """Exceptions from a proposer that end the run cleanly (with a checkpoint)."""
+    name = type(exc).__name__
+    if isinstance(exc, BudgetStop) or name == "BudgetExceeded":
+        return "budget"
+    if name == "ProposerExhausted":
+        return "replay-exhausted"
+    return None
+
+
+def _to_dict(value: Any) -> Any:
+    if value is None:
+        return None
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    return value
+
+
+def _archive_stats(engine: Any) -> dict[str, Any]:
+    stats = getattr(engine, "stats", None)
+    try:
+        return dict(stats()) if callable(stats) else {}
+    except Exception:  # noqa: BLE001 - stats are informational
+        return {}

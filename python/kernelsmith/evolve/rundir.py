@@ -1,0 +1,141 @@
+"""The run directory: everything a run leaves behind, written so that a crash
+at any instant loses nothing that was finished.
+
+Layout::
+
+    RUN_DIR/
+      config.yaml        snapshot of the run config, with the task's path and id
+      task/              copy of the task files, so the run stands on its own
+      checkpoint/        engine checkpoint (written atomically by the engine)
+      run_state.json     loop counters belonging to that checkpoint (atomic)
+      trajectory.jsonl   one record per step, appended and fsynced per record
+      best_program.py    the best correct program so far
+      summary.json       written when the run stops (any reason)
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from ..llm.redact import redact_obj
+
+TRAJECTORY_SCHEMA_VERSION = 1
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so readers see the old or the new file, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDir:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    # -- files ------------------------------------------------------------
+    @property
+    def trajectory_path(self) -> Path:
+        return self.path / "trajectory.jsonl"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / "checkpoint"
+
+    @property
+    def state_path(self) -> Path:
+        return self.path / "run_state.json"
+
+    def exists(self) -> bool:
+        return (self.path / "config.yaml").exists()
+
+    # -- creation ---------------------------------------------------------
+    def create(self, config: dict[str, Any], task_files: list[Path]) -> None:
+        if self.exists():
+            raise FileExistsError(
+                f"{self.path} already holds a run; pass --resume {self.path} to continue it "
+                "or choose another --out"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(redact_obj(config), sort_keys=False))
+        task_dir = self.path / "task"
+        task_dir.mkdir(exist_ok=True)
+        for file in task_files:
+            shutil.copy2(file, task_dir / file.name)
+        self.trajectory_path.touch()
+
+    def load_config(self) -> dict[str, Any]:
+        return yaml.safe_load((self.path / "config.yaml").read_text())
+
+    # -- trajectory -------------------------------------------------------
+    def append_step(self, record: dict[str, Any]) -> None:
+        """Append one step durably: a record is either wholly on disk or absent."""
+        # Keys never reach the trajectory, whatever a server or model echoed.
+        record = redact_obj({"schema_version": TRAJECTORY_SCHEMA_VERSION, **record})
+        line = json.dumps(record, default=_json_default) + "\n"
+        with open(self.trajectory_path, "a") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read_steps(self) -> list[dict[str, Any]]:
+        return list(iter_trajectory(self.trajectory_path, repair=True))
+
+    # -- loop state -------------------------------------------------------
+    def write_state(self, state: dict[str, Any]) -> None:
+        atomic_write_text(self.state_path, json.dumps(state, indent=2, default=_json_default))
+
+    def read_state(self) -> dict[str, Any] | None:
+        if not self.state_path.exists():
+            return None
+        return json.loads(self.state_path.read_text())
+
+    def write_best(self, source: str) -> None:
+        atomic_write_text(self.path / "best_program.py", source)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2, default=_json_default))
+
+
+def iter_trajectory(path: str | Path, repair: bool = False) -> Iterator[dict[str, Any]]:
+    """Records of a trajectory file. A last line cut off by a crash is dropped
+    (and, with ``repair``, removed from the file so appends stay valid)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if repair and end < len(data):
+        with open(path, "r+b") as handle:
+            handle.truncate(end)
+    for number, line in enumerate(data[:end].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: corrupt trajectory record: {exc}") from None
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

@@ -1,0 +1,165 @@
+"""Assembles a run from a task and a config: engine, proposer, evaluator,
+prompt builder and run directory; also resumes a stopped run."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import EvolveConfig, load_evolve_config
+from .loop import Evolution, RunSummary, latest_checkpoint
+from .rundir import RunDir, iter_trajectory
+
+HISTORY_PER_PROMPT = 16
+
+
+def reference_as_seed(reference_source: str) -> str:
+    """The reference module renamed to ``ModelNew``, inside an EVOLVE block:
+    the starting point of a translation step when a task has no seed."""
+    body = re.sub(r"\bclass\s+Model\s*\(", "class ModelNew(", reference_source, count=1)
+    return "# EVOLVE-BLOCK-START\n" + body.rstrip("\n") + "\n# EVOLVE-BLOCK-END\n"
+
+
+def make_prompt_fn(builder: Any, engine: Any) -> Callable[[Any, Evolution], tuple[list[dict[str, str]], dict[str, Any]]]:
+    """Prompt of a request: its parent and inspirations, the island's recent
+    attempts and its top programs (all as applied before the request began)."""
+
+    def build(request: Any, evolution: Evolution) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        island = int(request.island)
+        history = [h for h in evolution.history if h.get("island") == island][-HISTORY_PER_PROMPT:]
+        top = [p for p in engine.elites(4, island) if p.id != request.parent.id]
+        prompt = builder.build(request, history=history, top_programs=top)
+        return prompt.messages, prompt.meta
+
+    return build
+
+
+def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any, Any]:
+    """(proposer, usage meter or None) for ``config.model``."""
+    kind, _, arg = config.model.partition(":")
+    if kind == "mutate":
+        from ..proposers import MutationProposer
+
+        return MutationProposer(seed=run_seed, seen=engine.seen), None
+    if kind == "replay":
+        from ..proposers import ReplayProposer
+
+        if not arg:
+            raise ValueError("model 'replay' needs a run directory: replay:RUN_DIR")
+        return ReplayProposer(arg), None
+    from ..llm import BudgetExceeded, build_client
+    from ..proposers import LLMProposer
+
+    client = build_client(config.llm_config())
+    return LLMProposer(client, propagate=(BudgetExceeded,)), getattr(client, "meter", None)
+
+
+def _config_snapshot(config: EvolveConfig, task: Any, task_path: str) -> dict[str, Any]:
+    return {"task": {"path": str(task_path), "id": task.id, "name": task.name}, "config": dataclasses.asdict(config)}
+
+
+def _task_files(task_path: Path) -> list[Path]:
+    if task_path.is_dir():
+        return [p for p in (task_path / n for n in ("reference.py", "seed.py", "task.yaml")) if p.exists()]
+    return [task_path]
+
+
+async def evolve(
+    task_path: str | Path | None,
+    config: EvolveConfig | None = None,
+    out: str | Path | None = None,
+    *,
+    resume: str | Path | None = None,
+    evaluator: Any = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) an evolution; returns its summary.
+
+    Fresh run: ``task_path`` and ``out`` (a new directory). Resume: ``resume``
+    is the run directory; task and config come from its snapshot (a config
+    passed in overrides only ``iterations``, so a run can be extended).
+    """
+    from ..engine import Engine, EngineConfig
+    from ..prompts import PromptBuilder
+    from ..task import Task
+
+    if resume is not None:
+        run_dir = RunDir(resume)
+        if not run_dir.exists():
+            raise FileNotFoundError(f"{resume}: not a run directory (no config.yaml)")
+        snapshot = run_dir.load_config()
+        saved = load_evolve_config(**snapshot["config"])
+        if config is not None:
+            saved = dataclasses.replace(saved, iterations=config.iterations)
+        config = saved
+        # The run's own copy of the task, so a moved or edited original
+        # cannot change what a resumed run evaluates.
+        copy = run_dir.path / "task"
+        if not (copy / "reference.py").exists():
+            copy = copy / Path(snapshot["task"]["path"]).name
+        task = Task.load(copy, backend=config.backend, trials=config.trials)
+    else:
+        if task_path is None or out is None:
+            raise ValueError("a fresh run needs a task path and an output directory")
+        config = config or EvolveConfig()
+        task = Task.load(task_path, backend=config.backend, trials=config.trials)
+        run_dir = RunDir(out)
+        run_dir.create(_config_snapshot(config, task, str(task_path)), _task_files(Path(task_path)))
+
+    checkpoint = latest_checkpoint(run_dir) if resume is not None else None
+    if checkpoint is not None:
+        engine = Engine.load(checkpoint / "engine")
+    else:
+        engine = Engine(EngineConfig.from_dict(config.engine), seed=config.seed)
+
+    own_evaluator = evaluator is None
+    if own_evaluator:
+        from ..evaluator import Evaluator
+
+        evaluator = Evaluator(workers=config.eval_concurrency)
+    backend = evaluator.backend_for(task)
+    hardware = backend.hardware_info()
+    builder = PromptBuilder(
+        config.prompt_config(),
+        reference_source=task.reference_source,
+        backend=backend.name,
+        backend_tips=backend.prompt_tips(hardware),
+        hardware=hardware,
+        task_name=task.name,
+    )
+    proposer, meter = make_proposer(config, engine, config.seed)
+    evolution = Evolution(
+        task=task, config=config, engine=engine, proposer=proposer, evaluator=evaluator,
+        prompt_builder=make_prompt_fn(builder, engine), run_dir=run_dir, backend=backend,
+        usage_meter=meter, progress=progress,
+    )
+    try:
+        if checkpoint is not None:
+            import json
+
+            state = json.loads((checkpoint / "run_state.json").read_text())
+            evolution.restore(state, run_dir.read_steps())
+        else:
+            if resume is not None:  # stopped before the first checkpoint: start over
+                run_dir.trajectory_path.write_text("")
+            if task.seed_source:
+                seeds = [("seed", task.seed_source)]
+                await evolution.seed(seeds)
+            else:
+                evolution.seed_reference(reference_as_seed(task.reference_source))
+        return await evolution.run()
+    finally:
+        await proposer.aclose()
+        if own_evaluator:
+            evaluator.close()
+
+
+def evolve_sync(*args: Any, **kwargs: Any) -> RunSummary:
+    """:func:`evolve` for scripts and notebooks without an event loop."""
+    return asyncio.run(evolve(*args, **kwargs))
+
+
+def read_trajectory(run_dir: str | Path) -> list[dict[str, Any]]:
+    return list(iter_trajectory(Path(run_dir) / "trajectory.jsonl"))

@@ -1,0 +1,169 @@
+"""The evolution loop: run directory, determinism, resume, and the CLI."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelsmith.engine import Engine
+from kernelsmith.evolve import EvolveConfig, evolve_sync, load_evolve_config, read_trajectory
+from kernelsmith.evolve.loop import latest_checkpoint
+from kernelsmith.evolve.rundir import RunDir, iter_trajectory
+from kernelsmith.config import ConfigError
+
+FIXTURES = Path(__file__).parent / "fixtures_evolve"
+TASK = FIXTURES / "scale"
+
+
+class CostModelEvaluator:
+    """Scores a candidate from its declared tunables without running it.
+
+    The loop's determinism and resume logic do not depend on what a real
+    evaluator measures, only on getting the same verdict for the same source;
+    this keeps those tests fast. End-to-end runs with the real sandboxed
+    evaluator are in test_evolve_e2e.py.
+    """
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def backend_for(self, task):
+        from kernelsmith.backends import get_backend
+
+        return get_backend(task.config.backend)
+
+    async def evaluate_async(self, task, source, trials=None):
+        from kernelsmith.proposers.mutate import parse_tunables
+        from kernelsmith.result import EvalResult
+
+        self.calls.append(source)
+        values = {t.name: t.value for t in parse_tunables(source)}
+        if "BLOCK" not in values:
+            return EvalResult(category="compile", error="no BLOCK")
+        cost = abs(values["BLOCK"] - 256) / 64 + abs(values.get("WARPS", 4) - 4)
+        runtime = 1.0 + 0.1 * cost
+        return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime,
+                          ref_runtime_ms=1.5, speedup=1.5 / runtime)
+
+    def close(self):
+        pass
+
+
+def _config(**kw) -> EvolveConfig:
+    base = dict(iterations=24, seed=7, model="mutate", proposal_concurrency=3, checkpoint_every=4)
+    base.update(kw)
+    return load_evolve_config(None, **base)
+
+
+def _archive(run: Path) -> list[tuple]:
+    engine = Engine.load(latest_checkpoint(RunDir(run)) / "engine")
+    return sorted((p.id, p.island, p.status, round(p.metrics.get("score", 0.0), 9), p.source)
+                  for p in engine.programs())
+
+
+def test_run_directory_contents(tmp_path):
+    evaluator = CostModelEvaluator()
+    summary = evolve_sync(TASK, _config(iterations=10), tmp_path / "run", evaluator=evaluator)
+    run = tmp_path / "run"
+    assert summary.stop_reason == "iterations"
+    assert (run / "config.yaml").exists() and (run / "task" / "reference.py").exists()
+    steps = read_trajectory(run)
+    assert steps[0]["kind"] == "seed" and steps[0]["status"] == "correct"
+    body = [s for s in steps if s["kind"] == "step"]
+    assert len(body) == 10
+    for record in body:
+        for key in ("iteration", "island", "parent_id", "inspiration_ids", "prompt", "raw_response",
+                    "model", "usage", "latency_s", "edit", "child_source", "status", "request_id"):
+            assert key in record, key
+        assert record["prompt"][0]["role"] == "system" and "Model" in record["prompt"][1]["content"]
+    best = max((s for s in steps if s.get("status") == "correct"), key=lambda s: s["metrics"]["score"])
+    assert summary.best_speedup == pytest.approx(best["metrics"]["score"])
+    assert (run / "best_program.py").read_text() == best["child_source"]
+    saved = json.loads((run / "summary.json").read_text())
+    assert saved["steps"] == summary.steps == len(steps)
+    # Duplicates are never evaluated: every evaluated source is distinct.
+    assert len(evaluator.calls) == len(set(evaluator.calls))
+
+
+class JitteryEvaluator(CostModelEvaluator):
+    """Same verdicts, but each evaluation takes a random time, so results
+    arrive in a different order on every run."""
+
+    def __init__(self, rng_seed):
+        super().__init__()
+        import random
+
+        self.rng = random.Random(rng_seed)
+
+    async def evaluate_async(self, task, source, trials=None):
+        import asyncio
+
+        await asyncio.sleep(self.rng.uniform(0.0, 0.01))
+        return await super().evaluate_async(task, source, trials)
+
+
+def test_same_seed_same_archive_whatever_the_timing(tmp_path):
+    cfg = _config(proposal_concurrency=4, eval_concurrency=4)
+    a = evolve_sync(TASK, cfg, tmp_path / "a", evaluator=JitteryEvaluator(1))
+    b = evolve_sync(TASK, cfg, tmp_path / "b", evaluator=JitteryEvaluator(2))
+    assert _archive(tmp_path / "a") == _archive(tmp_path / "b")
+    assert a.best_speedup == b.best_speedup
+    c = evolve_sync(TASK, _config(seed=8), tmp_path / "c", evaluator=CostModelEvaluator())
+    assert _archive(tmp_path / "c") != _archive(tmp_path / "a")  # the seed matters
+
+
+class Crash(Exception):
+    pass
+
+
+def test_killed_run_resumes_to_the_same_archive(tmp_path):
+    full = CostModelEvaluator()
+    evolve_sync(TASK, _config(), tmp_path / "full", evaluator=full)
+
+    def crash_at(step):
+        def progress(snapshot):
+            if snapshot["steps"] == step:
+                raise Crash()
+        return progress
+
+    killed = CostModelEvaluator()
+    with pytest.raises(Crash):
+        evolve_sync(TASK, _config(), tmp_path / "killed", evaluator=killed, progress=crash_at(11))
+    # The crash came after step 11 was recorded but before the next checkpoint (12).
+    assert latest_checkpoint(RunDir(tmp_path / "killed")).name == "step-000008"
+    resumed = CostModelEvaluator()
+    summary = evolve_sync(None, resume=tmp_path / "killed", evaluator=resumed)
+    assert summary.stop_reason == "iterations"
+    assert _archive(tmp_path / "killed") == _archive(tmp_path / "full")
+    steps = [s for s in read_trajectory(tmp_path / "killed") if s["kind"] == "step"]
+    ids = [s["request_id"] for s in steps]
+    assert len(ids) == len(set(ids)) == 24  # every step recorded exactly once
+    # Steps recorded before the crash were replayed, not evaluated again.
+    before = {s["child_source"] for s in steps[:11] if s.get("child_source") and not s.get("duplicate")}
+    assert not before & set(resumed.calls)
+
+
+def test_truncated_last_record_is_dropped_on_resume(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1}\n{"b": 2}\n{"c": ')
+    assert list(iter_trajectory(path, repair=True)) == [{"a": 1}, {"b": 2}]
+    assert path.read_text() == '{"a": 1}\n{"b": 2}\n'
+
+
+def test_existing_run_directory_is_not_overwritten(tmp_path):
+    evolve_sync(TASK, _config(iterations=2), tmp_path / "run", evaluator=CostModelEvaluator())
+    with pytest.raises(FileExistsError, match="--resume"):
+        evolve_sync(TASK, _config(iterations=2), tmp_path / "run", evaluator=CostModelEvaluator())
+
+
+def test_config_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="iteratons"):
+        load_evolve_config(None, iteratons=3)
+    bad = tmp_path / "c.yaml"
+    bad.write_text("prompt:\n  max_histroy: 3\n")
+    with pytest.raises(ConfigError, match="max_histroy"):
+        load_evolve_config(bad)
+    with pytest.raises(ConfigError, match="model must be"):
+        EvolveConfig(model="gpt4")

@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kernelsmith.prompts import (
+    PromptBuilder,
+    PromptConfig,
+    estimate_tokens,
+    hardware_family,
+    render_feedback,
+)
+
+REFERENCE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+
+
+@dataclass
+class Prog:
+    id: str
+    source: str
+    iteration: int = 0
+    parent_id: str | None = None
+    island: int = 0
+    metrics: dict = field(default_factory=dict)
+    status: str = "correct"
+    feedback: dict = field(default_factory=dict)
+
+
+@dataclass
+class Req:
+    parent: Any
+    inspirations: list = field(default_factory=list)
+    mode: str = "weighted"
+    island: int = 0
+    iteration: int = 10
+
+
+def program(i: int, speedup: float, size: int = 200) -> Prog:
+    body = "\n".join(f"    x{i}_{k} = {k}" for k in range(size // 12))
+    return Prog(id=f"p{i}", source=f"# EVOLVE-BLOCK-START\ndef f{i}():\n{body}\n# EVOLVE-BLOCK-END\n",
+                iteration=i, metrics={"score": speedup, "speedup": speedup, "runtime_ms": 1.0 / speedup})
+
+
+FAILED_FEEDBACK = {
+    "compiled": True,
+    "correct": False,
+    "hacked": False,
+    "error_category": "mismatch",
+    "correctness": {"max_abs_err": 0.5, "max_rel_err": 0.25,
+                    "first_mismatch": {"index": [0, 3], "expected": 1.0, "got": 1.5}},
+    "runtime_ms": 0.8,
+    "ref_runtime_ms": 1.2,
+    "timing": {"median_ms": 0.8, "iqr_ms": 0.01},
+    "error_log": "Traceback\n" + "noise line\n" * 2000 + "AssertionError: outputs differ\n",
+}
+
+
+def make_builder(**cfg: Any) -> PromptBuilder:
+    return PromptBuilder(
+        PromptConfig(**cfg), reference_source=REFERENCE, backend="triton",
+        backend_tips="Use tl.load with masks.", hardware={"name": "NVIDIA H200", "compute_capability": "9.0"},
+        task_name="relu",
+    )
+
+
+def test_system_prompt_has_objective_rules_and_tips():
+    prompt = make_builder().build(Req(parent=program(1, 1.0)))
+    system = prompt.messages[0]
+    assert system["role"] == "system" and prompt.messages[1]["role"] == "user"
+    text = system["content"]
+    assert "ModelNew" in text and "bounds checks and masks" in text
+    assert "Do not call torch" in text
+    assert "Use tl.load with masks." in text
+    assert "TMA" in text and "Warp specialization" in text
+    assert "NVIDIA H200" in text
+    assert "EVOLVE-BLOCK-START" in text and "```python" in text  # full-program format
+    diff_prompt = make_builder(output_format="diff").build(Req(parent=program(1, 1.0)))
+    assert "<<<<<<< SEARCH" in diff_prompt.system
+
+
+def test_user_prompt_has_every_section():
+    current = program(5, 1.3)
+    current.feedback = FAILED_FEEDBACK
+    prompt = make_builder().build(
+        Req(parent=current, inspirations=[program(7, 0.9)], mode="explore"),
+        history=[program(2, 1.1), program(3, 0.7)],
+        top_programs=[program(4, 2.0), current],
+    )
+    user = prompt.user
+    assert "torch.relu(x)" in user  # reference
+    assert "Previous attempts" in user and "id p2" in user and "id p3" in user
+    assert "Top programs" in user and "def f4" in user
+    assert "Inspirations" in user and "def f7" in user
+    assert "Current program" in user and "def f5" in user
+    assert "max_abs_err=0.5" in user and "first mismatch" in user
+    assert "AssertionError: outputs differ" in user
+    assert "characters omitted" in user  # the long log was trimmed
+    assert "Explore" in user
+    # The current program is not repeated among the top programs.
+    assert prompt.meta["included"]["top_programs"] == ["p4"]
+    assert prompt.meta["estimated_tokens"] == estimate_tokens(prompt.system) + estimate_tokens(user)
+
+
+def test_repair_mode_uses_repair_instruction():
+    prompt = make_builder().build(Req(parent=program(1, 1.0), mode="repair"))
+    assert "Repair" in prompt.user and "Fix the cause" in prompt.user
+    with pytest.raises(ValueError, match="mode"):
+        make_builder().build(Req(parent=program(1, 1.0), mode="bogus"))
+
+
+def test_cap_drops_weakest_history_first_then_inspirations():
+    history = [program(i, speedup=s) for i, s in [(1, 0.5), (2, 3.0), (3, 0.2), (4, 1.0)]]
+    req = Req(parent=program(9, 1.0), inspirations=[program(20, 1.0, 2000), program(21, 1.0, 2000)])
+    full = make_builder(max_input_tokens=10**6).build(req, history=history)
+    no_history = make_builder(max_input_tokens=10**6).build(req)
+    assert full.meta["dropped"] == []
+
+    # One token short: the weakest attempt (p3, speedup 0.2) goes first, nothing else.
+    cap = full.meta["estimated_tokens"] - 1
+    prompt = make_builder(max_input_tokens=cap).build(req, history=history)
+    assert prompt.meta["estimated_tokens"] <= cap
+    assert [d["id"] for d in prompt.meta["dropped"]] == ["p3"]
+    assert prompt.meta["included"]["inspirations"] == ["p20", "p21"]
+    assert "1 older or weaker attempts omitted" in prompt.user
+
+    # Past all history: every attempt goes (weakest first), then the second
+    # inspiration (~500 tokens), before any log is touched.
+    cap = no_history.meta["estimated_tokens"] - 100
+    small = make_builder(max_input_tokens=cap).build(req, history=history)
+    assert [d["id"] for d in small.meta["dropped"]] == ["p3", "p1", "p4", "p2", "p21"]
+    assert small.meta["included"]["inspirations"] == ["p20"]
+    assert small.meta["included"]["log_chars"] == PromptConfig().max_log_chars
+    assert small.meta["estimated_tokens"] <= cap
+    assert small.meta["over_cap"] is False
+
+
+def test_cap_truncates_logs_and_reports_over_cap():
+    current = program(1, 1.0)
+    current.feedback = FAILED_FEEDBACK
+    roomy = make_builder(max_input_tokens=10**6, max_log_chars=20000).build(Req(parent=current))
+    tight_cap = roomy.meta["estimated_tokens"] - 2000
+    tight = make_builder(max_input_tokens=tight_cap, max_log_chars=20000).build(Req(parent=current))
+    assert tight.meta["included"]["log_chars"] < 20000
+    assert tight.meta["estimated_tokens"] <= tight_cap
+    assert any("error log cut" in n for n in tight.meta["notes"])
+    impossible = make_builder(max_input_tokens=50).build(Req(parent=current))
+    assert impossible.meta["over_cap"] is True
+
+
+def test_tokenizer_is_used():
+    calls = []
+
+    def tok(text: str) -> list[int]:
+        calls.append(len(text))
+        return [0] * len(text.split())
+
+    builder = PromptBuilder(PromptConfig(), reference_source=REFERENCE, tokenizer=tok)
+    prompt = builder.build(Req(parent=program(1, 1.0)))
+    assert calls
+    assert prompt.meta["estimated_tokens"] == len(prompt.system.split()) + len(prompt.user.split())
+
+
+def test_template_override_folder(tmp_path):
+    (tmp_path / "mode_weighted.md").write_text("CUSTOM INSTRUCTION FOR $nothing\n")
+    (tmp_path / "system.md").write_text("My system prompt for $backend on $device_name.\n$output_format\n")
+    prompt = PromptBuilder(PromptConfig(template_dir=str(tmp_path)), reference_source=REFERENCE,
+                           backend="opencl", hardware={"name": "pthread-cpu", "type": "CPU"}).build(
+        Req(parent=program(1, 1.0)))
+    assert prompt.system.startswith("My system prompt for opencl on pthread-cpu.")
+    assert "CUSTOM INSTRUCTION FOR $nothing" in prompt.user
+    assert "Reference module" in prompt.user  # untouched templates still come from the package
+    with pytest.raises(ValueError, match="template_dir"):
+        PromptBuilder(PromptConfig(template_dir=str(tmp_path / "missing")), reference_source=REFERENCE)
+
+
+def test_hardware_family_detection():
+    assert hardware_family({"name": "NVIDIA H100 80GB HBM3"}) == "hopper"
+    assert hardware_family({"name": "x", "compute_capability": (9, 0)}) == "hopper"
+    assert hardware_family({"name": "NVIDIA A100-SXM4-40GB"}) == "ampere"
+    assert hardware_family({"name": "NVIDIA L40S"}) == "ada"
+    assert hardware_family({"name": "AMD Instinct MI300X", "arch": "gfx942"}) == "amd_cdna"
+    assert hardware_family({"name": "pthread-haswell", "type": "CPU"}) == "cpu"
+    assert hardware_family(None) == "generic"
+
+
+def test_render_feedback_is_robust():
+    assert render_feedback(None) == "Not evaluated yet."
+    text = render_feedback({"compiled": False, "error_category": "compile", "error_log": "E: bad\n",
+                            "new_key": 3, "nested": {"a": 1}})
+    assert "compiled: no" in text and "compile" in text and "E: bad" in text and "new_key=3" in text
+    hacked = render_feedback({"compiled": True, "correct": True, "hacked": True,
+                              "hack_reasons": ["called torch.matmul"]})
+    assert "called torch.matmul" in hacked
+    assert "could not be applied" in render_feedback({"edit_error": "block 1 did not apply"})
+    timing = render_feedback({"runtime_ms": 0.5, "ref_runtime_ms": 1.0, "speedup": 2.0, "correct": None})
+    assert "speedup 2x" in timing and "correct: unknown" in timing
