@@ -174,3 +174,15 @@ def test_builds_release_the_gil() -> None:
         done.set()
         spinner.join()
     assert during > 1000
+
+
+def test_event_samples_feed_the_timing_harness() -> None:
+    from kernelsmith import timing
+
+    program = ocl.build(SCALE)
+    x = np.ones(1 << 14, np.float32)
+    y = np.empty_like(x)
+    source = ocl.sampler(lambda: program.scale(x.size, 64, x, y, 1.0, x.size))
+    measurement = timing.bench_samples(source, unit="s", min_samples=5, max_samples=20, time_budget_s=2.0)
+    assert measurement.timer == "external"
+    assert 0 < measurement.median_s < 1.0

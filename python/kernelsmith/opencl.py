@@ -77,6 +77,7 @@ __all__ = [
     "profile",
     "recording",
     "round_up",
+    "sampler",
     "select_device",
 ]
 
@@ -464,3 +465,21 @@ def profile(
             raise RuntimeError("profile: the function launched no OpenCL kernel, nothing to time")
         samples.append(record.total_seconds() if include_transfers else record.kernel_seconds())
     return samples
+
+
+def sampler(
+    fn: Callable[[], Any],
+    include_transfers: bool = False,
+    ctx: Context | None = None,
+) -> Callable[[], float]:
+    """A zero-argument sample source for the timing harness: each call runs
+    ``fn`` once and returns the profiled device seconds of the kernels it
+    enqueued (plus transfers if ``include_transfers``)::
+
+        m = kernelsmith.timing.bench_samples(ocl.sampler(lambda: model(x)), unit="s")
+    """
+
+    def sample() -> float:
+        return profile(fn, warmup=0, repetitions=1, include_transfers=include_transfers, ctx=ctx)[0]
+
+    return sample
