@@ -109,6 +109,27 @@ std::string trim(const std::string& s) {
   return s.substr(begin, end - begin + 1);
 }
 
+// Compilers name the source by a temporary path (PoCL: ".../kcache/tempfile_Ab12.cl:5:27:");
+// the LLM needs the line and column, not the path, which also differs per run.
+std::string clean_build_log(const std::string& log) {
+  std::string out;
+  out.reserve(log.size());
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t hit = log.find(".cl:", pos);
+    if (hit == std::string::npos) break;
+    std::size_t begin = hit;
+    while (begin > pos && !std::isspace(static_cast<unsigned char>(log[begin - 1]))) --begin;
+    const std::string token = log.substr(begin, hit - begin);
+    out.append(log, pos, begin - pos);
+    out += token.find('/') != std::string::npos ? std::string("kernel") : token;
+    out += ".cl:";
+    pos = hit + 4;
+  }
+  out.append(log, pos, std::string::npos);
+  return out;
+}
+
 std::uint64_t fnv1a(const std::string& text) {
   std::uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : text) {
@@ -619,7 +640,7 @@ std::shared_ptr<Program> Context::build(const std::string& source, const std::st
       log_size > 0) {
     log.assign(log_size, '\0');
     clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, log_size, log.data(), nullptr);
-    log = trim(std::string(log.c_str()));
+    log = clean_build_log(trim(std::string(log.c_str())));
   }
   if (build_status != CL_SUCCESS) {
     clReleaseProgram(program);
