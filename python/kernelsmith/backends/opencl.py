@@ -1,0 +1,322 @@
+"""OpenCL backend: candidates define ``ModelNew`` whose forward builds and
+launches OpenCL C kernels through :mod:`kernelsmith.opencl`. Runs on any
+vendor's OpenCL device: NVIDIA, AMD and Intel GPUs, and the CPU through PoCL
+(so every CI run exercises a real compile-run-time path). The reference stays
+PyTorch on the CPU; the candidate's tensors are CPU tensors that the runtime
+shares with the device (CPUs) or copies to it (GPUs).
+
+Device selection: ``$KERNELSMITH_OPENCL_DEVICE`` (``"pocl"``, ``"NVIDIA"``,
+``"0:1"``, ``"2"``; default: the first GPU, else the first device).
+Timing: ``$KERNELSMITH_OPENCL_TIMING`` = ``events`` (device time of every
+kernel and transfer the call enqueued, from OpenCL profiling events), ``wall``
+(host clock around the call) or ``auto`` (default: events on GPUs, wall on
+CPU devices, where the reference's host time is the fair comparison).
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import platform
+import time
+from typing import Any, Callable, Iterator, Optional
+
+from .base import Backend, LaunchRecord, StaticReport
+
+TIMING_ENV_VAR = "KERNELSMITH_OPENCL_TIMING"
+TIMING_MODES = ("auto", "events", "wall")
+DEVICE_ENV_VAR = "KERNELSMITH_OPENCL_DEVICE"
+
+#: imports that would launch or compute outside kernelsmith.opencl, where the
+#: launch guard cannot see them
+FORBIDDEN_IMPORTS = {
+    "pyopencl": "launches OpenCL outside kernelsmith.opencl (use kernelsmith.opencl: its launches are the ones counted)",
+    "ctypes": "loads native code",
+    "cffi": "loads native code",
+    "numba": "compiles host code outside OpenCL",
+    "scipy": "computes on the host",
+}
+
+#: NumPy functions a forward may call: scalar types for kernel arguments and
+#: allocation. Anything else (np.exp, np.matmul, ...) computes on the host.
+NUMPY_ALLOWED = {
+    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+    "float16", "float32", "float64", "intc", "uintc", "single", "double",
+    "dtype", "empty", "empty_like", "zeros", "zeros_like", "ascontiguousarray",
+}
+
+#: tensor methods that move data to the host for Python-side computation
+HOST_ESCAPES = {"numpy", "tolist"}
+
+
+def _common_checks(source: str) -> tuple[StaticReport, Optional[ast.Module]]:
+    """The evaluator's shared AST checks when available (ModelNew, try/except,
+    threads, patching, ...); a minimal parse and ModelNew check otherwise."""
+    try:
+        from ..evaluator.static import common_checks
+    except ImportError:
+        report = StaticReport()
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as exc:
+            report.errors.append(f"SyntaxError: {exc.msg} at line {exc.lineno}")
+            return report, None
+        if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+            report.errors.append("No class ModelNew found. Define `class ModelNew(nn.Module)`.")
+        return report, tree
+    return common_checks(source)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _timing_mode() -> str:
+    mode = os.environ.get(TIMING_ENV_VAR, "auto").strip().lower() or "auto"
+    if mode not in TIMING_MODES:
+        raise ValueError(f"{TIMING_ENV_VAR}='{mode}' is not one of {', '.join(TIMING_MODES)}")
+    return mode
+
+
+class OpenCLBackend(Backend):
+    name = "opencl"
+    # Only allocation/view/copy ops (the evaluator's defaults) run in forward.
+    default_allowed_torch_ops: frozenset = frozenset()
+    # NVIDIA's OpenCL driver maps huge virtual ranges like CUDA does.
+    supports_address_space_limit = False
+
+    def __init__(self) -> None:
+        self._timing = _timing_mode()
+        self._ocl: Any = None
+
+    # -- parent process -------------------------------------------------
+    def static_check(self, source: str) -> StaticReport:
+        report, tree = _common_checks(source)
+        if tree is None:
+            return report
+
+        def at(node: ast.AST) -> str:
+            return f"line {getattr(node, 'lineno', '?')}"
+
+        uses_runtime = False
+        numpy_aliases: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    if alias.name.startswith("kernelsmith.opencl"):
+                        uses_runtime = True
+                    if top == "numpy":
+                        numpy_aliases.add(alias.asname or "numpy")
+                    if top in FORBIDDEN_IMPORTS:
+                        report.hacks.append(f"import of {alias.name} at {at(node)}: {FORBIDDEN_IMPORTS[top]}")
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                top = node.module.split(".")[0]
+                if node.module.startswith("kernelsmith.opencl") or (
+                    node.module == "kernelsmith" and any(a.name == "opencl" for a in node.names)
+                ):
+                    uses_runtime = True
+                if top == "numpy":
+                    for alias in node.names:
+                        if alias.name not in NUMPY_ALLOWED:
+                            report.hacks.append(
+                                f"from {node.module} import {alias.name} at {at(node)}: NumPy may only provide "
+                                "scalar types (np.int32, np.float32, ...) for kernel arguments"
+                            )
+                if top in FORBIDDEN_IMPORTS:
+                    report.hacks.append(f"import from {node.module} at {at(node)}: {FORBIDDEN_IMPORTS[top]}")
+
+        kernel_sources = [
+            node for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and ("__kernel" in node.value or "kernel void" in node.value)
+        ]
+        if not uses_runtime:
+            report.hacks.append(
+                "the program does not use kernelsmith.opencl: build and launch OpenCL C kernels with "
+                "`from kernelsmith import opencl as ocl`"
+            )
+        if not kernel_sources:
+            report.hacks.append(
+                "no OpenCL C kernel source (a string with `__kernel void ...`) is defined: forward must "
+                "compute with OpenCL kernels"
+            )
+
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _dotted(node.func) or ""
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[0] in numpy_aliases and parts[-1] not in NUMPY_ALLOWED:
+                report.hacks.append(
+                    f"{name}() at {at(node)}: NumPy computes on the host, outside the kernels; use NumPy only "
+                    "for scalar argument types (np.int32, np.float32, ...) and compute in OpenCL"
+                )
+            if isinstance(node.func, ast.Attribute) and node.func.attr in HOST_ESCAPES and not node.args:
+                report.hacks.append(
+                    f".{node.func.attr}() at {at(node)}: moving tensors to host Python objects is not allowed; "
+                    "pass tensors directly to kernels (kernelsmith.opencl accepts them)"
+                )
+        report.hacks[:] = list(dict.fromkeys(report.hacks))
+        return report
+
+    def worker_env(self, workdir: str) -> dict[str, str]:
+        env = {
+            # Compiled-kernel caches inside the worker's writable directory
+            # (the sandbox's filesystem is read-only elsewhere).
+            "POCL_CACHE_DIR": os.path.join(workdir, ".pocl"),
+            "CUDA_CACHE_PATH": os.path.join(workdir, ".nv"),
+        }
+        for key in (DEVICE_ENV_VAR, TIMING_ENV_VAR, "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"):
+            if os.environ.get(key):
+                env[key] = os.environ[key]
+        return env
+
+    # -- worker process -------------------------------------------------
+    def _runtime(self) -> Any:
+        if self._ocl is None:
+            from .. import opencl
+
+            self._ocl = opencl
+        return self._ocl
+
+    def prepare_worker(self) -> None:
+        # Creating the context here makes a missing or mis-selected device a
+        # clear error before any candidate code runs.
+        self._runtime().context()
+
+    def device(self) -> str:
+        return "cpu"
+
+    @contextlib.contextmanager
+    def launch_guard(self) -> Iterator[LaunchRecord]:
+        # The count lives in C++ and only rises when clEnqueueNDRangeKernel
+        # succeeds, so the candidate cannot fake a launch from Python.
+        ocl = self._runtime()
+        record = LaunchRecord()
+        mark = ocl.launch_count()
+        try:
+            yield record
+        finally:
+            record.kernels.extend(ocl.launched_since(mark))
+
+    def synchronize(self) -> None:
+        if self._ocl is not None:
+            self._ocl.context().finish()
+
+    def _use_events(self) -> bool:
+        if self._timing == "auto":
+            return self._runtime().context().device["type"] != "cpu"
+        return self._timing == "events"
+
+    def time_call(self, fn: Callable[[], Any]) -> float:
+        """Milliseconds of one call. With event timing: the profiled device
+        time of every kernel and transfer the call enqueued; a call that
+        enqueues nothing (the PyTorch reference) is timed on the host clock."""
+        if not self._use_events():
+            return super().time_call(fn)
+        ocl = self._runtime()
+        ctx = ocl.context()
+        ctx.finish()
+        start = time.perf_counter()
+        with ocl.recording(ctx) as record:
+            fn()
+        wall = time.perf_counter() - start
+        if not record.kernels:
+            return wall * 1e3
+        return record.total_seconds() * 1e3
+
+    def hardware_info(self) -> dict[str, Any]:
+        import torch
+
+        ocl = self._runtime()
+        d = ocl.context().device
+        keys = (
+            "name", "vendor", "type", "platform_name", "platform_version", "version", "driver_version",
+            "opencl_c_version", "max_compute_units", "max_clock_mhz", "max_work_group_size",
+            "max_work_item_sizes", "local_mem_size", "local_mem_is_dedicated", "global_mem_size",
+            "preferred_vector_width_float", "preferred_vector_width_half", "has_fp64", "has_fp16",
+        )
+        info: dict[str, Any] = {k: d[k] for k in keys}
+        info.update(
+            backend="opencl",
+            device=f"{d['name']} ({d['platform_name']}, OpenCL {d['type']})",
+            driver=d["driver_version"],
+            timing="events" if self._use_events() else "wall",
+            torch=torch.__version__,
+            python=platform.python_version(),
+        )
+        return info
+
+    def prompt_tips(self, hardware: dict[str, Any] | None = None) -> str:
+        return opencl_prompt_tips(hardware or {})
+
+
+def opencl_prompt_tips(hw: dict[str, Any]) -> str:
+    """Advice for the system prompt from a device's reported properties
+    (:meth:`OpenCLBackend.hardware_info`; an empty dict gives the generic part)."""
+    tips = [
+        "Write OpenCL C kernels as Python strings and build and launch them from ModelNew.forward with "
+        "`from kernelsmith import opencl as ocl`: `program = ocl.build(SOURCE, defines={'TILE': 16})` "
+        "(compiled once, then cached) and `program.my_kernel(global_size, local_size, *args, inputs=[...])`. "
+        "Every output value must be computed by your kernels.",
+        "Arguments: CPU tensors become __global pointers (list read-only ones in inputs=[...] to skip copying "
+        "them back); Python int -> int, Python float -> float, np.int64/np.uint32/np.float64 for other C types; "
+        "ocl.LocalMemory(nbytes) for a __local pointer. Allocate outputs with torch.empty.",
+        "Each global size must be a multiple of its local (work-group) size: use ocl.round_up(n, local) and "
+        "guard the tail with `if (i >= n) return;`. Sizes arrive as kernel arguments: the program is also "
+        "checked on other shapes.",
+        "Build failures come back with the compiler log; fix exactly the reported lines.",
+        "No try/except, threads, NumPy or torch compute in forward; allocation and views (torch.empty, view, "
+        "reshape, contiguous) are fine.",
+    ]
+    if hw.get("name"):
+        local_kib = int(hw.get("local_mem_size", 0)) // 1024
+        dedicated = hw.get("local_mem_is_dedicated")
+        tips.append(
+            f"Target device: {hw['name']} ({hw.get('type', '?')}, {hw.get('platform_name', '?')}, "
+            f"{hw.get('version', '')}): {hw.get('max_compute_units', '?')} compute units, max work-group size "
+            f"{hw.get('max_work_group_size', '?')}, {local_kib} KiB local memory"
+            + (" (on-chip)" if dedicated else " (emulated in global memory)" if dedicated is not None else "")
+            + f", preferred float vector width {hw.get('preferred_vector_width_float', '?')}"
+            + ("; fp64 supported" if hw.get("has_fp64") else "; no fp64")
+            + ("; fp16 (cl_khr_fp16) supported." if hw.get("has_fp16") else ".")
+        )
+    kind = hw.get("type")
+    vendor = f"{hw.get('vendor', '')} {hw.get('platform_name', '')}".lower()
+    if kind == "gpu":
+        warp = 32 if ("nvidia" in vendor or "cuda" in vendor) else 64 if ("amd" in vendor) else 32
+        tips += [
+            f"Work-groups: use sizes that are multiples of {warp} (the hardware's SIMD width), typically "
+            f"128-256 work-items, and launch enough work-groups to fill all {hw.get('max_compute_units', '?')} compute units several times over.",
+            "Coalescing: consecutive work-items (get_local_id(0)) must read consecutive addresses; map the "
+            "fastest-varying index of a row-major tensor to dimension 0.",
+            "Reductions (softmax, norms): one work-group per row, each work-item accumulates a strided slice, "
+            "then a tree reduction in __local memory with barrier(CLK_LOCAL_MEM_FENCE); accumulate in float.",
+            f"Matmul: tile A and B in __local memory ({local_kib} KiB per work-group), compute several "
+            "outputs per work-item in registers, and use float4 loads (vload4) when rows are 16-byte aligned.",
+            "Host<->device copies are timed too: pass read-only tensors in inputs=[...] so they are not copied back.",
+        ]
+    elif kind == "cpu":
+        width = hw.get("preferred_vector_width_float", 8)
+        tips += [
+            "This OpenCL device is a CPU (e.g. PoCL): each work-group runs on one core and the compiler "
+            f"vectorizes across work-items in dimension 0 ({width} floats per SIMD register). Launch at least "
+            f"{hw.get('max_compute_units', '?')} work-groups so every core is busy, with 8-64 work-items per group.",
+            "Local memory is ordinary cached memory here; barriers are costly. Prefer each work-item "
+            f"processing a contiguous chunk with float{width if width in (2, 4, 8, 16) else 4} vector loads (vload) "
+            "and few barriers.",
+            "Memory is shared with the host: tensors are passed without copies, so time goes into the kernels; "
+            "keep loops simple so they vectorize (no divergent branches inside the inner loop).",
+        ]
+    return "\n".join(f"- {t}" for t in tips)
+
+
+BACKEND = OpenCLBackend

@@ -1,0 +1,28 @@
+# Launches a real kernel but forgets to normalise by the sum: wrong output.
+import torch
+import torch.nn as nn
+
+from kernelsmith import opencl as ocl
+
+SOURCE = r"""
+__kernel void softmax_rows(__global const float* x, __global float* y, int rows, int cols) {
+    int row = get_global_id(0);
+    if (row >= rows) return;
+    float m = -INFINITY;
+    for (int c = 0; c < cols; ++c) m = fmax(m, x[row * cols + c]);
+    for (int c = 0; c < cols; ++c) y[row * cols + c] = exp(x[row * cols + c] - m);
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        cols = x.shape[-1]
+        rows = x.numel() // cols
+        y = torch.empty_like(x)
+        ocl.build(SOURCE).softmax_rows(ocl.round_up(rows, 16), 16, x, y, rows, cols, inputs=[0])
+        return y
