@@ -50,7 +50,12 @@ def classify_exception(exc: BaseException) -> str:
         return "oom"
     if "illegal memory access" in text or "misaligned address" in text or "device-side assert" in text:
         return "crash"
-    if isinstance(exc, SyntaxError) or "compilationerror" in text or module.startswith("triton.compiler"):
+    # Triton compile errors: CompilationError on a GPU; under the interpreter
+    # the same kernel bugs (undefined names, type errors) surface as
+    # InterpreterError
+    name = type(exc).__name__
+    if (isinstance(exc, SyntaxError) or module.startswith("triton.compiler")
+            or name in ("CompilationError", "InterpreterError")):
         return "compile"
     return "runtime"
 
