@@ -180,6 +180,9 @@ def run_worker(
         log_text = Path(log_path).read_text(errors="replace")
         if result is None:
             returncode = proc.returncode
+            if use_bwrap and returncode is not None and returncode > 128:
+                # bwrap's PID-namespace init reports a signal death as 128 + signal
+                returncode = -(returncode - 128)
             if timed_out:
                 category, error = "timeout", f"wall-clock limit of {limits.timeout_s:g} s exceeded (worker killed) during: {stage}"
             elif returncode is not None and returncode < 0:

@@ -13,6 +13,22 @@ MAX_MESSAGE = 2500
 
 
 def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
+    """Trimmed text of ``exc`` and of the exceptions it was raised from
+    (Triton wraps kernel errors; the wrapped one points into the kernel)."""
+    parts = []
+    seen = set()
+    cur: Optional[BaseException] = exc
+    while cur is not None and id(cur) not in seen and len(parts) < 3:
+        seen.add(id(cur))
+        parts.append(_trim_one(cur, candidate_file, tail_frames if cur is exc else 0))
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    if len(parts) == 1:
+        return parts[0]
+    # innermost cause first, like Python prints it
+    return "\n\nwhich caused:\n".join(p for p in reversed(parts) if p)
+
+
+def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
     """Candidate frames of ``exc``'s traceback plus the error message.
 
     If no frame is the candidate's (the error came from inside a library
