@@ -14,7 +14,9 @@ import sys
 # name -> one-line help. Command modules import their heavy dependencies
 # (torch, triton, openai) inside run(), so building the parser stays fast and
 # a missing optional dependency of one command does not break the others.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "eval": "evaluate a candidate program against a task (correctness, hacks, timing)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
