@@ -145,7 +145,7 @@ def common_checks(source: str, report: Optional[StaticReport] = None) -> tuple[S
                 hacks.append(f"{fname}() on module {dotted(node.args[0])} at {at(node)}: patching modules is not allowed")
             if fname in ("__import__", "eval", "exec", "compile", "globals", "vars"):
                 hacks.append(f"{fname}() at {at(node)}: dynamic code and namespace access are not allowed")
-            if fname.split(".")[-1] in LOWERING_METHODS and isinstance(node.func, ast.Attribute):
+            if isinstance(node.func, ast.Attribute) and node.func.attr in LOWERING_METHODS:
                 report.warnings.append(f".{node.func.attr}() at {at(node)} lowers precision")
             for arg in list(node.args) + [k.value for k in node.keywords]:
                 d = dotted(arg) or ""
