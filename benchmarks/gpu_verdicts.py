@@ -50,6 +50,7 @@ SUITE = [
     (EX / "relu", CAND / "raises.py", "runtime"),
     (EX / "relu", CAND / "crash_segfault.py", "crash"),
     (EX / "relu", CAND / "crash_exit.py", "crash"),
+    (EX / "relu", CAND / "crash_illegal_address.py", "crash"),
     (EX / "relu", CAND / "oom.py", "oom"),
     (EX / "relu", CAND / "hang.py", "timeout"),
     (EX / "relu", CAND / "env_leak.py", "ok"),

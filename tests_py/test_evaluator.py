@@ -30,6 +30,7 @@ RUNTIME_CASES = [
     ("seed_layernorm", "layernorm", EXAMPLES / "layernorm" / "seed.py"),
     ("crash_segfault", "relu", CAND / "crash_segfault.py"),
     ("crash_exit", "relu", CAND / "crash_exit.py"),
+    ("crash_illegal_address", "relu", CAND / "crash_illegal_address.py"),
     ("oom", "relu", CAND / "oom.py"),
     ("relu_correct", "relu", CAND / "relu_correct.py"),
     ("relu_wrong", "relu", CAND / "relu_wrong.py"),
@@ -159,6 +160,11 @@ def test_os_exit_is_structured_crash(results):
     assert "before reporting a result" in r.error
 
 
+def test_wild_pointer_in_kernel_is_structured_crash(results):
+    r = results["crash_illegal_address"]
+    assert r.category == "crash" and not r.correct, _show(r)
+
+
 def test_oom_is_structured(results):
     r = results["oom"]
     assert r.category == "oom", _show(r)
@@ -262,6 +268,9 @@ def test_async_api():
     import asyncio
 
     task = Task.load(EXAMPLES / "relu", trials=1)
-    with Evaluator(backend="triton", timing=False) as ev:
-        r = asyncio.run(_async_eval(ev, task, (CAND / "relu_correct.py").read_text()))
+    # device_env.py is only correct when its worker got CUDA_VISIBLE_DEVICES=7
+    with Evaluator(backend="triton", devices=[7], timing=False) as ev:
+        r = asyncio.run(_async_eval(ev, task, (CAND / "device_env.py").read_text()))
+        wrong = ev.evaluate(task, (CAND / "device_env.py").read_text().replace('!= "7"', '!= "8"'))
     assert r.category == "ok", _show(r)
+    assert wrong.category == "incorrect", _show(wrong)

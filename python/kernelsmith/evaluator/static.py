@@ -126,6 +126,8 @@ def common_checks(source: str, report: Optional[StaticReport] = None) -> tuple[S
                 hacks.append(f"{name} at {at(node)}: extra CUDA streams are not allowed (work on other streams escapes timing)")
             elif node.attr in ("_getframe", "f_back", "f_globals", "f_locals", "__subclasses__", "__globals__"):
                 hacks.append(f"{name} at {at(node)}: introspecting the harness is not allowed")
+            elif name in ("sys.modules", "sys._current_frames", "builtins.__dict__"):
+                hacks.append(f"{name} at {at(node)}: introspecting the harness is not allowed")
             elif name == "contextlib.suppress":
                 hacks.append(f"contextlib.suppress at {at(node)}: suppressing errors can hide a fallback")
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
