@@ -92,7 +92,10 @@ def main() -> int:
     for (task, cand, expected), r in zip(SUITE, results):
         good = r.category in expected.split("|")
         mismatches += not good
-        reason = (r.hack_reasons[0] if r.hack_reasons else r.error.strip().splitlines()[-1] if r.error else "")
+        lines = r.error.strip().splitlines()
+        # crashes and timeouts lead with the cause; tracebacks end with it
+        first = r.category in ("crash", "timeout", "incorrect")
+        reason = r.hack_reasons[0] if r.hack_reasons else (lines[0] if first else lines[-1]) if lines else ""
         fmt = lambda v: f"{v:9.4f}" if v is not None else f"{'-':>9}"  # noqa: E731
         print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
               f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {r.wall_s:7.1f}  {reason[:110]}")
