@@ -8,7 +8,7 @@ import ast
 import contextlib
 import os
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from ..evaluator.static import common_checks, dotted
 from .base import Backend, LaunchRecord, StaticReport, backend_internal
@@ -124,10 +124,17 @@ class TritonBackend(Backend):
         _LaunchHooks.install()
         record = LaunchRecord()
         _LaunchHooks.records.append(record)
+        # Second witness on a GPU: Triton's own launch-enter hook, called by
+        # the compiled launcher, catches launches that skip Python's run()
+        # (C fast paths in some Triton builds). Only set inside the guard so
+        # timed calls pay nothing.
+        restore = None if _interpret() else _add_launch_enter_hook(record)
         try:
             yield record
         finally:
             _LaunchHooks.records.remove(record)
+            if restore is not None:
+                restore()
 
     def synchronize(self) -> None:
         import torch
@@ -191,6 +198,40 @@ class TritonBackend(Backend):
                 + "); size grids to fill every SM and prefer tl.dot with bf16/fp16 inputs and fp32 accumulation for matmuls when the task's tolerance allows."
             )
         return "\n".join(f"- {t}" for t in tips)
+
+
+def _add_launch_enter_hook(record: LaunchRecord) -> Optional[Callable[[], None]]:
+    """Register a launch-enter hook that notes kernel names in ``record``;
+    returns a function that removes it, or None when this Triton has none."""
+    try:
+        from triton import knobs  # triton >= 3.4
+
+        runtime = knobs.runtime
+    except Exception:
+        return None
+
+    def hook(metadata: Any) -> None:
+        try:
+            name = metadata.get("name") if hasattr(metadata, "get") else None
+        except Exception:
+            name = None
+        record.kernels.append(f"launch:{name or 'kernel'}")
+
+    try:
+        current = getattr(runtime, "launch_enter_hook", None)
+        if hasattr(current, "add") and hasattr(current, "remove"):  # HookChain
+            current.add(hook)
+            return lambda: current.remove(hook)
+        if current is None:
+            runtime.launch_enter_hook = hook
+
+            def restore() -> None:
+                runtime.launch_enter_hook = None
+
+            return restore
+    except Exception:
+        return None
+    return None  # someone else's hook is installed; leave it alone
 
 
 def _nvidia_driver() -> str:
