@@ -43,6 +43,8 @@ SUITE = [
     (EX / "relu", CAND / "hack_input_mutation.py", "hacked"),
     (EX / "relu", CAND / "hack_replay.py", "hacked"),
     (EX / "relu", CAND / "hack_ref_buffer.py", "incorrect|hacked"),
+    # only caught when timing runs (GPU default, --timing on a CPU)
+    (EX / "relu", CAND / "hack_timing_switch.py", "hacked"),
     (EX / "relu", CAND / "syntax_error.py", "compile"),
     (EX / "relu", CAND / "no_modelnew.py", "compile"),
     (EX / "relu", CAND / "wrong_signature.py", "compile"),
@@ -74,8 +76,9 @@ def main() -> int:
     on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
     devices = args.devices.split(",") if args.devices else None
     os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
+    timing = on_gpu or args.timing
     ev = Evaluator(backend="triton", workers=args.workers or (len(devices) if devices else 2), devices=devices,
-                   timeout_s=args.timeout, timing=on_gpu or args.timing)
+                   timeout_s=args.timeout, timing=timing)
     items = [(Task.load(t), Path(c).read_text()) for t, c, _ in SUITE]
     start = time.monotonic()
     results = ev.evaluate_many(items)
@@ -90,6 +93,8 @@ def main() -> int:
     print("-" * len(header))
     mismatches = 0
     for (task, cand, expected), r in zip(SUITE, results):
+        if Path(cand).stem == "hack_timing_switch" and not timing:
+            expected = "ok"  # its switch only shows while being timed
         good = r.category in expected.split("|")
         mismatches += not good
         lines = r.error.strip().splitlines()

@@ -260,6 +260,25 @@ def test_allowed_torch_ops_configurable():
     assert r.timing["candidate"]["n"] == 3
 
 
+def test_program_that_changes_when_timed_is_hacked():
+    task = Task.load(EXAMPLES / "relu")
+    with Evaluator(backend="triton", timing=True) as ev:
+        r = ev.evaluate(task, (CAND / "hack_timing_switch.py").read_text())
+    assert r.category == "hacked" and "behaves differently when timed" in r.hack_reasons[0], _show(r)
+
+
+def test_cli_eval_exit_codes(capsys):
+    from kernelsmith.cli import main
+
+    assert main(["eval", str(EXAMPLES / "relu"), "seed", "--trials", "1", "--no-timing", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["category"] == "ok" and out["correctness"]["trials"] == 2
+    assert main(["eval", str(EXAMPLES / "relu"), str(CAND / "hack_try_except.py")]) == 1
+    assert "REJECTED" in capsys.readouterr().out
+    assert main(["eval", str(HERE / "fixtures" / "tasks" / "bad_no_model"), str(CAND / "relu_correct.py")]) == 2
+    assert "must define Model" in capsys.readouterr().err
+
+
 async def _async_eval(ev: Evaluator, task: Task, source: str) -> EvalResult:
     return await ev.evaluate_async(task, source)
 
