@@ -240,6 +240,16 @@ def test_hang_killed_by_wall_clock_and_evaluator_goes_on():
     assert ok.category == "ok", _show(ok)
 
 
+def test_plain_process_isolation_also_works():
+    # what runs where bwrap is missing (e.g. the GPU host)
+    task = Task.load(EXAMPLES / "relu", trials=1)
+    with Evaluator(backend="triton", workers=2, isolation="process", timing=False) as ev:
+        ok, crash = ev.evaluate_many([(task, (CAND / "relu_correct.py").read_text()),
+                                      (task, (CAND / "crash_segfault.py").read_text())])
+    assert ok.category == "ok" and ok.isolation == "process", _show(ok)
+    assert crash.category == "crash" and "segmentation fault" in crash.error, _show(crash)
+
+
 def test_cpu_time_limit():
     task = Task.load(EXAMPLES / "relu", trials=1)
     with Evaluator(backend="triton", timeout_s=120, cpu_limit_s=2, timing=False) as ev:
