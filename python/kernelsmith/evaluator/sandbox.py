@@ -197,7 +197,10 @@ def run_worker(
                 error += "\n" + fault
             result = EvalResult(category=category, error=error, compiled=stage not in ("import", "load candidate", "start"))
         else:
-            result = EvalResult.from_dict(result)
+            try:
+                result = EvalResult.from_dict(result)
+            except (TypeError, ValueError) as exc:  # the worker's process is the candidate's too
+                result = EvalResult(category="crash", error=f"the worker sent an invalid result ({exc})")
         result.isolation = "bwrap" if use_bwrap else "process"
         result.isolation_note = note
         result.log_tail = log_text[-2000:].replace(cand_path, "candidate.py")
