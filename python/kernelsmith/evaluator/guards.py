@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..backends.base import in_backend_internal

@@ -17,7 +17,6 @@ Isolation, outermost first:
 """
 from __future__ import annotations
 
-import functools
 import glob
 import json
 import os
