@@ -68,6 +68,11 @@ def test_hacks_found(triton_backend, snippet, reason):
     assert any(reason in h for h in rep.hacks), rep.hacks
 
 
+def test_own_copy_of_model_class_is_not_a_static_hack(triton_backend):
+    copy = "class Model(nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n"
+    assert check(triton_backend, MODEL + copy).hacks == []
+
+
 def test_candidate_without_triton_kernel_is_hacked(triton_backend):
     rep = triton_backend.static_check("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
     assert any("no @triton.jit kernel" in h for h in rep.hacks)
