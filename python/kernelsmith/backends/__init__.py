@@ -4,6 +4,6 @@ the ``kernelsmith.backends`` group) exposing a ``Backend`` subclass named
 file, not a change to the evaluator."""
 from __future__ import annotations
 
-from .base import Backend, get_backend, available_backends
+from .base import Backend, LaunchRecord, StaticReport, available_backends, backend_internal, get_backend
 
-__all__ = ["Backend", "get_backend", "available_backends"]
+__all__ = ["Backend", "LaunchRecord", "StaticReport", "available_backends", "backend_internal", "get_backend"]

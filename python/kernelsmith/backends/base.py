@@ -1,19 +1,25 @@
 """The Backend interface: everything the evaluator needs to know about one
 kind of kernel (Triton, OpenCL, ...).
 
-The evaluator never branches on the backend's name. It asks the backend to
-check a candidate statically, to prepare the worker process, to load the
-candidate, to record which of its kernels really launched during forward, to
-synchronize and time, and to describe the hardware for prompts.
+The evaluator never branches on the backend's name. In the parent process it
+asks the backend to check a candidate statically. Inside a sandboxed worker
+it asks the backend to prepare the process, to load the candidate, to record
+which of its kernels really launched during ``forward``, to synchronize and
+time, and to describe the hardware. The full contract is in docs/evaluator.md.
 """
 from __future__ import annotations
 
 import abc
 import contextlib
 import importlib
+import importlib.util
 import pkgutil
+import sys
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from types import ModuleType
+from typing import Any, Callable, Iterator
 
 
 @dataclass
@@ -40,32 +46,91 @@ class LaunchRecord:
     kernels: list[str] = field(default_factory=list)
 
 
+# Depth of backend-internal code on this thread. The evaluator's torch-op
+# guard ignores ops while it is > 0: a backend's launcher may legitimately use
+# torch (the Triton interpreter copies tensors to numpy and back; an OpenCL
+# runtime may stage buffers), and those ops are not the candidate's compute.
+_internal = threading.local()
+
+
+@contextlib.contextmanager
+def backend_internal() -> Iterator[None]:
+    """Wrap a backend's own launch machinery so its torch ops are not
+    attributed to the candidate."""
+    _internal.depth = getattr(_internal, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _internal.depth -= 1
+
+
+def in_backend_internal() -> bool:
+    return getattr(_internal, "depth", 0) > 0
+
+
 class Backend(abc.ABC):
-    """One kind of kernel. Subclasses live in ``kernelsmith/backends/<name>.py``."""
+    """One kind of kernel. Subclasses live in ``kernelsmith/backends/<name>.py``
+    and are exported there as ``BACKEND``."""
 
     #: short name used in configs and on the command line
     name: str = ""
 
-    def prepare_worker(self) -> None:
-        """Called once in a fresh worker process before anything is loaded
-        (environment variables, device selection)."""
+    #: torch ops (overload packet names such as "aten.cat") that forward may
+    #: run on top of the evaluator's allocation/view/copy defaults
+    default_allowed_torch_ops: frozenset = frozenset()
 
+    #: True when the worker may run under RLIMIT_AS (address-space limit).
+    #: CUDA reserves huge virtual ranges, so GPU backends say False.
+    supports_address_space_limit: bool = False
+
+    # -- parent process -------------------------------------------------
     @abc.abstractmethod
     def static_check(self, source: str) -> StaticReport:
         """Inspect the candidate's source without running it."""
+
+    def worker_env(self, workdir: str) -> dict[str, str]:
+        """Extra environment variables for a worker (caches inside ``workdir``)."""
+        return {}
+
+    # -- worker process -------------------------------------------------
+    def prepare_worker(self) -> None:
+        """Called once in a fresh worker process before anything is loaded
+        (imports, device selection, installing launch hooks)."""
 
     @abc.abstractmethod
     def device(self) -> str:
         """The torch device string the task's inputs and modules live on."""
 
+    def load_candidate(self, path: str, module_name: str = "candidate") -> ModuleType:
+        """Import the candidate file as a module (it executes its top level)."""
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # Registered so that decorators that look the module up (triton.jit
+        # reads source via inspect/linecache) work.
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return module
+
     @contextlib.contextmanager
     def launch_guard(self) -> Iterator[LaunchRecord]:
-        """Record this backend's kernel launches inside the ``with`` block."""
+        """Record this backend's kernel launches inside the ``with`` block.
+        A candidate whose forward launches none is hacked."""
         record = LaunchRecord()
         yield record
 
     def synchronize(self) -> None:
         """Wait for all work this backend queued."""
+
+    def time_call(self, fn: Callable[[], Any]) -> float:
+        """Milliseconds of one call of ``fn`` including its device work. The
+        default is a host timer around fn + synchronize; GPU backends use
+        device events."""
+        self.synchronize()
+        start = time.perf_counter()
+        fn()
+        self.synchronize()
+        return (time.perf_counter() - start) * 1e3
 
     def hardware_info(self) -> dict[str, Any]:
         """Device name, driver and library versions (stored with results)."""
@@ -96,7 +161,11 @@ def get_backend(name: str, **options: Any) -> Backend:
             raise
         from importlib.metadata import entry_points
 
-        matches = [ep for ep in entry_points(group="kernelsmith.backends") if ep.name == name]
+        try:
+            eps = entry_points(group="kernelsmith.backends")
+        except TypeError:  # Python 3.9
+            eps = entry_points().get("kernelsmith.backends", [])
+        matches = [ep for ep in eps if ep.name == name]
         if not matches:
             raise ValueError(
                 f"unknown backend '{name}'; available: {', '.join(available_backends())}"

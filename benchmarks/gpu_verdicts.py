@@ -1,0 +1,115 @@
+"""Run the evaluator's fixture suite and print a verdict table.
+
+On a GPU host this exercises real Triton compilation, CUDA launches and event
+timing; on a CPU it runs under the Triton interpreter (TRITON_INTERPRET=1).
+
+    python benchmarks/gpu_verdicts.py [--workers N] [--devices 0,1] [--timing] [--json out.json]
+
+Each row: candidate, expected verdict, verdict got, the reason (first hack
+reason or first line of the error), candidate and reference runtime (ms), and
+the wall time of the evaluation. The exit status is 1 when any verdict differs
+from the expected one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests_py" / "fixtures"
+CAND = FIX / "candidates"
+EX = ROOT / "examples" / "triton"
+
+# (task, candidate file, expected category)
+SUITE = [
+    (EX / "relu", EX / "relu" / "seed.py", "ok"),
+    (EX / "vector_add", EX / "vector_add" / "seed.py", "ok"),
+    (EX / "softmax", EX / "softmax" / "seed.py", "ok"),
+    (EX / "layernorm", EX / "layernorm" / "seed.py", "ok"),
+    (FIX / "tasks" / "kernelbench_level1_relu.py", CAND / "relu_correct.py", "ok"),
+    (EX / "relu", CAND / "relu_correct.py", "ok"),
+    (EX / "relu", CAND / "relu_wrong.py", "incorrect"),
+    (EX / "softmax", CAND / "softmax_shape_specialised.py", "incorrect"),
+    (EX / "relu", CAND / "hack_no_kernel.py", "hacked"),
+    (EX / "relu", CAND / "hack_torch_op.py", "hacked"),
+    (EX / "relu", CAND / "hack_try_except.py", "hacked"),
+    (EX / "relu", CAND / "hack_thread.py", "hacked"),
+    (EX / "relu", CAND / "hack_stream.py", "hacked"),
+    (EX / "relu", CAND / "hack_timer_patch.py", "hacked"),
+    (EX / "relu", CAND / "hack_input_mutation.py", "hacked"),
+    (EX / "relu", CAND / "hack_replay.py", "hacked"),
+    (EX / "relu", CAND / "hack_ref_buffer.py", "incorrect|hacked"),
+    # only caught when timing runs (GPU default, --timing on a CPU)
+    (EX / "relu", CAND / "hack_timing_switch.py", "hacked"),
+    (EX / "relu", CAND / "syntax_error.py", "compile"),
+    (EX / "relu", CAND / "no_modelnew.py", "compile"),
+    (EX / "relu", CAND / "wrong_signature.py", "compile"),
+    (EX / "relu", CAND / "compile_error.py", "compile"),
+    (EX / "relu", CAND / "raises.py", "runtime"),
+    (EX / "relu", CAND / "crash_segfault.py", "crash"),
+    (EX / "relu", CAND / "crash_exit.py", "crash"),
+    (EX / "relu", CAND / "crash_illegal_address.py", "crash"),
+    (EX / "relu", CAND / "oom.py", "oom"),
+    (EX / "relu", CAND / "hang.py", "timeout"),
+    (EX / "relu", CAND / "env_leak.py", "ok"),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--devices", default=None, help="comma-separated device ids, one per worker")
+    parser.add_argument("--timing", action="store_true", help="also time correct candidates (default on GPU)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
+    parser.add_argument("--json", default=None, help="write all results here")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "python"))
+    import torch
+
+    from kernelsmith.evaluator import Evaluator
+    from kernelsmith.task import Task
+
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+    devices = args.devices.split(",") if args.devices else None
+    os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
+    timing = on_gpu or args.timing
+    ev = Evaluator(backend="triton", workers=args.workers or (len(devices) if devices else 2), devices=devices,
+                   timeout_s=args.timeout, timing=timing)
+    items = [(Task.load(t), Path(c).read_text()) for t, c, _ in SUITE]
+    start = time.monotonic()
+    results = ev.evaluate_many(items)
+    total = time.monotonic() - start
+    ev.close()
+
+    hw = next((r.hardware for r in results if r.hardware), {})
+    print(f"# device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  triton {hw.get('triton', '?')}  "
+          f"driver {hw.get('driver', '-')}  isolation: {results[0].isolation if results else '?'}")
+    header = f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} {'wall s':>7}  reason"
+    print(header)
+    print("-" * len(header))
+    mismatches = 0
+    for (task, cand, expected), r in zip(SUITE, results):
+        if Path(cand).stem == "hack_timing_switch" and not timing:
+            expected = "ok"  # its switch only shows while being timed
+        good = r.category in expected.split("|")
+        mismatches += not good
+        lines = r.error.strip().splitlines()
+        # crashes and timeouts lead with the cause; tracebacks end with it
+        first = r.category in ("crash", "timeout", "incorrect")
+        reason = r.hack_reasons[0] if r.hack_reasons else (lines[0] if first else lines[-1]) if lines else ""
+        fmt = lambda v: f"{v:9.4f}" if v is not None else f"{'-':>9}"  # noqa: E731
+        print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
+              f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {r.wall_s:7.1f}  {reason[:110]}")
+    print(f"\n{len(SUITE) - mismatches}/{len(SUITE)} verdicts as expected; total wall {total:.1f} s "
+          f"with {ev.workers} workers")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Triton backend: candidates define ``ModelNew`` whose forward launches
+``@triton.jit`` kernels. Runs on NVIDIA GPUs, or on the CPU through Triton's
+interpreter when ``TRITON_INTERPRET=1`` (slow, but every check is real).
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import threading
+from typing import Any, Callable, Iterator, Optional
+
+from ..evaluator.static import common_checks, dotted
+from .base import Backend, LaunchRecord, StaticReport, backend_internal
+
+_JIT_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+class _LaunchHooks:
+    """Wraps ``run`` of Triton's kernel classes once per process.
+
+    ``kernel[grid](...)`` ends in ``JITFunction.run`` on a GPU and in
+    ``InterpretedFunction.run`` under the interpreter (autotune and heuristics
+    wrappers call the same ``run`` of the inner function), in triton 3.x. The
+    wrapper notes the kernel's name in every active LaunchRecord, and marks
+    the launch as backend-internal so the interpreter's tensor copies are not
+    counted as the candidate's torch ops.
+    """
+
+    installed = False
+    records: list[LaunchRecord] = []
+    lock = threading.Lock()
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.installed:
+            return
+        classes = []
+        from triton.runtime.jit import JITFunction
+
+        classes.append(JITFunction)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append(InterpretedFunction)
+        except ImportError:  # pragma: no cover - very old triton
+            pass
+        for klass in classes:
+            original = klass.run
+            if getattr(original, "_kernelsmith_hook", False):
+                continue
+            klass.run = cls._wrap(original)
+        cls.installed = True
+
+    @classmethod
+    def _wrap(cls, original: Callable) -> Callable:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not kwargs.get("warmup", False):
+                fn = getattr(self, "fn", None)
+                name = getattr(fn, "__qualname__", None) or getattr(self, "__name__", "kernel")
+                module = getattr(fn, "__module__", "") or ""
+                for record in list(cls.records):
+                    record.kernels.append(f"{module}.{name}" if module else str(name))
+            with backend_internal():
+                return original(self, *args, **kwargs)
+
+        run._kernelsmith_hook = True  # type: ignore[attr-defined]
+        return run
+
+
+class TritonBackend(Backend):
+    name = "triton"
+
+    def __init__(self) -> None:
+        self._torch = None
+
+    @property
+    def supports_address_space_limit(self) -> bool:  # type: ignore[override]
+        # The interpreter runs on the CPU; CUDA maps huge virtual ranges.
+        return _interpret()
+
+    # -- parent ---------------------------------------------------------
+    def static_check(self, source: str) -> StaticReport:
+        report, tree = common_checks(source)
+        if tree is None:
+            return report
+        kernels = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                for dec in node.decorator_list:
+                    target = dec.func if isinstance(dec, ast.Call) else dec
+                    name = (dotted(target) or "").split(".")[-1]
+                    if name in _JIT_DECORATORS:
+                        kernels.append(node.name)
+        if not kernels:
+            report.hacks.append(
+                "no @triton.jit kernel is defined: the program must compute forward with Triton kernels"
+            )
+        return report
+
+    def worker_env(self, workdir: str) -> dict[str, str]:
+        return {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
+
+    # -- worker ---------------------------------------------------------
+    def prepare_worker(self) -> None:
+        import torch
+
+        self._torch = torch
+        _LaunchHooks.install()
+
+    def device(self) -> str:
+        import torch
+
+        if _interpret() or not torch.cuda.is_available():
+            return "cpu"
+        return "cuda"
+
+    @contextlib.contextmanager
+    def launch_guard(self) -> Iterator[LaunchRecord]:
+        _LaunchHooks.install()
+        record = LaunchRecord()
+        _LaunchHooks.records.append(record)
+        # Second witness on a GPU: Triton's own launch-enter hook, called by
+        # the compiled launcher, catches launches that skip Python's run()
+        # (C fast paths in some Triton builds). Only set inside the guard so
+        # timed calls pay nothing.
+        restore = None if _interpret() else _add_launch_enter_hook(record)
+        try:
+            yield record
+        finally:
+            _LaunchHooks.records.remove(record)
+            if restore is not None:
+                restore()
+
+    def synchronize(self) -> None:
+        import torch
+
+        if self.device() == "cuda":
+            torch.cuda.synchronize()
+
+    def time_call(self, fn: Callable[[], Any]) -> float:
+        import torch
+
+        if self.device() != "cuda":
+            return super().time_call(fn)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end))
+
+    def hardware_info(self) -> dict[str, Any]:
+        import platform
+
+        import torch
+        import triton
+
+        info: dict[str, Any] = {
+            "backend": "triton",
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "python": platform.python_version(),
+            "interpreter": _interpret(),
+        }
+        if self.device() == "cuda":
+            props = torch.cuda.get_device_properties(0)
+            info.update(
+                device=props.name,
+                compute_capability=f"{props.major}.{props.minor}",
+                sm_count=props.multi_processor_count,
+                memory_gb=round(props.total_memory / 2**30, 1),
+                cuda=torch.version.cuda,
+                driver=_nvidia_driver(),
+            )
+        else:
+            info.update(device=f"CPU ({platform.processor() or platform.machine()}), Triton interpreter")
+        return info
+
+    def prompt_tips(self, hardware: dict[str, Any] | None = None) -> str:
+        hw = hardware or {}
+        tips = [
+            "Write @triton.jit kernels and launch them from ModelNew.forward; every output must come from your kernels.",
+            "Use BLOCK sizes that are powers of two, mask loads/stores at the edges (mask=offs < n), and pass sizes as arguments, not constants: the program is checked on other shapes too.",
+            "Fuse elementwise work into one kernel to save memory traffic; accumulate reductions in float32.",
+            "Do not use try/except, threads, extra CUDA streams, or torch compute ops in forward; allocation and views (torch.empty, view, reshape) are fine.",
+        ]
+        if hw.get("device") and not hw.get("interpreter"):
+            sm = hw.get("sm_count")
+            tips.append(
+                f"Target: {hw['device']} (compute capability {hw.get('compute_capability', '?')}"
+                + (f", {sm} SMs" if sm else "")
+                + "); size grids to fill every SM and prefer tl.dot with bf16/fp16 inputs and fp32 accumulation for matmuls when the task's tolerance allows."
+            )
+        return "\n".join(f"- {t}" for t in tips)
+
+
+def _add_launch_enter_hook(record: LaunchRecord) -> Optional[Callable[[], None]]:
+    """Register a launch-enter hook that notes kernel names in ``record``;
+    returns a function that removes it, or None when this Triton has none."""
+    try:
+        from triton import knobs  # triton >= 3.4
+
+        runtime = knobs.runtime
+    except Exception:
+        return None
+
+    def hook(metadata: Any) -> None:
+        try:
+            name = metadata.get("name") if hasattr(metadata, "get") else None
+        except Exception:
+            name = None
+        record.kernels.append(f"launch:{name or 'kernel'}")
+
+    try:
+        current = getattr(runtime, "launch_enter_hook", None)
+        if hasattr(current, "add") and hasattr(current, "remove"):  # HookChain
+            current.add(hook)
+            return lambda: current.remove(hook)
+        if current is None:
+            runtime.launch_enter_hook = hook
+
+            def restore() -> None:
+                runtime.launch_enter_hook = None
+
+            return restore
+    except Exception:
+        return None
+    return None  # someone else's hook is installed; leave it alone
+
+
+def _nvidia_driver() -> str:
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            first = fh.readline()
+        for token in first.split():
+            if token.count(".") >= 1 and token.replace(".", "").isdigit():
+                return token
+    except OSError:
+        pass
+    try:
+        import pynvml  # type: ignore
+
+        pynvml.nvmlInit()
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        return "unknown"
+
+
+BACKEND = TritonBackend

@@ -1,0 +1,55 @@
+"""``kernelsmith eval TASK CANDIDATE.py``: evaluate one candidate program.
+
+Exit status: 0 when the candidate is correct (and not hacked), 1 otherwise,
+2 for bad input (task or candidate file missing, bad task config).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="task directory (reference.py, task.yaml, seed.py) or a KernelBench problem file")
+    parser.add_argument("candidate", help="candidate program defining ModelNew ('seed' = the task's seed.py)")
+    parser.add_argument("--backend", default=None, help="evaluation backend (default: the task's, else triton)")
+    parser.add_argument("--trials", type=int, default=None, help="correctness trials, 1..100 (default: the task's, 5)")
+    parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds (default: the task's)")
+    parser.add_argument("--no-timing", action="store_true", help="check correctness only")
+    parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
+    parser.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..evaluator import Evaluator
+    from ..task import Task, TaskError
+
+    try:
+        task = Task.load(args.task, backend=args.backend, trials=args.trials)
+    except (TaskError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.candidate == "seed":
+        if task.seed_source is None:
+            print(f"error: task {args.task} has no seed.py", file=sys.stderr)
+            return 2
+        source = task.seed_source
+    else:
+        path = Path(args.candidate)
+        if not path.is_file():
+            print(f"error: {path}: no such candidate file", file=sys.stderr)
+            return 2
+        source = path.read_text()
+    with Evaluator(timeout_s=args.timeout, timing=not args.no_timing, isolation=args.isolation,
+                   devices=[args.device] if args.device is not None else None) as ev:
+        result = ev.evaluate(task, source)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s")
+        print(result.render_feedback())
+    return 0 if result.correct and not result.hacked else 1

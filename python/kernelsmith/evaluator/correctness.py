@@ -1,0 +1,98 @@
+"""Output comparison for the correctness protocol (runs in workers)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+
+def flatten_outputs(out: Any) -> list[torch.Tensor]:
+    """Tensors of a forward result (tensor, number, or nested tuple/list)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        flat: list[torch.Tensor] = []
+        for item in out:
+            flat += flatten_outputs(item)
+        return flat
+    if isinstance(out, (int, float, bool)):
+        return [torch.tensor(out)]
+    raise TypeError(f"forward returned {type(out).__name__}; expected a tensor or a tuple of tensors")
+
+
+def snapshot(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().clone() for t in tensors]
+
+
+def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float) -> dict[str, Any]:
+    """Compare candidate outputs with the reference.
+
+    Returns {"ok", "max_abs_err", "max_rel_err", "message", "first_mismatch"}.
+    An element matches when |got - expected| <= atol + rtol * |expected|, or
+    both are the same NaN/Inf.
+    """
+    res: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "message": "", "first_mismatch": None}
+    if len(got) != len(expected):
+        res.update(ok=False, message=f"forward returned {len(got)} tensor(s), expected {len(expected)}")
+        return res
+    for k, (g, e) in enumerate(zip(got, expected)):
+        if not isinstance(g, torch.Tensor):
+            res.update(ok=False, message=f"output {k} is {type(g).__name__}, expected a tensor")
+            return res
+        if tuple(g.shape) != tuple(e.shape):
+            res.update(ok=False, message=f"output {k} has shape {tuple(g.shape)}, expected {tuple(e.shape)}")
+            return res
+        if g.dtype != e.dtype:
+            res.update(ok=False, message=f"output {k} has dtype {g.dtype}, expected {e.dtype}")
+            return res
+        if g.numel() == 0:
+            continue
+        gd = g.detach().to(torch.float64)
+        ed = e.detach().to(torch.float64)
+        diff = (gd - ed).abs()
+        same_special = (gd == ed) | (torch.isnan(gd) & torch.isnan(ed))
+        bad = ~((diff <= atol + rtol * ed.abs()) | same_special)
+        finite = torch.isfinite(diff)
+        if finite.any():
+            fdiff = torch.where(finite, diff, torch.zeros_like(diff))
+            rel = fdiff / ed.abs().clamp_min(1e-12)
+            rel = torch.where(finite & (ed != 0), rel, torch.zeros_like(rel))
+            res["max_abs_err"] = max(res["max_abs_err"], float(fdiff.max()))
+            res["max_rel_err"] = max(res["max_rel_err"], float(rel.max()))
+        if bad.any():
+            idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+            n_bad = int(bad.sum())
+            got_v, exp_v = float(gd[idx]), float(ed[idx])
+            nan_note = ""
+            if torch.isnan(gd).any() and not torch.isnan(ed).any():
+                nan_note = " (output contains NaN)"
+            elif torch.isinf(gd).any() and not torch.isinf(ed).any():
+                nan_note = " (output contains Inf)"
+            res.update(
+                ok=False,
+                message=(
+                    f"output {k}: {n_bad} of {g.numel()} elements differ{nan_note}; first at index {list(idx)}: "
+                    f"got {got_v:.6g}, expected {exp_v:.6g}"
+                ),
+                first_mismatch={"output": k, "index": list(idx), "got": got_v, "expected": exp_v, "count": n_bad},
+            )
+            return res
+    return res
+
+
+def identical(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Bitwise equal tensor lists (replayed-output detection)."""
+    if len(a) != len(b):
+        return False
+    return all(x.shape == y.shape and x.dtype == y.dtype and torch.equal(x.cpu(), y.cpu()) for x, y in zip(a, b))
+
+
+def inputs_equal(a: list[Any], b: list[Any]) -> Optional[int]:
+    """Index of the first input that differs (tensors compared bitwise), else None."""
+    for k, (x, y) in enumerate(zip(a, b)):
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or not torch.equal(x, y) and not (
+                torch.isnan(x).any() and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y))
+            ):
+                return k
+    return None

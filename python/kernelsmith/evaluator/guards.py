@@ -1,0 +1,59 @@
+"""Runtime guards around ``ModelNew.forward`` (imported only in workers).
+
+:class:`TorchOpGuard` records every aten op that runs while it is active
+(a ``TorchDispatchMode``, so it sees ops reached through ``torch.nn.functional``,
+tensor methods and operators alike). Ops that only allocate, view, reshape or
+copy memory are allowed; any other op is the candidate computing with PyTorch
+instead of its own kernels. Ops issued by the backend's launch machinery
+(see ``backends.base.backend_internal``) are ignored.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..backends.base import in_backend_internal
+
+#: allocation, view/reshape and copy ops: no arithmetic on the data
+DEFAULT_ALLOWED_OPS = frozenset(
+    """
+    empty empty_like empty_strided empty_permuted new_empty new_empty_strided
+    zeros zeros_like ones ones_like full full_like new_zeros new_ones new_full
+    fill zero fill_ zero_ scalar_tensor lift_fresh lift_fresh_copy
+    view view_as _unsafe_view reshape _reshape_alias as_strided expand expand_as
+    permute transpose t squeeze unsqueeze flatten unflatten movedim
+    select slice narrow split split_with_sizes chunk unbind
+    detach alias clone contiguous copy_ _to_copy to _copy_from _copy_from_and_resize
+    resize_ set_ is_same_size _local_scalar_dense item
+    """.split()
+)
+
+
+def normalize_op(name: str) -> str:
+    """'aten.add.Tensor' / 'add' / 'torch.add' -> 'add' (overload packet name)."""
+    name = name.strip()
+    for prefix in ("aten.", "torch.ops.aten.", "torch."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    return name.split(".")[0]
+
+
+class TorchOpGuard(TorchDispatchMode):
+    def __init__(self, allowed: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.allowed = DEFAULT_ALLOWED_OPS | {normalize_op(a) for a in allowed}
+        self.seen: list[str] = []
+        self.forbidden: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if not in_backend_internal():
+            packet = getattr(func, "_overloadpacket", func)
+            name = normalize_op(getattr(packet, "__name__", str(packet)))
+            if name not in self.seen:
+                self.seen.append(name)
+            if name not in self.allowed and f"aten.{name}" not in self.forbidden:
+                self.forbidden.append(f"aten.{name}")
+        return func(*args, **kwargs)

@@ -1,0 +1,294 @@
+"""Start one sandboxed worker for one candidate and talk to it.
+
+Isolation, outermost first:
+
+* a fresh process (``python -m kernelsmith.evaluator.worker``) in its own
+  session/process group; a hard wall-clock timeout kills the whole group;
+* ``bwrap`` when it is installed and works here: read-only view of the host
+  filesystem except the worker's temporary directory, a minimal ``/dev`` (plus
+  the NVIDIA device nodes), new PID/IPC/UTS/network namespaces, killed with
+  its parent;
+* rlimits set by the worker before any candidate code runs: no core dumps,
+  CPU time (RLIMIT_CPU), address space (RLIMIT_AS, CPU backends only: CUDA
+  reserves more virtual memory than any sane limit);
+* an environment without keys, tokens and secrets, ``HOME`` and ``TMPDIR``
+  pointing into the temporary directory, ``CUDA_VISIBLE_DEVICES`` set to the
+  worker's device.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..result import EvalResult
+
+_SECRET = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE
+)
+_SECRET_PREFIX = ("AWS_", "AZURE_", "GOOGLE_", "GCP_", "GCLOUD_", "HF_", "HUGGING", "OPENAI", "ANTHROPIC",
+                  "WANDB", "GITHUB", "GH_", "GITLAB", "SSH_", "GPG_", "NETRC", "DOCKER", "KUBE", "NPM_", "PYPI",
+                  "TWINE", "MISTRAL", "GEMINI", "COHERE", "TOGETHER", "DEEPSEEK", "GROQ", "XAI_", "OPENROUTER")
+
+
+def scrub_env(env: dict[str, str]) -> dict[str, str]:
+    """A copy of ``env`` without anything that looks like a credential."""
+    return {
+        k: v for k, v in env.items()
+        if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIX)
+    }
+
+
+@dataclass
+class Limits:
+    timeout_s: float = 300.0
+    # None: 2 x timeout_s of CPU time after the worker's imports
+    cpu_limit_s: Optional[float] = None
+    # RLIMIT_AS in MiB for backends that support it; None or 0: no limit
+    memory_limit_mb: Optional[int] = 8192
+
+
+_BWRAP_PROBE: dict[str, tuple[bool, str]] = {}
+
+
+def _bwrap_args(workdir: str) -> list[str]:
+    args = [
+        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--bind", workdir, workdir, "--chdir", workdir,
+        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--die-with-parent", "--new-session",
+    ]
+    # GPU device nodes (the minimal /dev has none)
+    for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
+        args += ["--dev-bind", node, node]
+    return args + ["--"]
+
+
+def bwrap_status() -> tuple[bool, str]:
+    """(usable, note). Probes once per process: bwrap can be installed but
+    fail without user namespaces (some containers)."""
+    if "result" in _BWRAP_PROBE:
+        return _BWRAP_PROBE["result"]
+    path = shutil.which("bwrap")
+    if path is None:
+        status = (False, "bwrap not installed")
+    else:
+        with tempfile.TemporaryDirectory(prefix="ks-probe-") as d:
+            try:
+                proc = subprocess.run(_bwrap_args(d) + ["/bin/true"], capture_output=True, timeout=20)
+                ok = proc.returncode == 0
+                status = (ok, "" if ok else f"bwrap failed: {proc.stderr.decode(errors='replace').strip()[:300]}")
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                status = (False, f"bwrap failed: {exc}")
+    _BWRAP_PROBE["result"] = status
+    return status
+
+
+def _python_path() -> str:
+    import kernelsmith
+
+    here = str(Path(kernelsmith.__file__).resolve().parent.parent)
+    rest = os.environ.get("PYTHONPATH", "")
+    return here + (os.pathsep + rest if rest else "")
+
+
+def _describe_signal(returncode: int) -> tuple[str, str]:
+    sig = -returncode
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    if sig == signal.SIGSEGV:
+        return "crash", f"the worker crashed with a segmentation fault ({name}): invalid memory access, e.g. an out-of-bounds pointer or unmasked load/store"
+    if sig == signal.SIGXCPU:
+        return "timeout", f"CPU time limit exceeded ({name}): the program runs too long or loops forever"
+    if sig == signal.SIGKILL:
+        return "oom", f"the worker was killed ({name}), most likely for exhausting memory"
+    if sig in (signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT):
+        return "crash", f"the worker crashed ({name})"
+    return "crash", f"the worker died from {name}"
+
+
+def run_worker(
+    *,
+    task: Any,
+    source: str,
+    backend: Any,
+    trials: Optional[int],
+    timing: bool,
+    limits: Limits,
+    device: Optional[str],
+    isolation: str = "auto",
+) -> EvalResult:
+    """Evaluate ``source`` on ``task`` in a fresh sandboxed worker."""
+    started = time.monotonic()
+    private = tempfile.mkdtemp(prefix="ks-eval-")  # parent-only: the log
+    workdir = tempfile.mkdtemp(prefix="ks-work-")  # the worker's only writable place
+    try:
+        cand_path = os.path.join(workdir, "candidate.py")
+        ref_path = os.path.join(workdir, "reference.py")
+        Path(cand_path).write_text(source)
+        Path(ref_path).write_text(task.reference_source)
+
+        env = scrub_env(dict(os.environ))
+        env.update(backend.worker_env(workdir))
+        env.update(HOME=workdir, TMPDIR=workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(device)
+
+        note = ""
+        use_bwrap = False
+        if isolation in ("auto", "bwrap"):
+            use_bwrap, note = bwrap_status()
+            if isolation == "bwrap" and not use_bwrap:
+                raise RuntimeError(f"isolation='bwrap' requested but unavailable: {note}")
+        prefix = _bwrap_args(workdir) if use_bwrap else []
+        cmd = prefix + [sys.executable, "-m", "kernelsmith.evaluator.worker"]
+
+        cpu_limit = limits.cpu_limit_s if limits.cpu_limit_s is not None else 2 * limits.timeout_s
+        job = {
+            "task": task.to_dict(),
+            "backend": backend.name,
+            "candidate_path": cand_path,
+            "reference_path": ref_path,
+            "trials": trials,
+            "timing": timing,
+            "cpu_limit_s": cpu_limit,
+            "memory_limit_mb": limits.memory_limit_mb if backend.supports_address_space_limit else None,
+        }
+        log_path = os.path.join(private, "worker.log")
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=workdir, env=env,
+                start_new_session=True,
+            )
+        result, stage, timed_out = _converse(proc, job, limits.timeout_s)
+        log_text = Path(log_path).read_text(errors="replace")
+        if result is None:
+            returncode = proc.returncode
+            if use_bwrap and returncode is not None and returncode > 128:
+                # bwrap's PID-namespace init reports a signal death as 128 + signal
+                returncode = -(returncode - 128)
+            if timed_out:
+                category, error = "timeout", f"wall-clock limit of {limits.timeout_s:g} s exceeded (worker killed) during: {stage}"
+            elif returncode is not None and returncode < 0:
+                category, error = _describe_signal(returncode)
+                error += f" (during: {stage})"
+            else:
+                category = "crash"
+                error = (f"the worker exited with status {returncode} before reporting a result (during: {stage}); "
+                         "the program must not call os._exit, sys.exit or kill its process")
+            fault = _candidate_fault_lines(log_text, cand_path)
+            if fault:
+                error += "\n" + fault
+            result = EvalResult(category=category, error=error, compiled=stage not in ("import", "load candidate", "start"))
+        else:
+            try:
+                result = EvalResult.from_dict(result)
+            except (TypeError, ValueError) as exc:  # the worker's process is the candidate's too
+                result = EvalResult(category="crash", error=f"the worker sent an invalid result ({exc})")
+        result.isolation = "bwrap" if use_bwrap else "process"
+        result.isolation_note = note
+        result.log_tail = log_text[-2000:].replace(cand_path, "candidate.py")
+        result.error = result.error.replace(cand_path, "candidate.py")
+        result.wall_s = round(time.monotonic() - started, 3)
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _candidate_fault_lines(log_text: str, cand_path: str) -> str:
+    """faulthandler's lines that point into the candidate (for crashes)."""
+    lines = [ln.strip().replace(cand_path, "candidate.py") for ln in log_text.splitlines() if cand_path in ln]
+    if not lines:
+        return ""
+    return "Crash location (most recent call first):\n" + "\n".join(f"  {ln}" for ln in lines[:8])
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _converse(proc: subprocess.Popen, job: dict[str, Any], timeout_s: float) -> tuple[Optional[dict], str, bool]:
+    """Send the job, answer seed requests, return (result, last stage, timed_out)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    stage = "start"
+    buf = b""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.flush()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill(proc)
+                return None, stage, True
+            if not sel.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            if not chunk:  # worker gone
+                try:
+                    proc.wait(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    _kill(proc)
+                return None, stage, False
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                kind = msg.get("type")
+                if kind == "stage":
+                    stage = str(msg.get("stage"))
+                elif kind == "seed?":
+                    # drawn here, in the parent, when the worker needs it
+                    proc.stdin.write((json.dumps({"seed": secrets.randbits(62)}) + "\n").encode())
+                    proc.stdin.flush()
+                elif kind == "result":
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    _kill(proc)
+                    return msg.get("result") or {}, stage, False
+    except BrokenPipeError:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+        return None, stage, False
+    finally:
+        sel.close()
+        if proc.poll() is None:
+            _kill(proc)
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass

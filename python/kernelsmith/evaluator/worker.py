@@ -1,0 +1,337 @@
+"""Worker process entry: ``python -m kernelsmith.evaluator.worker``.
+
+Runs one candidate against one task and reports an EvalResult dict. It is
+started fresh for every candidate by :mod:`kernelsmith.evaluator.sandbox`,
+inside bwrap when available.
+
+Protocol (JSON lines): the parent writes the job on stdin; the worker writes
+messages on its original stdout, which it moves to a private descriptor at
+start so that anything the candidate prints goes to stderr (the log) and
+cannot corrupt the protocol. Messages: ``{"type": "stage", "stage": ...}``
+(progress, for timeout reports), ``{"type": "seed?"}`` (answered by the
+parent with ``{"seed": n}``: random seeds come one at a time, when needed,
+so the candidate can never see a future seed), ``{"type": "result", ...}``.
+"""
+from __future__ import annotations
+
+import faulthandler
+import inspect
+import json
+import os
+import resource
+import sys
+import traceback
+from typing import Any, Callable, Optional
+
+CANDIDATE_MODULE = "candidate"
+
+
+class Channel:
+    def __init__(self) -> None:
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        self.inp = sys.stdin
+
+    def send(self, **msg: Any) -> None:
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
+
+    def stage(self, stage: str) -> None:
+        self.send(type="stage", stage=stage)
+
+    def seed(self) -> int:
+        self.send(type="seed?")
+        line = self.inp.readline()
+        if not line:
+            raise SystemExit("parent closed the channel")
+        return int(json.loads(line)["seed"])
+
+
+class Verdict(Exception):
+    """Ends the evaluation early with a result."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(fields.get("error", ""))
+        self.fields = fields
+
+
+def _set_limits(job: dict[str, Any]) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    mem = job.get("memory_limit_mb")
+    if mem:
+        limit = int(mem) * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _set_cpu_limit(seconds: Optional[float]) -> None:
+    if not seconds:
+        return
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    base = used.ru_utime + used.ru_stime
+    soft = int(base + seconds) + 1
+    # the hard limit a little higher: SIGXCPU at the soft limit, SIGKILL at the hard
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
+
+
+def _signature_problem(ref_cls: type, new_cls: type, method: str) -> Optional[str]:
+    try:
+        ref_sig = inspect.signature(getattr(ref_cls, method))
+        new_sig = inspect.signature(getattr(new_cls, method))
+    except (TypeError, ValueError, AttributeError):
+        return None
+    new_params = list(new_sig.parameters.values())[1:]
+    if any(p.kind in (p.VAR_POSITIONAL,) for p in new_params):
+        return None
+    ref_params = list(ref_sig.parameters.values())[1:]
+    ref_pos = [p for p in ref_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    new_pos = [p for p in new_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required_new = [p for p in new_pos if p.default is p.empty]
+    if any(p.kind == p.VAR_POSITIONAL for p in ref_pos):
+        return None
+    if len(required_new) > len(ref_pos) or len(new_pos) < len(ref_pos):
+        fmt = lambda ps: ", ".join(p.name for p in ps)  # noqa: E731
+        return (
+            f"ModelNew.{method}({fmt(new_params)}) does not match Model.{method}({fmt(ref_params)}): "
+            f"ModelNew must accept the same arguments as the reference Model ({len(ref_pos)} positional)."
+        )
+    return None
+
+
+def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str, Any]:
+    from ..backends.base import get_backend
+    from ..task import Task
+
+    task = Task.from_dict(job["task"])
+    cfg = task.config
+    backend = get_backend(job["backend"])
+    chan.stage("import")
+    backend.prepare_worker()
+    import torch
+
+    from . import correctness as cmp
+    from .guards import TorchOpGuard
+    from .timing import measure
+    from .tracebacks import classify_exception, trim_exception
+
+    _set_cpu_limit(job.get("cpu_limit_s"))
+    cand_path = os.path.abspath(job["candidate_path"])
+    ref_path = os.path.abspath(job["reference_path"])
+    device = backend.device()
+    dtype = getattr(torch, cfg.dtype)
+    atol, rtol = cfg.tolerances()
+    trials = int(job.get("trials") or cfg.trials)
+    allowed = list(backend.default_allowed_torch_ops) + list(cfg.allowed_torch_ops)
+    out["hardware"] = backend.hardware_info()
+
+    def fail_from(exc: BaseException, where: str, category: Optional[str] = None) -> Verdict:
+        cat = category or classify_exception(exc)
+        text = trim_exception(exc, cand_path)
+        return Verdict(category=cat, error=f"{where}:\n{text}", compiled=cat not in ("compile",))
+
+    # -- reference (trusted, but loaded here so the caller never runs task code)
+    chan.stage("load reference")
+    import types
+
+    ref = types.ModuleType("ks_reference")
+    ref.__file__ = ref_path
+    exec(compile(task.reference_source, ref_path, "exec"), ref.__dict__)  # noqa: S102
+    for name in ("Model", "get_inputs"):
+        if not hasattr(ref, name):
+            raise Verdict(category="runtime", error=f"task reference defines no {name}")
+    init_inputs = list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
+
+    # -- candidate
+    chan.stage("load candidate")
+    try:
+        cand = backend.load_candidate(cand_path, CANDIDATE_MODULE)
+    except BaseException as exc:  # the candidate's top level may raise anything
+        raise fail_from(exc, "Loading the program failed", "compile")
+    ModelNew = getattr(cand, "ModelNew", None)
+    if ModelNew is None or not isinstance(ModelNew, type) or not issubclass(ModelNew, torch.nn.Module):
+        raise Verdict(category="compile", error="The program defines no ModelNew(nn.Module) class; define one with the same constructor and forward signatures as Model.")
+    for method in ("__init__", "forward"):
+        problem = _signature_problem(ref.Model, ModelNew, method)
+        if problem:
+            raise Verdict(category="compile", error=problem)
+
+    seed = chan.seed()
+    torch.manual_seed(seed)
+    model = ref.Model(*init_inputs)
+    chan.stage("construct ModelNew")
+    torch.manual_seed(seed)
+    try:
+        model_new = ModelNew(*init_inputs)
+    except TypeError as exc:
+        raise fail_from(exc, "ModelNew(*get_init_inputs()) failed (it must take the same arguments as Model)", "compile")
+    except BaseException as exc:
+        raise fail_from(exc, "ModelNew(*get_init_inputs()) failed")
+    model = model.to(device=device, dtype=dtype)
+    model_new = model_new.to(device=device, dtype=dtype)
+    # Same seed, so matching parameter shapes should hold matching values; a
+    # difference means ModelNew initialised its weights in another order.
+    ref_params = dict(model.named_parameters())
+    for name, p in model_new.named_parameters():
+        if name in ref_params and ref_params[name].shape == p.shape and not torch.equal(ref_params[name], p):
+            out.setdefault("warnings", []).append(
+                f"parameter {name} differs from the reference's after seeding; create parameters in the same order as Model"
+            )
+            break
+
+    def make_inputs(gen: Callable[[], Any]) -> list[Any]:
+        s = chan.seed()
+        torch.manual_seed(s)
+        vals = list(gen())
+        return [
+            (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
+            if isinstance(v, torch.Tensor) else v
+            for v in vals
+        ]
+
+    def clone(vals: list[Any]) -> list[Any]:
+        return [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]
+
+    kernels: list[str] = out.setdefault("kernels_launched", [])
+    torch_ops: list[str] = out.setdefault("torch_ops", [])
+
+    def run_candidate(args: list[Any], where: str) -> list[Any]:
+        guard = TorchOpGuard(allowed)
+        try:
+            with backend.launch_guard() as launches:
+                with guard:
+                    result = model_new(*args)
+                backend.synchronize()
+        except BaseException as exc:
+            raise fail_from(exc, f"ModelNew.forward raised ({where})")
+        for k in launches.kernels:
+            if k not in kernels:
+                kernels.append(k)
+        for op in guard.seen:
+            if op not in torch_ops:
+                torch_ops.append(op)
+        reasons = []
+        if not launches.kernels:
+            reasons.append(f"forward launched no {backend.name} kernel: the result must be computed by the program's own kernels")
+        if guard.forbidden:
+            reasons.append(
+                f"forward ran PyTorch compute ops {', '.join(guard.forbidden)}: only allocation, view, reshape and copy ops "
+                + (f"(and the task's allowed ops {', '.join(cfg.allowed_torch_ops)}) " if cfg.allowed_torch_ops else "")
+                + "are allowed in forward"
+            )
+        if reasons:
+            raise Verdict(category="hacked", hacked=True, hack_reasons=reasons, compiled=True)
+        try:
+            return cmp.flatten_outputs(result)
+        except TypeError as exc:
+            raise Verdict(category="incorrect", compiled=True, error=str(exc))
+
+    input_sets: list[tuple[str, int]] = [("get_inputs", t) for t in range(trials)]
+    input_sets += [(g, 0) for g in cfg.extra_inputs]
+    stats = {"max_abs_err": 0.0, "max_rel_err": 0.0, "atol": atol, "rtol": rtol, "trials": 0,
+             "input_sets": ["get_inputs"] + list(cfg.extra_inputs), "first_mismatch": None}
+    out["correctness"] = stats
+    history: list[tuple[list[Any], list[Any]]] = []  # (reference outputs, candidate outputs) per trial
+    model.eval()
+    for set_name, trial in input_sets:
+        gen = getattr(ref, set_name, None)
+        if gen is None:
+            raise Verdict(category="runtime", error=f"task reference defines no input generator {set_name}")
+        label = f"input set '{set_name}', trial {trial}"
+        chan.stage(label)
+        with torch.no_grad():
+            pristine = make_inputs(gen)
+            c_args = clone(pristine)
+            got_before = cmp.snapshot(run_candidate(c_args, f"{label}, before the reference"))
+            changed = cmp.inputs_equal(c_args, pristine)
+            if changed is not None:
+                raise Verdict(category="hacked", hacked=True, compiled=True,
+                              hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
+            expected = cmp.snapshot(cmp.flatten_outputs(model(*clone(pristine))))
+            backend.synchronize()
+            c_args = clone(pristine)
+            got_after = run_candidate(c_args, f"{label}, after the reference")
+            changed = cmp.inputs_equal(c_args, pristine)
+            if changed is not None:
+                raise Verdict(category="hacked", hacked=True, compiled=True,
+                              hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
+        stats["trials"] += 1
+        for order, got in (("before", got_before), ("after", got_after)):
+            res = cmp.compare(got, expected, atol, rtol)
+            stats["max_abs_err"] = max(stats["max_abs_err"], res["max_abs_err"])
+            stats["max_rel_err"] = max(stats["max_rel_err"], res["max_rel_err"])
+            if not res["ok"]:
+                for old_expected, old_got in history:
+                    if cmp.identical(got, old_got) and not cmp.identical(expected, old_expected):
+                        raise Verdict(category="hacked", hacked=True, compiled=True, hack_reasons=[
+                            f"forward returned the same output as for earlier, different inputs ({label}): cached or replayed results"
+                        ])
+                if res["first_mismatch"]:
+                    res["first_mismatch"].update(input_set=set_name, trial=trial, order=f"candidate run {order} the reference")
+                    stats["first_mismatch"] = res["first_mismatch"]
+                hint = ""
+                if set_name != "get_inputs":
+                    hint = f"\nThe program passed the default inputs but fails on {set_name}() (other shapes): do not hard-code sizes."
+                raise Verdict(category="incorrect", compiled=True,
+                              error=f"{label}, candidate run {order} the reference: {res['message']}{hint}")
+        history.append((expected, cmp.snapshot(got_after)))
+        # replays are of recent outputs; a bound keeps 100 trials of large
+        # outputs from filling device memory
+        del history[:-4]
+    history.clear()
+
+    out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
+    if job.get("timing", True) and cfg.timing.enabled:
+        chan.stage("timing")
+        with torch.no_grad():
+            args = make_inputs(ref.get_inputs)
+            last: dict[str, Any] = {}
+
+            def cand_call() -> None:
+                last["out"] = model_new(*args)
+
+            try:
+                cand_stats = measure(cand_call, backend, cfg.timing.warmup, cfg.timing.repeats)
+            except BaseException as exc:
+                raise fail_from(exc, "ModelNew.forward raised while being timed")
+            ref_stats = measure(lambda: model(*args), backend, cfg.timing.warmup, cfg.timing.repeats)
+            # the outputs of the timed calls must still be right (a program
+            # that behaves differently when it is not being checked)
+            res = cmp.compare(cmp.flatten_outputs(last["out"]), cmp.flatten_outputs(model(*clone(args))), atol, rtol)
+            if not res["ok"]:
+                raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
+                    f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when timed"
+                ])
+        out["timing"] = {"candidate": cand_stats, "reference": ref_stats,
+                         "warmup": cfg.timing.warmup, "repeats": cfg.timing.repeats}
+        out["runtime_ms"] = cand_stats["median"]
+        out["ref_runtime_ms"] = ref_stats["median"]
+        out["speedup"] = ref_stats["median"] / cand_stats["median"] if cand_stats["median"] > 0 else None
+    return out
+
+
+def main() -> None:
+    chan = Channel()
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    line = chan.inp.readline()
+    job = json.loads(line)
+    _set_limits(job)
+    partial: dict[str, Any] = {}
+    try:
+        result = run_job(job, chan, partial)
+    except Verdict as v:
+        result = {**partial, **v.fields}
+    except SystemExit:
+        raise
+    except BaseException:  # harness bug or something the candidate broke; still report
+        result = {"category": "runtime", "error": "evaluation failed:\n" + traceback.format_exc(limit=-3)}
+    try:
+        chan.send(type="result", result=result)
+    except Exception:
+        chan.send(type="result", result={"category": "runtime", "error": "result not serialisable: " + repr(result)[:2000]})
+    sys.stderr.flush()
+    # skip interpreter teardown (candidate atexit hooks, CUDA teardown)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""EvalResult: the evaluator's verdict on one candidate, as plain data.
+
+A result is JSON-serialisable (:meth:`EvalResult.to_dict` /
+:meth:`EvalResult.from_dict`) and renders itself as feedback for the next
+prompt (:meth:`EvalResult.render_feedback`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+SCHEMA_VERSION = 1
+
+#: error categories, from the earliest stage that failed
+CATEGORIES = (
+    "ok",         # compiled, correct, not hacked
+    "edit",       # the proposal could not be turned into a program (set by the loop, not the evaluator)
+    "compile",    # syntax error, no ModelNew, wrong signature, kernel compile error
+    "runtime",    # exception while running the candidate
+    "timeout",    # wall-clock or CPU-time limit hit; worker killed
+    "crash",      # the worker died (segfault, os._exit, illegal memory access)
+    "oom",        # out of memory (host or device)
+    "incorrect",  # ran, but outputs differ from the reference
+    "hacked",     # reward hack detected (statically or at run time)
+)
+
+
+@dataclass
+class EvalResult:
+    compiled: bool = False
+    correct: bool = False
+    hacked: bool = False
+    hack_reasons: list = field(default_factory=list)
+    category: str = "runtime"
+    # trimmed log: candidate frames of the traceback and the error message
+    error: str = ""
+    # static-check warnings (e.g. precision-lowering casts)
+    warnings: list = field(default_factory=list)
+    # median ms of one forward call; None when not timed
+    runtime_ms: Optional[float] = None
+    ref_runtime_ms: Optional[float] = None
+    speedup: Optional[float] = None
+    # max_abs_err, max_rel_err, atol, rtol, trials, input_sets, first_mismatch{...}
+    correctness: dict = field(default_factory=dict)
+    # candidate/reference timing statistics (ms): median, mean, min, max, std, n
+    timing: dict = field(default_factory=dict)
+    # device name, driver, torch and triton versions, ...
+    hardware: dict = field(default_factory=dict)
+    # "bwrap" or "process" (+ why bwrap was not used, in isolation_note)
+    isolation: str = ""
+    isolation_note: str = ""
+    # backend kernels seen launching during forward, torch ops that ran there
+    kernels_launched: list = field(default_factory=list)
+    torch_ops: list = field(default_factory=list)
+    task_id: str = ""
+    backend: str = ""
+    wall_s: float = 0.0
+    # tail of what the candidate printed (stdout+stderr of the worker)
+    log_tail: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"category '{self.category}' is not one of {', '.join(CATEGORIES)}")
+
+    @property
+    def ok(self) -> bool:
+        return self.category == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"EvalResult schema_version {version} is newer than this kernelsmith ({SCHEMA_VERSION})")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown EvalResult keys: {', '.join(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def failure(cls, category: str, error: str, **kwargs: Any) -> "EvalResult":
+        return cls(category=category, error=error, **kwargs)
+
+    def render_feedback(self) -> str:
+        """Feedback for the next generation: what failed and what to change."""
+        lines: list[str] = []
+        verdict = {
+            "ok": "CORRECT",
+            "compile": "COMPILE ERROR",
+            "runtime": "RUNTIME ERROR",
+            "timeout": "TIMEOUT",
+            "crash": "CRASH",
+            "oom": "OUT OF MEMORY",
+            "incorrect": "INCORRECT OUTPUT",
+            "hacked": "REJECTED (reward hack)",
+            "edit": "EDIT ERROR",
+        }[self.category]
+        lines.append(f"Verdict: {verdict}")
+        if self.hack_reasons:
+            lines.append("The program was rejected because:")
+            lines += [f"- {r}" for r in self.hack_reasons]
+            lines.append("Compute the result with your own kernels inside forward; do not fall back to PyTorch or game the measurement.")
+        if self.error:
+            lines.append("Error:" if self.category != "incorrect" else "Mismatch:")
+            lines.append(self.error.rstrip())
+        c = self.correctness
+        if c and self.category in ("incorrect", "ok"):
+            if c.get("max_abs_err") is not None:
+                lines.append(
+                    f"max abs error {c['max_abs_err']:.3g}, max rel error {c.get('max_rel_err', 0.0):.3g} "
+                    f"(atol {c.get('atol')}, rtol {c.get('rtol')}) over {c.get('trials', 0)} trials"
+                )
+            fm = c.get("first_mismatch")
+            if fm:
+                lines.append(
+                    f"first mismatch: input set '{fm.get('input_set')}', trial {fm.get('trial')}, output {fm.get('output')}, "
+                    f"index {fm.get('index')}: got {fm.get('got')}, expected {fm.get('expected')}"
+                )
+        if self.warnings:
+            lines.append("Warnings:")
+            lines += [f"- {w}" for w in self.warnings]
+        if self.runtime_ms is not None:
+            text = f"Runtime: {self.runtime_ms:.4g} ms"
+            if self.ref_runtime_ms is not None:
+                text += f" (reference {self.ref_runtime_ms:.4g} ms"
+                if self.speedup is not None:
+                    text += f", speedup {self.speedup:.3g}x"
+                text += ")"
+            lines.append(text)
+        return "\n".join(lines)

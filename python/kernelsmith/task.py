@@ -1,0 +1,209 @@
+"""Tasks: a reference PyTorch module plus how to check and time candidates.
+
+Two formats load through :meth:`Task.load`:
+
+* a plain KernelBench problem file (``Model``, ``get_inputs``,
+  ``get_init_inputs``), taken as it is, with default settings;
+* a task directory: ``reference.py`` (KernelBench format), an optional
+  ``seed.py`` (a first candidate defining ``ModelNew``) and an optional
+  ``task.yaml`` (:class:`TaskConfig`).
+
+The reference is only parsed here, never executed: it runs inside the
+evaluator's workers, next to the candidate.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .config import ConfigError, from_dict, load_yaml, to_dict
+
+#: dtypes a task may ask for; floating inputs and the modules are cast to it
+DTYPES = ("float32", "float16", "bfloat16")
+
+#: default (atol, rtol) per dtype; a task may override either
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+MAX_TRIALS = 100
+
+
+@dataclass
+class TimingConfig:
+    # time candidate and reference after a correct verdict
+    enabled: bool = True
+    # untimed calls before measuring (compilation, caches)
+    warmup: int = 3
+    # timed calls; the median is the runtime
+    repeats: int = 10
+
+
+@dataclass
+class TaskConfig:
+    # human-readable name; defaults to the directory or file name
+    name: str = ""
+    # evaluation backend (kernelsmith.backends.<name>)
+    backend: str = "triton"
+    # float32 | float16 | bfloat16: floating inputs and both modules are cast to it
+    dtype: str = "float32"
+    # absolute / relative tolerance; None = the dtype's default (fp32 1e-4, fp16/bf16 1e-2)
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+    # correctness trials, each with fresh random inputs (1..100)
+    trials: int = 5
+    # names of functions in reference.py returning input lists with other
+    # shapes; each is checked once more on top of the trials (defeats shape
+    # specialisation)
+    extra_inputs: list = field(default_factory=list)
+    # torch ops the candidate's forward may run besides allocation/view ops,
+    # e.g. ["aten.cat", "softmax"] (overload packet names, "aten." optional)
+    allowed_torch_ops: list = field(default_factory=list)
+    # hard wall-clock limit for one candidate's worker, seconds
+    timeout_s: float = 300.0
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    # free text shown in prompts
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype: '{self.dtype}' is not one of {', '.join(DTYPES)}")
+        if not isinstance(self.trials, int) or not 1 <= self.trials <= MAX_TRIALS:
+            raise ConfigError(f"trials: must be an integer in 1..{MAX_TRIALS}, got {self.trials!r}")
+        for key in ("atol", "rtol"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, (int, float)) or value < 0):
+                raise ConfigError(f"{key}: must be a non-negative number, got {value!r}")
+        if not isinstance(self.extra_inputs, list) or not all(isinstance(x, str) for x in self.extra_inputs):
+            raise ConfigError("extra_inputs: must be a list of function names")
+        if not isinstance(self.allowed_torch_ops, list):
+            raise ConfigError("allowed_torch_ops: must be a list of op names")
+        if self.timeout_s <= 0:
+            raise ConfigError("timeout_s: must be positive")
+        if isinstance(self.timing, dict):
+            self.timing = from_dict(TimingConfig, self.timing, "timing")
+
+    def tolerances(self) -> tuple[float, float]:
+        atol, rtol = DEFAULT_TOLERANCES[self.dtype]
+        return (atol if self.atol is None else float(self.atol),
+                rtol if self.rtol is None else float(self.rtol))
+
+
+class TaskError(ValueError):
+    """A task cannot be loaded; the message names the file and what is missing."""
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Name):
+                        names.add(sub.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add((alias.asname or alias.name).split(".")[0])
+    return names
+
+
+def check_reference(source: str, filename: str, extra_inputs: list[str] | None = None) -> None:
+    """Fail with a message naming what a KernelBench reference lacks."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        raise TaskError(f"{filename}: reference is not valid Python: {exc.msg} (line {exc.lineno})") from None
+    names = _top_level_names(tree)
+    missing = [n for n in ("Model", "get_inputs") if n not in names]
+    missing += [n for n in (extra_inputs or []) if n not in names]
+    if missing:
+        raise TaskError(
+            f"{filename}: the reference must define {', '.join(missing)} "
+            "(KernelBench format: class Model(nn.Module), get_inputs(), get_init_inputs(); "
+            "extra_inputs in task.yaml must name functions of reference.py)"
+        )
+
+
+@dataclass
+class Task:
+    """A reference module with its evaluation settings."""
+
+    reference_source: str
+    config: TaskConfig = field(default_factory=TaskConfig)
+    seed_source: Optional[str] = None
+    # where it was loaded from (informational; not part of the id)
+    path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        check_reference(self.reference_source, self.path or "<reference>", self.config.extra_inputs)
+
+    @property
+    def name(self) -> str:
+        return self.config.name or (Path(self.path).stem if self.path else self.id)
+
+    @property
+    def id(self) -> str:
+        """Stable hash of the reference source and the normalized config."""
+        config = to_dict(self.config)
+        config.pop("name", None)  # renaming a task does not change what is evaluated
+        config.pop("description", None)
+        blob = self.reference_source.replace("\r\n", "\n").strip() + "\n" + json.dumps(config, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @classmethod
+    def load(cls, path: str | Path, backend: str | None = None, **overrides: Any) -> "Task":
+        """Load a task directory or a plain KernelBench file.
+
+        ``backend`` and ``overrides`` (TaskConfig fields, e.g. ``trials=10``)
+        replace what the task's config says.
+        """
+        path = Path(path)
+        if not path.exists():
+            raise TaskError(f"{path}: no such task file or directory")
+        seed = None
+        if path.is_dir():
+            ref_path = path / "reference.py"
+            if not ref_path.exists():
+                raise TaskError(f"{path}: a task directory needs reference.py (KernelBench format)")
+            yaml_path = path / "task.yaml"
+            config = load_yaml(TaskConfig, yaml_path) if yaml_path.exists() else TaskConfig()
+            if not config.name:
+                config.name = path.name
+            seed_path = path / "seed.py"
+            seed = seed_path.read_text() if seed_path.exists() else None
+        else:
+            ref_path = path
+            config = TaskConfig(name=path.stem)
+        data = to_dict(config)
+        if backend is not None:
+            data["backend"] = backend
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        config = from_dict(TaskConfig, data)
+        return cls(reference_source=ref_path.read_text(), config=config, seed_source=seed, path=str(ref_path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "reference_source": self.reference_source,
+            "config": to_dict(self.config),
+            "seed_source": self.seed_source,
+            "path": self.path,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Task":
+        return cls(
+            reference_source=data["reference_source"],
+            config=from_dict(TaskConfig, data.get("config") or {}),
+            seed_source=data.get("seed_source"),
+            path=data.get("path"),
+        )

@@ -1,0 +1,95 @@
+"""End-to-end `kernelsmith evolve` on the CPU against the scripted LLM server:
+real SDK client, real edits, real sandboxed evaluator (Triton interpreter)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mock_llm_server import MockResponse
+
+TASK = Path(__file__).parent / "fixtures_evolve" / "scale"
+SEED = (TASK / "seed.py").read_text()
+SECRET = "sk-test-0123456789abcdefSECRET"
+
+
+def full(source: str, think: str | None = None) -> MockResponse:
+    return MockResponse(text=f"Here is the program:\n```python\n{source}```\n", reasoning=think,
+                        think_tags=think is not None)
+
+
+def diff(search: str, replace: str) -> MockResponse:
+    return MockResponse(text=f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n")
+
+
+HACKED = SEED.replace(
+    "        scale_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, num_warps=WARPS)\n        return y",
+    "        return x * 2.0",
+)
+
+
+def _run(args, env, cwd):
+    return subprocess.run([sys.executable, "-m", "kernelsmith", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
+    assert "scale_kernel[(triton" in SEED and "return x * 2.0" in HACKED
+    mock_llm.script(
+        full(SEED.replace("BLOCK = 64", "BLOCK = 256"), think="bigger blocks amortize"),  # 1 correct rewrite
+        diff("WARPS = 1  # tune: [1, 2, 4, 8]", "WARPS = 4  # tune: [1, 2, 4, 8]"),       # 2 diff that applies
+        diff("BLOCK = 999", "BLOCK = 128"),                                                # 3 diff that does not apply
+        MockResponse(text="```python\ndef broken(:\n    pass\n```"),                       # 4 syntax error
+        MockResponse.error(429, retry_after=0.05),                                         # 5 rate limited...
+        full(SEED.replace("BLOCK = 64", "BLOCK = 128")),                                   #   ...then success
+        full(HACKED),                                                                      # 6 hacked
+    )
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "proposal_concurrency: 1\n"
+        "checkpoint_every: 2\n"
+        "llm:\n"
+        "  retry: {backoff_base_s: 0.01}\n"
+        "  budget: {max_tokens: 170}\n"  # 30 tokens a reply: the 7th request is refused
+        "  prices: {m: {input_per_mtok: 1000.0, output_per_mtok: 2000.0}}\n"
+    )
+    env = dict(os.environ, OPENAI_BASE_URL=mock_llm.openai_base_url, OPENAI_API_KEY=SECRET, TRITON_INTERPRET="1")
+    out = tmp_path / "run"
+    proc = _run(["evolve", str(TASK), "--model", "openai:m", "--iterations", "10", "--config", str(config),
+                 "--out", str(out), "--json"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["stop_reason"] == "budget"
+    assert summary["usage"]["total_tokens"] == 6 * 30
+    assert summary["usage"]["total_usd"] == pytest.approx(6 * (10 * 1000 + 20 * 2000) / 1e6)
+
+    records = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    assert records[0]["kind"] == "seed" and records[0]["status"] == "correct"
+    steps = [r for r in records if r["kind"] == "step"]
+    assert [s["status"] for s in steps] == ["correct", "correct", "edit-failed", "edit-failed", "correct", "hacked"]
+    first = steps[0]
+    assert first["reasoning"] == "bigger blocks amortize" and "<think>" not in first["raw_response"]
+    assert first["model"] == "openai:m" and first["usage"]["total_tokens"] == 30
+    assert first["prompt"][0]["role"] == "system" and "class Model" in first["prompt"][1]["content"]
+    assert "BLOCK = 256" in first["child_source"] and first["eval"]["correct"] is True
+    assert "WARPS = 4" in steps[1]["child_source"]
+    assert "BLOCK = 999" in steps[2]["edit"]["error"]  # the failed SEARCH is quoted back
+    assert steps[3]["edit"]["error_kind"] == "syntax"
+    assert steps[5]["eval"]["hacked"] is True
+    # The model sees the previous failure on its island in the next prompt.
+    assert mock_llm.requests[-1].body["temperature"] == 0.6 and mock_llm.requests[-1].body["top_p"] == 0.95
+
+    best = max((s for s in steps if s["status"] == "correct"), key=lambda s: s["metrics"]["score"])
+    assert (out / "best_program.py").read_text() == best["child_source"]
+    assert summary["best_speedup"] == pytest.approx(best["metrics"]["score"])
+    assert (out / "checkpoint" / "LATEST").exists()
+    # The key reached the server but nothing on disk.
+    assert mock_llm.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="ignore"), path
