@@ -309,6 +309,7 @@ void init_engine(py::module_& m) {
            })
       .def("config_json", [](const Engine& e) { return e.config().to_json().dump(); })
       .def_property_readonly("seed", &Engine::seed)
+      .def("next_program_id", &Engine::next_program_id, py::call_guard<py::gil_scoped_release>())
       .def("state_json",
            [](const Engine& e) {
              Release release;

@@ -33,6 +33,11 @@ HACKED = SEED.replace(
 
 
 def _run(args, env, cwd):
+    import kernelsmith
+
+    # The child imports the same kernelsmith as this test (installed or dev tree).
+    package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
+    env = dict(env, PYTHONPATH=os.pathsep.join([package_root, env.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "kernelsmith", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=600)
 
@@ -44,7 +49,7 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
         full(SEED.replace("BLOCK = 64", "BLOCK = 256"), think="bigger blocks amortize"),  # 1 correct rewrite
         diff("WARPS = 1  # tune: [1, 2, 4, 8]", "WARPS = 4  # tune: [1, 2, 4, 8]"),       # 2 diff that applies
         diff("BLOCK = 999", "BLOCK = 128"),                                                # 3 diff that does not apply
-        MockResponse(text="```python\ndef broken(:\n    pass\n```"),                       # 4 syntax error
+        full(SEED.replace("BLOCK = 64", "BLOCK = (64")),                                   # 4 syntax error
         MockResponse.error(429, retry_after=0.05),                                         # 5 rate limited...
         full(SEED.replace("BLOCK = 64", "BLOCK = 128")),                                   #   ...then success
         full(HACKED),                                                                      # 6 hacked
@@ -66,7 +71,7 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["stop_reason"] == "budget"
     assert summary["usage"]["total_tokens"] == 6 * 30
-    assert summary["usage"]["total_usd"] == pytest.approx(6 * (10 * 1000 + 20 * 2000) / 1e6)
+    assert summary["usage"]["cost_usd"] == pytest.approx(6 * (10 * 1000 + 20 * 2000) / 1e6)
 
     records = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
     assert records[0]["kind"] == "seed" and records[0]["status"] == "correct"

@@ -400,6 +400,11 @@ TellResult Engine::tell(Program program, std::int64_t request_id) {
   return insert_locked(std::make_shared<Program>(std::move(program)), true);
 }
 
+std::int64_t Engine::next_program_id() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return next_program_id_;
+}
+
 void Engine::cancel(std::int64_t request_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = pending_.find(request_id);

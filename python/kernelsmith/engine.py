@@ -234,6 +234,10 @@ class Engine:
     def archive_cells(self, island: int) -> list[tuple[tuple[int, ...], Program]]:
         return self._impl.archive_cells(int(island))
 
+    def next_program_id(self) -> int:
+        """Id the next program told without one will get (see engine.hpp)."""
+        return self._impl.next_program_id()
+
     def pending_requests(self) -> list[Request]:
         return self._impl.pending_requests()
 

@@ -115,6 +115,10 @@ class Engine {
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
   std::uint64_t seed() const { return seed_; }
+  // The id the next told program will get when it brings none (id -1). A
+  // caller that applies results one at a time can record the id before the
+  // tell, so a log written ahead of the tell names the program correctly.
+  std::int64_t next_program_id() const;
 
   // Writes <dir>/checkpoint-NNNNNN.json atomically (temp file, fsync,
   // rename, fsync dir); never touches an existing checkpoint; keeps the

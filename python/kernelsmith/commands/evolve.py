@@ -68,7 +68,7 @@ def _table(summary: dict[str, Any]) -> str:
         ("best program", f"{summary['run_dir']}/best_program.py" if summary["best_program_id"] is not None else "-"),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))),
         ("tokens", summary["usage"].get("total_tokens", 0) if summary["usage"] else 0),
-        ("cost (USD)", round(summary["usage"].get("total_usd", 0.0), 4) if summary["usage"] else 0.0),
+        ("cost (USD)", round(summary["usage"].get("cost_usd", 0.0), 4) if summary["usage"] else 0.0),
         ("wall time", f"{summary['wall_time_s']:.1f} s"),
     ]
     width = max(len(k) for k, _ in rows)

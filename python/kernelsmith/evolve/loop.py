@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..engine import normalized_hash
 from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
@@ -98,13 +99,15 @@ class Evolution:
         self.progress = progress
         self.steps_applied = 0
         self.asks_issued = 0
-        self.next_program_id = 0
         self.status_counts: collections.Counter[str] = collections.Counter()
         self.best_speedup: float | None = None
         self.best_program_id: int | None = None
         self.steps_since_best = 0
         self.history: list[dict[str, Any]] = []  # compact per-step summaries for prompts
         self._replay: dict[int, dict[str, Any]] = {}
+        self._claims: dict[int, int] = {}  # normalized code hash -> ask order of the step evaluating it
+        self._ask_order: dict[int, int] = {}  # request id -> position in the ask sequence
+        self._ask_counter = 0
         self._eval_slots = asyncio.Semaphore(config.eval_concurrency)
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
@@ -119,14 +122,14 @@ class Evolution:
                 source=source, parent_id=-1, island=-1, iteration=0, result=result,
                 edit_ok=True, status_override=None,
             )
-            child["id"] = self._take_program_id()
+            ids = self.engine.add_seed(self._make_program(child))
+            child["id"] = ids[0]
             record = {
-                "kind": "seed", "step": self.steps_applied, "name": name,
-                "child_id": child["id"], "child_source": source, "status": child["status"],
+                "kind": "seed", "step": self.steps_applied, "name": name, "child_id": ids[0],
+                "copy_ids": ids, "child_source": source, "status": child["status"],
                 "metrics": child["metrics"], "eval": _to_dict(result), "time": time.time(),
             }
             self.run_dir.append_step(record)
-            self.engine.add_seed(self._make_program(child))
             self._after_apply(record, child)
         self.checkpoint()
 
@@ -134,17 +137,17 @@ class Evolution:
         """Start from the reference itself (no kernel yet): the first children
         are translation steps. Not evaluated: it is the baseline, score 0."""
         child = {
-            "id": self._take_program_id(), "source": source, "parent_id": -1, "island": -1,
+            "source": source, "parent_id": -1, "island": -1,
             "iteration": 0, "metrics": {"score": 0.0}, "status": "correct",
             "feedback": {"note": "the PyTorch reference; no kernel yet"},
         }
+        ids = self.engine.add_seed(self._make_program(child))
         record = {
-            "kind": "seed", "step": self.steps_applied, "name": "reference", "child_id": child["id"],
-            "child_source": source, "status": "reference", "metrics": child["metrics"], "eval": None,
-            "time": time.time(),
+            "kind": "seed", "step": self.steps_applied, "name": "reference", "child_id": ids[0],
+            "copy_ids": ids, "child_source": source, "status": "reference", "metrics": child["metrics"],
+            "eval": None, "time": time.time(),
         }
         self.run_dir.append_step(record)
-        self.engine.add_seed(self._make_program(child))
         self._after_apply(record, None)
         self.checkpoint()
 
@@ -212,6 +215,9 @@ class Evolution:
         return list(getter()) if getter else []
 
     async def _step(self, request: Any) -> StepOutcome:
+        if int(request.id) not in self._ask_order:
+            self._ask_order[int(request.id)] = self._ask_counter
+            self._ask_counter += 1
         recorded = self._replay.pop(int(request.id), None)
         if recorded is not None:
             return StepOutcome(request, recorded, recorded.get("child"), replayed=True)
@@ -259,9 +265,16 @@ class Evolution:
             return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
         source = edit.source
         record["child_source"] = source
-        if self.engine.seen(source):
+        # Skip evaluation when the code is known, or when an earlier-asked
+        # step in flight has the same code: that one is told first, so this
+        # one is a duplicate at apply time either way.
+        key = normalized_hash(source)
+        order = self._ask_order[int(request.id)]
+        claimant = self._claims.setdefault(key, order)
+        if self.engine.seen(source) or claimant < order:
             record["duplicate"] = True
             return StepOutcome(request, record, None)
+        # The claim lasts until this step is applied (told), when seen() takes over.
         async with self._eval_slots:
             result = await self._evaluate(source)
         record["eval"] = _to_dict(result)
@@ -298,6 +311,11 @@ class Evolution:
     # ----------------------------------------------------------------- apply
     def _apply(self, outcome: StepOutcome) -> None:
         record, child = outcome.record, outcome.child
+        order = self._ask_order.pop(int(outcome.request.id), None)
+        if record.get("child_source"):
+            key = normalized_hash(record["child_source"])
+            if self._claims.get(key) == order:
+                del self._claims[key]
         if not outcome.replayed:
             # A program identical to one already told (e.g. by a sibling step
             # that finished first) is a duplicate: checked here, in ask order,
@@ -306,17 +324,22 @@ class Evolution:
                 record["duplicate"] = True
                 child = None
             if child is not None:
-                child["id"] = self._take_program_id()
+                # Recorded before the tell (write-ahead), so ask the engine
+                # which id the tell will give.
+                child["id"] = self.engine.next_program_id()
                 record.update(child_id=child["id"], status=child["status"], metrics=child["metrics"])
             else:
                 record.update(child_id=None, status="duplicate" if record.get("duplicate") else "skipped")
             record["step"] = self.steps_applied
             record["time"] = time.time()
             self.run_dir.append_step({**record, "child": child})
-        else:
-            self.next_program_id = max(self.next_program_id, int(record.get("child_id") or -1) + 1)
         if child is not None:
-            self.engine.tell(self._make_program(child), request_id=int(outcome.request.id))
+            told = self.engine.tell(self._make_program({**child, "id": -1}), request_id=int(outcome.request.id))
+            if told.id != child["id"]:
+                raise RuntimeError(
+                    f"engine gave program id {told.id}, the trajectory recorded {child['id']}: "
+                    "the run directory does not match this engine state"
+                )
         else:
             closer = getattr(self.engine, "cancel", None) or getattr(self.engine, "discard", None)
             if closer is not None:
@@ -349,11 +372,6 @@ class Evolution:
         reason = check() if check else None
         return str(reason) if reason else None
 
-    def _take_program_id(self) -> int:
-        pid = self.next_program_id
-        self.next_program_id += 1
-        return pid
-
     def _make_program(self, fields: dict[str, Any]) -> Any:
         from ..engine import Program
 
@@ -383,7 +401,6 @@ class Evolution:
         return {
             "steps_applied": self.steps_applied,
             "asks_issued": self.asks_issued,
-            "next_program_id": self.next_program_id,
             "best_speedup": self.best_speedup,
             "best_program_id": self.best_program_id,
             "steps_since_best": self.steps_since_best,
@@ -396,7 +413,6 @@ class Evolution:
         queued for replay (keyed by request id)."""
         self.steps_applied = int(state["steps_applied"])
         self.asks_issued = int(state["asks_issued"])
-        self.next_program_id = int(state["next_program_id"])
         self.best_speedup = state.get("best_speedup")
         self.best_program_id = state.get("best_program_id")
         self.steps_since_best = int(state.get("steps_since_best", 0))
