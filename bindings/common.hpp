@@ -15,5 +15,6 @@ void init_engine(py::module_& m);
 void init_timing(py::module_& m);
 void init_edit(py::module_& m);
 void init_opencl(py::module_& m);
+void init_curate(py::module_& m);
 
 }  // namespace kernelsmith::bindings

@@ -14,4 +14,5 @@ PYBIND11_MODULE(_core, m) {
   init_timing(m);
   init_edit(m);
   init_opencl(m);
+  init_curate(m);
 }
