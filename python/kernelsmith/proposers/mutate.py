@@ -151,8 +151,13 @@ def parse_tunables(source: str, *, evolvable_only: bool = True) -> list[Tunable]
     return found
 
 
-def _render(value: Any) -> str:
-    return repr(value)
+def _render(value: Any, current: str = "") -> str:
+    """Python literal for ``value``; strings keep the quote style of the
+    current text, so a value and its round trip are the same code."""
+    text = repr(value)
+    if isinstance(value, str) and current[:1] == '"' and '"' not in value and "\\" not in text:
+        text = '"' + text[1:-1] + '"'
+    return text
 
 
 def set_tunables(source: str, tunables: Sequence[Tunable], values: Mapping[str, Any]) -> str:
@@ -163,7 +168,7 @@ def set_tunables(source: str, tunables: Sequence[Tunable], values: Mapping[str, 
             continue
         raw = lines[t.line - 1]
         a, b = t.value_span
-        lines[t.line - 1] = raw[:a] + _render(values[t.key]) + raw[b:]
+        lines[t.line - 1] = raw[:a] + _render(values[t.key], raw[a:b]) + raw[b:]
     return "".join(lines)
 
 
