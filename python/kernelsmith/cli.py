@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "demo": "short offline evolution on a synthetic objective (shows the engine working)",
     "evolve": "evolve faster kernels for a task (LLM, offline mutation or replay)",
     "eval": "evaluate a candidate program against a task (correctness, hacks, timing)",
+    "bench": "run the unified protocol over a suite of KernelBench-format tasks; metrics, tables, plots",
+    "report": "self-contained HTML report of one run (scores, lineage, best kernel diff, feedback, usage)",
 }
 
 

@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="new run directory (default runs/<task>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run (nothing finished is redone)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON, no progress bar")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="evaluate candidates in local worker processes or on a Ray cluster (RAY_ADDRESS)")
 
 
 class Progress:
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py')}-{time.strftime('%Y%m%d-%H%M%S')}")
     progress = Progress(enabled=not args.json)
     try:
-        summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, progress=progress))
+        summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, progress=progress,
+                                     executor=args.executor))
     finally:
         progress.close()
     data = summary.to_dict()

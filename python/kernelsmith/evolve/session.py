@@ -74,12 +74,15 @@ async def evolve(
     resume: str | Path | None = None,
     evaluator: Any = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    executor: str = "local",
 ) -> RunSummary:
     """Run (or resume) an evolution; returns its summary.
 
     Fresh run: ``task_path`` and ``out`` (a new directory). Resume: ``resume``
     is the run directory; task and config come from its snapshot (a config
     passed in overrides only ``iterations``, so a run can be extended).
+    ``executor`` ("local" or "ray") picks the evaluator built when none is
+    passed in: local worker processes, or one Ray task per candidate.
     """
     from ..engine import Engine, EngineConfig
     from ..prompts import PromptBuilder
@@ -116,9 +119,17 @@ async def evolve(
 
     own_evaluator = evaluator is None
     if own_evaluator:
-        from ..evaluator import Evaluator
+        # --executor wiring (suites helper): the Ray evaluator has the same API.
+        if executor == "ray":
+            from ..evaluator.ray_executor import RayEvaluator
 
-        evaluator = Evaluator(workers=config.eval_concurrency)
+            evaluator = RayEvaluator()
+        elif executor == "local":
+            from ..evaluator import Evaluator
+
+            evaluator = Evaluator(workers=config.eval_concurrency)
+        else:
+            raise ValueError(f"executor must be 'local' or 'ray', got '{executor}'")
     backend = evaluator.backend_for(task)
     hardware = backend.hardware_info()
     builder = PromptBuilder(

@@ -1,0 +1,82 @@
+"""Reading a run directory (kernelsmith.evolve's format) into suite results."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Optional
+
+from ..evolve.rundir import iter_trajectory
+from .metrics import TaskResult
+
+
+def hardware_name(hardware: dict[str, Any] | None) -> str:
+    """A short device name from an EvalResult's hardware block."""
+    hw = hardware or {}
+    return str(hw.get("device") or hw.get("name") or hw.get("gpu") or "unknown")
+
+
+def load_steps(run_dir: str | Path) -> list[dict[str, Any]]:
+    records = list(iter_trajectory(Path(run_dir) / "trajectory.jsonl"))
+    return sorted(records, key=lambda r: (r.get("step", 0), r.get("kind") != "seed"))
+
+
+def _speedup(record: dict[str, Any]) -> Optional[float]:
+    metrics = record.get("metrics") or {}
+    value = metrics.get("speedup", metrics.get("score"))
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None) -> TaskResult:
+    """Summarise one run directory (finished or not)."""
+    run_dir = Path(run_dir)
+    steps = load_steps(run_dir)
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    config = {}
+    if (run_dir / "config.yaml").exists():
+        import yaml
+
+        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    result = TaskResult(key=key or run_dir.name, level=level, run_dir=str(run_dir))
+    result.task_id = str((config.get("task") or {}).get("id") or summary.get("task_id") or "")
+    result.model = str((config.get("config") or {}).get("model") or "")
+
+    best: Optional[float] = None
+    curve: list[list[float]] = []
+    refs: list[float] = []
+    counts: dict[str, int] = {}
+    tokens = 0
+    first: Optional[dict[str, Any]] = None
+    for record in steps:
+        status = record.get("status") or "skipped"
+        counts[status] = counts.get(status, 0) + 1
+        evaluation = record.get("eval") or {}
+        if evaluation.get("ref_runtime_ms") is not None:
+            refs.append(float(evaluation["ref_runtime_ms"]))
+        if evaluation.get("hardware") and not result.hardware:
+            result.hardware = hardware_name(evaluation["hardware"])
+        tokens += int((record.get("usage") or {}).get("total_tokens") or 0)
+        if status == "correct" and record.get("kind") in ("seed", "step"):
+            speedup = _speedup(record)
+            if speedup is not None:
+                result.candidate_speedups.append(speedup)
+                best = speedup if best is None else max(best, speedup)
+        if record.get("kind") == "step" and (first is None or record.get("iteration", 0) < first.get("iteration", 0)):
+            first = record
+        curve.append([int(record.get("step", len(curve))), best or 0.0])
+    result.curve = curve
+    result.correct = best is not None
+    result.best_speedup = best
+    if first is not None and first.get("status") == "correct":
+        result.first_correct = True
+        result.first_speedup = _speedup(first)
+    result.steps = len(steps)
+    result.status_counts = counts
+    result.ref_runtime_ms = statistics.median(refs) if refs else None
+    usage = summary.get("usage") or {}
+    result.total_tokens = int(usage.get("total_tokens") or tokens)
+    result.cost_usd = float(usage.get("cost_usd") or 0.0)
+    result.wall_time_s = float(summary.get("wall_time_s") or 0.0)
+    result.stop_reason = str(summary.get("stop_reason") or ("running" if steps else "not started"))
+    return result

@@ -1,0 +1,108 @@
+"""Finding the tasks of a suite folder.
+
+Accepted layouts (KernelBench's own folders work as they are):
+
+    SUITE/level1/19_ReLU.py          plain KernelBench problem files, one level per folder
+    SUITE/level2/my_task/reference.py  task directories (reference.py [+ seed.py, task.yaml])
+    SUITE/level1/                      a level folder given directly (its level is read from the name)
+    SUITE/19_ReLU.py, SUITE/my_task/   a flat folder: tasks without a level
+
+A plain file may get a seed program from ``--seeds DIR``: ``DIR/<stem>.py``
+(or ``DIR/levelN/<stem>.py``) defining ``ModelNew``; without one the run
+starts from the reference (a translation step).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+_LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
+_NUMBERED = re.compile(r"^(\d+)_")
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    #: stable name inside the suite: "level1/19_ReLU" or "softmax"
+    key: str
+    #: level number (KernelBench level folders), None for a flat suite
+    level: Optional[int]
+    #: the plain file or the task directory
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "level": self.level, "path": str(self.path)}
+
+
+def _level_of(name: str) -> Optional[int]:
+    match = _LEVEL_DIR.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _sort_key(path: Path) -> tuple:
+    # KernelBench names start with the problem number: sort 2_ before 10_.
+    match = _NUMBERED.match(path.name)
+    return (int(match.group(1)) if match else 1 << 30, path.name)
+
+
+def _tasks_in(folder: Path) -> list[Path]:
+    found = []
+    for entry in sorted(folder.iterdir(), key=_sort_key):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_dir() and (entry / "reference.py").exists():
+            found.append(entry)
+        elif entry.is_file() and entry.suffix == ".py":
+            found.append(entry)
+    return found
+
+
+def discover(suite_dir: str | Path, levels: Iterable[int] | None = None) -> list[SuiteTask]:
+    """Tasks of ``suite_dir`` in a stable order (level, problem number, name)."""
+    root = Path(suite_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: suite folder not found")
+    wanted = set(levels) if levels else None
+    tasks: list[SuiteTask] = []
+    if (root / "reference.py").exists():  # a single task directory
+        return [SuiteTask(root.name, None, root)]
+    level_dirs = sorted(
+        ((lvl, d) for d in root.iterdir() if d.is_dir() and (lvl := _level_of(d.name)) is not None),
+        key=lambda item: item[0],
+    )
+    if level_dirs:
+        for level, folder in level_dirs:
+            if wanted is not None and level not in wanted:
+                continue
+            for path in _tasks_in(folder):
+                tasks.append(SuiteTask(f"level{level}/{path.name.removesuffix('.py')}", level, path))
+    else:
+        level = _level_of(root.name)
+        if wanted is not None and level is not None and level not in wanted:
+            return []
+        for path in _tasks_in(root):
+            key = path.name.removesuffix(".py")
+            tasks.append(SuiteTask(f"level{level}/{key}" if level is not None else key, level, path))
+    if not tasks:
+        raise FileNotFoundError(
+            f"{root}: no tasks found (expected levelN/ folders or *.py KernelBench files / task directories"
+            + (f" for levels {sorted(wanted)}" if wanted else "") + ")"
+        )
+    return tasks
+
+
+def seed_for(task: SuiteTask, seeds_dir: str | Path | None) -> Optional[Path]:
+    """The seed program given for a plain-file task, if any."""
+    if seeds_dir is None or task.path.is_dir():
+        return None
+    root = Path(seeds_dir)
+    stem = task.path.stem
+    for candidate in ([root / f"level{task.level}" / f"{stem}.py"] if task.level is not None else []) + [root / f"{stem}.py"]:
+        if candidate.exists():
+            return candidate
+    return None

@@ -1,0 +1,336 @@
+"""One run as a single HTML file: inline CSS and JS, figures embedded as
+base64 PNG, so the page can be mailed or archived and opened anywhere.
+
+Sections: overview, score over steps, lineage of the best program (its
+ancestor chain with metrics), the best kernel with a diff against its
+parent, per-step feedback (status, errors, hack reasons, timing), token
+usage and cost.
+"""
+from __future__ import annotations
+
+import base64
+import difflib
+import html
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..bench.collect import hardware_name, load_steps
+
+MAX_ERROR_CHARS = 4000
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _num(value: Any, fmt: str = "{:.3f}") -> str:
+    return fmt.format(value) if isinstance(value, (int, float)) else "-"
+
+
+@dataclass
+class RunView:
+    """The parts of a run directory a report shows."""
+
+    path: Path
+    steps: list[dict[str, Any]]
+    summary: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    by_id: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "RunView":
+        path = Path(run_dir)
+        if not (path / "trajectory.jsonl").exists():
+            raise FileNotFoundError(f"{path}: not a run directory (no trajectory.jsonl)")
+        summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+        config = {}
+        if (path / "config.yaml").exists():
+            import yaml
+
+            config = yaml.safe_load((path / "config.yaml").read_text()) or {}
+        view = cls(path=path, steps=load_steps(path), summary=summary, config=config)
+        for record in view.steps:
+            for pid in record.get("copy_ids") or ([record["child_id"]] if record.get("child_id") is not None else []):
+                view.by_id[int(pid)] = record
+        return view
+
+    # -- derived ------------------------------------------------------------
+    def source_of(self, record: dict[str, Any]) -> str:
+        return record.get("child_source") or (record.get("child") or {}).get("source") or ""
+
+    def best_id(self) -> Optional[int]:
+        if self.summary.get("best_program_id") is not None:
+            return int(self.summary["best_program_id"])
+        best, best_id = None, None
+        for record in self.steps:
+            if record.get("status") == "correct" and record.get("eval") and record.get("child_id") is not None:
+                score = (record.get("metrics") or {}).get("score", 0.0)
+                if best is None or score > best:
+                    best, best_id = score, int(record["child_id"])
+        return best_id
+
+    def lineage(self, program_id: Optional[int]) -> list[dict[str, Any]]:
+        """The ancestor chain of ``program_id``, oldest first."""
+        chain: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        current = program_id
+        while current is not None and current >= 0 and current in self.by_id and current not in seen:
+            seen.add(current)
+            record = self.by_id[current]
+            chain.append(record)
+            parent = record.get("parent_id")
+            current = int(parent) if parent is not None and record.get("kind") != "seed" else None
+        return list(reversed(chain))
+
+    def usage(self) -> dict[str, Any]:
+        per_model: dict[str, dict[str, Any]] = {}
+        for record in self.steps:
+            if record.get("kind") != "step":
+                continue
+            model = record.get("model") or "-"
+            usage = record.get("usage") or {}
+            row = per_model.setdefault(model, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                "reasoning_tokens": 0, "total_tokens": 0, "latency_s": 0.0})
+            row["requests"] += 1
+            for key in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens"):
+                row[key] += int(usage.get(key) or 0)
+            row["latency_s"] += float(record.get("latency_s") or 0.0)
+        total = self.summary.get("usage") or {}
+        return {"per_model": per_model, "total": total}
+
+
+# -- figures -------------------------------------------------------------------
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def score_figure(view: RunView) -> str:
+    """Base64 PNG: each step's score (failures at 0) and the best so far."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.4), dpi=110)
+    xs_ok, ys_ok, xs_bad, best_x, best_y = [], [], [], [], []
+    best = 0.0
+    for record in view.steps:
+        step = int(record.get("step", 0))
+        status = record.get("status")
+        score = float((record.get("metrics") or {}).get("score") or 0.0)
+        if status == "correct" and record.get("eval"):
+            xs_ok.append(step)
+            ys_ok.append(score)
+            best = max(best, score)
+        elif status not in ("reference", "duplicate", "skipped"):
+            xs_bad.append(step)
+        best_x.append(step)
+        best_y.append(best)
+    ax.scatter(xs_ok, ys_ok, s=18, color="#2b7bba", label="correct candidate", zorder=3)
+    ax.scatter(xs_bad, [0.0] * len(xs_bad), s=14, marker="x", color="#d9534f", label="failed candidate", zorder=3)
+    ax.step(best_x, best_y, where="post", color="#1a9850", linewidth=1.8, label="best so far")
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("speedup (score)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+# -- html pieces -----------------------------------------------------------------
+def diff_html(parent: str, child: str, parent_name: str = "parent", child_name: str = "best") -> str:
+    """Unified diff with added/removed lines highlighted."""
+    lines = list(difflib.unified_diff(parent.splitlines(), child.splitlines(), parent_name, child_name, lineterm=""))
+    if not lines:
+        return "<p class='muted'>identical to its parent</p>"
+    out = []
+    for line in lines:
+        cls = ("add" if line.startswith("+") and not line.startswith("+++") else
+               "del" if line.startswith("-") and not line.startswith("---") else
+               "hunk" if line.startswith("@@") else "ctx")
+        out.append(f"<span class='{cls}'>{_e(line)}</span>")
+    return "<pre class='diff'>" + "\n".join(out) + "</pre>"
+
+
+def _feedback_details(record: dict[str, Any]) -> str:
+    parts = []
+    evaluation = record.get("eval") or {}
+    feedback = (record.get("child") or {}).get("feedback") or {}
+    if record.get("proposal_error"):
+        parts.append(f"<b>proposal error</b><pre>{_e(record['proposal_error'])}</pre>")
+    edit = record.get("edit") or {}
+    if edit and not edit.get("ok", True):
+        parts.append(f"<b>edit error</b><pre>{_e(edit.get('error') or feedback.get('edit_error'))}</pre>")
+    reasons = evaluation.get("hack_reasons") or feedback.get("hack_reasons") or []
+    if reasons:
+        parts.append("<b>hack reasons</b><ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>")
+    error = evaluation.get("error") or ""
+    if error:
+        parts.append(f"<b>error ({_e(evaluation.get('category'))})</b><pre>{_e(error[-MAX_ERROR_CHARS:])}</pre>")
+    if evaluation.get("warnings"):
+        parts.append("<b>warnings</b><ul>" + "".join(f"<li>{_e(w)}</li>" for w in evaluation["warnings"]) + "</ul>")
+    timing = evaluation.get("timing") or {}
+    if timing:
+        parts.append(f"<b>timing</b><pre>{_e(json.dumps(timing, indent=1, default=str)[:2000])}</pre>")
+    if record.get("reasoning"):
+        parts.append(f"<b>reasoning</b><pre>{_e(str(record['reasoning'])[:MAX_ERROR_CHARS])}</pre>")
+    return "".join(parts)
+
+
+def _steps_table(view: RunView) -> str:
+    head = ("<tr><th>step</th><th>kind</th><th>id</th><th>parent</th><th>island</th><th>mode</th><th>status</th>"
+            "<th>speedup</th><th>runtime ms</th><th>ref ms</th><th>eval s</th><th>tokens</th><th>latency s</th>"
+            "<th>feedback</th></tr>")
+    rows = []
+    for record in view.steps:
+        evaluation = record.get("eval") or {}
+        status = record.get("status") or "-"
+        details = _feedback_details(record)
+        cell = f"<details><summary>show</summary>{details}</details>" if details else ""
+        rows.append(
+            f"<tr class='st-{_e(status)}' data-status='{_e(status)}'>"
+            f"<td>{_e(record.get('step'))}</td><td>{_e(record.get('kind'))}</td><td>{_e(record.get('child_id'))}</td>"
+            f"<td>{_e(record.get('parent_id', ''))}</td><td>{_e(record.get('island', ''))}</td>"
+            f"<td>{_e(record.get('mode', ''))}</td><td><span class='badge'>{_e(status)}</span></td>"
+            f"<td>{_num(evaluation.get('speedup'))}</td><td>{_num(evaluation.get('runtime_ms'), '{:.4g}')}</td>"
+            f"<td>{_num(evaluation.get('ref_runtime_ms'), '{:.4g}')}</td><td>{_num(evaluation.get('wall_s'), '{:.1f}')}</td>"
+            f"<td>{_e((record.get('usage') or {}).get('total_tokens', ''))}</td>"
+            f"<td>{_num(record.get('latency_s'), '{:.2f}')}</td><td>{cell}</td></tr>"
+        )
+    statuses = sorted({r.get("status") or "-" for r in view.steps})
+    options = "".join(f"<option value='{_e(s)}'>{_e(s)}</option>" for s in statuses)
+    return (f"<label>status <select id='status-filter'><option value=''>all</option>{options}</select></label>"
+            f"<table class='steps'>{head}{''.join(rows)}</table>")
+
+
+def _lineage_html(view: RunView, chain: list[dict[str, Any]]) -> str:
+    if not chain:
+        return "<p class='muted'>no correct program yet</p>"
+    items = []
+    previous = ""
+    for depth, record in enumerate(chain):
+        source = view.source_of(record)
+        evaluation = record.get("eval") or {}
+        added = removed = 0
+        if previous:
+            for line in difflib.unified_diff(previous.splitlines(), source.splitlines(), lineterm="", n=0):
+                if line.startswith("+") and not line.startswith("+++"):
+                    added += 1
+                elif line.startswith("-") and not line.startswith("---"):
+                    removed += 1
+        change = f"+{added} / -{removed} lines" if previous else "root"
+        label = "seed" if record.get("kind") == "seed" else f"step {record.get('step')}"
+        items.append(
+            f"<li style='margin-left:{depth * 1.2}em'><span class='node'>#{_e(record.get('child_id'))}</span> "
+            f"{_e(label)} &middot; {_e(record.get('status'))} &middot; speedup {_num(evaluation.get('speedup'))} "
+            f"&middot; runtime {_num(evaluation.get('runtime_ms'), '{:.4g}')} ms &middot; {_e(record.get('mode') or '')} "
+            f"{_e(record.get('model') or '')} &middot; {_e(change)}</li>"
+        )
+        previous = source
+    return "<ul class='lineage'>" + "".join(items) + "</ul>"
+
+
+def _usage_html(usage: dict[str, Any]) -> str:
+    total = usage["total"]
+    rows = "".join(
+        f"<tr><td>{_e(model)}</td><td>{u['requests']}</td><td>{u['prompt_tokens']}</td><td>{u['completion_tokens']}</td>"
+        f"<td>{u['reasoning_tokens']}</td><td>{u['total_tokens']}</td><td>{u['latency_s']:.1f}</td></tr>"
+        for model, u in usage["per_model"].items()
+    )
+    summed = sum(u["total_tokens"] for u in usage["per_model"].values())
+    cost = total.get("cost_usd")
+    return (
+        f"<p>total tokens <b>{_e(total.get('total_tokens', summed))}</b> &middot; cost "
+        f"<b>{_num(cost, '${:.4f}') if cost is not None else '$0 (no priced model)'}</b></p>"
+        "<table><tr><th>model</th><th>requests</th><th>prompt</th><th>completion</th><th>reasoning</th>"
+        f"<th>total</th><th>latency s</th></tr>{rows}</table>"
+    )
+
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ddd;padding:.25em .5em;vertical-align:top}
+th{background:#f4f4f4}pre{background:#f8f8f8;padding:.6em;overflow-x:auto;font-size:.8em;max-height:40em}
+.diff .add{background:#e6ffed;display:block}.diff .del{background:#ffeef0;display:block}
+.diff .hunk{color:#6f42c1;display:block}.diff .ctx{display:block}
+.badge{padding:0 .4em;border-radius:.3em;background:#eee}.st-correct .badge{background:#d4f5d4}
+.st-hacked .badge{background:#ffd6a5}.st-incorrect .badge,.st-compile-failed .badge,.st-edit-failed .badge{background:#ffd6d6}
+.muted{color:#888}.kv td:first-child{font-weight:600}.lineage{list-style:none;padding-left:0}.node{font-family:monospace}
+"""
+
+JS = """
+document.getElementById('status-filter').addEventListener('change', function (e) {
+  var want = e.target.value;
+  document.querySelectorAll('table.steps tr[data-status]').forEach(function (row) {
+    row.style.display = (!want || row.dataset.status === want) ? '' : 'none';
+  });
+});
+"""
+
+
+def build_report(run_dir: str | Path) -> str:
+    """The HTML text of the report of ``run_dir``."""
+    view = RunView.load(run_dir)
+    task = view.config.get("task") or {}
+    config = view.config.get("config") or {}
+    best_id = view.best_id()
+    chain = view.lineage(best_id)
+    hardware = next((hardware_name(r["eval"]["hardware"]) for r in view.steps
+                     if (r.get("eval") or {}).get("hardware")), "-")
+    counts: dict[str, int] = {}
+    for record in view.steps:
+        counts[record.get("status") or "-"] = counts.get(record.get("status") or "-", 0) + 1
+    best_speedup = view.summary.get("best_speedup")
+    if best_speedup is None and chain:
+        best_speedup = (chain[-1].get("eval") or {}).get("speedup")
+    overview = [
+        ("task", f"{task.get('name', '-')} ({task.get('id', '-')})"), ("run directory", str(view.path)),
+        ("model", config.get("model", "-")), ("backend", config.get("backend") or (view.steps[0].get("eval") or {}).get("backend", "task's") if view.steps else "-"),
+        ("hardware", hardware), ("steps", len(view.steps)),
+        ("stop reason", view.summary.get("stop_reason", "running or stopped without summary")),
+        ("best speedup", _num(best_speedup, "{:.3f}x")), ("best program", f"#{best_id}" if best_id is not None else "-"),
+        ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))),
+        ("wall time", _num(view.summary.get("wall_time_s"), "{:.1f} s")),
+    ]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>kernelsmith run: {_e(task.get('name', view.path.name))}</title><style>{CSS}</style></head><body>",
+        f"<h1>kernelsmith run &mdash; {_e(task.get('name', view.path.name))}</h1>",
+        "<table class='kv'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in overview) + "</table>",
+        "<h2>Score over steps</h2>",
+        f"<img alt='score over steps' src='data:image/png;base64,{score_figure(view)}'>",
+        "<h2>Lineage of the best program</h2>", _lineage_html(view, chain),
+        "<h2 id='best'>Best kernel</h2>",
+    ]
+    if chain:
+        best_source = view.source_of(chain[-1])
+        parent_source = view.source_of(chain[-2]) if len(chain) > 1 else ""
+        parent_name = f"#{chain[-2].get('child_id')}" if len(chain) > 1 else "(none)"
+        parts.append(f"<h3>Diff against its parent {_e(parent_name)}</h3>")
+        parts.append(diff_html(parent_source, best_source, f"parent {parent_name}", f"best #{best_id}")
+                     if len(chain) > 1 else "<p class='muted'>the best program is a seed: no parent</p>")
+        parts.append(f"<h3>Source of #{_e(best_id)}</h3><pre class='source'>{_e(best_source)}</pre>")
+    else:
+        parts.append("<p class='muted'>no correct program</p>")
+    parts += ["<h2>Per-step feedback</h2>", _steps_table(view),
+              "<h2>Token usage and cost</h2>", _usage_html(view.usage()),
+              f"<script>{JS}</script></body></html>"]
+    return "\n".join(parts)
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write the report (default RUN_DIR/report.html) and return its path."""
+    target = Path(out) if out is not None else Path(run_dir) / "report.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(build_report(run_dir), encoding="utf-8")
+    return target
