@@ -169,3 +169,13 @@ def test_config_errors_name_the_key(tmp_path):
         load_evolve_config(bad)
     with pytest.raises(ConfigError, match="model must be"):
         EvolveConfig(model="gpt4")
+
+
+def test_evolve_sync_works_inside_a_running_event_loop(tmp_path):
+    import asyncio
+
+    async def notebook_cell():
+        return evolve_sync(TASK, _config(iterations=3), tmp_path / "nb", evaluator=CostModelEvaluator())
+
+    summary = asyncio.run(notebook_cell())
+    assert summary.steps == 4 and summary.stop_reason == "iterations"

@@ -156,7 +156,7 @@ class Evolution:
         loop = asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGINT, self.request_stop, "interrupted")
-        except (NotImplementedError, RuntimeError):  # not the main thread
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
         pending: collections.deque[asyncio.Task[StepOutcome]] = collections.deque()
         try:
@@ -197,7 +197,7 @@ class Evolution:
                 await asyncio.gather(*pending, return_exceptions=True)
             try:
                 loop.remove_signal_handler(signal.SIGINT)
-            except (NotImplementedError, RuntimeError):
+            except (NotImplementedError, RuntimeError, ValueError):
                 pass
         if self._stop_reason is None:
             self._stop_reason = "iterations"

@@ -168,8 +168,16 @@ async def evolve(
 
 
 def evolve_sync(*args: Any, **kwargs: Any) -> RunSummary:
-    """:func:`evolve` for scripts and notebooks without an event loop."""
-    return asyncio.run(evolve(*args, **kwargs))
+    """:func:`evolve` for scripts and notebooks. Inside a running event loop
+    (Jupyter) the run gets its own loop on a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(evolve(*args, **kwargs))
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ks-evolve") as pool:
+        return pool.submit(asyncio.run, evolve(*args, **kwargs)).result()
 
 
 def read_trajectory(run_dir: str | Path) -> list[dict[str, Any]]:
