@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "demo": "short offline evolution on a synthetic objective (shows the engine working)",
     "evolve": "evolve faster kernels for a task (LLM, offline mutation or replay)",
     "eval": "evaluate a candidate program against a task (correctness, hacks, timing)",
+    "curate": "mine nn.Module classes from repositories into deduplicated KernelBench-format tasks",
 }
 
 
