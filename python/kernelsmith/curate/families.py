@@ -46,7 +46,7 @@ def feature_matrix(recs: Sequence[dict[str, Any]]) -> tuple[np.ndarray, list[str
         ops = {k: v for k, v in (r.get("ops") or {}).items() if k in col}
         total = sum(ops.values()) or 1
         for k, v in ops.items():
-            x[i, col[k]] = v / total
+            x[i, col[k]] = 2.0 * v / total  # composition weighs more than size
         x[i, len(vocab):] = [
             math.log1p(r.get("params") or 0) / 10.0,
             math.log1p(r.get("compute_ops") or 0) / 3.0,

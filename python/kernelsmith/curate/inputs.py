@@ -287,6 +287,10 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
     fparams = (fa.posonlyargs + fa.args)[1:]
     required = fparams[: len(fparams) - len(fa.defaults)]
     ev = _Eval(env)
+    # layers anywhere in the program (also inside custom submodules the input
+    # goes through) hint at the input's rank: Conv2d -> 4 dimensions
+    layer_names = {ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    src_rank = max((LAYERS_RANK[n] for n in layer_names if n in LAYERS_RANK and LAYERS_RANK[n] >= 3), default=0)
     calls = sorted((n for n in ast.walk(forward) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
     per_param: list[list[str]] = []
     shared: Optional[list[list[int]]] = None
@@ -340,6 +344,8 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
         if shared is not None and not shapes:
             shapes = list(shared)
         ranks = [hint] if hint else []
+        if src_rank and src_rank >= hint and src_rank not in ranks:
+            ranks.append(src_rank)
         ranks += [r for r in (2, 3, 4) if r not in ranks and r >= hint]
         for r in ranks:
             for f in (features, 3, DEFAULT_FEATURES):

@@ -88,3 +88,19 @@ class Spins(nn.Module):
     def forward(self, x):
         while True:
             x = x + 1
+
+
+class TinyNet(nn.Module):
+    """Composite: custom blocks in a loop, then a pooled MLP head."""
+
+    def __init__(self, in_channels, width, depth=2):
+        super().__init__()
+        self.stem = ConvBlock(in_channels, width)
+        self.blocks = nn.ModuleList([ConvBlock(width, width) for _ in range(depth)])
+        self.head = MLP(width)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x.mean(dim=(2, 3)))
