@@ -22,15 +22,13 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// (a * x + b) mod 2^61-1 without overflow, via the Mersenne reduction.
-std::uint64_t mod_mul_add(std::uint64_t a, std::uint64_t x, std::uint64_t b) {
-  __uint128_t v = static_cast<__uint128_t>(a) * (x & kMersenne61) + b;
-  std::uint64_t lo = static_cast<std::uint64_t>(v & kMersenne61);
-  std::uint64_t hi = static_cast<std::uint64_t>(v >> 61);
-  std::uint64_t r = lo + hi;
-  // hi < 2^64 / 2^61 * 2^61 ... at most two reductions are needed
+// (a * x + b) mod 2^61-1 for a, x, b < 2^61, via the Mersenne reduction
+// (branch-free so the per-permutation loop vectorizes well).
+inline std::uint64_t mod_mul_add(std::uint64_t a, std::uint64_t x, std::uint64_t b) {
+  const __uint128_t v = static_cast<__uint128_t>(a) * x + b;
+  std::uint64_t r = (static_cast<std::uint64_t>(v) & kMersenne61) + static_cast<std::uint64_t>(v >> 61);
   r = (r & kMersenne61) + (r >> 61);
-  return r >= kMersenne61 ? r - kMersenne61 : r;
+  return r - (r >= kMersenne61 ? kMersenne61 : 0);
 }
 
 bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || (c & 0x80); }
@@ -157,10 +155,16 @@ MinHasher::MinHasher(int num_perm, std::uint64_t seed) {
 std::vector<std::uint64_t> MinHasher::signature(const std::vector<std::uint64_t>& shingles) const {
   const std::size_t m = a_.size();
   std::vector<std::uint64_t> sig(m, std::numeric_limits<std::uint64_t>::max());
-  for (std::uint64_t x : shingles) {
+  // Shingle hashes are already uniform 64-bit values; reducing them mod p once
+  // keeps each h_i a universal hash over [0, p).
+  for (std::uint64_t raw : shingles) {
+    const std::uint64_t x = raw % kMersenne61;
+    const std::uint64_t* a = a_.data();
+    const std::uint64_t* b = b_.data();
+    std::uint64_t* out = sig.data();
     for (std::size_t i = 0; i < m; ++i) {
-      const std::uint64_t h = mod_mul_add(a_[i], x, b_[i]);
-      if (h < sig[i]) sig[i] = h;
+      const std::uint64_t h = mod_mul_add(a[i], x, b[i]);
+      out[i] = h < out[i] ? h : out[i];
     }
   }
   return sig;
