@@ -18,13 +18,12 @@ import importlib.util
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional, Union
+from typing import Optional
 
 BUILTIN_NAMES = set(dir(builtins)) | {"__file__", "__name__", "__class__", "__doc__", "__spec__", "__builtins__"}
 # torch.nn classes without a forward of their own: a subclass must define it
 # (every other torch.nn layer class has one that a subclass may inherit).
 NO_FORWARD = {"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
-TargetStmt = Union[ast.stmt]
 
 
 @dataclass
