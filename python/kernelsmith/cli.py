@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "eval": "evaluate a candidate program against a task (correctness, hacks, timing)",
     "bench": "run the unified protocol over a suite of KernelBench-format tasks; metrics, tables, plots",
     "report": "self-contained HTML report of one run (scores, lineage, best kernel diff, feedback, usage)",
+    "curate": "mine nn.Module classes from repositories into deduplicated KernelBench-format tasks",
 }
 
 
