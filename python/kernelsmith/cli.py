@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "demo": "short offline evolution on a synthetic objective (shows the engine working)",
     "evolve": "evolve faster kernels for a task (LLM, offline mutation or replay)",
     "eval": "evaluate a candidate program against a task (correctness, hacks, timing)",
+    "export": "turn run directories into training data (SFT samples, RL rows for verl)",
+    "serve": "HTTP evaluation and reward service for RL trainers (verl, TRL, OpenRLHF)",
 }
 
 
