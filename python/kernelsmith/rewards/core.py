@@ -23,6 +23,9 @@ from ..result import EvalResult
 SHAPINGS = ("linear", "log", "log2")
 BASELINES = ("auto", "runtime", "relative")
 
+#: error text of a kernel build failure that the evaluator reports as a runtime error
+KERNEL_BUILD_ERRORS = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed", "CompilationError")
+
 #: statuses a reward can have (edit failures come from applying the completion)
 STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed")
 
@@ -141,6 +144,11 @@ def compute_reward(
     if result.hacked or result.category == "hacked":
         return Reward(config.hacked, "hacked", detail="; ".join(result.hack_reasons)[:2000], result=brief)
     if not result.compiled or result.category == "compile":
+        return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
+    if result.category == "runtime" and any(marker in result.error for marker in KERNEL_BUILD_ERRORS):
+        # JIT backends build kernels on the first forward call, so a kernel
+        # that does not compile surfaces as a runtime error: score it as
+        # the compile failure it is.
         return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
     if result.category in ("runtime", "timeout", "crash", "oom"):
         return Reward(config.runtime_error, "runtime-error", detail=f"{result.category}: {result.error[-2000:]}",
