@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "bench": "run the unified protocol over a suite of KernelBench-format tasks; metrics, tables, plots",
     "report": "self-contained HTML report of one run (scores, lineage, best kernel diff, feedback, usage)",
     "curate": "mine nn.Module classes from repositories into deduplicated KernelBench-format tasks",
+    "export": "turn run directories into training data (SFT samples, RL rows for verl)",
+    "serve": "HTTP evaluation and reward service for RL trainers (verl, TRL, OpenRLHF)",
 }
 
 

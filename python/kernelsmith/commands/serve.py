@@ -1,0 +1,67 @@
+"""kernelsmith serve: an HTTP evaluation and reward service for RL trainers."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="CPU evaluation slots when no CUDA device is visible (default 1); "
+                             "with CUDA devices there is one slot per device")
+    parser.add_argument("--devices", help="comma-separated CUDA device ids (default: all visible)")
+    parser.add_argument("--queue-size", type=int, default=64, help="evaluations allowed to wait (default 64); more: 503")
+    parser.add_argument("--max-request-mb", type=float, default=8.0, help="largest request body (default 8 MiB); more: 413")
+    parser.add_argument("--token-env", default="KERNELSMITH_SERVER_TOKEN",
+                        help="environment variable holding the bearer token clients must send "
+                             "(default KERNELSMITH_SERVER_TOKEN; unset = no token)")
+    parser.add_argument("--task", action="append", default=[], metavar="PATH", help="register a task (repeatable)")
+    parser.add_argument("--tasks-from", action="append", default=[], metavar="RUN_DIR",
+                        help="register the task of a run directory (repeatable)")
+    parser.add_argument("--allow-task-paths", action="store_true",
+                        help="let clients name task paths on this machine (off by default)")
+    parser.add_argument("--reward-config", help="YAML with RewardConfig fields (shaping, clip, penalties)")
+    parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
+    parser.add_argument("--timeout", type=float, help="wall-clock limit per candidate, seconds (default: the task's)")
+    parser.add_argument("--isolation", choices=("auto", "bwrap", "process"), default="auto")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_yaml
+    from ..rewards.core import RewardConfig
+    from ..server import build_server
+
+    try:
+        reward_config = load_yaml(RewardConfig, args.reward_config) if args.reward_config else RewardConfig()
+    except (ConfigError, OSError) as exc:
+        print(f"kernelsmith serve: {exc}", file=sys.stderr)
+        return 2
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
+    token = os.environ.get(args.token_env) or None
+    try:
+        server = build_server(
+            host=args.host, port=args.port, workers=args.workers, devices=devices, queue_size=args.queue_size,
+            token=token, max_request_bytes=int(args.max_request_mb * 1024 * 1024), reward_config=reward_config,
+            tasks=args.task, run_dirs=args.tasks_from, allow_task_paths=args.allow_task_paths, trials=args.trials,
+            timeout_s=args.timeout, isolation=args.isolation,
+        )
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        print(f"kernelsmith serve: {exc}", file=sys.stderr)
+        return 2
+    status = server.service.status()
+    print(f"kernelsmith serve on {server.url}: {status['workers']} worker(s) on {', '.join(status['devices'])}, "
+          f"queue {args.queue_size}, token {'required' if token else 'off'}, tasks: {', '.join(status['tasks']) or 'none'}",
+          file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()  # serve_forever has returned: no shutdown() needed
+        server.service.close()
+    return 0

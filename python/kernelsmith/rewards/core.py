@@ -1,0 +1,163 @@
+"""The reward of one completion, as a pure function of its evaluation.
+
+reward = shaped(speedup over the parent) [+ correct_bonus]   when correct
+       = the penalty of the failure                          otherwise
+
+Speedup over the parent is ``parent_runtime_ms / runtime_ms``. When no parent
+runtime is known (or with ``baseline="relative"``), it is the child's speedup over
+the reference divided by the parent's speedup over the reference: each was
+measured next to the reference in its own evaluation, which cancels most of
+the difference between the machine that recorded the parent and the one
+scoring the child.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
+
+from ..config import ConfigError
+from ..result import EvalResult
+
+SHAPINGS = ("linear", "log", "log2")
+BASELINES = ("auto", "runtime", "relative")
+
+#: error text of a kernel build failure that the evaluator reports as a runtime error
+KERNEL_BUILD_ERRORS = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed", "CompilationError")
+
+#: statuses a reward can have (edit failures come from applying the completion)
+STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed")
+
+
+@dataclass
+class RewardConfig:
+    #: speedup term: linear (s), log (ln s) or log2 (log2 s)
+    shaping: str = "linear"
+    #: clip the shaped speedup term into [clip_min, clip_max]; None = no bound
+    clip_min: Optional[float] = None
+    clip_max: Optional[float] = 10.0
+    #: added to the reward of every correct completion
+    correct_bonus: float = 0.0
+    #: penalties (rewards of failures); ordered so that getting further is better
+    edit_failed: float = -1.0
+    compile_failed: float = -0.5
+    runtime_error: float = -0.3  # runtime error, timeout, crash, out of memory
+    incorrect: float = -0.2
+    hacked: float = -1.0
+    #: a correct completion without timing (timing disabled or failed)
+    untimed: float = 0.0
+    #: "runtime": parent_runtime_ms / runtime_ms; "relative": ratio of the
+    #: two speedups over the reference (use it when the parent was timed on
+    #: another machine); "auto": runtime when the parent's runtime is known,
+    #: else relative
+    baseline: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.shaping not in SHAPINGS:
+            raise ConfigError(f"shaping must be one of {', '.join(SHAPINGS)}, got '{self.shaping}'")
+        if self.baseline not in BASELINES:
+            raise ConfigError(f"baseline must be one of {', '.join(BASELINES)}, got '{self.baseline}'")
+        if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
+            raise ConfigError(f"clip_min ({self.clip_min}) must be <= clip_max ({self.clip_max})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "RewardConfig":
+        from ..config import from_dict
+
+        return from_dict(cls, dict(data or {}), "reward")
+
+
+@dataclass
+class Reward:
+    """A reward with how it came about."""
+
+    reward: float
+    status: str
+    speedup: Optional[float] = None  # over the parent
+    runtime_ms: Optional[float] = None
+    parent_runtime_ms: Optional[float] = None
+    detail: str = ""
+    result: Optional[dict[str, Any]] = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _positive(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if value > 0 and math.isfinite(value) else None
+
+
+def shape(speedup: float, config: RewardConfig) -> float:
+    if config.shaping == "log":
+        value = math.log(speedup)
+    elif config.shaping == "log2":
+        value = math.log2(speedup)
+    else:
+        value = speedup
+    if config.clip_min is not None:
+        value = max(config.clip_min, value)
+    if config.clip_max is not None:
+        value = min(config.clip_max, value)
+    return value
+
+
+def speedup_over_parent(result: EvalResult, parent_runtime_ms: Optional[float], parent_speedup: Optional[float],
+                        baseline: str = "auto") -> Optional[float]:
+    runtime = _positive(result.runtime_ms)
+    child_speedup = _positive(result.speedup)
+    parent_rt, parent_sp = _positive(parent_runtime_ms), _positive(parent_speedup)
+    if baseline in ("auto", "runtime") and parent_rt and runtime:
+        return parent_rt / runtime
+    if baseline in ("auto", "relative") and parent_sp and child_speedup:
+        return child_speedup / parent_sp
+    return None
+
+
+def compute_reward(
+    result: Union[EvalResult, Mapping[str, Any], None],
+    parent_runtime_ms: Optional[float] = None,
+    config: Optional[RewardConfig] = None,
+    *,
+    parent_speedup: Optional[float] = None,
+    edit_error: Optional[str] = None,
+) -> Reward:
+    """Reward of one evaluated completion (pure: no I/O, no evaluation).
+
+    ``result`` is the EvalResult (or its dict), None when the completion
+    could not be applied to the parent (pass the edit error). The parent is
+    described by its runtime and/or its speedup over the reference (see
+    :class:`RewardConfig` ``baseline``).
+    """
+    config = config or RewardConfig()
+    if result is None or edit_error is not None:
+        return Reward(config.edit_failed, "edit-failed", detail=(edit_error or "no program")[:2000])
+    if isinstance(result, Mapping):
+        result = EvalResult.from_dict(dict(result))
+    brief = result.to_dict()
+    if result.hacked or result.category == "hacked":
+        return Reward(config.hacked, "hacked", detail="; ".join(result.hack_reasons)[:2000], result=brief)
+    if not result.compiled or result.category == "compile":
+        return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
+    if result.category == "runtime" and any(marker in result.error for marker in KERNEL_BUILD_ERRORS):
+        # JIT backends build kernels on the first forward call, so a kernel
+        # that does not compile surfaces as a runtime error: score it as
+        # the compile failure it is.
+        return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
+    if result.category in ("runtime", "timeout", "crash", "oom"):
+        return Reward(config.runtime_error, "runtime-error", detail=f"{result.category}: {result.error[-2000:]}",
+                      result=brief)
+    if not result.correct:
+        return Reward(config.incorrect, "incorrect", detail=result.error[-2000:], result=brief)
+    speedup = speedup_over_parent(result, parent_runtime_ms, parent_speedup, config.baseline)
+    if speedup is None:
+        return Reward(config.untimed + config.correct_bonus, "untimed", runtime_ms=result.runtime_ms,
+                      parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief)
+    return Reward(shape(speedup, config) + config.correct_bonus, "correct", speedup=speedup,
+                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief)

@@ -1,0 +1,264 @@
+"""Completion -> reward: apply the completion to the parent program, evaluate
+the candidate in the evaluator's sandboxed workers, compare with the parent.
+
+A scoring request ("item") is a plain dict, the same in process, over HTTP
+and in the adapters::
+
+    {"completion": "...",            # the model's response (think blocks are stripped)
+     "parent_source": "...",         # the program the completion edits
+     "task_id": "..." | "task": {...} | "task_path": "...",
+     "parent_runtime_ms": 1.23,      # optional (0 or missing = unknown)
+     "parent_speedup": 1.5,          # optional, parent's speedup over the reference
+     "edit_mode": "auto",            # diff | full | auto
+     "trials": 5}                    # optional correctness trials
+
+``task`` is a Task dict (``Task.to_dict()``) or an exported task (RL rows'
+``extra_info.task``, with ``config_json``). Candidate code never runs here:
+only :func:`kernelsmith.edit.apply_response` (parsing) and the Evaluator's
+workers touch it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from ..result import EvalResult
+from ..task import Task
+from .core import Reward, RewardConfig, compute_reward
+
+
+class TaskRegistry:
+    """Tasks by id: registered ones, and those given inline or by path."""
+
+    def __init__(self, allow_paths: bool = True) -> None:
+        self.allow_paths = allow_paths
+        self._tasks: dict[str, Task] = {}
+        self._lock = threading.Lock()
+
+    def register(self, task: Task | str | Path | Mapping[str, Any]) -> Task:
+        if not isinstance(task, Task):
+            task = task_from_spec(task)
+        with self._lock:
+            self._tasks[task.id] = task
+        return task
+
+    def register_run(self, run_dir: str | Path) -> Task:
+        from ..export.steps import load_run
+
+        info = load_run(run_dir).task
+        return self.register(info.to_dict())
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._tasks)
+
+    def get(self, task_id: str) -> Task:
+        with self._lock:
+            task = self._tasks.get(task_id)
+        if task is None:
+            raise KeyError(f"unknown task_id '{task_id}'; registered: {', '.join(self.ids()) or 'none'}")
+        return task
+
+    def resolve(self, item: Mapping[str, Any]) -> Task:
+        if item.get("task") is not None:
+            spec = item["task"]
+            if isinstance(spec, str):
+                return self._from_path(spec)
+            task = task_from_spec(spec)
+            with self._lock:
+                self._tasks.setdefault(task.id, task)
+            return task
+        if item.get("task_path"):
+            return self._from_path(str(item["task_path"]))
+        if item.get("task_id"):
+            return self.get(str(item["task_id"]))
+        raise ValueError("a scoring request needs 'task', 'task_id' or 'task_path'")
+
+    def _from_path(self, path: str) -> Task:
+        if not self.allow_paths:
+            raise PermissionError("task paths are not accepted here; register the task or send it inline")
+        return self.register(Task.load(path))
+
+
+def task_from_spec(spec: Task | str | Path | Mapping[str, Any]) -> Task:
+    """A Task from a path, a ``Task.to_dict()`` or an exported task dict."""
+    if isinstance(spec, Task):
+        return spec
+    if isinstance(spec, (str, Path)):
+        return Task.load(spec)
+    data = dict(spec)
+    if "config_json" in data and "config" not in data:
+        data["config"] = json.loads(data["config_json"] or "{}")
+    if "reference_source" not in data:
+        if data.get("path"):
+            return Task.load(Path(data["path"]).parent if Path(data["path"]).name == "reference.py" else data["path"])
+        raise ValueError("a task needs reference_source (and config) or a path")
+    return Task.from_dict({"reference_source": data["reference_source"], "config": data.get("config") or {},
+                           "path": data.get("path")})
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a completion: a string, a chat message, or a list of
+    messages (the last assistant message wins); reasoning is removed."""
+    from ..llm.thinking import split_thinking
+
+    if isinstance(completion, Mapping):
+        completion = completion.get("content", "")
+    elif isinstance(completion, (list, tuple)):
+        texts = [m.get("content", "") for m in completion if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
+        completion = texts[-1] if texts else ""
+    if not isinstance(completion, str):
+        raise TypeError(f"completion must be text or chat messages, got {type(completion).__name__}")
+    answer, _ = split_thinking(completion)
+    return answer
+
+
+class LocalScorer:
+    """Scores completions with an in-process :class:`~kernelsmith.evaluator.Evaluator`
+    (whose workers are sandboxed processes).
+
+    ``remeasure_parent``: when a request gives neither the parent's runtime
+    nor its speedup, evaluate the parent once (cached per task and source)
+    and use its runtime.
+    """
+
+    def __init__(self, evaluator: Any = None, config: Optional[RewardConfig] = None,
+                 tasks: Optional[TaskRegistry] = None, remeasure_parent: bool = True,
+                 trials: Optional[int] = None) -> None:
+        if evaluator is None:
+            from ..evaluator import Evaluator
+
+            evaluator = Evaluator()
+            self._own_evaluator = True
+        else:
+            self._own_evaluator = False
+        self.evaluator = evaluator
+        self.config = config or RewardConfig()
+        self.tasks = tasks or TaskRegistry()
+        self.remeasure_parent = remeasure_parent
+        self.trials = trials
+        self._parent_cache: dict[str, Optional[float]] = {}
+        self._cache_lock = threading.Lock()
+
+    # -- one request ------------------------------------------------------
+    def prepare(self, item: Mapping[str, Any]) -> tuple[Task, Optional[str], Optional[str]]:
+        """(task, candidate source or None, edit error or None) -- no evaluation."""
+        from ..edit import apply_response
+
+        task = self.tasks.resolve(item)
+        if item.get("source") is not None:
+            return task, str(item["source"]), None
+        if item.get("parent_source") is None or item.get("completion") is None:
+            raise ValueError("a scoring request needs 'source', or 'completion' and 'parent_source'")
+        edit = apply_response(str(item["parent_source"]), completion_text(item["completion"]),
+                              mode=str(item.get("edit_mode") or "auto"))
+        if not edit.ok:
+            return task, None, edit.error or "the completion could not be applied to the parent"
+        return task, edit.source, None
+
+    def evaluate(self, item: Mapping[str, Any]) -> tuple[Optional[EvalResult], Optional[str]]:
+        task, source, error = self.prepare(item)
+        if source is None:
+            return None, error
+        return self.evaluator.evaluate(task, source, self._trials(item)), None
+
+    def score(self, item: Mapping[str, Any], config: Optional[RewardConfig] = None) -> Reward:
+        task, source, error = self.prepare(item)
+        if source is None:
+            return compute_reward(None, config=config or self.config, edit_error=error)
+        result = self.evaluator.evaluate(task, source, self._trials(item))
+        return self._reward(task, item, result, config)
+
+    def score_many(self, items: Sequence[Mapping[str, Any]], config: Optional[RewardConfig] = None) -> list[Reward]:
+        """Score a batch over the evaluator's worker pool; results in input order.
+        A request that is malformed gets the edit-failure penalty, not an exception."""
+        config = config or self.config
+        prepared: list[Any] = []
+        for item in items:
+            try:
+                task, source, error = self.prepare(item)
+            except (ValueError, KeyError, TypeError, PermissionError) as exc:
+                prepared.append((None, None, f"bad request: {exc}", None))
+                continue
+            future = self.evaluator.submit(task, source, self._trials(item)) if source is not None else None
+            prepared.append((task, source, error, future))
+        rewards = []
+        for item, (task, source, error, future) in zip(items, prepared):
+            if future is None:
+                rewards.append(compute_reward(None, config=config, edit_error=error))
+            else:
+                rewards.append(self._reward(task, item, future.result(), config))
+        return rewards
+
+    # -- parent -----------------------------------------------------------
+    def _reward(self, task: Task, item: Mapping[str, Any], result: EvalResult,
+                config: Optional[RewardConfig]) -> Reward:
+        parent_rt = _number(item.get("parent_runtime_ms"))
+        parent_sp = _number(item.get("parent_speedup"))
+        if parent_rt is None and parent_sp is None and self.remeasure_parent and result.correct \
+                and item.get("parent_source"):
+            parent_rt = self.parent_runtime(task, str(item["parent_source"]), item)
+        return compute_reward(result, parent_rt, config or self.config, parent_speedup=parent_sp)
+
+    def parent_runtime(self, task: Task, parent_source: str, item: Mapping[str, Any] | None = None) -> Optional[float]:
+        key = task.id + ":" + hashlib.sha256(parent_source.encode()).hexdigest()
+        with self._cache_lock:
+            if key in self._parent_cache:
+                return self._parent_cache[key]
+        result = self.evaluator.evaluate(task, parent_source, self._trials(item or {}))
+        runtime = result.runtime_ms if result.correct and result.runtime_ms else None
+        with self._cache_lock:
+            self._parent_cache[key] = runtime
+        return runtime
+
+    def _trials(self, item: Mapping[str, Any]) -> Optional[int]:
+        trials = item.get("trials", self.trials)
+        return int(trials) if trials is not None else None
+
+    def close(self) -> None:
+        if self._own_evaluator:
+            self.evaluator.close()
+
+    def __enter__(self) -> "LocalScorer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value > 0 else None
+
+
+def item_from_verl(solution_str: Any, ground_truth: Any, extra_info: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """A scoring request from a verl row's reward inputs (see kernelsmith.export.rl)."""
+    truth: dict[str, Any] = {}
+    if isinstance(ground_truth, str) and ground_truth.strip().startswith("{"):
+        truth = json.loads(ground_truth)
+    elif isinstance(ground_truth, Mapping):
+        truth = dict(ground_truth)
+    extra = dict(extra_info or {})
+    parent = dict(extra.get("parent") or {})
+    item: dict[str, Any] = {
+        "completion": solution_str,
+        "parent_source": parent.get("source") or truth.get("parent_source"),
+        "parent_runtime_ms": parent.get("runtime_ms") or truth.get("parent_runtime_ms"),
+        "parent_speedup": parent.get("speedup") or truth.get("parent_speedup"),
+        "edit_mode": extra.get("edit_mode") or truth.get("edit_mode") or "auto",
+    }
+    if extra.get("task"):
+        item["task"] = extra["task"]
+    else:
+        item["task_id"] = truth.get("task_id")
+    return item
+
+
+def run_parallel(fn: Any, items: Sequence[Any], workers: int) -> list[Any]:
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+        return list(pool.map(fn, items))

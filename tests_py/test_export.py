@@ -1,0 +1,262 @@
+"""Export from real run directories: an offline (mutate) evolution of the
+OpenCL softmax example, and a run started from the reference whose scripted
+LLM translates it (translation steps). Filters are checked against the
+records themselves, formats are parsed back."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelsmith.cli import main as cli_main
+from kernelsmith.evolve import EvolveConfig, evolve_sync, read_trajectory
+from kernelsmith.export import (
+    RLConfig,
+    SFTConfig,
+    export_rl,
+    export_sft,
+    load_run,
+    read_jsonl,
+    rl_schema,
+)
+from mock_llm_server import MockResponse, MockLLMServer
+
+SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
+SEED = (SOFTMAX / "seed.py").read_text()
+
+
+def _fence(source: str) -> MockResponse:
+    # The reference-as-seed is one EVOLVE block; a full rewrite keeps its markers.
+    program = f"# EVOLVE-BLOCK-START\n{source}# EVOLVE-BLOCK-END\n"
+    return MockResponse(text=f"Here it is:\n```python\n{program}```\n", reasoning="one work-item per row", think_tags=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("export_runs")
+    # Optimization steps: the offline autotuner from the example's seed.
+    evolve_sync(SOFTMAX, EvolveConfig(iterations=8, seed=0, model="mutate"), root / "opt")
+    # Translation steps: the same task without a seed, a scripted model.
+    task = root / "softmax_noseed"
+    task.mkdir()
+    for name in ("reference.py", "task.yaml"):
+        shutil.copy(SOFTMAX / name, task / name)
+    (task / "task.yaml").write_text((task / "task.yaml").read_text()
+                                   .replace("name: opencl_softmax", "name: softmax_from_ref")
+                                   .replace("trials: 5", "trials: 3"))  # another task id (the name is not part of it)
+    with MockLLMServer() as server, pytest.MonkeyPatch.context() as mp:
+        server.script(
+            _fence(SEED),                                                  # correct translation
+            MockResponse(text="I cannot write this kernel."),              # no code: edit failure
+            _fence(SEED.replace("WORK_GROUP = 64", "WORK_GROUP = 32")),    # another correct program
+        )
+        mp.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        mp.setenv("OPENAI_API_KEY", "sk-test")
+        evolve_sync(task, EvolveConfig(iterations=3, seed=0, model="openai:m", proposal_concurrency=1), root / "tr")
+    return {"opt": root / "opt", "tr": root / "tr", "root": root}
+
+
+def _expected_sft(run_dir: Path, min_speedup: float = 1.0) -> set[tuple[str, int]]:
+    """The SFT selection computed straight from trajectory.jsonl."""
+    records = read_trajectory(run_dir)
+    reference_ids = {i for r in records if r["kind"] == "seed" and r["name"] == "reference" for i in r["copy_ids"]}
+    keep = set()
+    for r in records:
+        if r["kind"] != "step" or r["status"] != "correct" or not r.get("raw_response"):
+            continue
+        if r["parent_id"] in reference_ids:
+            keep.add((str(run_dir.resolve()), r["step"]))
+        elif r["parent_metrics"]["runtime_ms"] / r["metrics"]["runtime_ms"] > min_speedup:
+            keep.add((str(run_dir.resolve()), r["step"]))
+    return keep
+
+
+def _kept(out: Path) -> set[tuple[str, int]]:
+    return {(m["run_dir"], m["step"]) for m in read_jsonl(out / "metadata.jsonl")}
+
+
+def test_runs_have_both_kinds_of_steps(runs):
+    opt, tr = load_run(runs["opt"]), load_run(runs["tr"])
+    assert {s.kind for s in opt.steps} == {"optimization"}
+    assert tr.seeds[0].is_reference
+    statuses = [s.status for s in tr.steps]
+    assert statuses[:2] == ["correct", "edit-failed"]
+    assert tr.steps[0].kind == "translation"
+    assert opt.task.name == "opencl_softmax" and opt.task.reference_source == (SOFTMAX / "reference.py").read_text()
+
+
+@pytest.mark.parametrize("min_speedup", [1.0, 0.0])
+def test_sft_filters_match_the_records(runs, tmp_path, min_speedup):
+    out = tmp_path / "sft"
+    summary = export_sft([runs["opt"], runs["tr"]], out, config=SFTConfig(balance="none", min_speedup=min_speedup))
+    expected = _expected_sft(runs["opt"], min_speedup) | _expected_sft(runs["tr"], min_speedup)
+    assert _kept(out) == expected
+    assert summary.kept == len(expected)
+    # Every step is accounted for under exactly one reason.
+    assert sum(summary.reasons.values()) == summary.steps_seen == len(load_run(runs["opt"]).steps) + len(load_run(runs["tr"]).steps)
+    assert summary.reasons.get("dropped:edit-failed", 0) >= 1
+    assert summary.reasons.get("kept:translation", 0) >= 1
+    written = json.loads((out / "summary.json").read_text())
+    assert written["kept"] == summary.kept and written["reasons"] == summary.reasons
+
+
+def test_sft_messages_are_the_prompt_sent_and_the_response_received(runs, tmp_path):
+    out = tmp_path / "sft"
+    export_sft([runs["tr"]], out, config=SFTConfig(balance="none", reasoning="think"))
+    rows = read_jsonl(out / "kernelsmith_sft.jsonl")
+    metas = read_jsonl(out / "metadata.jsonl")
+    by_step = {r["step"]: r for r in read_trajectory(runs["tr"]) if r["kind"] == "step"}
+    assert rows and len(rows) == len(metas)
+    for row, meta in zip(rows, metas):
+        record = by_step[meta["step"]]
+        assert row["messages"][:-1] == record["prompt"]
+        assistant = row["messages"][-1]
+        assert assistant["role"] == "assistant"
+        assert assistant["content"].endswith(record["raw_response"])
+        assert assistant["content"].startswith("<think>\none work-item per row\n</think>")
+        assert set(row) == {"messages"}  # provenance stays in metadata.jsonl
+
+
+def test_sft_formats_parse_back(runs, tmp_path):
+    import pyarrow.parquet as pq
+
+    cfg = SFTConfig(balance="none")
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "m", "messages", cfg)
+    base = read_jsonl(tmp_path / "m" / "kernelsmith_sft.jsonl")
+    n = len(base)
+    assert n >= 2
+
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "pc", "prompt-completion", cfg)
+    pc = read_jsonl(tmp_path / "pc" / "kernelsmith_sft.jsonl")
+    assert [r["completion"] for r in pc] == [r["messages"][-1]["content"] for r in base]
+    assert all(r["messages"][1]["content"].strip() in p["prompt"] for r, p in zip(base, pc))
+
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "pcc", "prompt-completion", cfg, conversational=True)
+    pcc = read_jsonl(tmp_path / "pcc" / "kernelsmith_sft.jsonl")
+    assert [r["prompt"] + r["completion"] for r in pcc] == [r["messages"] for r in base]
+
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "lf", "llamafactory", cfg, name="ks")
+    info = json.loads((tmp_path / "lf" / "dataset_info.json").read_text())
+    assert info["ks"]["file_name"] == "ks.json" and info["ks"]["formatting"] == "sharegpt"
+    lf = json.loads((tmp_path / "lf" / "ks.json").read_text())
+    assert len(lf) == n
+    for row, ref in zip(lf, base):
+        assert row["system"] == ref["messages"][0]["content"]
+        assert [t["from"] for t in row["conversations"]] == ["human", "gpt"]
+        assert row["conversations"][1]["value"] == ref["messages"][-1]["content"]
+
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "al", "llamafactory", cfg, name="ks", llamafactory_style="alpaca")
+    info = json.loads((tmp_path / "al" / "dataset_info.json").read_text())
+    assert info["ks"]["columns"]["prompt"] == "instruction"
+    assert [r["output"] for r in json.loads((tmp_path / "al" / "ks.json").read_text())] == [r["messages"][-1]["content"] for r in base]
+
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "pq", "parquet", cfg)
+    table = pq.read_table(tmp_path / "pq" / "kernelsmith_sft.parquet")
+    assert table.to_pylist() and [r["messages"] for r in table.to_pylist()] == [r["messages"] for r in base]
+    assert {"task_id", "difficulty", "kind", "speedup_over_parent"} <= set(table.column_names)
+
+
+def test_balanced_sampling_across_difficulty(runs, tmp_path):
+    difficulty = tmp_path / "difficulty.yaml"
+    difficulty.write_text("opencl_softmax: easy\nsoftmax_from_ref: hard\n")
+    out = tmp_path / "bal"
+    unbalanced = export_sft([runs["opt"], runs["tr"]], tmp_path / "all", config=SFTConfig(balance="none", min_speedup=0.0),
+                            difficulty_maps=[difficulty])
+    counts = unbalanced.kept_by["difficulty"]
+    assert set(counts) == {"easy", "hard"}
+    summary = export_sft([runs["opt"], runs["tr"]], out, config=SFTConfig(balance="min", min_speedup=0.0),
+                         difficulty_maps=[difficulty])
+    smallest = min(counts.values())
+    assert summary.kept_by["difficulty"] == {"easy": smallest, "hard": smallest}
+    dropped = sum(v for k, v in summary.reasons.items() if k.startswith("dropped:balanced-out"))
+    assert dropped == sum(counts.values()) - 2 * smallest
+    capped = export_sft([runs["opt"], runs["tr"]], tmp_path / "cap", config=SFTConfig(balance="cap", per_category=1, min_speedup=0.0),
+                        difficulty_maps=[difficulty])
+    assert capped.kept_by["difficulty"] == {"easy": 1, "hard": 1}
+
+
+def test_same_seed_same_bytes(runs, tmp_path):
+    cfg = SFTConfig(balance="none", min_speedup=0.0, seed=3)
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "a", config=cfg)
+    export_sft([runs["opt"], runs["tr"]], tmp_path / "b", config=cfg)
+    assert (tmp_path / "a" / "kernelsmith_sft.jsonl").read_bytes() == (tmp_path / "b" / "kernelsmith_sft.jsonl").read_bytes()
+    export_rl([runs["opt"], runs["tr"]], tmp_path / "ra", "jsonl", RLConfig(strategy="all", seed=3))
+    export_rl([runs["opt"], runs["tr"]], tmp_path / "rb", "jsonl", RLConfig(strategy="all", seed=3))
+    assert (tmp_path / "ra" / "train.jsonl").read_bytes() == (tmp_path / "rb" / "train.jsonl").read_bytes()
+
+
+def _lineage_min_runtime(records: list[dict], parent_id: int) -> float:
+    by_id = {}
+    for r in records:
+        if r["kind"] == "seed":
+            for i in r["copy_ids"]:
+                by_id[i] = (r, -1)
+        elif r.get("child_id") is not None:
+            by_id[r["child_id"]] = (r, r["parent_id"])
+    best, node = float("inf"), parent_id
+    while node in by_id:
+        record, parent = by_id[node]
+        if record["status"] == "correct" and record.get("metrics", {}).get("runtime_ms"):
+            best = min(best, record["metrics"]["runtime_ms"])
+        node = parent
+    return best
+
+
+def test_rl_strategies_and_one_schema(runs, tmp_path):
+    import pyarrow.parquet as pq
+
+    dirs = [runs["opt"], runs["tr"]]
+    results = {}
+    for strategy in ("best", "all", "initial"):
+        out = tmp_path / strategy
+        summary = export_rl(dirs, out, config=RLConfig(strategy=strategy))
+        table = pq.read_table(out / "train.parquet")
+        assert table.schema == rl_schema()
+        rows = table.to_pylist()
+        assert len(rows) == summary.kept
+        results[strategy] = rows
+        for row in rows:
+            assert row["reward_model"]["style"] == "rule"
+            truth = json.loads(row["reward_model"]["ground_truth"])
+            assert truth["parent_source"] == row["extra_info"]["parent"]["source"]
+            assert row["prompt"][0]["role"] == "system" and row["prompt"][-1]["role"] == "user"
+            assert row["extra_info"]["task"]["reference_source"] == (SOFTMAX / "reference.py").read_text()
+    records = {str(d.resolve()): read_trajectory(d) for d in dirs}
+    steps = {(k, r["step"]): r for k, recs in records.items() for r in recs if r["kind"] == "step"}
+    # all: every step with a usable parent (here: every step)
+    assert len(results["all"]) == len(steps)
+    # initial: one row per seed program of each run, whose parent is that seed
+    assert len(results["initial"]) == 2
+    assert all(steps[(r["extra_info"]["run_dir"], r["extra_info"]["step"])]["parent_id"] in (0, 1, 2, 3)
+               for r in results["initial"])
+    # best: correct children faster than every ancestor of their parent
+    expected = set()
+    for (run_dir, step), r in steps.items():
+        if r["status"] == "correct" and r["metrics"].get("runtime_ms"):
+            if r["metrics"]["runtime_ms"] < _lineage_min_runtime(records[run_dir], r["parent_id"]):
+                expected.add((run_dir, step))
+    assert {(r["extra_info"]["run_dir"], r["extra_info"]["step"]) for r in results["best"]} == expected
+    assert any(r["extra_info"]["kind"] == "translation" for r in results["best"])
+    translation = next(r for r in results["best"] if r["extra_info"]["kind"] == "translation")
+    assert translation["extra_info"]["parent"]["is_reference"] and translation["extra_info"]["parent"]["speedup"] == 1.0
+
+
+def test_rl_val_split_by_task_and_cli(runs, tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = cli_main(["export", "rl", str(runs["opt"]), str(runs["tr"]), "-o", str(out), "--strategy", "all",
+                     "--val-fraction", "0.5", "--seed", "1", "--json"])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    train, val = read_jsonl_parquet(out / "train.parquet"), read_jsonl_parquet(out / "val.parquet")
+    assert printed["kept"] == len(train) + len(val) and train and val
+    assert not {r["extra_info"]["task"]["id"] for r in train} & {r["extra_info"]["task"]["id"] for r in val}
+    assert [r["extra_info"]["index"] for r in val] == list(range(len(val)))
+    assert cli_main(["export", "sft", str(runs["opt"]), "-o", str(tmp_path / "bad"), "--balance", "cap"]) == 2
+
+
+def read_jsonl_parquet(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()

@@ -1,0 +1,141 @@
+"""Rewards: the pure function, then the adapters (verl, TRL) on real
+completions built from the OpenCL softmax seed, evaluated in sandboxed
+workers on the CPU (PoCL)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.result import EvalResult
+from kernelsmith.rewards import (
+    LocalScorer,
+    RewardBackend,
+    RewardConfig,
+    completion_text,
+    compute_reward,
+    compute_score,
+    make_trl_reward,
+)
+from kernelsmith.task import Task
+
+SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
+SEED = (SOFTMAX / "seed.py").read_text()
+LAUNCH = "        program.softmax_rows(ocl.round_up(rows, WORK_GROUP), WORK_GROUP, x, y, rows, cols, inputs=[0])\n"
+assert LAUNCH in SEED
+
+
+def fenced(source: str) -> str:
+    return f"Rewritten:\n```python\n{source}```\n"
+
+
+CORRECT = fenced(SEED.replace("WORK_GROUP = 64", "WORK_GROUP = 32"))
+# Same output, forty times the work.
+SLOWER = fenced(SEED.replace(LAUNCH, "        for _ in range(40):\n    " + LAUNCH))
+# Launches the kernel, then returns PyTorch's answer: the torch-op guard says hacked.
+HACKED = fenced(SEED.replace("        return y\n", "        return torch.softmax(x, dim=-1)\n"))
+COMPILE_ERROR = fenced(SEED.replace("float inv = 1.0f / s;", "float inv = 1.0f / s"))
+NO_CODE = "I would use shared memory here."
+
+
+def ok(runtime: float, ref: float = 1.0) -> EvalResult:
+    return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime, ref_runtime_ms=ref,
+                      speedup=ref / runtime)
+
+
+# ------------------------------------------------------------ pure function
+def test_reward_is_speedup_over_parent_with_shaping():
+    assert compute_reward(ok(0.5), parent_runtime_ms=1.0).reward == pytest.approx(2.0)
+    assert compute_reward(ok(2.0), parent_runtime_ms=1.0).reward == pytest.approx(0.5)
+    log = RewardConfig(shaping="log", correct_bonus=0.5)
+    assert compute_reward(ok(0.5), 1.0, log).reward == pytest.approx(math.log(2.0) + 0.5)
+    clipped = RewardConfig(clip_max=3.0)
+    assert compute_reward(ok(0.01), 1.0, clipped).reward == 3.0
+    assert compute_reward(ok(4.0), 1.0, RewardConfig(shaping="log2", clip_min=-1.0)).reward == -1.0
+    # No parent runtime: the ratio of the speedups over the reference.
+    relative = compute_reward(ok(0.25, ref=1.0), None, parent_speedup=2.0)
+    assert relative.speedup == pytest.approx(2.0) and relative.status == "correct"
+    # A dict works as well as an EvalResult.
+    assert compute_reward(ok(0.5).to_dict(), 1.0).reward == pytest.approx(2.0)
+
+
+def test_penalties_order_failures():
+    cfg = RewardConfig()
+    edit = compute_reward(None, 1.0, cfg, edit_error="no code")
+    compile_ = compute_reward(EvalResult(category="compile", error="x"), 1.0, cfg)
+    runtime = compute_reward(EvalResult(compiled=True, category="timeout"), 1.0, cfg)
+    wrong = compute_reward(EvalResult(compiled=True, category="incorrect"), 1.0, cfg)
+    hacked = compute_reward(EvalResult(compiled=True, correct=True, hacked=True, category="hacked",
+                                       hack_reasons=["forward ran PyTorch compute ops aten.add"]), 1.0, cfg)
+    slow = compute_reward(ok(100.0), 1.0, cfg)
+    assert [r.status for r in (edit, compile_, runtime, wrong, hacked)] == [
+        "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked"]
+    assert hacked.reward <= edit.reward < compile_.reward < runtime.reward < wrong.reward < slow.reward
+    assert "aten.add" in hacked.detail
+    custom = RewardConfig(incorrect=-7.0)
+    assert compute_reward(EvalResult(compiled=True, category="incorrect"), 1.0, custom).reward == -7.0
+
+
+def test_bad_reward_config_names_the_key():
+    with pytest.raises(ValueError, match="shaping"):
+        RewardConfig(shaping="exp")
+    with pytest.raises(ValueError, match="unknown config key 'reward.bonus'"):
+        RewardConfig.from_dict({"bonus": 1})
+
+
+def test_completion_text_handles_chat_and_thinking():
+    assert completion_text("<think>hmm ```x```</think>answer") == "answer"
+    assert completion_text([{"role": "assistant", "content": "a"}]) == "a"
+    assert completion_text({"role": "assistant", "content": "b"}) == "b"
+    with pytest.raises(TypeError):
+        completion_text(3)
+
+
+# ------------------------------------------------------------ real evaluations
+@pytest.fixture(scope="module")
+def scorer():
+    with Evaluator(workers=2) as evaluator:
+        yield LocalScorer(evaluator)
+
+
+@pytest.fixture(scope="module")
+def row(scorer):
+    """An RL row's reward inputs as `kernelsmith export rl` writes them, for the seed as parent."""
+    task = Task.load(SOFTMAX)
+    parent_runtime = scorer.parent_runtime(task, SEED)
+    assert parent_runtime and parent_runtime > 0
+    info = {"id": task.id, "name": task.name, "path": task.path, "original_path": str(SOFTMAX),
+            "reference_source": task.reference_source, "backend": task.config.backend,
+            "config_json": json.dumps(task.to_dict()["config"]), "difficulty": "unknown"}
+    extra = {"task": info, "parent": {"id": 0, "source": SEED, "runtime_ms": parent_runtime, "speedup": 0.0,
+                                      "is_reference": False}, "edit_mode": "auto"}
+    truth = json.dumps({"task_id": task.id, "parent_source": SEED, "parent_runtime_ms": parent_runtime})
+    return {"extra_info": extra, "ground_truth": truth, "parent_runtime": parent_runtime}
+
+
+def test_verl_compute_score_correct_and_broken(scorer, row):
+    backend = RewardBackend(scorer=scorer)
+    correct = compute_score("kernelsmith", CORRECT, row["ground_truth"], row["extra_info"], backend=backend)
+    broken = compute_score("kernelsmith", NO_CODE, row["ground_truth"], row["extra_info"], backend=backend)
+    # A correct rewrite of the same kernel: speedup over the parent near 1 (timing noise aside).
+    assert 0.2 < correct < 5.0
+    assert broken == RewardConfig().edit_failed
+
+
+def test_trl_reward_slower_hacked_and_compile_error(scorer, row):
+    fn = make_trl_reward(scorer=scorer)
+    assert fn.__name__ == "kernelsmith_speedup"
+    completions = [[{"role": "assistant", "content": c}] for c in (SLOWER, HACKED, COMPILE_ERROR)]
+    prompts = [[{"role": "user", "content": "make it faster"}]] * 3
+    rewards = fn(prompts, completions, extra_info=[row["extra_info"]] * 3, ground_truth=[row["ground_truth"]] * 3)
+    slower, hacked, compile_error = rewards
+    cfg = RewardConfig()
+    assert 0.0 < slower < 0.5  # correct, forty launches: much slower than the parent
+    assert hacked == cfg.hacked
+    assert compile_error == cfg.compile_failed
+    details = scorer.score_many([{"completion": HACKED, "parent_source": SEED, "task": row["extra_info"]["task"],
+                                  "parent_runtime_ms": row["parent_runtime"]}])
+    assert details[0].status == "hacked" and any("torch" in r.lower() for r in details[0].result["hack_reasons"])
