@@ -87,3 +87,20 @@ def test_default_tolerances_per_dtype():
     assert TaskConfig().tolerances() == (1e-4, 1e-4)
     assert TaskConfig(dtype="float16").tolerances() == (1e-2, 1e-2)
     assert TaskConfig(dtype="bfloat16", atol=0.05).tolerances() == (0.05, 1e-2)
+
+
+def test_difficulty_is_accepted_and_not_part_of_the_id(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from kernelsmith.task import Task
+
+    src = Path(__file__).parent.parent / "examples" / "opencl" / "softmax"
+    if not src.exists():  # installed-package runs keep examples next to the tests' repo
+        pytest.skip("examples folder not found")
+    dst = tmp_path / "softmax"
+    shutil.copytree(src, dst)
+    base = Task.load(dst)
+    (dst / "task.yaml").write_text((dst / "task.yaml").read_text() + "difficulty: level1\n")
+    tagged = Task.load(dst)
+    assert tagged.config.difficulty == "level1" and tagged.id == base.id

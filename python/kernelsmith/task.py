@@ -70,6 +70,9 @@ class TaskConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     # free text shown in prompts
     description: str = ""
+    # difficulty category (e.g. level1..level3, as curation assigns); used by
+    # export's balanced sampling and suite tables, not by the evaluation
+    difficulty: str = ""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -156,6 +159,7 @@ class Task:
         config = to_dict(self.config)
         config.pop("name", None)  # renaming a task does not change what is evaluated
         config.pop("description", None)
+        config.pop("difficulty", None)
         blob = self.reference_source.replace("\r\n", "\n").strip() + "\n" + json.dumps(config, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
