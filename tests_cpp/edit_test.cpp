@@ -314,3 +314,13 @@ TEST(Similarity, LineSimilarityBounds) {
   const double half = ke::line_similarity({"abc", "def"}, {"abc"});
   EXPECT_DOUBLE_EQ(half, 0.5);
 }
+
+TEST(Enforce, ParentWithNothingOutsideItsBlocksMayBeReplacedWhole) {
+  // The reference wrapped for a translation step: the child brings its own layout.
+  const std::string parent = "# EVOLVE-BLOCK-START\nclass ModelNew:\n    pass\n# EVOLVE-BLOCK-END\n\n";
+  const std::string child = "import triton\n# EVOLVE-BLOCK-START\nBLOCK = 64\n# EVOLVE-BLOCK-END\nx = 1\n";
+  EXPECT_TRUE(ke::check_evolve_blocks(parent, child).ok);
+  // One fixed line outside the block is enough to enforce the layout again.
+  const std::string fixed = "import torch\n" + parent;
+  EXPECT_FALSE(ke::check_evolve_blocks(fixed, child).ok);
+}

@@ -24,7 +24,7 @@ from kernelsmith.task import Task
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
 SEED = (SOFTMAX / "seed.py").read_text()
-LAUNCH = "        program.softmax_rows(ocl.round_up(rows, WORK_GROUP), WORK_GROUP, x, y, rows, cols, inputs=[0])\n"
+LAUNCH = "            program.row_per_item(ocl.round_up(rows, WORK_GROUP), WORK_GROUP, x, y, rows, cols, inputs=[0])\n"
 assert LAUNCH in SEED
 
 
@@ -34,7 +34,7 @@ def fenced(source: str) -> str:
 
 CORRECT = fenced(SEED.replace("WORK_GROUP = 64", "WORK_GROUP = 32"))
 # Same output, forty times the work.
-SLOWER = fenced(SEED.replace(LAUNCH, "        for _ in range(40):\n    " + LAUNCH))
+SLOWER = fenced(SEED.replace(LAUNCH, "            for _ in range(40):\n    " + LAUNCH))
 # Launches the kernel, then returns PyTorch's answer: the torch-op guard says hacked.
 HACKED = fenced(SEED.replace("        return y\n", "        return torch.softmax(x, dim=-1)\n"))
 COMPILE_ERROR = fenced(SEED.replace("float inv = 1.0f / s;", "float inv = 1.0f / s"))

@@ -525,6 +525,17 @@ EnforceResult check_evolve_blocks(const std::string& parent, const std::string& 
     return out;
   }
   if (pb.blocks.empty()) return out;  // no markers: everything may change
+  // A parent with no code outside its blocks (only the marker lines and
+  // blank lines) is evolvable as a whole -- e.g. the reference wrapped for a
+  // translation step -- so the child may bring its own block layout.
+  bool nothing_fixed = true;
+  for (std::size_t i = 0; i < p.lines.size() && nothing_fixed; ++i) {
+    const int line_no = static_cast<int>(i) + 1;
+    bool inside = false;
+    for (const auto& b : pb.blocks) inside = inside || (line_no >= b.start_line && line_no <= b.end_line);
+    if (!inside && !is_blank(p.lines[i])) nothing_fixed = false;
+  }
+  if (nothing_fixed) return out;
   const BlockParse cb = parse_lines(c.lines);
   if (!cb.ok) {
     out.ok = false;
