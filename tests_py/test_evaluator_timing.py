@@ -42,34 +42,59 @@ class HostBackend:
         return None
 
 
-def _spin(seconds: float) -> None:
-    # busy wait: sleep() granularity and scheduling would blur a 2x difference
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+class SimClock:
+    """A simulated host clock for the harness's CPU runner: the test's
+    callables advance it by their nominal time times seeded noise, so the
+    statistics see realistic samples whatever the load on the CI machine."""
+
+    def __init__(self, seed: int = 0, noise: float = 0.03) -> None:
+        import random
+
+        self.now_ns = 0
+        self.rng = random.Random(seed)
+        self.noise = noise
+
+    def perf_counter_ns(self) -> int:
+        return self.now_ns
+
+    def perf_counter(self) -> float:
+        return self.now_ns * 1e-9
+
+    def spin(self, seconds: float) -> None:
+        self.now_ns += int(seconds * 1e9 * (1.0 + self.rng.uniform(-self.noise, self.noise)))
+
+
+@pytest.fixture
+def clock(monkeypatch) -> SimClock:
+    import kernelsmith.timing.runners as runners
+
+    sim = SimClock()
+    monkeypatch.setattr(runners, "time", sim)
+    return sim
+
 
 
 QUICK = TimingConfig(warmup=1, repeats=6, cpu_max_samples=30, cpu_time_budget_s=0.3, input_sets=2)
 
 
-def test_correct_candidate_gets_a_speedup_with_ci_and_verdict():
+def test_correct_candidate_gets_a_speedup_with_ci_and_verdict(clock):
     seen_sets = []
 
     def ref(x):
-        _spin(2e-3)
+        clock.spin(2e-3)
         return x
 
     def cand(x):
         seen_sets.append(x)
-        _spin(1e-3)
+        clock.spin(1e-3)
         return x
 
     backend = HostBackend()
     out = et.measure(ref, cand, backend, [(1,), (2,)], QUICK)
     assert out.verdict == "faster", out.details
     assert out.speedup_ci_low <= out.speedup <= out.speedup_ci_high
-    # (no bounds on the figures themselves: a loaded CI machine preempts busy waits)
-    assert out.speedup_ci_low > 1.0 and out.ref_runtime_ms > out.runtime_ms > 0
+    assert 1.9 < out.speedup_ci_low <= out.speedup <= out.speedup_ci_high < 2.1
+    assert out.runtime_ms == pytest.approx(1.0, rel=0.05) and out.ref_runtime_ms == pytest.approx(2.0, rel=0.05)
     d = out.details
     assert d["timer"] == "perf_counter" and d["input_sets"] == 2 and d["n_pairs"] >= 6
     assert d["candidate"]["n"] >= 6 and d["candidate"]["cv"] >= 0 and d["stop_reason"]
@@ -84,8 +109,8 @@ def test_correct_candidate_gets_a_speedup_with_ci_and_verdict():
     assert "95% CI" in text and "faster than the reference" in text
 
 
-def test_slower_candidate_is_called_slower():
-    out = et.measure(lambda x: _spin(1e-3), lambda x: _spin(2e-3), HostBackend(), [(0,)], QUICK)
+def test_slower_candidate_is_called_slower(clock):
+    out = et.measure(lambda x: clock.spin(1e-3), lambda x: clock.spin(2e-3), HostBackend(), [(0,)], QUICK)
     assert out.verdict == "slower" and out.speedup_ci_high < 1.0, out.details
 
 
@@ -178,7 +203,7 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
     assert out["timing_verdict"] == "rejected" and out["timing"]["verdict"] == "rejected"
 
 
-def test_roofline_marks_impossible_times_suspicious():
+def test_roofline_marks_impossible_times_suspicious(clock):
     calls = []
 
     def work() -> kt.WorkEstimate:
@@ -186,12 +211,13 @@ def test_roofline_marks_impossible_times_suspicious():
         return kt.WorkEstimate(bytes_moved=10**12, flops=0, dtype="fp32", flop_counter="test")
 
     # 1 TB in ~1 ms on an H200 (4.8 TB/s): below the floor
-    out = et.measure(lambda x: _spin(1e-3), lambda x: _spin(1e-3), HostBackend(), [(0,)], QUICK,
+    out = et.measure(lambda x: clock.spin(1e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], QUICK,
                      device_name="NVIDIA H200", work=work)
     assert out.suspicious and "roofline" in out.suspicious_reasons[0] and "floor" in out.suspicious_reasons[0]
     assert out.details["roofline"]["applied"] and out.details["roofline"]["bytes_moved"] == 10**12
     # an unknown device: no check, and the reference's work is not even estimated
-    out = et.measure(lambda x: x, lambda x: x, HostBackend(), [(0,)], QUICK, device_name="Mystery GPU", work=work)
+    out = et.measure(lambda x: clock.spin(1e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], QUICK,
+                     device_name="Mystery GPU", work=work)
     assert not out.suspicious and out.details["roofline"]["applied"] is False and len(calls) == 1
     r = EvalResult(category="ok", suspicious=True, suspicious_reasons=["roofline: below the floor"], runtime_ms=1.0)
     assert "suspicious" in r.render_feedback()
