@@ -77,8 +77,10 @@ def main() -> int:
     devices = args.devices.split(",") if args.devices else None
     os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
     timing = on_gpu or args.timing
-    ev = Evaluator(backend="triton", workers=args.workers or (len(devices) if devices else 2), devices=devices,
-                   timeout_s=args.timeout, timing=timing)
+    # GPU: one worker per local GPU (the evaluator's default; two workers on
+    # one GPU disturb each other's timings); CPU: two interpreter workers
+    workers = args.workers or (len(devices) if devices else (None if on_gpu else 2))
+    ev = Evaluator(backend="triton", workers=workers, devices=devices, timeout_s=args.timeout, timing=timing)
     items = [(Task.load(t), Path(c).read_text()) for t, c, _ in SUITE]
     start = time.monotonic()
     results = ev.evaluate_many(items)
@@ -88,7 +90,8 @@ def main() -> int:
     hw = next((r.hardware for r in results if r.hardware), {})
     print(f"# device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  triton {hw.get('triton', '?')}  "
           f"driver {hw.get('driver', '-')}  isolation: {results[0].isolation if results else '?'}")
-    header = f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} {'wall s':>7}  reason"
+    header = (f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} "
+              f"{'speedup [95% CI]':>24} {'verdict':<17} {'graph':<5} {'wall s':>7}  reason")
     print(header)
     print("-" * len(header))
     mismatches = 0
@@ -102,10 +105,22 @@ def main() -> int:
         first = r.category in ("crash", "timeout", "incorrect")
         reason = r.hack_reasons[0] if r.hack_reasons else (lines[0] if first else lines[-1]) if lines else ""
         fmt = lambda v: f"{v:9.4f}" if v is not None else f"{'-':>9}"  # noqa: E731
+        speed = (f"{r.speedup:.3g} [{r.speedup_ci_low:.3g}, {r.speedup_ci_high:.3g}]"
+                 if r.speedup is not None and r.speedup_ci_low is not None else "-")
+        graph = (r.timing.get("cuda_graph") or {}).get("candidate")
+        verdict = r.timing_verdict + ("*" if r.suspicious else "")
+        if r.suspicious and not reason:
+            reason = "suspicious: " + "; ".join(r.suspicious_reasons)
         print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
-              f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {r.wall_s:7.1f}  {reason[:110]}")
+              f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {speed:>24} {verdict or '-':<17} "
+              f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {reason[:110]}")
     print(f"\n{len(SUITE) - mismatches}/{len(SUITE)} verdicts as expected; total wall {total:.1f} s "
-          f"with {ev.workers} workers")
+          f"with {ev.workers} workers on devices {ev.devices}")
+    timed = [r for r in results if r.timing]
+    if timed:
+        t = timed[0].timing
+        print(f"# timing: {t.get('timer')}, {t.get('input_sets')} input sets, L2 flush {t.get('l2_flush')}, "
+              f"gpu state {t.get('gpu_state') or '-'}; * = suspicious (roofline or reference hidden work)")
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
     return 1 if mismatches else 0

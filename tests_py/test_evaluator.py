@@ -264,10 +264,12 @@ def test_allowed_torch_ops_configurable():
         r = ev.evaluate(task, (CAND / "hack_torch_op.py").read_text())
     assert r.category == "ok", _show(r)
     assert "relu" in r.torch_ops
-    # timing ran: median of the repeats, and a speedup against the reference
+    # timing ran: paired comparison with the reference, a speedup with its CI
+    # and a verdict (the interpreter is far slower than torch.relu)
     assert r.runtime_ms and r.runtime_ms > 0 and r.ref_runtime_ms and r.ref_runtime_ms > 0
-    assert r.speedup == pytest.approx(r.ref_runtime_ms / r.runtime_ms)
-    assert r.timing["candidate"]["n"] == 3
+    assert r.speedup_ci_low <= r.speedup <= r.speedup_ci_high
+    assert r.timing_verdict == "slower" and r.speedup < 1
+    assert r.timing["candidate"]["n"] >= 3 and r.timing["input_sets"] == 3 and r.timing["timer"] == "perf_counter"
 
 
 def test_program_that_changes_when_timed_is_hacked():

@@ -10,7 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-SCHEMA_VERSION = 1
+# 2: speedup CI, timing verdict, suspicious flags, paired timing details
+SCHEMA_VERSION = 2
 
 #: error categories, from the earliest stage that failed
 CATEGORIES = (
@@ -37,13 +38,27 @@ class EvalResult:
     error: str = ""
     # static-check warnings (e.g. precision-lowering casts)
     warnings: list = field(default_factory=list)
-    # median ms of one forward call; None when not timed
+    # median ms of one forward call (candidate, reference); None when not timed
     runtime_ms: Optional[float] = None
     ref_runtime_ms: Optional[float] = None
+    # reference / candidate: median of the per-pair ratios of the paired,
+    # alternating comparison (kernelsmith.timing.compare), with its CI
     speedup: Optional[float] = None
+    speedup_ci_low: Optional[float] = None
+    speedup_ci_high: Optional[float] = None
+    # faster | slower | indistinguishable (CI contains 1) | rejected (hidden work); "" = not timed
+    timing_verdict: str = ""
+    # the time is not trusted as fast (below the hardware floor, reference
+    # hidden work): the reasons say why
+    suspicious: bool = False
+    suspicious_reasons: list = field(default_factory=list)
     # max_abs_err, max_rel_err, atol, rtol, trials, input_sets, first_mismatch{...}
     correctness: dict = field(default_factory=dict)
-    # candidate/reference timing statistics (ms): median, mean, min, max, std, n
+    # how the comparison was measured (evaluator/timing.py): per-side stats in
+    # ms ("candidate"/"reference": median, ci_low, ci_high, mean, std, cv, min,
+    # max, n, n_outliers), speedup_ci, verdict, stop_reason, n_pairs, timer,
+    # launches_per_sample, input_sets, cuda_graph, graph_fallback_reasons,
+    # l2_flush, hidden_work, roofline, gpu_state (clocks, temperature), options
     timing: dict = field(default_factory=dict)
     # device name, driver, torch and triton versions, ...
     hardware: dict = field(default_factory=dict)
@@ -130,6 +145,15 @@ class EvalResult:
                 text += f" (reference {self.ref_runtime_ms:.4g} ms"
                 if self.speedup is not None:
                     text += f", speedup {self.speedup:.3g}x"
+                    if self.speedup_ci_low is not None and self.speedup_ci_high is not None:
+                        conf = self.timing.get("confidence", 0.95) if isinstance(self.timing, dict) else 0.95
+                        text += f", {conf:.0%} CI {self.speedup_ci_low:.3g}-{self.speedup_ci_high:.3g}"
                 text += ")"
+            if self.timing_verdict and self.timing_verdict != "rejected":
+                text += f": {self.timing_verdict} than the reference" if self.timing_verdict in ("faster", "slower") \
+                    else ": indistinguishable from the reference"
             lines.append(text)
+        if self.suspicious_reasons:
+            lines.append("The timing is suspicious (not counted as fast):")
+            lines += [f"- {r}" for r in self.suspicious_reasons]
         return "\n".join(lines)

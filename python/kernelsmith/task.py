@@ -37,12 +37,62 @@ MAX_TRIALS = 100
 
 @dataclass
 class TimingConfig:
+    """How a correct candidate is timed against the reference (task.yaml
+    ``timing:``). Reference and candidate are measured in alternating pairs
+    by kernelsmith.timing.compare (docs/timing.md); the result is a speedup
+    with a confidence interval and a verdict."""
+
     # time candidate and reference after a correct verdict
     enabled: bool = True
-    # untimed calls before measuring (compilation, caches)
-    warmup: int = 3
-    # timed calls; the median is the runtime
+    # untimed calls of each side before the harness's own warm-up (first-call
+    # compilation, autotuning); the harness then warms up for warmup_s
+    warmup: int = 1
+    # minimum number of (reference, candidate) sample pairs
     repeats: int = 10
+    # stop once the speedup's CI half-width is this fraction of the speedup ...
+    target_rel_half_width: float = 0.005
+    # ... or after this many pairs ...
+    max_samples: int = 2000
+    # ... or after this many seconds of sampling (warm-up and checks on top)
+    time_budget_s: float = 5.0
+    # CI level of the speedup
+    confidence: float = 0.95
+    # harness warm-up per side, seconds (at least 3 calls)
+    warmup_s: float = 0.05
+    # one sample lasts at least this long (sets launches per sample for tiny kernels)
+    target_sample_s: float = 100e-6
+    max_launches_per_sample: int = 1000
+    # CUDA: flush L2 before every sample; capture samples in a CUDA graph
+    # (eager fallback recorded); check for work hidden from the timed stream
+    l2_flush: bool = True
+    cuda_graph: bool = True
+    check_hidden_work: bool = True
+    # input sets from get_inputs() (fresh seeds) that the timed calls rotate over
+    input_sets: int = 3
+    # flag times below the hardware floor (bytes and FLOPs estimated from the reference)
+    roofline: bool = True
+    # host-clock timing (CPU devices, Triton interpreter, PoCL): these caps
+    # replace max_samples / time_budget_s so a CPU evaluation stays quick
+    cpu_max_samples: int = 20
+    cpu_time_budget_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        for key in ("warmup",):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
+                raise ConfigError(f"timing.{key}: must be an integer >= 0, got {getattr(self, key)!r}")
+        for key in ("repeats", "max_samples", "input_sets", "max_launches_per_sample", "cpu_max_samples"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ConfigError(f"timing.{key}: must be an integer >= 1, got {getattr(self, key)!r}")
+        for key in ("target_rel_half_width", "time_budget_s", "target_sample_s", "cpu_time_budget_s"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"timing.{key}: must be a number > 0, got {value!r}")
+        if not isinstance(self.warmup_s, (int, float)) or self.warmup_s < 0:
+            raise ConfigError(f"timing.warmup_s: must be a number >= 0, got {self.warmup_s!r}")
+        if not 0.5 < self.confidence < 1:
+            raise ConfigError(f"timing.confidence: must be in (0.5, 1), got {self.confidence!r}")
+        if self.repeats > self.max_samples:
+            raise ConfigError(f"timing.repeats ({self.repeats}) must not exceed timing.max_samples ({self.max_samples})")
 
 
 @dataclass

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 
 @dataclass
@@ -131,6 +131,22 @@ class Backend(abc.ABC):
         fn()
         self.synchronize()
         return (time.perf_counter() - start) * 1e3
+
+    def timing_device(self) -> str:
+        """Where the evaluator's timing harness (kernelsmith.timing.compare)
+        measures this backend's calls when :meth:`sample_source` gives no
+        external timer: ``"cuda"`` (CUDA events on the current stream, CUDA
+        graphs, L2 flush, hidden-work checks) or ``"cpu"`` (host clock around
+        the calls, :meth:`synchronize` before and after every sample)."""
+        return "cuda" if self.device().startswith("cuda") else "cpu"
+
+    def sample_source(self, fn: Callable[[], Any]) -> Optional[Callable[[], float]]:
+        """An external timer for ``fn`` (one forward call with its inputs
+        bound), or None. When given, it is a zero-argument function that runs
+        ``fn`` once and returns its duration in seconds (e.g. OpenCL event
+        profiling); the evaluator feeds it to
+        kernelsmith.timing.compare_samples instead of timing ``fn`` itself."""
+        return None
 
     def hardware_info(self) -> dict[str, Any]:
         """Device name, driver and library versions (stored with results)."""

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import MAX_TRIALS, Task
+from .devices import detect_gpus
 from .sandbox import Limits, run_worker
 
 TaskLike = Union[Task, str, Path]
@@ -29,10 +30,14 @@ class Evaluator:
 
     backend: backend name (or instance) used for every task; None = each
         task's own ``backend`` setting.
-    workers: how many candidates are evaluated at once (one process each).
+    workers: how many candidates are evaluated at once (one process each);
+        default: one per device, 1 on a CPU-only host.
     devices: device ids handed to workers through CUDA_VISIBLE_DEVICES, one
-        per concurrently running worker (e.g. ``[0, 1, 2, 3]``); None = leave
-        CUDA_VISIBLE_DEVICES alone. ``workers`` defaults to ``len(devices)``.
+        per concurrently running worker (e.g. ``[0, 1, 2, 3]``). None (the
+        default): every local GPU, detected without initialising CUDA here
+        (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``; see
+        evaluator/devices.py), no pinning on a CPU-only host. ``[]``: leave
+        CUDA_VISIBLE_DEVICES alone.
     timeout_s: wall-clock limit per candidate; None = the task's ``timeout_s``.
     cpu_limit_s / memory_limit_mb: see :class:`~kernelsmith.evaluator.sandbox.Limits`.
     isolation: "auto" (bwrap when it works, else plain process), "bwrap"
@@ -54,7 +59,10 @@ class Evaluator:
         if isolation not in ("auto", "bwrap", "process"):
             raise ValueError(f"isolation must be 'auto', 'bwrap' or 'process', got '{isolation}'")
         self._backend = get_backend(backend) if isinstance(backend, str) else backend
+        if devices is None:
+            devices = detect_gpus()
         self.devices: list[Optional[str]] = [str(d) for d in devices] if devices else [None]
+        # One worker per device: two workers on one GPU disturb each other's timings.
         self.workers = int(workers or (len(devices) if devices else 1))
         if self.workers < 1:
             raise ValueError("workers must be >= 1")

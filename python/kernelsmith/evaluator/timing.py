@@ -1,26 +1,243 @@
-"""The one timing seam of the evaluator.
+"""The one timing seam of the evaluator: reference vs. candidate through
+:mod:`kernelsmith.timing`.
 
-:func:`measure` is the only place that times candidates and references; the
-timing-harness work (kernelsmith.timing: CUDA graphs, L2 flushing, robust
-statistics) replaces its body without touching the rest of the evaluator.
+Inside the worker, after the correctness trials, :func:`measure` runs the
+paired comparator: reference and candidate alternate (A B, B A, ...) over
+several input sets, and the result is a speedup with a confidence interval
+and a verdict (faster / slower / indistinguishable / rejected). Where the
+calls are timed is the backend's choice:
+
+* ``backend.sample_source(fn)`` gives an external timer (OpenCL event
+  profiling on GPUs) -> ``timing.compare_samples``;
+* otherwise ``backend.timing_device()``: ``"cuda"`` -> ``timing.compare`` with
+  CUDA events, CUDA graphs (eager fallback recorded), L2 flush, launches per
+  sample, hidden-work checks, GPU clocks and temperature; ``"cpu"`` -> the
+  host clock with ``backend.synchronize()`` around every sample, under small
+  caps (``cpu_max_samples``, ``cpu_time_budget_s``) so CPU CI stays quick.
+
+On top, the roofline check: a candidate median below the hardware floor (bytes
+and FLOPs estimated from the reference) marks the result suspicious.
 """
 from __future__ import annotations
 
-import statistics
-from typing import Any, Callable
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from .. import timing as kt
+from ..task import TimingConfig
 
 
-def measure(fn: Callable[[], Any], backend: Any, warmup: int = 3, repeats: int = 10) -> dict[str, float]:
-    """Time ``fn`` (one forward call) with the backend's timer; ms statistics."""
-    for _ in range(max(0, warmup)):
-        fn()
-    backend.synchronize()
-    samples = [backend.time_call(fn) for _ in range(max(1, repeats))]
+class CandidateTimingError(Exception):
+    """The candidate raised while being timed; ``original`` is its exception."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
+@dataclass
+class TimingOutcome:
+    """What the evaluator keeps of one comparison (all times in ms)."""
+
+    runtime_ms: float
+    ref_runtime_ms: float
+    speedup: float
+    speedup_ci_low: float
+    speedup_ci_high: float
+    verdict: str  # kernelsmith.timing.VERDICTS
+    rejected_reason: str = ""
+    suspicious: bool = False
+    suspicious_reasons: list = field(default_factory=list)
+    # EvalResult.timing: per-side stats, how it was measured, checks
+    details: dict = field(default_factory=dict)
+
+    @property
+    def rejected(self) -> bool:
+        return self.verdict == "rejected"
+
+    def result_fields(self) -> dict[str, Any]:
+        """The EvalResult fields this outcome sets."""
+        return {
+            "runtime_ms": self.runtime_ms,
+            "ref_runtime_ms": self.ref_runtime_ms,
+            "speedup": self.speedup,
+            "speedup_ci_low": self.speedup_ci_low,
+            "speedup_ci_high": self.speedup_ci_high,
+            "timing_verdict": self.verdict,
+            "suspicious": self.suspicious,
+            "suspicious_reasons": list(self.suspicious_reasons),
+            "timing": self.details,
+        }
+
+
+def harness_options(cfg: TimingConfig, host_clock: bool) -> dict[str, Any]:
+    """kernelsmith.timing options from a task's timing config. On the host
+    clock the CPU caps apply: the interpreter and PoCL are for CI, where the
+    whole timing of a candidate must stay around a second."""
+    opts: dict[str, Any] = dict(
+        target_rel_half_width=float(cfg.target_rel_half_width),
+        confidence=float(cfg.confidence),
+        min_samples=int(cfg.repeats),
+        max_samples=int(cfg.max_samples),
+        time_budget_s=float(cfg.time_budget_s),
+        warmup_s=float(cfg.warmup_s),
+        target_sample_s=float(cfg.target_sample_s),
+        max_launches_per_sample=int(cfg.max_launches_per_sample),
+        l2_flush=bool(cfg.l2_flush),
+        cuda_graph=bool(cfg.cuda_graph),
+        check_hidden_work=bool(cfg.check_hidden_work),
+        keep_samples=False,  # results go into every trajectory record: no per-sample lists
+    )
+    if host_clock:
+        opts["max_samples"] = min(opts["max_samples"], int(cfg.cpu_max_samples))
+        opts["min_samples"] = min(opts["min_samples"], opts["max_samples"])
+        opts["time_budget_s"] = min(opts["time_budget_s"], float(cfg.cpu_time_budget_s))
+    return opts
+
+
+def _side_ms(stats: dict[str, Any]) -> dict[str, Any]:
+    if not stats:
+        return {}
+    ms = lambda key: stats[key] * 1e3  # noqa: E731
     return {
-        "median": statistics.median(samples),
-        "mean": statistics.fmean(samples),
-        "min": min(samples),
-        "max": max(samples),
-        "std": statistics.pstdev(samples) if len(samples) > 1 else 0.0,
-        "n": float(len(samples)),
+        "median": ms("median_s"), "ci_low": ms("ci_low_s"), "ci_high": ms("ci_high_s"),
+        "mean": ms("mean_s"), "std": ms("stddev_s"), "cv": stats["cv"], "mad": ms("mad_s"),
+        "min": ms("min_s"), "max": ms("max_s"), "n": stats["n_samples"], "n_outliers": stats["n_outliers"],
     }
+
+
+def outcome_from_comparison(
+    c: kt.Comparison,
+    *,
+    options: dict[str, Any],
+    roofline: Optional[dict[str, Any]] = None,
+    gpu_state: Optional[dict[str, Any]] = None,
+) -> TimingOutcome:
+    """Turn a Comparison into the evaluator's fields (pure: tested with
+    constructed comparisons, e.g. a 'rejected' one)."""
+    reasons = list(c.suspicious_reasons)
+    suspicious = bool(c.suspicious)
+    if roofline and roofline.get("suspicious"):
+        suspicious = True
+        reasons.append("roofline: " + roofline["reason"])
+    details: dict[str, Any] = {
+        "method": f"paired ({c.method})",
+        "timer": c.timer,
+        "device": c.device,
+        "speedup": c.speedup,
+        "speedup_ci": [c.speedup_low, c.speedup_high],
+        "confidence": options.get("confidence", 0.95),
+        "verdict": c.verdict,
+        "stop_reason": c.stop_reason,
+        "n_pairs": c.n_pairs,
+        "n_outlier_pairs": c.n_outlier_pairs,
+        "elapsed_s": c.elapsed_s,
+        "launches_per_sample": c.launches_per_sample,
+        "input_sets": c.input_sets,
+        "l2_flush": c.l2_flush,
+        "cuda_graph": {"reference": c.reference_cuda_graph, "candidate": c.candidate_cuda_graph},
+        "graph_fallback_reasons": dict(c.graph_fallback_reasons),
+        "candidate": _side_ms(c.candidate_stats),
+        "reference": _side_ms(c.reference_stats),
+        "hidden_work": {k: v.to_dict() for k, v in c.hidden_work.items()},
+        "roofline": roofline or {},
+        "gpu_state": gpu_state if gpu_state is not None else dict(c.gpu_state),
+        "options": {k: v for k, v in options.items() if k != "keep_samples"},
+    }
+    if c.rejected_reason:
+        details["rejected_reason"] = c.rejected_reason
+    return TimingOutcome(
+        runtime_ms=c.candidate_median_s * 1e3,
+        ref_runtime_ms=c.reference_median_s * 1e3,
+        speedup=c.speedup,
+        speedup_ci_low=c.speedup_low,
+        speedup_ci_high=c.speedup_high,
+        verdict=c.verdict,
+        rejected_reason=c.rejected_reason,
+        suspicious=suspicious,
+        suspicious_reasons=reasons,
+        details=details,
+    )
+
+
+def roofline_details(
+    measured_s: float, device_name: str, work: Callable[[], kt.WorkEstimate]
+) -> dict[str, Any]:
+    """Roofline check of the candidate's median against the device's peaks.
+    ``work`` (run only when the device has peak figures) estimates bytes and
+    FLOPs from the reference."""
+    peak = kt.lookup_peak(device_name) if device_name else None
+    if peak is None:
+        return {"applied": False, "reason": f"no peak figures for device '{device_name}'"}
+    w = work()
+    check = kt.roofline_check(measured_s, bytes_moved=float(w.bytes_moved), flops=float(w.flops),
+                              peak=peak, dtype=w.dtype)
+    return {"applied": True, **check.to_dict(), "bytes_moved": w.bytes_moved, "flops": w.flops,
+            "dtype": w.dtype, "flop_counter": w.flop_counter}
+
+
+def _rotating(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> Callable[[], Any]:
+    counter = itertools.count()
+    n = len(input_sets)
+    return lambda: fn(*input_sets[next(counter) % n])
+
+
+def measure(
+    ref_fn: Callable[..., Any],
+    cand_fn: Callable[..., Any],
+    backend: Any,
+    input_sets: Sequence[Sequence[Any]],
+    cfg: TimingConfig,
+    *,
+    device_name: str = "",
+    work: Optional[Callable[[], kt.WorkEstimate]] = None,
+) -> TimingOutcome:
+    """Compare ``ref_fn(*args)`` and ``cand_fn(*args)`` (one forward call
+    each) rotating over ``input_sets``.
+
+    device_name: the GPU's name for the roofline check ("" = not a GPU, no
+    check). work: estimates the reference's bytes and FLOPs (called only when
+    the device has peak figures). A candidate exception comes out as
+    :class:`CandidateTimingError`; a 'rejected' verdict (hidden work) is in
+    the outcome, for the caller to reject.
+    """
+    if not input_sets:
+        raise ValueError("measure: at least one input set is needed")
+
+    def cand(*args: Any) -> Any:
+        try:
+            return cand_fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - the candidate may raise anything
+            raise CandidateTimingError(exc) from exc
+
+    # First calls compile (Triton, OpenCL builds) and autotune: not timed.
+    for _ in range(cfg.warmup):
+        ref_fn(*input_sets[0])
+        cand(*input_sets[0])
+    backend.synchronize()
+
+    ref_source = backend.sample_source(_rotating(ref_fn, input_sets))
+    cand_source = backend.sample_source(_rotating(cand, input_sets)) if ref_source is not None else None
+    gpu_state = None
+    if ref_source is not None and cand_source is not None:
+        opts = harness_options(cfg, host_clock=False)
+        before = kt.gpu_state() if device_name else {}
+        c = kt.compare_samples(ref_source, cand_source, unit="s", **opts)
+        c.input_sets = len(input_sets)
+        gpu_state = {"before": before, "after": kt.gpu_state()} if device_name else {}
+    elif backend.timing_device() == "cuda":
+        opts = harness_options(cfg, host_clock=False)
+        c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cuda", **opts)
+    else:
+        opts = harness_options(cfg, host_clock=True)
+        c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
+                       sync=backend.synchronize, **opts)
+    roofline = None
+    if device_name and work is not None and c.candidate_median_s > 0:
+        roofline = roofline_details(c.candidate_median_s, device_name, work)
+    return outcome_from_comparison(c, options=opts, roofline=roofline, gpu_state=gpu_state)
+
+
+__all__ = ["CandidateTimingError", "TimingOutcome", "harness_options", "measure",
+           "outcome_from_comparison", "roofline_details"]

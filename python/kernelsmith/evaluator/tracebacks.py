@@ -10,6 +10,13 @@ import traceback
 from typing import Optional
 
 MAX_MESSAGE = 2500
+# A build log is the compile feedback: keep more of it (its first error is what matters)
+MAX_BUILD_LOG_MESSAGE = 6000
+
+#: OpenCL statuses of a failed program build: CL_BUILD_PROGRAM_FAILURE (-11),
+#: CL_COMPILE_PROGRAM_FAILURE (-15), CL_LINK_PROGRAM_FAILURE (-17),
+#: CL_INVALID_BUILD_OPTIONS (-43)
+OPENCL_BUILD_ERROR_CODES = (-11, -15, -17, -43)
 
 
 def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
@@ -52,8 +59,9 @@ def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> 
             lines.append(f"    {f.line.strip()}")
     message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     message = message.replace(candidate_file, "candidate.py")
-    if len(message) > MAX_MESSAGE:
-        message = message[:MAX_MESSAGE] + f"\n... ({len(message) - MAX_MESSAGE} more characters)"
+    limit = MAX_BUILD_LOG_MESSAGE if "--- build log ---" in message else MAX_MESSAGE
+    if len(message) > limit:
+        message = message[:limit] + f"\n... ({len(message) - limit} more characters)"
     lines.append(message)
     return "\n".join(lines)
 
@@ -70,6 +78,11 @@ def classify_exception(exc: BaseException) -> str:
     # the same kernel bugs (undefined names, type errors) surface as
     # InterpreterError
     name = type(exc).__name__
+    # OpenCL program builds (kernelsmith.OpenCLError, or any runtime's error
+    # carrying the CL status): the message holds the compiler's build log
+    if name == "OpenCLError" and (getattr(exc, "code", None) in OPENCL_BUILD_ERROR_CODES
+                                  or "CL_BUILD_PROGRAM_FAILURE" in str(exc)):
+        return "compile"
     if (isinstance(exc, SyntaxError) or module.startswith("triton.compiler")
             or name in ("CompilationError", "InterpreterError")):
         return "compile"

@@ -111,7 +111,6 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str
 
     from . import correctness as cmp
     from .guards import TorchOpGuard
-    from .timing import measure
     from .tracebacks import classify_exception, trim_exception
 
     _set_cpu_limit(job.get("cpu_limit_s"))
@@ -281,32 +280,70 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str
 
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
-        chan.stage("timing")
-        with torch.no_grad():
-            args = make_inputs(ref.get_inputs)
-            last: dict[str, Any] = {}
+        _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
+                        fail_from, atol, rtol)
+    return out
 
-            def cand_call() -> None:
-                last["out"] = model_new(*args)
 
-            try:
-                cand_stats = measure(cand_call, backend, cfg.timing.warmup, cfg.timing.repeats)
-            except BaseException as exc:
-                raise fail_from(exc, "ModelNew.forward raised while being timed")
-            ref_stats = measure(lambda: model(*args), backend, cfg.timing.warmup, cfg.timing.repeats)
-            # the outputs of the timed calls must still be right (a program
-            # that behaves differently when it is not being checked)
-            res = cmp.compare(cmp.flatten_outputs(last["out"]), cmp.flatten_outputs(model(*clone(args))), atol, rtol)
+def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any, model_new: Any,
+                    make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
+                    out: dict[str, Any], fail_from: Callable[..., "Verdict"], atol: float, rtol: float) -> None:
+    """Paired timing of reference and candidate (evaluator/timing.py), then
+    the checks on what was timed: the timed calls' output must still be
+    right, and work hidden from the timer rejects the candidate."""
+    import torch
+
+    from .timing import CandidateTimingError, measure
+
+    chan.stage("timing")
+    timing_cfg = cfg.timing
+    hw = out.get("hardware") or {}
+    on_gpu = backend.timing_device() == "cuda" or hw.get("type") == "gpu"
+    with torch.no_grad():
+        # Fresh input sets (new seeds from the parent) that the timed calls
+        # rotate over, so no side enjoys the same inputs in cache every call.
+        input_sets = [make_inputs(ref.get_inputs) for _ in range(timing_cfg.input_sets)]
+        last: dict[str, Any] = {}
+
+        def cand_call(*args: Any) -> Any:
+            result = model_new(*args)
+            last["out"], last["args"] = result, args
+            return result
+
+        def ref_call(*args: Any) -> Any:
+            return model(*args)
+
+        def work() -> Any:
+            from .. import timing as kt
+
+            return kt.estimate_work(model, clone(input_sets[0]))
+
+        try:
+            outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
+                              device_name=str(hw.get("device") or hw.get("name") or "") if on_gpu else "",
+                              work=work if timing_cfg.roofline else None)
+        except CandidateTimingError as exc:
+            raise fail_from(exc.original, "ModelNew.forward raised while being timed")
+        except BaseException as exc:  # device faults surface at the harness's synchronize
+            raise fail_from(exc, "timing reference and candidate failed")
+        backend.synchronize()
+        # the outputs of the timed calls must still be right (a program that
+        # behaves differently when it is not being checked)
+        if "out" in last:
+            res = cmp.compare(cmp.flatten_outputs(last["out"]), cmp.flatten_outputs(model(*clone(list(last["args"])))),
+                              atol, rtol)
             if not res["ok"]:
                 raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
                     f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when timed"
                 ])
-        out["timing"] = {"candidate": cand_stats, "reference": ref_stats,
-                         "warmup": cfg.timing.warmup, "repeats": cfg.timing.repeats}
-        out["runtime_ms"] = cand_stats["median"]
-        out["ref_runtime_ms"] = ref_stats["median"]
-        out["speedup"] = ref_stats["median"] / cand_stats["median"] if cand_stats["median"] > 0 else None
-    return out
+    out.update(outcome.result_fields())
+    if outcome.rejected:
+        # the times stay in `timing` for diagnosis; the speedup must not be used
+        raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
+                      speedup_ci_low=None, speedup_ci_high=None, hack_reasons=[
+            f"timing rejected the candidate: {outcome.rejected_reason}. Launch all work on the current stream "
+            "and let forward's work finish on it; work the timer cannot see does not count as fast"
+        ])
 
 
 def main() -> None:

@@ -137,6 +137,11 @@ def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str) 
         comparator.add(ref.resolve(ref_handles), cand.resolve(cand_handles))
     r = comparator.result()
     s = r["speedup"]
+    sampler_opts = opts.sampler_options()
+    side_stats = {
+        "reference": _side_stats(comparator.reference_samples, sampler_opts),
+        "candidate": _side_stats(comparator.candidate_samples, sampler_opts),
+    }
     return Comparison(
         speedup=s["estimate"], speedup_low=s["lower"], speedup_high=s["upper"],
         rel_half_width=s["relative_half_width"], verdict=r["verdict"], stop_reason=r["stop_reason"],
@@ -148,8 +153,23 @@ def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str) 
         candidate_cuda_graph=cand.cuda_graph,
         graph_fallback_reasons={k: v for k, v in (("reference", ref.graph_fallback_reason),
                                                   ("candidate", cand.graph_fallback_reason)) if v},
-        input_sets=ref.input_sets,
+        input_sets=ref.input_sets, reference_stats=side_stats["reference"],
+        candidate_stats=side_stats["candidate"],
     )
+
+
+def _side_stats(samples: Any, sampler_opts: Any) -> dict[str, Any]:
+    """Per-side summary of a comparison's samples (seconds per call): how
+    noisy each side was, which the speedup's CI alone does not show."""
+    if len(samples) == 0:
+        return {}
+    r = _ct.summarize(samples, sampler_opts)
+    med = r["median"]
+    return {
+        "median_s": med["estimate"], "ci_low_s": med["lower"], "ci_high_s": med["upper"],
+        "mean_s": r["mean"], "stddev_s": r["stddev"], "cv": r["cv"], "mad_s": r["mad"],
+        "min_s": r["min"], "max_s": r["max"], "n_samples": r["n"], "n_outliers": r["n_outliers"],
+    }
 
 
 # -- external sample sources ---------------------------------------------

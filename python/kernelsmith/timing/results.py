@@ -126,6 +126,10 @@ class Comparison:
     suspicious: bool = False
     suspicious_reasons: list[str] = field(default_factory=list)
     gpu_state: dict[str, Any] = field(default_factory=dict)
+    # per-side summaries of the paired samples (seconds per call): median with
+    # CI, mean, stddev, cv, mad, min, max, n_samples, n_outliers
+    reference_stats: dict[str, Any] = field(default_factory=dict)
+    candidate_stats: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
