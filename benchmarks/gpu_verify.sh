@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# GPU verification on an NVIDIA machine (the H200 lent to the project): builds
+# the package in place and runs the GPU checks, writing logs to $OUT (or
+# ./gpu-out). Stages: build tests verdicts opencl stability suite evolve
+# (default: all). Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+stages=${*:-build tests verdicts opencl stability suite evolve}
+# The image's default /opt/gcc g++ builds an extension that crashes once torch is loaded.
+export CC=/usr/bin/gcc CXX=/usr/bin/g++ PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD/python
+unset TRITON_INTERPRET
+mkdir -p /tmp/icd && echo libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd && export OCL_ICD_VENDORS=/tmp/icd
+has() { [[ " $stages " == *" $1 "* ]]; }
+if has build; then
+  cmake -S . -B build/gpu -G Ninja -DKERNELSMITH_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(which python3)" \
+    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" > "$OUT/build.log" 2>&1 \
+    && cmake --build build/gpu -j16 >> "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+fi
+if has tests; then
+  (cd tests_py && timeout 300 python3 -m pytest -q -rs -p no:cacheprovider -m gpu test_timing.py test_evaluator_timing.py 2>&1 | tail -25) | tee "$OUT/gpu_tests.log"
+  (cd tests_py && KERNELSMITH_OPENCL_DEVICE=NVIDIA timeout 150 python3 -m pytest -q -p no:cacheprovider test_opencl_evaluator.py 2>&1 | tail -5) | tee -a "$OUT/gpu_tests.log"
+fi
+if has verdicts; then
+  timeout 300 python3 benchmarks/gpu_verdicts.py --timeout 60 --json "$OUT/gpu_verdicts.json" 2>&1 | cut -c1-240 | tee "$OUT/gpu_verdicts.log"
+fi
+if has opencl; then
+  timeout 150 python3 benchmarks/gpu_opencl_examples.py --nvidia-icd --device NVIDIA 2>&1 | tee "$OUT/gpu_opencl.log"
+fi
+if has stability; then
+  timeout 420 python3 benchmarks/bench_timing_stability.py --json "$OUT/timing_stability.json" 2>&1 | tail -30 | tee "$OUT/timing_stability.log"
+fi
+if has suite; then
+  timeout 300 python3 benchmarks/gpu_bench_suite.py --out "$OUT/suite" --iterations 3 2>&1 | tail -40 | tee "$OUT/suite.log"
+  cp "$OUT"/suite/bench/plots/*.png "$OUT/" 2>/dev/null || true
+fi
+if has evolve; then
+  timeout 240 python3 -m kernelsmith evolve examples/triton/softmax --iterations 12 --out /tmp/ks-evolve-gpu 2>&1 | tail -12 | tee "$OUT/evolve.log"
+fi
