@@ -4,6 +4,10 @@ import triton
 import triton.language as tl
 
 
+# EVOLVE-BLOCK-START
+NUM_WARPS = 4  # tune: [1, 2, 4, 8, 16]
+
+
 @triton.jit
 def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -33,5 +37,6 @@ class ModelNew(nn.Module):
         x2 = x.contiguous().view(-1, n)
         y = torch.empty_like(x2)
         layernorm_kernel[(x2.shape[0],)](x2, self.ln.weight, self.ln.bias, y, n, self.ln.eps,
-                                         BLOCK=triton.next_power_of_2(n))
+                                         BLOCK=triton.next_power_of_2(n), num_warps=NUM_WARPS)
         return y.view(x.shape)
+# EVOLVE-BLOCK-END

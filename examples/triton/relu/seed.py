@@ -4,6 +4,11 @@ import triton
 import triton.language as tl
 
 
+# EVOLVE-BLOCK-START
+BLOCK = 1024  # tune: pow2(128, 8192)
+NUM_WARPS = 4  # tune: [1, 2, 4, 8, 16]
+
+
 @triton.jit
 def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -20,6 +25,6 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         y = torch.empty_like(x)
         n = x.numel()
-        BLOCK = 1024
-        relu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+        relu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
         return y
+# EVOLVE-BLOCK-END

@@ -4,6 +4,10 @@ import triton
 import triton.language as tl
 
 
+# EVOLVE-BLOCK-START
+NUM_WARPS = 4  # tune: [1, 2, 4, 8, 16]
+
+
 @triton.jit
 def softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -23,5 +27,6 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         rows, cols = x.shape
         y = torch.empty_like(x)
-        softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=triton.next_power_of_2(cols))
+        softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=triton.next_power_of_2(cols), num_warps=NUM_WARPS)
         return y
+# EVOLVE-BLOCK-END
