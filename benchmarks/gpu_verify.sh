@@ -33,7 +33,7 @@ if has stability; then
   timeout 420 python3 benchmarks/bench_timing_stability.py --json "$OUT/timing_stability.json" 2>&1 | tail -30 | tee "$OUT/timing_stability.log"
 fi
 if has suite; then
-  timeout 300 python3 benchmarks/gpu_bench_suite.py --out "$OUT/suite" --iterations 3 2>&1 | tail -40 | tee "$OUT/suite.log"
+  timeout 300 python3 benchmarks/gpu_bench_suite.py --out "$OUT/suite" --iterations ${SUITE_ITERATIONS:-3} 2>&1 | tail -40 | tee "$OUT/suite.log"
   cp "$OUT"/suite/bench/plots/*.png "$OUT/" 2>/dev/null || true
 fi
 if has evolve; then
