@@ -50,8 +50,9 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
         diff("WARPS = 1  # tune: [1, 2, 4, 8]", "WARPS = 4  # tune: [1, 2, 4, 8]"),       # 2 diff that applies
         diff("BLOCK = 999", "BLOCK = 128"),                                                # 3 diff that does not apply
         full(SEED.replace("BLOCK = 64", "BLOCK = (64")),                                   # 4 syntax error
-        MockResponse.error(429, retry_after=0.05),                                         # 5 rate limited...
-        full(SEED.replace("BLOCK = 64", "BLOCK = 128")),                                   #   ...then success
+        MockResponse.error(429, retry_after=0.05),                                         # 5 rate limited,
+        MockResponse.slow(3.0),                                                            #   then too slow,
+        full(SEED.replace("BLOCK = 64", "BLOCK = 128")),                                   #   then success
         full(HACKED),                                                                      # 6 hacked
     )
     config = tmp_path / "run.yaml"
@@ -60,6 +61,7 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
         "checkpoint_every: 2\n"
         "llm:\n"
         "  retry: {backoff_base_s: 0.01}\n"
+        "  timeout_s: 1.0\n"  # the slow reply is abandoned and retried
         "  budget: {max_tokens: 170}\n"  # 30 tokens a reply: the 7th request is refused
         "  prices: {m: {input_per_mtok: 1000.0, output_per_mtok: 2000.0}}\n"
     )
@@ -86,7 +88,7 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     assert "BLOCK = 999" in steps[2]["edit"]["error"]  # the failed SEARCH is quoted back
     assert steps[3]["edit"]["error_kind"] == "syntax"
     assert steps[5]["eval"]["hacked"] is True
-    # The model sees the previous failure on its island in the next prompt.
+    assert len(mock_llm.requests) == 8  # 6 answers, the 429 and the abandoned slow reply
     assert mock_llm.requests[-1].body["temperature"] == 0.6 and mock_llm.requests[-1].body["top_p"] == 0.95
 
     best = max((s for s in steps if s["status"] == "correct"), key=lambda s: s["metrics"]["score"])
@@ -98,3 +100,50 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="ignore"), path
+
+
+def _llm_rewrites(request) -> MockResponse:
+    """A deterministic 'model': the rewrite depends only on the prompt."""
+    import hashlib
+
+    digest = hashlib.sha256(request.prompt_text.encode()).digest()
+    block = [32, 64, 128, 256, 512][digest[0] % 5]
+    warps = [1, 2, 4, 8][digest[1] % 4]
+    body = SEED.replace("BLOCK = 64", f"BLOCK = {block}").replace("WARPS = 1", f"WARPS = {warps}")
+    return full(body)
+
+
+def test_killed_llm_run_resumes_to_the_same_archive(mock_llm, tmp_path, monkeypatch):
+    """Scripted model, crash after step 7, resume: the same archive and the
+    same token count as an uninterrupted run, and no request sent twice for
+    a step that was already recorded."""
+    from test_evolve import CostModelEvaluator, Crash, _archive
+
+    from kernelsmith.evolve import evolve_sync, load_evolve_config, read_trajectory
+
+    monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    mock_llm.handler = _llm_rewrites
+    cfg = load_evolve_config(None, iterations=12, seed=3, model="openai:m", proposal_concurrency=2,
+                             checkpoint_every=3)
+    full_run = evolve_sync(TASK, cfg, tmp_path / "full", evaluator=CostModelEvaluator())
+    sent_full = len(mock_llm.requests)
+
+    def crash(snapshot):
+        if snapshot["steps"] == 8:
+            raise Crash()
+
+    mock_llm.reset()
+    mock_llm.handler = _llm_rewrites
+    with pytest.raises(Crash):
+        evolve_sync(TASK, cfg, tmp_path / "killed", evaluator=CostModelEvaluator(), progress=crash)
+    resumed = evolve_sync(None, resume=tmp_path / "killed", evaluator=CostModelEvaluator())
+    assert _archive(tmp_path / "killed") == _archive(tmp_path / "full")
+    assert resumed.best_speedup == full_run.best_speedup
+    assert resumed.usage["total_tokens"] == full_run.usage["total_tokens"] == 12 * 30
+    # Steps recorded before the crash were not asked of the model again; only
+    # requests in flight at the crash were (at most proposal_concurrency).
+    assert sent_full == 12
+    assert 12 <= len(mock_llm.requests) <= 12 + cfg.proposal_concurrency
+    steps = [r for r in read_trajectory(tmp_path / "killed") if r["kind"] == "step"]
+    assert sorted(r["request_id"] for r in steps) == sorted({r["request_id"] for r in steps})

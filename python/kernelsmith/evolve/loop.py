@@ -127,7 +127,7 @@ class Evolution:
             record = {
                 "kind": "seed", "step": self.steps_applied, "name": name, "child_id": ids[0],
                 "copy_ids": ids, "child_source": source, "status": child["status"],
-                "metrics": child["metrics"], "eval": _to_dict(result), "time": time.time(),
+                "metrics": child["metrics"], "eval": _to_dict(result), "child": child, "time": time.time(),
             }
             self.run_dir.append_step(record)
             self._after_apply(record, child)
@@ -417,13 +417,21 @@ class Evolution:
         self.best_program_id = state.get("best_program_id")
         self.steps_since_best = int(state.get("steps_since_best", 0))
         self.status_counts = collections.Counter(state.get("status_counts", {}))
-        if self.usage_meter is not None and state.get("usage"):
-            self.usage_meter.load_totals(state["usage"])
+        if self.usage_meter is not None:
+            # Spend is rebuilt from the recorded steps, not from the meter's
+            # snapshot: the snapshot also holds answers that were in flight
+            # and are asked again after the resume.
+            self.usage_meter.load_totals({})
         for record in trajectory:
             if record.get("step", -1) < self.steps_applied:
                 self.history.append(history_entry(record, record.get("child")))
             elif record.get("kind") == "step":
                 self._replay[int(record["request_id"])] = record
+            if self.usage_meter is not None and record.get("model") and record.get("usage"):
+                from ..llm import Usage
+
+                self.usage_meter.record(record["model"], Usage.from_dict(record["usage"]),
+                                        latency_s=float(record.get("latency_s") or 0.0))
 
     # ---------------------------------------------------------------- finish
     def snapshot(self) -> dict[str, Any]:

@@ -102,7 +102,9 @@ async def evolve(
         copy = run_dir.path / "task"
         if not (copy / "reference.py").exists():
             copy = copy / Path(snapshot["task"]["path"]).name
-        task = Task.load(copy, backend=config.backend, trials=config.trials)
+        # The copy's folder is named "task": keep the original name, which
+        # prompts show, so a resumed run sends the same prompts.
+        task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"])
     else:
         if task_path is None or out is None:
             raise ValueError("a fresh run needs a task path and an output directory")
