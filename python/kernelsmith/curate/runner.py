@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..evaluator.sandbox import _bwrap_args, _kill, _python_path, bwrap_status, scrub_env
+from ..evaluator.sandbox import _bwrap_args, _kill, _python_path, bwrap_status, close_worker, scrub_env
 
 
 @dataclass
@@ -136,14 +136,7 @@ def _converse(proc: subprocess.Popen, job: dict[str, Any], hard_s: float, log_pa
     except BrokenPipeError:
         pass
     finally:
-        sel.close()
-        if proc.poll() is None:
-            _kill(proc)
-        for f in (proc.stdin, proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
+        close_worker(proc, sel)
     if current is None and not got:
         try:
             tail = open(log_path, errors="replace").read()[-600:]

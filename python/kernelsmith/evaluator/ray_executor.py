@@ -23,6 +23,7 @@ from typing import Any, Iterable, Optional, Union
 from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import Task
+from .service import TaskBackends
 
 TaskLike = Union[Task, str, os.PathLike]
 
@@ -48,7 +49,7 @@ def _evaluate_on_node(task_data: dict[str, Any], source: str, trials: Optional[i
         evaluator.close()
 
 
-class RayEvaluator:
+class RayEvaluator(TaskBackends):
     """Same API as :class:`~kernelsmith.evaluator.Evaluator` (evaluate,
     evaluate_async, evaluate_many, evaluate_many_async, backend_for, close),
     backed by Ray tasks.
@@ -103,19 +104,9 @@ class RayEvaluator:
         self._closed = False
 
     # -- helpers --------------------------------------------------------------
-    def backend_for(self, task: Task) -> Backend:
-        """The backend object in the driver (prompt tips, hardware info of the
-        driver's view; measurements come from the nodes' results)."""
-        if self._backend is not None:
-            return self._backend
-        name = task.config.backend
-        if name not in self._backends:
-            self._backends[name] = get_backend(name)
-        return self._backends[name]
-
-    @staticmethod
-    def _task(task: TaskLike) -> Task:
-        return task if isinstance(task, Task) else Task.load(task)
+    # backend_for (from TaskBackends) gives the driver's backend object: prompt
+    # tips and hardware info as the driver sees them; measurements come from
+    # the nodes' results.
 
     def _submit_ref(self, task: TaskLike, source: str, trials: Optional[int]) -> Any:
         if self._closed:

@@ -231,6 +231,19 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+
+def close_worker(proc: subprocess.Popen, sel: "selectors.BaseSelector") -> None:
+    """Stop watching a worker, kill its process group if it still runs, and
+    close our ends of its pipes."""
+    sel.close()
+    if proc.poll() is None:
+        _kill(proc)
+    for f in (proc.stdin, proc.stdout):
+        try:
+            f.close()
+        except OSError:
+            pass
+
 def _converse(proc: subprocess.Popen, job: dict[str, Any], timeout_s: float) -> tuple[Optional[dict], str, bool]:
     """Send the job, answer seed requests, return (result, last stage, timed_out)."""
     assert proc.stdin is not None and proc.stdout is not None
@@ -284,11 +297,4 @@ def _converse(proc: subprocess.Popen, job: dict[str, Any], timeout_s: float) -> 
             _kill(proc)
         return None, stage, False
     finally:
-        sel.close()
-        if proc.poll() is None:
-            _kill(proc)
-        for f in (proc.stdin, proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
+        close_worker(proc, sel)

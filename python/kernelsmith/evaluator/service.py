@@ -25,7 +25,27 @@ from .sandbox import Limits, run_worker
 TaskLike = Union[Task, str, Path]
 
 
-class Evaluator:
+class TaskBackends:
+    """One backend object per backend name (or the evaluator's fixed one),
+    shared by the local and the Ray evaluator."""
+
+    _backend: Optional[Backend] = None
+    _backends: dict[str, Backend]
+
+    def backend_for(self, task: Task) -> Backend:
+        if self._backend is not None:
+            return self._backend
+        name = task.config.backend
+        if name not in self._backends:
+            self._backends[name] = get_backend(name)
+        return self._backends[name]
+
+    @staticmethod
+    def _task(task: TaskLike) -> Task:
+        return task if isinstance(task, Task) else Task.load(task)
+
+
+class Evaluator(TaskBackends):
     """Evaluate candidate programs against tasks.
 
     backend: backend name (or instance) used for every task; None = each
@@ -78,18 +98,6 @@ class Evaluator:
         self._backends: dict[str, Backend] = {}
 
     # -- helpers --------------------------------------------------------
-    def backend_for(self, task: Task) -> Backend:
-        if self._backend is not None:
-            return self._backend
-        name = task.config.backend
-        if name not in self._backends:
-            self._backends[name] = get_backend(name)
-        return self._backends[name]
-
-    @staticmethod
-    def _task(task: TaskLike) -> Task:
-        return task if isinstance(task, Task) else Task.load(task)
-
     def _evaluate(self, task: Task, source: str, trials: Optional[int]) -> EvalResult:
         started = time.monotonic()
         backend = self.backend_for(task)
