@@ -251,12 +251,10 @@ def test_timing_options_come_from_the_task_config(tmp_path):
 # -- OpenCL ------------------------------------------------------------------
 
 def _opencl_or_skip() -> Any:
-    try:
-        from kernelsmith import opencl as ocl
+    # PoCL is installed by the set-up script: a missing device is a failure here.
+    from kernelsmith import opencl as ocl
 
-        ocl.context()
-    except Exception as exc:  # noqa: BLE001 - no OpenCL platform on this host
-        pytest.skip(f"no OpenCL device: {exc}")
+    ocl.context()
     return ocl
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray")
+import ray
 
 from kernelsmith.evaluator.ray_executor import RayEvaluator  # noqa: E402
 from kernelsmith.task import Task  # noqa: E402

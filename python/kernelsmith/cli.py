@@ -29,7 +29,10 @@ COMMANDS: dict[str, str] = {
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="kernelsmith", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="kernelsmith",
+        description="Evolve fast, verified GPU kernels with LLMs; curate tasks; export training data.",
+    )
     parser.add_argument("--version", action="version", version=f"kernelsmith {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
