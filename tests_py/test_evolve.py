@@ -179,3 +179,22 @@ def test_evolve_sync_works_inside_a_running_event_loop(tmp_path):
 
     summary = asyncio.run(notebook_cell())
     assert summary.steps == 4 and summary.stop_reason == "iterations"
+
+
+def test_suspiciously_fast_candidates_score_nothing(tmp_path):
+    class RooflineBreaker(CostModelEvaluator):
+        """Says every non-seed candidate ran below the hardware floor."""
+
+        async def evaluate_async(self, task, source, trials=None):
+            result = await super().evaluate_async(task, source, trials)
+            if "BLOCK = 64" not in source:
+                result.suspicious = True
+                result.suspicious_reasons = ["faster than the memory-bandwidth floor"]
+            return result
+
+    summary = evolve_sync(TASK, _config(iterations=6), tmp_path / "r", evaluator=RooflineBreaker())
+    records = [s for s in read_trajectory(tmp_path / "r") if s.get("status") == "correct"]
+    flagged = [s for s in records if "BLOCK = 64" not in s["child_source"]]
+    assert flagged and all(s["metrics"]["score"] == 0.0 and s["metrics"]["suspicious"] == 1.0 for s in flagged)
+    trusted = [s["metrics"]["score"] for s in records if "BLOCK = 64" in s["child_source"]]
+    assert summary.best_speedup == pytest.approx(max(trusted))

@@ -120,7 +120,6 @@ class Evolution:
             result = await self._evaluate(source)
             child = self._program_fields(
                 source=source, parent_id=-1, island=-1, iteration=0, result=result,
-                edit_ok=True, status_override=None,
             )
             ids = self.engine.add_seed(self._make_program(child))
             child["id"] = ids[0]
@@ -280,7 +279,7 @@ class Evolution:
         record["eval"] = _to_dict(result)
         child = self._program_fields(
             source=source, parent_id=record["parent_id"], island=record["island"],
-            iteration=record["iteration"], result=result, edit_ok=True, status_override=None,
+            iteration=record["iteration"], result=result,
         )
         return StepOutcome(request, record, child)
 
@@ -295,10 +294,15 @@ class Evolution:
         }
 
     def _program_fields(self, *, source: str, parent_id: int, island: int, iteration: int,
-                        result: Any, edit_ok: bool, status_override: str | None) -> dict[str, Any]:
-        status = status_override or _status_of(result)
+                        result: Any) -> dict[str, Any]:
+        status = _status_of(result)
         speedup = float(getattr(result, "speedup", 0.0) or 0.0)
-        metrics = {"score": speedup if status == "correct" else 0.0}
+        # A time below the hardware floor is not trusted as fast: such a
+        # program stays correct but scores nothing, and its feedback says why.
+        trusted = not getattr(result, "suspicious", False)
+        metrics = {"score": speedup if status == "correct" and trusted else 0.0}
+        if not trusted:
+            metrics["suspicious"] = 1.0
         for key in ("speedup", "runtime_ms", "ref_runtime_ms"):
             value = getattr(result, key, None)
             if isinstance(value, (int, float)):
