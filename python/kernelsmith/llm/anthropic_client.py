@@ -1,11 +1,10 @@
 """Anthropic messages API, thinking blocks included."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Optional
 
-from .base import BaseClient, Failure, import_sdk, parse_retry_after, usage_from
+from .base import BaseClient, import_sdk, usage_from
 from .thinking import join_reasoning, split_thinking
 from .types import Completion
 
@@ -16,6 +15,10 @@ def anthropic_env(base_url: Optional[str] = None, api_key: Optional[str] = None,
     if api_key is None:
         api_key = os.environ.get(api_key_env or "ANTHROPIC_API_KEY") or None
     return base_url, api_key
+
+
+class MalformedMessage(ValueError):
+    """The server answered 200 but not with a usable message."""
 
 
 class AnthropicClient(BaseClient):
@@ -29,6 +32,9 @@ class AnthropicClient(BaseClient):
     refuse temperature and top_p together, hence ``top_p`` defaults to None
     (not sent) for this provider.
     """
+
+    sdk_module = "anthropic"
+    malformed_error = MalformedMessage
 
     provider = "anthropic"
 
@@ -91,26 +97,6 @@ class AnthropicClient(BaseClient):
             close = getattr(events, "close", None)
             if close is not None:
                 await close()
-
-    def _classify(self, exc: BaseException) -> Failure:
-        anthropic = import_sdk("anthropic")
-
-        if isinstance(exc, anthropic.APITimeoutError):
-            return Failure("timeout", f"timed out: {exc}", retryable=True)
-        if isinstance(exc, anthropic.APIConnectionError):
-            return Failure("connection", f"connection error: {exc}", retryable=True)
-        if isinstance(exc, anthropic.APIStatusError):
-            status = exc.status_code
-            return Failure("status", f"HTTP {status}: {exc.message}", status=status,
-                           retry_after=parse_retry_after(exc.response.headers),
-                           retryable=status in self.retry.retry_statuses)
-        if isinstance(exc, (anthropic.APIResponseValidationError, json.JSONDecodeError, MalformedMessage)):
-            return Failure("malformed", f"malformed response: {exc}", retryable=True)
-        raise exc
-
-
-class MalformedMessage(ValueError):
-    """The server answered 200 but not with a usable message."""
 
 
 def parse_message(resp: Any) -> Completion:

@@ -153,8 +153,29 @@ class BaseClient:
     async def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         raise NotImplementedError
 
+    #: the SDK module ("openai" or "anthropic") and the error its parser
+    #: raises for a 200 that is not a usable answer; both SDKs name their
+    #: transport errors alike, so one classifier serves every provider
+    sdk_module: str = ""
+    malformed_error: type = ValueError
+
     def _classify(self, exc: BaseException) -> Failure:
-        raise NotImplementedError
+        """What went wrong and whether to retry; unknown errors propagate."""
+        import json
+
+        sdk = import_sdk(self.sdk_module)
+        if isinstance(exc, sdk.APITimeoutError):
+            return Failure("timeout", f"timed out: {exc}", retryable=True)
+        if isinstance(exc, sdk.APIConnectionError):
+            return Failure("connection", f"connection error: {exc}", retryable=True)
+        if isinstance(exc, sdk.APIStatusError):
+            status = exc.status_code
+            return Failure("status", f"HTTP {status}: {exc.message}", status=status,
+                           retry_after=parse_retry_after(exc.response.headers),
+                           retryable=status in self.retry.retry_statuses)
+        if isinstance(exc, (sdk.APIResponseValidationError, json.JSONDecodeError, self.malformed_error)):
+            return Failure("malformed", f"malformed response: {exc}", retryable=True)
+        raise exc
 
     async def aclose(self) -> None:
         sdk, self._sdk, self._loop = self._sdk, None, None

@@ -5,7 +5,7 @@ import json
 import os
 from typing import Any, Optional
 
-from .base import BaseClient, Failure, import_sdk, parse_retry_after, usage_from
+from .base import BaseClient, import_sdk, usage_from
 from .thinking import join_reasoning, split_thinking
 from .types import Completion
 
@@ -23,6 +23,10 @@ def openai_env(base_url: Optional[str] = None, api_key: Optional[str] = None,
     return base_url, api_key
 
 
+class MalformedResponse(ValueError):
+    """The server answered 200 but not with a usable chat completion."""
+
+
 class OpenAIClient(BaseClient):
     """Chat completions through ``openai.AsyncOpenAI``.
 
@@ -31,6 +35,9 @@ class OpenAIClient(BaseClient):
     models). Extra request fields (top_k, seed, reasoning_effort,
     chat_template_kwargs, ...) go into the JSON body unchanged.
     """
+
+    sdk_module = "openai"
+    malformed_error = MalformedResponse
 
     provider = "openai"
 
@@ -68,26 +75,6 @@ class OpenAIClient(BaseClient):
             kwargs["extra_body"] = p["extra"]
         resp = await self._sdk.chat.completions.create(**kwargs)
         return parse_chat_completion(resp)
-
-    def _classify(self, exc: BaseException) -> Failure:
-        openai = import_sdk("openai")
-
-        if isinstance(exc, openai.APITimeoutError):
-            return Failure("timeout", f"timed out: {exc}", retryable=True)
-        if isinstance(exc, openai.APIConnectionError):
-            return Failure("connection", f"connection error: {exc}", retryable=True)
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            return Failure("status", f"HTTP {status}: {exc.message}", status=status,
-                           retry_after=parse_retry_after(exc.response.headers),
-                           retryable=status in self.retry.retry_statuses)
-        if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, MalformedResponse)):
-            return Failure("malformed", f"malformed response: {exc}", retryable=True)
-        raise exc
-
-
-class MalformedResponse(ValueError):
-    """The server answered 200 but not with a usable chat completion."""
 
 
 def _field(obj: Any, name: str) -> Any:
