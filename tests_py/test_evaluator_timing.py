@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import os
-import time
 from pathlib import Path
 from typing import Any
 

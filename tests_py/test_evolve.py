@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -110,7 +109,7 @@ def test_same_seed_same_archive_whatever_the_timing(tmp_path):
     b = evolve_sync(TASK, cfg, tmp_path / "b", evaluator=JitteryEvaluator(2))
     assert _archive(tmp_path / "a") == _archive(tmp_path / "b")
     assert a.best_speedup == b.best_speedup
-    c = evolve_sync(TASK, _config(seed=8), tmp_path / "c", evaluator=CostModelEvaluator())
+    evolve_sync(TASK, _config(seed=8), tmp_path / "c", evaluator=CostModelEvaluator())
     assert _archive(tmp_path / "c") != _archive(tmp_path / "a")  # the seed matters
 
 
@@ -198,3 +197,11 @@ def test_suspiciously_fast_candidates_score_nothing(tmp_path):
     assert flagged and all(s["metrics"]["score"] == 0.0 and s["metrics"]["suspicious"] == 1.0 for s in flagged)
     trusted = [s["metrics"]["score"] for s in records if "BLOCK = 64" in s["child_source"]]
     assert summary.best_speedup == pytest.approx(max(trusted))
+
+
+def test_engine_target_score_stops_the_run(tmp_path):
+    # The best so far reaches 1.0 as soon as a child beats the reference.
+    cfg = _config(iterations=24, engine={"target_score": 1.0})
+    summary = evolve_sync(TASK, cfg, tmp_path / "t", evaluator=CostModelEvaluator())
+    assert summary.stop_reason.startswith("target")
+    assert summary.best_speedup >= 1.0 and summary.steps < 25

@@ -5,7 +5,9 @@
     llm: {...}                # kernelsmith.llm.LLMConfig: models/weights (model: llm), sampling
                               #   (temperature 0.6, top-p 0.95, 32K output cap), retries, prices, budget
     prompt: {...}             # kernelsmith.prompts.PromptConfig: output format, 32K input cap, ...
-    engine: {...}             # kernelsmith.engine.EngineConfig: islands, features, selection, stopping
+    engine: {...}             # kernelsmith.engine.EngineConfig: islands, features, selection, and
+                              #   stopping (target_score: a speedup to stop at; patience: steps without
+                              #   a new best)
 
 Load with :func:`load_evolve_config`; unknown keys are rejected by name.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import ConfigError, from_dict, load_yaml
+from ..config import ConfigError, from_dict
 
 
 @dataclass
@@ -39,10 +41,6 @@ class EvolveConfig:
     trials: Optional[int] = None
     #: "diff" (SEARCH/REPLACE), "full" (whole program) or "auto" (accept either)
     edit_mode: str = "auto"
-    #: stop once the best speedup reaches this; None disables
-    target_speedup: Optional[float] = None
-    #: stop after this many applied steps without a new best; None disables
-    patience: Optional[int] = None
     #: sections (see the module docstring)
     llm: dict[str, Any] = field(default_factory=dict)
     prompt: dict[str, Any] = field(default_factory=dict)

@@ -22,7 +22,6 @@ import dataclasses
 import json
 import shutil
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +32,6 @@ from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
 CHECKPOINT_KEEP = 2
-
-
-class BudgetStop(Exception):
-    """A proposer may raise this when no further request is allowed."""
 
 
 @dataclass
@@ -102,7 +97,6 @@ class Evolution:
         self.status_counts: collections.Counter[str] = collections.Counter()
         self.best_speedup: float | None = None
         self.best_program_id: int | None = None
-        self.steps_since_best = 0
         self.history: list[dict[str, Any]] = []  # compact per-step summaries for prompts
         self._replay: dict[int, dict[str, Any]] = {}
         self._claims: dict[int, int] = {}  # normalized code hash -> ask order of the step evaluating it
@@ -161,7 +155,7 @@ class Evolution:
         try:
             # After a resume the engine re-issues the requests that were in
             # flight at the checkpoint, in order, from its first asks.
-            for _ in self._pending_requests():
+            for _ in self.engine.pending_requests():
                 pending.append(asyncio.ensure_future(self._step(self.engine.ask())))
             while True:
                 while (
@@ -209,10 +203,6 @@ class Evolution:
         self._stop.set()
 
     # ----------------------------------------------------------------- steps
-    def _pending_requests(self) -> list[Any]:
-        getter = getattr(self.engine, "pending_requests", None)
-        return list(getter()) if getter else []
-
     async def _step(self, request: Any) -> StepOutcome:
         if int(request.id) not in self._ask_order:
             self._ask_order[int(request.id)] = self._ask_counter
@@ -345,36 +335,25 @@ class Evolution:
                     "the run directory does not match this engine state"
                 )
         else:
-            closer = getattr(self.engine, "cancel", None) or getattr(self.engine, "discard", None)
-            if closer is not None:
-                closer(int(outcome.request.id))
+            self.engine.cancel(int(outcome.request.id))
         self._after_apply(record, child)
 
     def _after_apply(self, record: dict[str, Any], child: dict[str, Any] | None) -> None:
         self.steps_applied += 1
         status = record.get("status") or (child or {}).get("status") or "skipped"
         self.status_counts[status] += 1
-        improved = False
         if child is not None and child["status"] == "correct":
             speedup = child["metrics"].get("score", 0.0)
             if self.best_speedup is None or speedup > self.best_speedup:
                 self.best_speedup, self.best_program_id = speedup, child["id"]
                 self.run_dir.write_best(child["source"])
-                improved = True
-        self.steps_since_best = 0 if improved else self.steps_since_best + 1
         self.history.append(history_entry(record, child))
         if self.progress is not None:
             self.progress(self.snapshot())
 
     def _engine_stop_reason(self) -> str | None:
-        cfg = self.config
-        if cfg.target_speedup is not None and (self.best_speedup or 0.0) >= cfg.target_speedup:
-            return "target"
-        if cfg.patience is not None and self.steps_since_best >= cfg.patience:
-            return "patience"
-        check = getattr(self.engine, "should_stop", None)
-        reason = check() if check else None
-        return str(reason) if reason else None
+        """Target score and patience are the engine's (engine.target_score, engine.patience)."""
+        return self.engine.should_stop()
 
     def _make_program(self, fields: dict[str, Any]) -> Any:
         from ..engine import Program
@@ -407,9 +386,7 @@ class Evolution:
             "asks_issued": self.asks_issued,
             "best_speedup": self.best_speedup,
             "best_program_id": self.best_program_id,
-            "steps_since_best": self.steps_since_best,
             "status_counts": dict(self.status_counts),
-            "usage": self.usage_meter.to_dict() if self.usage_meter is not None else None,
         }
 
     def restore(self, state: dict[str, Any], trajectory: list[dict[str, Any]]) -> None:
@@ -419,7 +396,6 @@ class Evolution:
         self.asks_issued = int(state["asks_issued"])
         self.best_speedup = state.get("best_speedup")
         self.best_program_id = state.get("best_program_id")
-        self.steps_since_best = int(state.get("steps_since_best", 0))
         self.status_counts = collections.Counter(state.get("status_counts", {}))
         if self.usage_meter is not None:
             # Spend is rebuilt from the recorded steps, not from the meter's
@@ -457,7 +433,7 @@ class Evolution:
             status_counts=dict(self.status_counts),
             usage=self.usage_meter.summary() if self.usage_meter is not None else {},
             wall_time_s=time.monotonic() - self._started,
-            archive=_archive_stats(self.engine),
+            archive=dict(self.engine.stats()),
         )
         self.run_dir.write_summary(summary.to_dict())
         return summary
@@ -499,13 +475,14 @@ def _status_of(result: Any) -> str:
 
 def _stop_reason_for(exc: BaseException) -> str | None:
     """Exceptions from a proposer that end the run cleanly (with a checkpoint)."""
-    name = type(exc).__name__
-    if isinstance(exc, BudgetStop) or name == "BudgetExceeded":
+    from ..llm.types import BudgetExceeded
+    from ..proposers.base import ProposerExhausted
+
+    if isinstance(exc, BudgetExceeded):
         return "budget"
-    if name == "ProposerExhausted":
+    if isinstance(exc, ProposerExhausted):
         return "replay-exhausted"
     return None
-
 
 def _to_dict(value: Any) -> Any:
     if value is None:
@@ -515,11 +492,3 @@ def _to_dict(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
     return value
-
-
-def _archive_stats(engine: Any) -> dict[str, Any]:
-    stats = getattr(engine, "stats", None)
-    try:
-        return dict(stats()) if callable(stats) else {}
-    except Exception:  # noqa: BLE001 - stats are informational
-        return {}

@@ -10,7 +10,6 @@ request has ``island``, ``parent``, ``inspirations``, ``mode`` and
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field

@@ -27,14 +27,13 @@ import collections
 import hmac
 import json
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..rewards.core import Reward, RewardConfig, compute_reward
+from ..rewards.core import Reward, RewardConfig
 from ..rewards.scorer import LocalScorer, TaskRegistry, completion_text, item_from_verl
 
 log = logging.getLogger("kernelsmith.server")
