@@ -128,16 +128,8 @@ bool PairedComparator::need_more() {
       return false;
     }
   }
-  if (n >= options_.max_pairs) {
-    stop_reason_ = StopReason::kMaxSamples;
-    return false;
-  }
-  if (elapsed_s() >= options_.time_budget_s) {
-    stop_reason_ = StopReason::kTimeBudget;
-    return false;
-  }
-  stop_reason_ = StopReason::kNotStopped;
-  return true;
+  stop_reason_ = limit_reached(n, options_.max_pairs, elapsed_s(), options_.time_budget_s);
+  return stop_reason_ == StopReason::kNotStopped;
 }
 
 std::size_t PairedComparator::suggested_batch() const {

@@ -80,6 +80,12 @@ SampleSummary summarize(const Samples& x, const SamplerOptions& options) {
   return s;
 }
 
+StopReason limit_reached(std::size_t n, std::size_t max_samples, double elapsed_s, double budget_s) {
+  if (n >= max_samples) return StopReason::kMaxSamples;
+  if (elapsed_s >= budget_s) return StopReason::kTimeBudget;
+  return StopReason::kNotStopped;
+}
+
 std::size_t suggest_batch(std::size_t n, double rel_half_width, double target,
                           std::size_t min_n, std::size_t max_n, std::size_t max_batch) {
   if (n >= max_n) return 0;
@@ -132,16 +138,8 @@ bool AdaptiveSampler::need_more() {
       return false;
     }
   }
-  if (n >= options_.max_samples) {
-    stop_reason_ = StopReason::kMaxSamples;
-    return false;
-  }
-  if (elapsed_s() >= options_.time_budget_s) {
-    stop_reason_ = StopReason::kTimeBudget;
-    return false;
-  }
-  stop_reason_ = StopReason::kNotStopped;
-  return true;
+  stop_reason_ = limit_reached(n, options_.max_samples, elapsed_s(), options_.time_budget_s);
+  return stop_reason_ == StopReason::kNotStopped;
 }
 
 std::size_t AdaptiveSampler::suggested_batch() const {

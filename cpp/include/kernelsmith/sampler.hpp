@@ -102,6 +102,11 @@ class AdaptiveSampler {
 
 // Shared by the sampler and the comparator: next batch size from the current
 // relative half-width, the target and the counts.
+// The limits both drivers (sampler, comparator) check once their precision
+// target is not met: the sample cap, then the time budget. kNotStopped means
+// take more samples.
+StopReason limit_reached(std::size_t n, std::size_t max_samples, double elapsed_s, double budget_s);
+
 std::size_t suggest_batch(std::size_t n, double rel_half_width, double target,
                           std::size_t min_n, std::size_t max_n, std::size_t max_batch);
 
