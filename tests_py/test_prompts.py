@@ -196,3 +196,13 @@ def test_render_feedback_is_robust():
     assert "could not be applied" in render_feedback({"edit_error": "block 1 did not apply"})
     timing = render_feedback({"runtime_ms": 0.5, "ref_runtime_ms": 1.0, "speedup": 2.0, "correct": None})
     assert "speedup 2x" in timing and "correct: unknown" in timing
+
+
+def test_hardware_family_reads_what_the_backends_report():
+    from kernelsmith.prompts import hardware_family
+
+    # Shapes of Triton's and OpenCL's hardware_info() (as recorded on the H200 and here).
+    assert hardware_family({"backend": "triton", "device": "NVIDIA H200", "compute_capability": "9.0"}) == "hopper"
+    assert hardware_family({"backend": "triton", "device": "CPU (x86_64), Triton interpreter"}) == "cpu"
+    assert hardware_family({"backend": "opencl", "name": "NVIDIA H200", "type": "gpu"}) == "hopper"
+    assert hardware_family({"backend": "opencl", "name": "pthread-skylake", "type": "cpu"}) == "cpu"

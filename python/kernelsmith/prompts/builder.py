@@ -115,7 +115,8 @@ def hardware_family(hardware: Mapping[str, Any] | None) -> str:
     """Which hardware tips apply: hopper, blackwell, ampere, ada, amd_cdna, cpu or generic."""
     if not hardware:
         return "generic"
-    name = str(hardware.get("name", "")).lower()
+    # Backends name the device "name" (OpenCL) or "device" (Triton).
+    name = str(hardware.get("name") or hardware.get("device") or "").lower()
     arch = str(hardware.get("arch", hardware.get("gcn_arch", ""))).lower()
     cc = hardware.get("compute_capability", hardware.get("capability"))
     major = None
