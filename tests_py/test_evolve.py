@@ -205,3 +205,29 @@ def test_engine_target_score_stops_the_run(tmp_path):
     summary = evolve_sync(TASK, cfg, tmp_path / "t", evaluator=CostModelEvaluator())
     assert summary.stop_reason.startswith("target")
     assert summary.best_speedup >= 1.0 and summary.steps < 25
+
+
+def test_evaluations_in_flight_follow_the_evaluator_workers(tmp_path):
+    import asyncio
+
+    class ThreeWorkers(CostModelEvaluator):
+        workers = 3  # e.g. one per GPU of a 3-GPU host
+
+        def __init__(self):
+            super().__init__()
+            self.running = self.peak = 0
+
+        async def evaluate_async(self, task, source, trials=None):
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            await asyncio.sleep(0.02)
+            self.running -= 1
+            return await super().evaluate_async(task, source, trials)
+
+    evaluator = ThreeWorkers()
+    evolve_sync(TASK, _config(iterations=12, proposal_concurrency=6), tmp_path / "w", evaluator=evaluator)
+    assert evaluator.peak == 3
+    capped = ThreeWorkers()
+    evolve_sync(TASK, _config(iterations=12, proposal_concurrency=6, eval_concurrency=2), tmp_path / "c",
+                evaluator=capped)
+    assert capped.peak == 2

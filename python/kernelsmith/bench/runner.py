@@ -125,19 +125,6 @@ def _task_source(task: SuiteTask, out: Path, seeds_dir: str | Path | None) -> Pa
     return folder
 
 
-def make_evaluator(executor: str, workers: int, ray_address: Optional[str] = None) -> Any:
-    """The evaluator a bench or evolve run shares: local worker pool or Ray."""
-    if executor == "ray":
-        from ..evaluator.ray_executor import RayEvaluator
-
-        return RayEvaluator(address=ray_address)
-    if executor != "local":
-        raise ValueError(f"executor must be 'local' or 'ray', got '{executor}'")
-    from ..evaluator import Evaluator
-
-    return Evaluator(workers=workers)
-
-
 async def run_suite_async(
     suite_dir: str | Path,
     out: str | Path,
@@ -171,6 +158,8 @@ async def run_suite_async(
     atomic_write_text(out / "bench.json", json.dumps(redact_obj(manifest), indent=2))
     own = evaluator is None
     if own:
+        from ..evaluator import make_evaluator
+
         evaluator = make_evaluator(executor, config.eval_concurrency, ray_address)
     ran, skipped, interrupted = [], [], False
     try:

@@ -33,8 +33,9 @@ class EvolveConfig:
     backend: Optional[str] = None
     #: steps in flight at once (proposals being generated or evaluated)
     proposal_concurrency: int = 4
-    #: candidates evaluated at once (each in its own worker process)
-    eval_concurrency: int = 1
+    #: candidates evaluated at once (each in its own worker process); None:
+    #: one per local GPU (every GPU is used), one on a CPU-only host
+    eval_concurrency: Optional[int] = None
     #: write an engine checkpoint every this many steps (and always on stop)
     checkpoint_every: int = 5
     #: correctness trials per candidate; None keeps the task's setting
@@ -52,7 +53,7 @@ class EvolveConfig:
         if self.edit_mode not in ("diff", "full", "auto"):
             raise ConfigError(f"edit_mode must be one of diff, full, auto; got '{self.edit_mode}'")
         for key in ("proposal_concurrency", "eval_concurrency", "checkpoint_every"):
-            if getattr(self, key) < 1:
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         kind = self.model.split(":", 1)[0]
         if kind not in ("mutate", "replay", "openai", "anthropic", "llm"):

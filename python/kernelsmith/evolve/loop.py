@@ -102,7 +102,10 @@ class Evolution:
         self._claims: dict[int, int] = {}  # normalized code hash -> ask order of the step evaluating it
         self._ask_order: dict[int, int] = {}  # request id -> position in the ask sequence
         self._ask_counter = 0
-        self._eval_slots = asyncio.Semaphore(config.eval_concurrency)
+        # The evaluator's own pool decides how many run at once (one per GPU);
+        # an explicit eval_concurrency caps it further.
+        slots = config.eval_concurrency or getattr(evaluator, "workers", None) or config.proposal_concurrency
+        self._eval_slots = asyncio.Semaphore(slots)
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
         self._started = time.monotonic()

@@ -121,17 +121,9 @@ async def evolve(
 
     own_evaluator = evaluator is None
     if own_evaluator:
-        # --executor wiring (suites helper): the Ray evaluator has the same API.
-        if executor == "ray":
-            from ..evaluator.ray_executor import RayEvaluator
+        from ..evaluator import make_evaluator
 
-            evaluator = RayEvaluator()
-        elif executor == "local":
-            from ..evaluator import Evaluator
-
-            evaluator = Evaluator(workers=config.eval_concurrency)
-        else:
-            raise ValueError(f"executor must be 'local' or 'ray', got '{executor}'")
+        evaluator = make_evaluator(executor, config.eval_concurrency)
     backend = evaluator.backend_for(task)
     hardware = backend.hardware_info()
     builder = PromptBuilder(
