@@ -231,3 +231,26 @@ def test_evaluations_in_flight_follow_the_evaluator_workers(tmp_path):
     evolve_sync(TASK, _config(iterations=12, proposal_concurrency=6, eval_concurrency=2), tmp_path / "c",
                 evaluator=capped)
     assert capped.peak == 2
+
+
+def test_prompts_describe_the_hardware_the_worker_measured_on(tmp_path):
+    class OnAnH200(CostModelEvaluator):
+        def backend_for(self, task):
+            backend = super().backend_for(task)
+
+            def driver_must_not_probe():
+                raise AssertionError("hardware_info() called in the driver")
+
+            backend.hardware_info = driver_must_not_probe
+            return backend
+
+        async def evaluate_async(self, task, source, trials=None):
+            result = await super().evaluate_async(task, source, trials)
+            result.hardware = {"backend": "triton", "device": "NVIDIA H200", "compute_capability": "9.0",
+                               "sm_count": 132, "interpreter": False}
+            return result
+
+    evolve_sync(TASK, _config(iterations=2), tmp_path / "h", evaluator=OnAnH200())
+    step = next(s for s in read_trajectory(tmp_path / "h") if s["kind"] == "step")
+    system = step["prompt"][0]["content"]
+    assert "NVIDIA H200" in system and step["prompt_meta"]["hardware_family"] == "hopper"

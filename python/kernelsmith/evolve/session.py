@@ -56,6 +56,14 @@ def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any
     return LLMProposer(client, propagate=(BudgetExceeded,)), getattr(client, "meter", None)
 
 
+def _measured_hardware(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for record in records:
+        hardware = (record.get("eval") or {}).get("hardware") if record.get("kind") == "seed" else None
+        if hardware:
+            return dict(hardware)
+    return None
+
+
 def _config_snapshot(config: EvolveConfig, task: Any, task_path: str) -> dict[str, Any]:
     return {"task": {"path": str(task_path), "id": task.id, "name": task.name}, "config": dataclasses.asdict(config)}
 
@@ -125,35 +133,39 @@ async def evolve(
 
         evaluator = make_evaluator(executor, config.eval_concurrency)
     backend = evaluator.backend_for(task)
-    hardware = backend.hardware_info()
-    builder = PromptBuilder(
-        config.prompt_config(),
-        reference_source=task.reference_source,
-        backend=backend.name,
-        backend_tips=backend.prompt_tips(hardware),
-        hardware=hardware,
-        task_name=task.name,
-    )
     proposer, meter = make_proposer(config, engine, config.seed)
     evolution = Evolution(
         task=task, config=config, engine=engine, proposer=proposer, evaluator=evaluator,
-        prompt_builder=make_prompt_fn(builder, engine), run_dir=run_dir, backend=backend,
-        usage_meter=meter, progress=progress,
+        prompt_builder=None, run_dir=run_dir, backend=backend, usage_meter=meter, progress=progress,
     )
     try:
         if checkpoint is not None:
             import json
 
             state = json.loads((checkpoint / "run_state.json").read_text())
-            evolution.restore(state, run_dir.read_steps())
+            records = run_dir.read_steps()
+            evolution.restore(state, records)
         else:
             if resume is not None:  # stopped before the first checkpoint: start over
                 run_dir.trajectory_path.write_text("")
             if task.seed_source:
-                seeds = [("seed", task.seed_source)]
-                await evolution.seed(seeds)
+                await evolution.seed([("seed", task.seed_source)])
             else:
                 evolution.seed_reference(reference_as_seed(task.reference_source))
+            records = run_dir.read_steps()
+        # Hardware as a worker saw it (on its GPU, or a Ray node) when the seed
+        # was evaluated; asking the backend here would initialize the device
+        # in the driver, which only needs it for the prompt.
+        hardware = _measured_hardware(records) or backend.hardware_info()
+        builder = PromptBuilder(
+            config.prompt_config(),
+            reference_source=task.reference_source,
+            backend=backend.name,
+            backend_tips=backend.prompt_tips(hardware),
+            hardware=hardware,
+            task_name=task.name,
+        )
+        evolution.prompt_builder = make_prompt_fn(builder, engine)
         return await evolution.run()
     finally:
         await proposer.aclose()
