@@ -104,9 +104,8 @@ class RayEvaluator(TaskBackends):
         self._closed = False
 
     # -- helpers --------------------------------------------------------------
-    # backend_for (from TaskBackends) gives the driver's backend object: prompt
-    # tips and hardware info as the driver sees them; measurements come from
-    # the nodes' results.
+    # backend_for (from TaskBackends) gives the driver's backend object, for
+    # prompt tips; hardware facts come from the nodes' results (EvalResult.hardware).
 
     def _submit_ref(self, task: TaskLike, source: str, trials: Optional[int]) -> Any:
         if self._closed:
