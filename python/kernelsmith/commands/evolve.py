@@ -49,10 +49,9 @@ class Progress:
         width = 24
         frac = min(1.0, snap["asks"] / max(1, snap["iterations"]))
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        line = (f"[{bar}] step {done} (asked {snap['asks']}/{snap['iterations']}) | "
-                f"best {best:.3f}x | " if best is not None else
-                f"[{bar}] step {done} (asked {snap['asks']}/{snap['iterations']}) | best - | ")
-        line += f"correct {counts.get('correct', 0)} | tokens {tokens} | {now - self.started:.0f}s"
+        best_text = f"{best:.3f}x" if best is not None else "-"
+        line = (f"[{bar}] step {done} (asked {snap['asks']}/{snap['iterations']}) | best {best_text} | "
+                f"correct {counts.get('correct', 0)} | tokens {tokens} | {now - self.started:.0f}s")
         end = "" if self.tty else "\n"
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
