@@ -152,9 +152,13 @@ void init_opencl(py::module_& parent) {
         out["hits"] = stats.hits;
         out["misses"] = stats.misses;
         out["entries"] = stats.entries;
+        out["binary_hits"] = stats.binary_hits;
         return out;
       })
       .def("clear_cache", &ocl::Context::clear_cache, release_gil())
+      .def("store_binary", &ocl::Context::store_binary, py::arg("source"), py::arg("options"), py::arg("dir"),
+           release_gil(), "Build from source and write the binary cache entry into dir (the trusted builder).")
+      .def("cache_key_text", &ocl::Context::cache_key_text, py::arg("source"), py::arg("options") = "")
       .def("allocate", &ocl::Context::allocate, py::arg("nbytes"), release_gil())
       .def("wrap_host", [](ocl::Context& self, const py::buffer& host) {
         py::buffer_info info = contiguous(host, true, "Context.wrap_host");

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <utility>
 
+#include <unistd.h>
+
 #include "kernelsmith/error.hpp"
 #include "kernelsmith/log.hpp"
 
@@ -613,6 +615,77 @@ Context::~Context() {
   if (context_ != nullptr) clReleaseContext(context_);
 }
 
+namespace {
+
+std::string hex64(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  out.clear();
+  char chunk[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) out.append(chunk, n);
+  const bool ok = std::ferror(f) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+// Written to a temporary name, then renamed: readers never see half a file.
+bool write_file_atomic(const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+std::string Context::cache_key_text(const std::string& source, const std::string& options) const {
+  return "device=" + info_.describe() + "\ndriver=" + info_.driver_version + "\noptions=" + options +
+         "\n" + source;
+}
+
+std::shared_ptr<Program> Context::load_binary(const std::string& key_text, const std::string& options) {
+  const char* dir = std::getenv("KERNELSMITH_OCL_CACHE");
+  if (dir == nullptr || *dir == '\0') return nullptr;
+  const std::string base = std::string(dir) + "/" + hex64(fnv1a(key_text));
+  std::string stored_key;
+  std::string binary;
+  // the full key text, not the hash, decides: no collision can substitute a build
+  if (!read_file(base + ".key", stored_key) || stored_key != key_text || !read_file(base + ".bin", binary) ||
+      binary.empty()) {
+    return nullptr;
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(binary.data());
+  const std::size_t size = binary.size();
+  cl_int binary_status = CL_SUCCESS;
+  cl_int status = CL_SUCCESS;
+  cl_program program =
+      clCreateProgramWithBinary(context_, 1, &device_, &size, &bytes, &binary_status, &status);
+  if (status != CL_SUCCESS || binary_status != CL_SUCCESS) {
+    if (program != nullptr) clReleaseProgram(program);
+    return nullptr;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
+    clReleaseProgram(program);
+    return nullptr;  // a stale or foreign binary: build from source instead
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::shared_ptr<Program>(new Program(device_, program, options, "", seconds));
+}
+
 std::shared_ptr<Program> Context::build(const std::string& source, const std::string& options) {
   const auto key = std::make_tuple(fnv1a(source), info_.global_index, options);
   {
@@ -622,6 +695,45 @@ std::shared_ptr<Program> Context::build(const std::string& source, const std::st
       return it->second.program;
     }
   }
+  const std::string key_text = cache_key_text(source, options);
+  auto built = load_binary(key_text, options);
+  if (built != nullptr) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    ++binary_hits_;
+    cache_[key] = CacheEntry{source, built};
+    return built;
+  }
+  built = build_from_source(source, options);
+  if (const char* requests = std::getenv("KERNELSMITH_OCL_CACHE_REQUESTS");
+      requests != nullptr && *requests != '\0') {
+    // best effort: a request that cannot be written only costs a later rebuild
+    write_file_atomic(std::string(requests) + "/" + hex64(fnv1a(key_text)) + ".key", key_text);
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_[key] = CacheEntry{source, built};
+  return built;
+}
+
+std::string Context::store_binary(const std::string& source, const std::string& options,
+                                  const std::string& dir) {
+  auto built = build_from_source(source, options);
+  std::size_t size = 0;
+  check(clGetProgramInfo(built->program_, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr),
+        "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
+  std::string binary(size, '\0');
+  unsigned char* out = reinterpret_cast<unsigned char*>(binary.data());
+  check(clGetProgramInfo(built->program_, CL_PROGRAM_BINARIES, sizeof(out), &out, nullptr),
+        "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  const std::string key_text = cache_key_text(source, options);
+  const std::string base = dir + "/" + hex64(fnv1a(key_text));
+  // the binary first: a .key without its .bin is never read as a hit
+  if (size == 0 || !write_file_atomic(base + ".bin", binary) || !write_file_atomic(base + ".key", key_text)) {
+    KS_THROW(Error, "cannot write the OpenCL binary cache entry " + base);
+  }
+  return hex64(fnv1a(key_text));
+}
+
+std::shared_ptr<Program> Context::build_from_source(const std::string& source, const std::string& options) {
   // Built outside the lock: builds are slow and two different programs may
   // build at once. Two threads building the same one both build; one wins.
   const char* text = source.c_str();
@@ -642,28 +754,24 @@ std::shared_ptr<Program> Context::build(const std::string& source, const std::st
     clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, log_size, log.data(), nullptr);
     log = clean_build_log(trim(std::string(log.c_str())));
   }
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    ++misses_;
+  }
   if (build_status != CL_SUCCESS) {
     clReleaseProgram(program);
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex_);
-      ++misses_;
-    }
     std::ostringstream detail;
     detail << "build failed on " << info_.name;
     if (!options.empty()) detail << " with options '" << options << "'";
     detail << "\n--- build log ---\n" << (log.empty() ? std::string("(empty)") : log);
     check(build_status, "clBuildProgram", detail.str());
   }
-  auto built = std::shared_ptr<Program>(new Program(device_, program, options, log, seconds));
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  ++misses_;
-  cache_[key] = CacheEntry{source, built};
-  return built;
+  return std::shared_ptr<Program>(new Program(device_, program, options, log, seconds));
 }
 
 CacheStats Context::cache_stats() const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  return CacheStats{hits_, misses_, cache_.size()};
+  return CacheStats{hits_, misses_, cache_.size(), binary_hits_};
 }
 
 void Context::clear_cache() {

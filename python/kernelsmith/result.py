@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 # 2: speedup CI, timing verdict, suspicious flags, paired timing details
-SCHEMA_VERSION = 2
+# 3: per-phase times, the load the timing saw, timing reliability
+SCHEMA_VERSION = 3
 
 #: error categories, from the earliest stage that failed
 CATEGORIES = (
@@ -73,6 +74,18 @@ class EvalResult:
     wall_s: float = 0.0
     # tail of what the candidate printed (stdout+stderr of the worker)
     log_tail: str = ""
+    # seconds per phase: queue (waiting for a worker), startup (the worker's
+    # own start when none was ready), load (task and candidate), compile
+    # (first candidate call: JIT compile and launch), correctness (the rest of
+    # the trials), timing_wait (waiting for the device's timing slot), timing
+    phases: dict = field(default_factory=dict)
+    # False when the timing saw contention or a drifting reference after
+    # every re-timing: the speedup is then not to be trusted as fast
+    timing_reliable: bool = True
+    unreliable_reasons: list = field(default_factory=list)
+    # what the timing saw per attempt: cores busy with other work, foreign GPU
+    # processes, the reference against its running baseline, threads used
+    load: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -96,10 +109,6 @@ class EvalResult:
         if unknown:
             raise ValueError(f"unknown EvalResult keys: {', '.join(unknown)}")
         return cls(**data)
-
-    @classmethod
-    def failure(cls, category: str, error: str, **kwargs: Any) -> "EvalResult":
-        return cls(category=category, error=error, **kwargs)
 
     def render_feedback(self) -> str:
         """Feedback for the next generation: what failed and what to change."""
@@ -153,6 +162,9 @@ class EvalResult:
                 text += f": {self.timing_verdict} than the reference" if self.timing_verdict in ("faster", "slower") \
                     else ": indistinguishable from the reference"
             lines.append(text)
+        if not self.timing_reliable and self.unreliable_reasons:
+            lines.append("The timing is unreliable (measured under load; not counted as the best):")
+            lines += [f"- {r}" for r in self.unreliable_reasons]
         if self.suspicious_reasons:
             lines.append("The timing is suspicious (not counted as fast):")
             lines += [f"- {r}" for r in self.suspicious_reasons]

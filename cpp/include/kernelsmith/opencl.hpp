@@ -223,6 +223,7 @@ struct CacheStats {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::size_t entries = 0;
+  std::uint64_t binary_hits = 0;  // misses served by the shared binary folder
 };
 
 class Context : public std::enable_shared_from_this<Context> {
@@ -244,7 +245,20 @@ class Context : public std::enable_shared_from_this<Context> {
   // Builds (or returns from the cache) a program. The cache key is the source's
   // hash, the device and the options. A failed build throws OpenCLError
   // (CL_BUILD_PROGRAM_FAILURE) whose message holds the full build log.
+  //
+  // Across processes: when KERNELSMITH_OCL_CACHE names a folder, a build that
+  // is not in memory first looks there for a binary written by a trusted
+  // builder (store_binary) for exactly this device, options and source;
+  // when KERNELSMITH_OCL_CACHE_REQUESTS names a folder, every build from
+  // source leaves a request there (the key text) that the trusted side may
+  // act on. A worker never writes the shared folder itself.
   std::shared_ptr<Program> build(const std::string& source, const std::string& options = "");
+  // Builds from source (no cache) and writes `<key>.bin` and `<key>.key`
+  // into `dir` atomically; returns the key. For the trusted builder.
+  std::string store_binary(const std::string& source, const std::string& options,
+                           const std::string& dir);
+  // The text that identifies a build: device, driver, options and source.
+  std::string cache_key_text(const std::string& source, const std::string& options) const;
   CacheStats cache_stats() const;
   void clear_cache();
 
@@ -289,7 +303,10 @@ class Context : public std::enable_shared_from_this<Context> {
     std::shared_ptr<Program> program;
   };
   std::map<std::tuple<std::uint64_t, int, std::string>, CacheEntry> cache_;
+  std::shared_ptr<Program> build_from_source(const std::string& source, const std::string& options);
+  std::shared_ptr<Program> load_binary(const std::string& key_text, const std::string& options);
   std::uint64_t hits_ = 0;
+  std::uint64_t binary_hits_ = 0;
   std::uint64_t misses_ = 0;
 
   std::mutex record_mutex_;

@@ -88,11 +88,31 @@ class Backend(abc.ABC):
     def static_check(self, source: str) -> StaticReport:
         """Inspect the candidate's source without running it."""
 
-    def worker_env(self, workdir: str) -> dict[str, str]:
-        """Extra environment variables for a worker (caches inside ``workdir``)."""
+    def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
+        """Extra environment variables for a worker (caches inside ``workdir``;
+        ``cpu_threads``: the host threads the device work may use, where the
+        backend's runtime has such a knob)."""
         return {}
 
+    def shared_cache_env(self, shared_dir: str, requests_dir: str) -> dict[str, str]:
+        """Environment that lets a pool worker read compiled builds from
+        ``shared_dir`` (read-only to it) and leave build requests in
+        ``requests_dir``; {} when the backend has no cross-process cache."""
+        return {}
+
+    def build_shared_cache(self, key_texts: list[str], shared_dir: str) -> int:
+        """Run by the pool's trusted builder (a process that runs no candidate
+        code): compile each requested build from its key text and write it
+        into ``shared_dir``. Returns how many entries were written."""
+        return 0
+
     # -- worker process -------------------------------------------------
+    def prepare_zygote(self) -> None:
+        """Called once in the pool's zygote, whose memory every forked worker
+        inherits: imports and set-up that create no device context and
+        start no threads (a CUDA context or a thread pool does not survive
+        fork)."""
+
     def prepare_worker(self) -> None:
         """Called once in a fresh worker process before anything is loaded
         (imports, device selection, installing launch hooks)."""

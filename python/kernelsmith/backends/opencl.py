@@ -167,17 +167,42 @@ class OpenCLBackend(Backend):
         report.hacks[:] = list(dict.fromkeys(report.hacks))
         return report
 
-    def worker_env(self, workdir: str) -> dict[str, str]:
+    def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
         env = {
             # Compiled-kernel caches inside the worker's writable directory
             # (the sandbox's filesystem is read-only elsewhere).
             "POCL_CACHE_DIR": os.path.join(workdir, ".pocl"),
             "CUDA_CACHE_PATH": os.path.join(workdir, ".nv"),
         }
+        if cpu_threads:
+            # PoCL's CPU device: as many threads as the reference gets
+            env.update(POCL_MAX_PTHREAD_COUNT=str(cpu_threads), POCL_CPU_MAX_CU_NUM=str(cpu_threads))
         for key in (DEVICE_ENV_VAR, TIMING_ENV_VAR, "OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"):
             if os.environ.get(key):
                 env[key] = os.environ[key]
         return env
+
+    def shared_cache_env(self, shared_dir: str, requests_dir: str) -> dict[str, str]:
+        # read by the C++ runtime's Context::build (see opencl.hpp)
+        return {"KERNELSMITH_OCL_CACHE": shared_dir, "KERNELSMITH_OCL_CACHE_REQUESTS": requests_dir}
+
+    def build_shared_cache(self, key_texts: list[str], shared_dir: str) -> int:
+        ctx = self._runtime().context()._ctx
+        written = 0
+        for text in key_texts:
+            head = text.split("\n", 3)
+            if len(head) < 4 or not head[2].startswith("options="):
+                continue
+            options, source = head[2][len("options="):], head[3]
+            # only builds for this very device and driver (the key says which)
+            if ctx.cache_key_text(source, options) != text:
+                continue
+            try:
+                ctx.store_binary(source, options, shared_dir)
+                written += 1
+            except Exception:  # noqa: BLE001 - a source that does not build is simply not cached
+                continue
+        return written
 
     # -- worker process -------------------------------------------------
     def _runtime(self) -> Any:
@@ -186,6 +211,11 @@ class OpenCLBackend(Backend):
 
             self._ocl = opencl
         return self._ocl
+
+    def prepare_zygote(self) -> None:
+        # the module and its C++ runtime; the context (device threads) is
+        # per worker, after the fork
+        self._runtime()
 
     def prepare_worker(self) -> None:
         # Creating the context here makes a missing or mis-selected device a

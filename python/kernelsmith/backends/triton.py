@@ -102,15 +102,34 @@ class TritonBackend(Backend):
             )
         return report
 
-    def worker_env(self, workdir: str) -> dict[str, str]:
+    def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
         return {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
 
     # -- worker ---------------------------------------------------------
+    def prepare_zygote(self) -> None:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+        _LaunchHooks.install()
+        if not _interpret() and os.path.exists("/dev/nvidiactl"):
+            # Build and load Triton's CUDA driver helpers once (a C compile)
+            # without initialising CUDA: the device check goes through NVML.
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+            from triton.runtime import driver
+
+            driver.active.utils  # noqa: B018 - the property builds the helpers
+
     def prepare_worker(self) -> None:
         import torch
 
         self._torch = torch
         _LaunchHooks.install()
+        if self.device() == "cuda":
+            # the CUDA context, created before the candidate is known (a
+            # pool keeps such workers ready ahead of demand)
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
 
     def device(self) -> str:
         import torch

@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 
@@ -121,6 +121,98 @@ def _describe_signal(returncode: int) -> tuple[str, str]:
     return "crash", f"the worker died from {name}"
 
 
+def worker_environment(backend: Any, workdir: str, device: Optional[str],
+                       cpu_threads: Optional[int] = None) -> dict[str, str]:
+    """The environment of a worker (fresh process or pool zygote): no
+    credentials, caches and home inside ``workdir``, pinned to ``device``."""
+    env = scrub_env(dict(os.environ))
+    env.update(backend.worker_env(workdir, cpu_threads))
+    env.update(HOME=workdir, TMPDIR=workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    if cpu_threads:
+        # OpenMP/MKL pools sized before torch starts; torch.set_num_threads
+        # in the worker makes it exact
+        env.update(OMP_NUM_THREADS=str(cpu_threads), MKL_NUM_THREADS=str(cpu_threads))
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(device)
+    return env
+
+
+def sandbox_prefix(isolation: str, workdir: str, read_only: Sequence[str] = (),
+                   writable: Sequence[str] = ()) -> tuple[list[str], bool, str]:
+    """(command prefix, bwrap used, note) for ``isolation``; under bwrap,
+    ``read_only`` folders inside ``workdir`` stay read-only and ``writable``
+    ones outside it become writable."""
+    note = ""
+    use_bwrap = False
+    if isolation in ("auto", "bwrap"):
+        use_bwrap, note = bwrap_status()
+        if isolation == "bwrap" and not use_bwrap:
+            raise RuntimeError(f"isolation='bwrap' requested but unavailable: {note}")
+    if not use_bwrap:
+        return [], False, note
+    args = _bwrap_args(workdir)[:-1]
+    for path in writable:
+        args += ["--bind", path, path]
+    for path in read_only:
+        args += ["--ro-bind", path, path]
+    return args + ["--"], True, note
+
+
+def make_job(task: Any, backend: Any, cand_path: str, ref_path: str, trials: Optional[int], timing: bool,
+             limits: Limits, cpu_threads: Optional[int]) -> dict[str, Any]:
+    cpu_limit = limits.cpu_limit_s if limits.cpu_limit_s is not None else 2 * limits.timeout_s
+    return {
+        "task": task.to_dict(),
+        "backend": backend.name,
+        "candidate_path": cand_path,
+        "reference_path": ref_path,
+        "trials": trials,
+        "timing": timing,
+        "cpu_limit_s": cpu_limit,
+        "cpu_threads": cpu_threads,
+        "memory_limit_mb": limits.memory_limit_mb if backend.supports_address_space_limit else None,
+    }
+
+
+def write_job_files(workdir: str, task: Any, source: str) -> tuple[str, str]:
+    cand_path = os.path.join(workdir, "candidate.py")
+    ref_path = os.path.join(workdir, "reference.py")
+    Path(cand_path).write_text(source)
+    Path(ref_path).write_text(task.reference_source)
+    return cand_path, ref_path
+
+
+def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncode: Optional[int],
+                  log_text: str, cand_path: str, timeout_s: float, isolation: str, note: str) -> EvalResult:
+    """The EvalResult of one conversation: the worker's own report, or what
+    its death says (signal, exit status, timeout, the stage it was in)."""
+    if raw is None:
+        if timed_out:
+            category, error = "timeout", f"wall-clock limit of {timeout_s:g} s exceeded (worker killed) during: {stage}"
+        elif returncode is not None and returncode < 0:
+            category, error = _describe_signal(returncode)
+            error += f" (during: {stage})"
+        else:
+            category = "crash"
+            error = (f"the worker exited with status {returncode} before reporting a result (during: {stage}); "
+                     "the program must not call os._exit, sys.exit or kill its process")
+        fault = _candidate_fault_lines(log_text, cand_path)
+        if fault:
+            error += "\n" + fault
+        result = EvalResult(category=category, error=error, compiled=stage not in ("import", "load candidate", "start"))
+    else:
+        try:
+            result = EvalResult.from_dict(raw)
+        except (TypeError, ValueError) as exc:  # the worker's process is the candidate's too
+            result = EvalResult(category="crash", error=f"the worker sent an invalid result ({exc})")
+    result.isolation = isolation
+    result.isolation_note = note
+    result.log_tail = log_text[-2000:].replace(cand_path, "candidate.py")
+    result.error = result.error.replace(cand_path, "candidate.py")
+    return result
+
+
 def run_worker(
     *,
     task: Any,
@@ -131,84 +223,50 @@ def run_worker(
     limits: Limits,
     device: Optional[str],
     isolation: str = "auto",
+    gate: Any = None,
+    cpu_threads: Optional[int] = None,
 ) -> EvalResult:
-    """Evaluate ``source`` on ``task`` in a fresh sandboxed worker."""
+    """Evaluate ``source`` on ``task`` in a fresh sandboxed worker (the
+    ``mode="fresh"`` evaluator: one Python start-up per candidate)."""
     started = time.monotonic()
     private = tempfile.mkdtemp(prefix="ks-eval-")  # parent-only: the log
     workdir = tempfile.mkdtemp(prefix="ks-work-")  # the worker's only writable place
     try:
-        cand_path = os.path.join(workdir, "candidate.py")
-        ref_path = os.path.join(workdir, "reference.py")
-        Path(cand_path).write_text(source)
-        Path(ref_path).write_text(task.reference_source)
-
-        env = scrub_env(dict(os.environ))
-        env.update(backend.worker_env(workdir))
-        env.update(HOME=workdir, TMPDIR=workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(device)
-
-        note = ""
-        use_bwrap = False
-        if isolation in ("auto", "bwrap"):
-            use_bwrap, note = bwrap_status()
-            if isolation == "bwrap" and not use_bwrap:
-                raise RuntimeError(f"isolation='bwrap' requested but unavailable: {note}")
-        prefix = _bwrap_args(workdir) if use_bwrap else []
+        cand_path, ref_path = write_job_files(workdir, task, source)
+        env = worker_environment(backend, workdir, device, cpu_threads)
+        prefix, use_bwrap, note = sandbox_prefix(isolation, workdir)
         cmd = prefix + [sys.executable, "-m", "kernelsmith.evaluator.worker"]
-
-        cpu_limit = limits.cpu_limit_s if limits.cpu_limit_s is not None else 2 * limits.timeout_s
-        job = {
-            "task": task.to_dict(),
-            "backend": backend.name,
-            "candidate_path": cand_path,
-            "reference_path": ref_path,
-            "trials": trials,
-            "timing": timing,
-            "cpu_limit_s": cpu_limit,
-            "memory_limit_mb": limits.memory_limit_mb if backend.supports_address_space_limit else None,
-        }
+        job = make_job(task, backend, cand_path, ref_path, trials, timing, limits, cpu_threads)
         log_path = os.path.join(private, "worker.log")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=workdir, env=env,
                 start_new_session=True,
             )
-        result, stage, timed_out = _converse(proc, job, limits.timeout_s)
-        log_text = Path(log_path).read_text(errors="replace")
-        if result is None:
-            returncode = proc.returncode
-            if use_bwrap and returncode is not None and returncode > 128:
-                # bwrap's PID-namespace init reports a signal death as 128 + signal
-                returncode = -(returncode - 128)
-            if timed_out:
-                category, error = "timeout", f"wall-clock limit of {limits.timeout_s:g} s exceeded (worker killed) during: {stage}"
-            elif returncode is not None and returncode < 0:
-                category, error = _describe_signal(returncode)
-                error += f" (during: {stage})"
-            else:
-                category = "crash"
-                error = (f"the worker exited with status {returncode} before reporting a result (during: {stage}); "
-                         "the program must not call os._exit, sys.exit or kill its process")
-            fault = _candidate_fault_lines(log_text, cand_path)
-            if fault:
-                error += "\n" + fault
-            result = EvalResult(category=category, error=error, compiled=stage not in ("import", "load candidate", "start"))
-        else:
-            try:
-                result = EvalResult.from_dict(result)
-            except (TypeError, ValueError) as exc:  # the worker's process is the candidate's too
-                result = EvalResult(category="crash", error=f"the worker sent an invalid result ({exc})")
-        result.isolation = "bwrap" if use_bwrap else "process"
-        result.isolation_note = note
-        result.log_tail = log_text[-2000:].replace(cand_path, "candidate.py")
-        result.error = result.error.replace(cand_path, "candidate.py")
+        link = ProcessLink(proc, bwrap=use_bwrap)
+        ticket = gate.join(link.signal, key=task.id, pids={proc.pid}, timed_on_cpu=device is None) if gate else None
+        try:
+            raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket)
+        finally:
+            if ticket is not None:
+                gate.leave(ticket)
+        result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=link.returncode(),
+                               log_text=Path(log_path).read_text(errors="replace"), cand_path=cand_path,
+                               timeout_s=limits.timeout_s, isolation="bwrap" if use_bwrap else "process", note=note)
+        if ticket is not None:
+            _merge_ticket(result, ticket)
         result.wall_s = round(time.monotonic() - started, 3)
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _merge_ticket(result: EvalResult, ticket: Any) -> None:
+    if not ticket.attempts:
+        return
+    for key, value in ticket.result_fields().items():
+        setattr(result, key, value)
 
 
 def _candidate_fault_lines(log_text: str, cand_path: str) -> str:
@@ -231,10 +289,9 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-
 def close_worker(proc: subprocess.Popen, sel: "selectors.BaseSelector") -> None:
     """Stop watching a worker, kill its process group if it still runs, and
-    close our ends of its pipes."""
+    close our ends of its pipes (curation's execution filter uses it too)."""
     sel.close()
     if proc.poll() is None:
         _kill(proc)
@@ -244,30 +301,75 @@ def close_worker(proc: subprocess.Popen, sel: "selectors.BaseSelector") -> None:
         except OSError:
             pass
 
-def _converse(proc: subprocess.Popen, job: dict[str, Any], timeout_s: float) -> tuple[Optional[dict], str, bool]:
-    """Send the job, answer seed requests, return (result, last stage, timed_out)."""
-    assert proc.stdin is not None and proc.stdout is not None
+
+class ProcessLink:
+    """The conversation with a fresh worker process over its stdin/stdout."""
+
+    def __init__(self, proc: subprocess.Popen, bwrap: bool = False) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self.bwrap = bwrap
+
+    def fileno(self) -> int:
+        return self.proc.stdout.fileno()  # type: ignore[union-attr]
+
+    def write(self, data: bytes) -> None:
+        self.proc.stdin.write(data)  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def signal(self, sig: int) -> None:
+        os.killpg(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        _kill(self.proc)
+
+    def wait_exit(self, timeout: float) -> None:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(self.proc)
+
+    def returncode(self) -> Optional[int]:
+        rc = self.proc.returncode
+        if self.bwrap and rc is not None and rc > 128:
+            # bwrap's PID-namespace init reports a signal death as 128 + signal
+            rc = -(rc - 128)
+        return rc
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            _kill(self.proc)
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+
+def converse(link: Any, job: dict[str, Any], timeout_s: float,
+             ticket: Any = None) -> tuple[Optional[dict], str, bool]:
+    """Send the job, answer seed and timing-slot requests, return (result,
+    last stage, timed_out). The wall-clock limit does not count the time the
+    worker stood still (stopped while another worker on its device timed, or
+    waiting for the timing slot)."""
     deadline = time.monotonic() + timeout_s
     stage = "start"
     buf = b""
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(link.fileno(), selectors.EVENT_READ)
+    stood = (lambda: ticket.stood_still()) if ticket is not None else (lambda: 0.0)
     try:
-        proc.stdin.write((json.dumps(job) + "\n").encode())
-        proc.stdin.flush()
+        link.write((json.dumps(job) + "\n").encode())
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline + stood() - time.monotonic()
             if remaining <= 0:
-                _kill(proc)
+                link.kill()
                 return None, stage, True
             if not sel.select(timeout=min(remaining, 1.0)):
                 continue
-            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            chunk = os.read(link.fileno(), 1 << 16)
             if not chunk:  # worker gone
-                try:
-                    proc.wait(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
-                except subprocess.TimeoutExpired:
-                    _kill(proc)
+                link.wait_exit(max(0.1, min(5.0, deadline + stood() - time.monotonic())))
                 return None, stage, False
             buf += chunk
             while b"\n" in buf:
@@ -281,20 +383,23 @@ def _converse(proc: subprocess.Popen, job: dict[str, Any], timeout_s: float) -> 
                     stage = str(msg.get("stage"))
                 elif kind == "seed?":
                     # drawn here, in the parent, when the worker needs it
-                    proc.stdin.write((json.dumps({"seed": secrets.randbits(62)}) + "\n").encode())
-                    proc.stdin.flush()
+                    link.write((json.dumps({"seed": secrets.randbits(62)}) + "\n").encode())
+                elif kind == "timing?":
+                    if ticket is not None:
+                        ticket.acquire()
+                    link.write(b'{"go": true}\n')
+                elif kind == "timing-done":
+                    report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
+                    retime = ticket.report(report) if ticket is not None else False
+                    link.write((json.dumps({"retime": retime}) + "\n").encode())
                 elif kind == "result":
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        pass
-                    _kill(proc)
+                    link.wait_exit(10)
                     return msg.get("result") or {}, stage, False
-    except BrokenPipeError:
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
+    except (BrokenPipeError, ConnectionResetError):
+        link.wait_exit(5)
         return None, stage, False
     finally:
-        close_worker(proc, sel)
+        if ticket is not None:
+            ticket.release()
+        sel.close()
+        link.close()

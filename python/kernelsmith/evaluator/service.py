@@ -1,24 +1,33 @@
 """The Evaluator: static checks in the caller, everything else in sandboxed
-worker processes, one fresh worker per candidate.
+worker processes, one process per candidate.
 
-A fresh worker per candidate costs one Python + torch (+ triton) start-up
-(about 2-4 s on a CPU, similar on a GPU host plus CUDA context creation) but
-means no state, leaked memory, poisoned CUDA context or monkey-patch survives
-from one candidate to the next. Throughput comes from running ``workers``
-of them at once, each pinned to one device.
+``mode="pool"`` (the default): a warm pool per device (evaluator/pool.py): a
+zygote that imported torch, the backend and the worker code once forks a
+child per candidate, and spare children wait ready (device context
+created) ahead of demand; every child serves one candidate and is killed
+with all it started. ``mode="fresh"``: a new ``python -m ...worker`` per
+candidate (the start-up is paid every time; kept as the baseline the
+throughput benchmark compares against).
+
+Either way, compile and correctness of several candidates overlap, and each
+device has one timing slot (evaluator/contention.py): the worker that times
+has the device to itself while the device's other workers stand still.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import queue
+import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import MAX_TRIALS, Task
+from .contention import DeviceGate, ReferenceBaselines, TimingPolicy, host_cpu_count
 from .devices import detect_gpus
 from .sandbox import Limits, run_worker
 
@@ -50,19 +59,28 @@ class Evaluator(TaskBackends):
 
     backend: backend name (or instance) used for every task; None = each
         task's own ``backend`` setting.
-    workers: how many candidates are evaluated at once (one process each);
-        default: one per device, 1 on a CPU-only host.
-    devices: device ids handed to workers through CUDA_VISIBLE_DEVICES, one
-        per concurrently running worker (e.g. ``[0, 1, 2, 3]``). None (the
-        default): every local GPU, detected without initialising CUDA here
-        (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``; see
-        evaluator/devices.py), no pinning on a CPU-only host. ``[]``: leave
-        CUDA_VISIBLE_DEVICES alone.
-    timeout_s: wall-clock limit per candidate; None = the task's ``timeout_s``.
+    mode: "pool" (warm zygote per device, forked children, spares ahead of
+        demand) or "fresh" (a new Python process per candidate).
+    workers: how many candidates are evaluated at once; default: 3 per GPU
+        in pool mode (compile and correctness of two overlap the third's
+        timing), 2 on a CPU-only host, one per device in fresh mode.
+    devices: device ids handed to workers through CUDA_VISIBLE_DEVICES
+        (e.g. ``[0, 1, 2, 3]``). None (the default): every local GPU,
+        detected without initialising CUDA here (evaluator/devices.py), no
+        pinning on a CPU-only host. ``[]``: leave CUDA_VISIBLE_DEVICES alone.
+    timeout_s: wall-clock limit per candidate (time stood still while another
+        worker timed does not count); None = the task's ``timeout_s``.
     cpu_limit_s / memory_limit_mb: see :class:`~kernelsmith.evaluator.sandbox.Limits`.
-    isolation: "auto" (bwrap when it works, else plain process), "bwrap"
-        (fail if unavailable) or "process".
+    isolation: "auto" (bwrap when it works, else plain process; in pool mode
+        as root also one uid per child), "bwrap" (fail if unavailable) or
+        "process".
     timing: time correct candidates (disable for fast correctness-only runs).
+    spares: children per device kept ready ahead of demand (pool mode).
+    cpu_threads: host threads for the reference's PyTorch ops and the
+        backend's CPU device (PoCL); default 1 on a CPU-only host (the same
+        for both sides, and one core each even with a busy neighbour), None
+        (library default) on GPU hosts.
+    timing_policy: contention and drift rules (evaluator/contention.py).
     """
 
     def __init__(
@@ -75,30 +93,67 @@ class Evaluator(TaskBackends):
         memory_limit_mb: Optional[int] = 8192,
         isolation: str = "auto",
         timing: bool = True,
+        mode: str = "pool",
+        spares: Optional[int] = None,
+        cpu_threads: Optional[int] = -1,
+        timing_policy: Optional[TimingPolicy] = None,
     ) -> None:
         if isolation not in ("auto", "bwrap", "process"):
             raise ValueError(f"isolation must be 'auto', 'bwrap' or 'process', got '{isolation}'")
+        if mode not in ("pool", "fresh"):
+            raise ValueError(f"mode must be 'pool' or 'fresh', got '{mode}'")
         self._backend = get_backend(backend) if isinstance(backend, str) else backend
         if devices is None:
             devices = detect_gpus()
         self.devices: list[Optional[str]] = [str(d) for d in devices] if devices else [None]
-        # One worker per device: two workers on one GPU disturb each other's timings.
-        self.workers = int(workers or (len(devices) if devices else 1))
+        gpu = bool(devices)
+        self.mode = mode
+        per_device = (3 if gpu else 2) if mode == "pool" else 1
+        self.workers = int(workers or per_device * len(self.devices))
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        self.spares = int(spares if spares is not None else (min(2, self.workers) if mode == "pool" else 0))
+        if cpu_threads == -1:
+            cpu_threads = None if gpu else 1
+        if cpu_threads is not None and not 1 <= int(cpu_threads) <= host_cpu_count():
+            raise ValueError(f"cpu_threads must be in 1..{host_cpu_count()}, got {cpu_threads}")
+        self.cpu_threads = cpu_threads
         self.timeout_s = timeout_s
         self.cpu_limit_s = cpu_limit_s
         self.memory_limit_mb = memory_limit_mb
         self.isolation = isolation
         self.timing = timing
+        baselines = ReferenceBaselines()
+        self.gates = {d: DeviceGate(d, timing_policy, baselines) for d in self.devices}
         self._slots: "queue.Queue[Optional[str]]" = queue.Queue()
         for i in range(self.workers):
             self._slots.put(self.devices[i % len(self.devices)])
         self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="ks-eval")
         self._backends: dict[str, Backend] = {}
+        self._device_pools: dict[tuple[str, Optional[str]], Any] = {}
+        self._pools_lock = threading.Lock()
+        self._uids: Any = None
 
     # -- helpers --------------------------------------------------------
-    def _evaluate(self, task: Task, source: str, trials: Optional[int]) -> EvalResult:
+    def _device_pool(self, backend: Backend, device: Optional[str]) -> Any:
+        from .pool import UID_BASE, DevicePool, _UidPool
+
+        key = (backend.name, device)
+        with self._pools_lock:
+            pool = self._device_pools.get(key)
+            if pool is not None and not pool.zygote.alive():
+                pool.close()  # a zygote that died (killed from outside): start a new one
+                pool = None
+            if pool is None:
+                if self._uids is None and hasattr(os, "geteuid") and os.geteuid() == 0:
+                    # one uid per child that can exist at once, across devices and backends
+                    self._uids = _UidPool(UID_BASE, 4 * (self.workers + self.spares * len(self.devices)) + 8)
+                pool = DevicePool(backend, device, isolation=self.isolation, cpu_threads=self.cpu_threads,
+                                  spares=self.spares, gate=self.gates[device], uids=self._uids)
+                self._device_pools[key] = pool
+            return pool
+
+    def _evaluate(self, task: Task, source: str, trials: Optional[int], submitted: float) -> EvalResult:
         started = time.monotonic()
         backend = self.backend_for(task)
         if trials is not None and not 1 <= int(trials) <= MAX_TRIALS:
@@ -116,20 +171,26 @@ class Evaluator(TaskBackends):
             memory_limit_mb=self.memory_limit_mb,
         )
         device = self._slots.get()
+        queued = time.monotonic() - submitted
         try:
-            result = run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
-                                limits=limits, device=device, isolation=self.isolation)
+            if self.mode == "pool":
+                result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits)
+            else:
+                result = run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
+                                    limits=limits, device=device, isolation=self.isolation,
+                                    gate=self.gates[device], cpu_threads=self.cpu_threads)
         finally:
             self._slots.put(device)
         result.task_id = task.id
         result.backend = backend.name
         result.warnings = list(dict.fromkeys(list(report.warnings) + list(result.warnings)))
-        result.wall_s = round(time.monotonic() - started, 3)
+        result.phases = {"queue": round(queued, 4), **result.phases}
+        result.wall_s = round(time.monotonic() - started + queued, 3)
         return result
 
     # -- API ------------------------------------------------------------
     def submit(self, task: TaskLike, source: str, trials: Optional[int] = None) -> "concurrent.futures.Future[EvalResult]":
-        return self._pool.submit(self._evaluate, self._task(task), source, trials)
+        return self._pool.submit(self._evaluate, self._task(task), source, trials, time.monotonic())
 
     def evaluate(self, task: TaskLike, source: str, trials: Optional[int] = None) -> EvalResult:
         """Evaluate one candidate (blocking)."""
@@ -141,9 +202,17 @@ class Evaluator(TaskBackends):
     def evaluate_many(
         self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
     ) -> list[EvalResult]:
-        """Evaluate (task, source) pairs over the worker pool; results in input order."""
+        """Evaluate (task, source) pairs over the pool; results in input order."""
         futures = [self.submit(task, source, trials) for task, source in items]
         return [f.result() for f in futures]
+
+    def stream(self, items: Iterable[tuple[TaskLike, str]],
+               trials: Optional[int] = None) -> Iterator[tuple[int, EvalResult]]:
+        """Evaluate a batch (e.g. one GRPO group) over every device and yield
+        ``(index, result)`` as each finishes."""
+        futures = {self.submit(task, source, trials): i for i, (task, source) in enumerate(items)}
+        for future in concurrent.futures.as_completed(futures):
+            yield futures[future], future.result()
 
     async def evaluate_many_async(
         self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
@@ -152,6 +221,10 @@ class Evaluator(TaskBackends):
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        with self._pools_lock:
+            for pool in self._device_pools.values():
+                pool.close()
+            self._device_pools.clear()
 
     def __enter__(self) -> "Evaluator":
         return self

@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import sys
+import time
 import traceback
 from typing import Any, Callable, Optional
 
@@ -27,25 +28,53 @@ CANDIDATE_MODULE = "candidate"
 
 
 class Channel:
-    def __init__(self) -> None:
-        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+    """The JSON-lines protocol with the parent. ``inp``/``out`` are text
+    files: the worker's original stdin/stdout (a fresh worker) or the two
+    directions of the job's socket (a pool worker)."""
+
+    def __init__(self, inp: Any, out: Any) -> None:
+        self.inp = inp
+        self.out = out
+
+    @classmethod
+    def stdio(cls) -> "Channel":
+        """Move the protocol off fd 1 so the candidate's prints go to stderr."""
+        out = os.fdopen(os.dup(1), "w", buffering=1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        self.inp = sys.stdin
+        return cls(sys.stdin, out)
 
     def send(self, **msg: Any) -> None:
         self.out.write(json.dumps(msg) + "\n")
         self.out.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self.inp.readline()
+        if not line:
+            raise SystemExit("parent closed the channel")
+        return json.loads(line)
 
     def stage(self, stage: str) -> None:
         self.send(type="stage", stage=stage)
 
     def seed(self) -> int:
         self.send(type="seed?")
-        line = self.inp.readline()
-        if not line:
-            raise SystemExit("parent closed the channel")
-        return int(json.loads(line)["seed"])
+        return int(self.receive()["seed"])
+
+    def timing_slot(self) -> float:
+        """Wait for the device's timing slot (the parent holds it for us and
+        pauses the device's other workers); returns the seconds waited."""
+        started = time.monotonic()
+        self.send(type="timing?")
+        self.receive()
+        return time.monotonic() - started
+
+    def timing_done(self, report: dict[str, Any]) -> bool:
+        """Report one timing attempt; the parent answers whether to time
+        again (contention or a drifting reference seen) and frees the slot
+        when it does not."""
+        self.send(type="timing-done", report=report)
+        return bool(self.receive().get("retime"))
 
 
 class Verdict(Exception):
@@ -62,6 +91,11 @@ def _set_limits(job: dict[str, Any]) -> None:
     if mem:
         limit = int(mem) * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 
 
 def _set_cpu_limit(seconds: Optional[float]) -> None:
@@ -98,15 +132,35 @@ def _signature_problem(ref_cls: type, new_cls: type, method: str) -> Optional[st
     return None
 
 
-def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str, Any]:
+def prepare(backend_name: str, cpu_threads: Optional[int]) -> Any:
+    """What a worker does before it knows its candidate: import the backend,
+    create the device context, fix the host thread count."""
     from ..backends.base import get_backend
+
+    backend = get_backend(backend_name)
+    backend.prepare_worker()
+    if cpu_threads:
+        import torch
+
+        # The reference's CPU ops run on exactly this many threads, whatever
+        # the host's load: an OpenMP team waiting on a busy core made
+        # PyTorch's softmax 40x slower and candidates look 3x faster.
+        torch.set_num_threads(int(cpu_threads))
+    return backend
+
+
+def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: Any = None) -> dict[str, Any]:
     from ..task import Task
 
+    phases: dict[str, float] = out.setdefault("phases", {})
+    started = time.monotonic()
     task = Task.from_dict(job["task"])
     cfg = task.config
-    backend = get_backend(job["backend"])
-    chan.stage("import")
-    backend.prepare_worker()
+    if backend is None:
+        chan.stage("import")
+        backend = prepare(job["backend"], job.get("cpu_threads"))
+        phases["startup"] = round(time.monotonic() - started, 4)
+        started = time.monotonic()
     import torch
 
     from . import correctness as cmp
@@ -190,11 +244,17 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str
     def clone(vals: list[Any]) -> list[Any]:
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]
 
+    phases["load"] = round(time.monotonic() - started, 4)
     kernels: list[str] = out.setdefault("kernels_launched", [])
     torch_ops: list[str] = out.setdefault("torch_ops", [])
 
+    calls = {"n": 0}
+
     def run_candidate(args: list[Any], where: str) -> list[Any]:
         guard = TorchOpGuard(allowed)
+        first = calls["n"] == 0
+        calls["n"] += 1
+        t0 = time.monotonic()
         try:
             with backend.launch_guard() as launches:
                 with guard:
@@ -202,6 +262,9 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str
                 backend.synchronize()
         except BaseException as exc:
             raise fail_from(exc, f"ModelNew.forward raised ({where})")
+        finally:
+            if first:  # Triton and OpenCL compile on the first call
+                phases["compile"] = round(time.monotonic() - t0, 4)
         for k in launches.kernels:
             if k not in kernels:
                 kernels.append(k)
@@ -231,6 +294,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str
     out["correctness"] = stats
     history: list[tuple[list[Any], list[Any]]] = []  # (reference outputs, candidate outputs) per trial
     model.eval()
+    correctness_started = time.monotonic()
     for set_name, trial in input_sets:
         gen = getattr(ref, set_name, None)
         if gen is None:
@@ -277,6 +341,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any]) -> dict[str
         # outputs from filling device memory
         del history[:-4]
     history.clear()
+    phases["correctness"] = round(time.monotonic() - correctness_started - phases.get("compile", 0.0), 4)
 
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
@@ -318,15 +383,30 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
 
             return kt.estimate_work(model, clone(input_sets[0]))
 
-        try:
-            outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
-                              device_name=str(hw.get("device") or hw.get("name") or "") if on_gpu else "",
-                              work=work if timing_cfg.roofline else None)
-        except CandidateTimingError as exc:
-            raise fail_from(exc.original, "ModelNew.forward raised while being timed")
-        except BaseException as exc:  # device faults surface at the harness's synchronize
-            raise fail_from(exc, "timing reference and candidate failed")
-        backend.synchronize()
+        phases = out.setdefault("phases", {})
+        # One timing per device at a time: the parent grants the slot and
+        # stops the device's other workers meanwhile.
+        phases["timing_wait"] = round(chan.timing_slot(), 4)
+        started = time.monotonic()
+        while True:
+            cpu0, wall0 = _cpu_seconds(), time.monotonic()
+            try:
+                outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
+                                  device_name=str(hw.get("device") or hw.get("name") or "") if on_gpu else "",
+                                  work=work if timing_cfg.roofline else None)
+            except CandidateTimingError as exc:
+                raise fail_from(exc.original, "ModelNew.forward raised while being timed")
+            except BaseException as exc:  # device faults surface at the harness's synchronize
+                raise fail_from(exc, "timing reference and candidate failed")
+            backend.synchronize()
+            # What this process itself used: the parent subtracts it from the
+            # host's busy time to see the load of everything else.
+            report = {"speedup": outcome.speedup, "ref_ms": outcome.ref_runtime_ms, "cand_ms": outcome.runtime_ms,
+                      "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
+                      "threads": torch.get_num_threads()}
+            if not chan.timing_done(report):
+                break
+        phases["timing"] = round(time.monotonic() - started, 4)
         # the outputs of the timed calls must still be right (a program that
         # behaves differently when it is not being checked)
         if "out" in last:
@@ -346,15 +426,13 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         ])
 
 
-def main() -> None:
-    chan = Channel()
-    faulthandler.enable(file=sys.stderr, all_threads=False)
-    line = chan.inp.readline()
-    job = json.loads(line)
+def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
+    """Run one job and send its result; never returns (skips interpreter
+    teardown: candidate atexit hooks, CUDA teardown)."""
     _set_limits(job)
     partial: dict[str, Any] = {}
     try:
-        result = run_job(job, chan, partial)
+        result = run_job(job, chan, partial, backend)
     except Verdict as v:
         result = {**partial, **v.fields}
     except SystemExit:
@@ -366,8 +444,13 @@ def main() -> None:
     except Exception:
         chan.send(type="result", result={"category": "runtime", "error": "result not serialisable: " + repr(result)[:2000]})
     sys.stderr.flush()
-    # skip interpreter teardown (candidate atexit hooks, CUDA teardown)
     os._exit(0)
+
+
+def main() -> None:
+    chan = Channel.stdio()
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    serve(chan, chan.receive())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,288 @@
+"""One timing slot per device, and contention detected rather than believed.
+
+Every worker asks its device's :class:`DeviceGate` before it times. The
+gate grants one timing at a time per device and stops (SIGSTOP) the
+device's other workers while it runs, so compile and correctness work of
+the next candidates can never share the cores or the GPU with a timing;
+they continue (SIGCONT) when it ends, with their wall-clock limits extended
+by the time they stood still.
+
+The gate also watches what the timing saw, from the trusted side:
+
+* host load: the cores busy during the timing window (``/proc/stat``) minus
+  what the timing worker itself used; on a CPU device a timing whose
+  threads cannot each have a free core is *contended*;
+* foreign GPU processes (NVML) on the worker's device;
+* the reference's median against the task's running baseline on this
+  device (the median of earlier accepted timings): a reference that drifts
+  beyond ``drift_tolerance`` means the machine changed under the timing.
+
+A contended or drifting attempt is timed again (``max_retimes``, with a
+short back-off); if every attempt was bad the result is marked
+``timing_reliable=False`` with the reasons, and it can never become a run's
+best (the loop and the finalists' re-timing see to that).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+def _proc_stat() -> Optional[tuple[float, float]]:
+    """(busy, total) jiffies of all cores, or None where /proc is missing."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError:
+        return None
+    values = [float(x) for x in parts[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0.0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already in user
+    return total - idle, total
+
+
+def host_cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class HostLoadWindow:
+    """Busy cores of the whole host between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self._start: Optional[tuple[float, float]] = None
+        self._wall = 0.0
+
+    def start(self) -> None:
+        self._start = _proc_stat()
+        self._wall = time.monotonic()
+
+    def stop(self) -> dict[str, float]:
+        end = _proc_stat()
+        cores = float(os.cpu_count() or 1)
+        if self._start is None or end is None or end[1] <= self._start[1]:
+            return {}
+        busy = (end[0] - self._start[0]) / (end[1] - self._start[1]) * cores
+        return {"busy_cores": round(busy, 3), "cores": cores, "window_s": round(time.monotonic() - self._wall, 4)}
+
+
+def foreign_gpu_processes(device: Optional[str], own_pids: set[int]) -> Optional[list[int]]:
+    """Compute processes on ``device`` (an index) that are not ours; None when
+    NVML cannot say (no NVIDIA GPU, no pynvml, or pids hidden by a container)."""
+    try:
+        import pynvml  # type: ignore
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(int(device or 0))
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    except Exception:  # noqa: BLE001 - any NVML error means "unknown"
+        return None
+    pids = [int(p.pid) for p in procs]
+    if pids and all(p == 0 for p in pids):
+        return None
+    return [p for p in pids if p not in own_pids and p != os.getpid()]
+
+
+@dataclass
+class TimingPolicy:
+    #: a reference median further than this from its baseline (ratio - 1) is drift
+    drift_tolerance: float = 0.25
+    #: baseline values needed before drift is judged
+    baseline_min: int = 3
+    #: attempts after the first when contention or drift is seen
+    max_retimes: int = 2
+    #: back-off before a re-timing (seconds, times the attempt number)
+    retime_backoff_s: float = 0.5
+    #: a CPU timing is contended when the cores free of other work were fewer
+    #: than this share of the threads it needed (each thread its own core)
+    free_core_share: float = 0.9
+
+
+@dataclass
+class TimingTicket:
+    """One worker's membership of its device gate."""
+
+    gate: "DeviceGate"
+    signal_fn: Any  # callable(sig) -> None: stop/continue the worker's processes
+    pids: set = field(default_factory=set)  # host pids, where known (GPU foreign-process check)
+    key: str = ""  # task id: the reference baseline's key
+    timed_on_cpu: bool = True
+    paused_s: float = 0.0
+    _paused_at: Optional[float] = None
+    holding: bool = False
+    attempts: list = field(default_factory=list)
+    reasons: list = field(default_factory=list)
+    reliable: bool = True
+    _window: Optional[HostLoadWindow] = None
+
+    # -- pause bookkeeping (under the gate's lock) -----------------------
+    def _pause(self) -> None:
+        if self._paused_at is None:
+            self._paused_at = time.monotonic()
+            try:
+                self.signal_fn(signal.SIGSTOP)
+            except (ProcessLookupError, OSError):
+                pass
+
+    def _resume(self) -> None:
+        if self._paused_at is not None:
+            try:
+                self.signal_fn(signal.SIGCONT)
+            except (ProcessLookupError, OSError):
+                pass
+            self.paused_s += time.monotonic() - self._paused_at
+            self._paused_at = None
+
+    def stood_still(self) -> float:
+        """Seconds this worker was stopped or waited for the slot so far."""
+        extra = time.monotonic() - self._paused_at if self._paused_at is not None else 0.0
+        return self.paused_s + extra
+
+    # -- protocol ---------------------------------------------------------
+    def acquire(self) -> None:
+        self.gate._acquire(self)
+
+    def report(self, report: dict[str, Any]) -> bool:
+        """One timing attempt finished; True: time again."""
+        return self.gate._report(self, report)
+
+    def release(self) -> None:
+        self.gate._release(self)
+
+    def result_fields(self) -> dict[str, Any]:
+        return {"load": {"attempts": list(self.attempts)} if self.attempts else {},
+                "timing_reliable": self.reliable, "unreliable_reasons": list(self.reasons)}
+
+
+class DeviceGate:
+    """The timing slot of one device, shared by every worker on it."""
+
+    def __init__(self, device: Optional[str], policy: Optional[TimingPolicy] = None,
+                 baselines: Optional["ReferenceBaselines"] = None) -> None:
+        self.device = device
+        self.policy = policy or TimingPolicy()
+        self.baselines = baselines or ReferenceBaselines()
+        self._lock = threading.Lock()
+        self._slot = threading.Lock()
+        self._members: list[TimingTicket] = []
+        self._holder: Optional[TimingTicket] = None
+
+    def join(self, signal_fn: Any, *, key: str = "", pids: Optional[set] = None,
+             timed_on_cpu: bool = True) -> TimingTicket:
+        ticket = TimingTicket(self, signal_fn, set(pids or ()), key, timed_on_cpu)
+        with self._lock:
+            self._members.append(ticket)
+            if self._holder is not None:  # a timing runs: start stopped
+                ticket._pause()
+        return ticket
+
+    def leave(self, ticket: TimingTicket) -> None:
+        self._release(ticket)
+        with self._lock:
+            ticket._resume()
+            if ticket in self._members:
+                self._members.remove(ticket)
+
+    def _acquire(self, ticket: TimingTicket) -> None:
+        waited = time.monotonic()
+        self._slot.acquire()
+        with self._lock:
+            ticket.paused_s += time.monotonic() - waited  # waiting for the slot is not the candidate's time
+            self._holder = ticket
+            ticket.holding = True
+            for other in self._members:
+                if other is not ticket:
+                    other._pause()
+        ticket._window = HostLoadWindow()
+        ticket._window.start()
+
+    def _release(self, ticket: TimingTicket) -> None:
+        with self._lock:
+            if not ticket.holding:
+                return
+            ticket.holding = False
+            self._holder = None
+            for other in self._members:
+                if other is not ticket:
+                    other._resume()
+        self._slot.release()
+
+    def _report(self, ticket: TimingTicket, report: dict[str, Any]) -> bool:
+        window = ticket._window.stop() if ticket._window is not None else {}
+        attempt: dict[str, Any] = {k: report.get(k) for k in ("speedup", "ref_ms", "cand_ms", "threads")}
+        reasons: list[str] = []
+        if window:
+            own = float(report.get("cpu_s") or 0.0) / max(float(report.get("wall_s") or 0.0), 1e-9)
+            others = max(0.0, window["busy_cores"] - own)
+            attempt.update(host_busy_cores=window["busy_cores"], own_cores=round(own, 3),
+                           other_cores=round(others, 3), cores=window["cores"])
+            threads = int(report.get("threads") or 1)
+            if ticket.timed_on_cpu and window["cores"] - others < threads * self.policy.free_core_share:
+                reasons.append(f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
+                               f"while the timing needed {threads}")
+        if not ticket.timed_on_cpu:
+            foreign = foreign_gpu_processes(self.device, ticket.pids)
+            if foreign is not None:
+                attempt["foreign_gpu_processes"] = len(foreign)
+                if foreign:
+                    reasons.append(f"{len(foreign)} other process(es) on the GPU (pids {', '.join(map(str, foreign[:5]))})")
+        ref_ms = report.get("ref_ms")
+        baseline = self.baselines.get(ticket.key, self.device) if ticket.key else None
+        if baseline is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
+            ratio = float(ref_ms) / baseline
+            attempt.update(reference_baseline_ms=round(baseline, 6), reference_ratio=round(ratio, 4))
+            tol = self.policy.drift_tolerance
+            if ratio > 1 + tol or ratio < 1 / (1 + tol):
+                reasons.append(f"reference drifted: {ref_ms:.4g} ms against a running baseline of "
+                               f"{baseline:.4g} ms ({ratio:.2f}x)")
+        attempt["reasons"] = reasons
+        ticket.attempts.append(attempt)
+        if not reasons:
+            ticket.reliable, ticket.reasons = True, []
+            if ticket.key and isinstance(ref_ms, (int, float)) and ref_ms > 0:
+                self.baselines.add(ticket.key, self.device, float(ref_ms))
+            self._release(ticket)
+            return False
+        ticket.reliable, ticket.reasons = False, reasons
+        if len(ticket.attempts) > self.policy.max_retimes:
+            self._release(ticket)
+            return False
+        time.sleep(self.policy.retime_backoff_s * len(ticket.attempts))
+        ticket._window = HostLoadWindow()
+        ticket._window.start()
+        return True
+
+
+class ReferenceBaselines:
+    """Running baseline of the reference's median per (task, device): the
+    median of the last ``keep`` accepted timings."""
+
+    def __init__(self, keep: int = 21, min_values: int = 3) -> None:
+        self.keep = keep
+        self.min_values = min_values
+        self._values: dict[tuple[str, Optional[str]], list[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, key: str, device: Optional[str], ref_ms: float) -> None:
+        with self._lock:
+            values = self._values.setdefault((key, device), [])
+            values.append(ref_ms)
+            del values[:-self.keep]
+
+    def get(self, key: str, device: Optional[str]) -> Optional[float]:
+        with self._lock:
+            values = self._values.get((key, device), [])
+            return statistics.median(values) if len(values) >= self.min_values else None
+
+
+__all__ = ["DeviceGate", "HostLoadWindow", "ReferenceBaselines", "TimingPolicy", "TimingTicket",
+           "foreign_gpu_processes", "host_cpu_count"]

@@ -1,0 +1,437 @@
+"""The warm worker pool: one zygote per device, one forked child per
+candidate, spare children ready ahead of demand.
+
+A fresh ``python -m ...worker`` per candidate pays Python, torch, Triton and
+the backend's imports (2-9 s) before the candidate's first line runs. Here a
+zygote per device pays them once (zygote.py) and forks a child per
+candidate; the pool keeps ``spares`` children per device already forked,
+isolated and holding their device context, so a candidate starts in
+milliseconds. Each child serves exactly one candidate and is killed with
+everything it started, so isolation is the fresh process's (see
+docs/evaluator.md, "Isolation").
+
+Isolation of a child, outermost first:
+
+* bwrap around the zygote when it works (read-only host filesystem but the
+  pool's folder, no network, own PID namespace);
+* when the pool runs as root: every child drops to its own unprivileged uid
+  (a pool of uids, one per child in flight) keeping only
+  CAP_DAC_READ_SEARCH (it can read what root can, e.g. a Python under
+  /root, but write nothing but its own 0700 working folder), and gets its
+  own network namespace when bwrap did not give one; so concurrent children
+  cannot touch each other's files or processes, and none can write the
+  package, the compile caches of others or the run directory;
+* its own session (the pool signals the group), killed when the zygote dies,
+  rlimits, a scrubbed environment (no keys), private HOME/TMPDIR/caches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from ..result import EvalResult
+from .contention import DeviceGate
+from .sandbox import (Limits, _merge_ticket, converse, finish_result, make_job, sandbox_prefix,
+                      worker_environment, write_job_files)
+
+#: first uid handed to children when the pool runs as root
+UID_BASE = 61000
+#: build requests taken from one child, and their size cap (untrusted input)
+_MAX_REQUESTS = 16
+_MAX_REQUEST_BYTES = 1 << 20
+
+
+class PoolError(RuntimeError):
+    """The pool itself failed (zygote died, could not start): a harness fault,
+    never the candidate's."""
+
+
+class _UidPool:
+    def __init__(self, base: int, count: int) -> None:
+        self._free: "queue.Queue[int]" = queue.Queue()
+        for uid in range(base, base + count):
+            self._free.put(uid)
+
+    def take(self) -> int:
+        return self._free.get()
+
+    def give(self, uid: int) -> None:
+        self._free.put(uid)
+
+
+class Zygote:
+    """The zygote process of one device and its control channel."""
+
+    def __init__(self, backend: Any, device: Optional[str], isolation: str, cpu_threads: Optional[int],
+                 root: str, start_timeout_s: float = 180.0) -> None:
+        self.root = root
+        self.device = device
+        ours, theirs = socket.socketpair()
+        env = worker_environment(backend, os.path.join(root, "zygote"), device, cpu_threads)
+        os.makedirs(os.path.join(root, "zygote"), exist_ok=True)
+        env["KS_ZYGOTE_FD"] = str(theirs.fileno())
+        prefix, self.bwrap, self.note = sandbox_prefix(isolation, root, read_only=[os.path.join(root, "cache")])
+        self.log_path = os.path.join(root, "zygote.log")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                prefix + [sys.executable, "-m", "kernelsmith.evaluator.zygote"], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, env=env, cwd=root, pass_fds=(theirs.fileno(),), start_new_session=True,
+            )
+        theirs.close()
+        self.sock = ours
+        self._send_lock = threading.Lock()
+        self._spawned: dict[str, "queue.Queue[int]"] = {}
+        self._exits: dict[str, "queue.Queue[int]"] = {}
+        self._lock = threading.Lock()
+        self.dead = threading.Event()
+        self._send(type="init", backend=backend.name, cpu_threads=cpu_threads)
+        self.sock.settimeout(start_timeout_s)
+        reader = self.sock.makefile("rb")
+        try:
+            hello = json.loads(reader.readline() or b"{}")
+        except (socket.timeout, ValueError):
+            hello = {}
+        if hello.get("type") != "hello":
+            self.close()
+            raise PoolError("the evaluation pool's zygote did not start:\n" + self.log_tail())
+        self.warm_s = float(hello.get("warm_s", 0.0))
+        self.sock.settimeout(None)
+        self._reader = threading.Thread(target=self._read, args=(reader,), daemon=True, name="ks-zygote")
+        self._reader.start()
+
+    def log_tail(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def _send(self, fds: Optional[list[int]] = None, **msg: Any) -> None:
+        data = (json.dumps(msg) + "\n").encode()
+        with self._send_lock:
+            try:
+                if fds:
+                    socket.send_fds(self.sock, [data], fds)
+                else:
+                    self.sock.sendall(data)
+            except OSError as exc:
+                self.dead.set()
+                raise PoolError(f"the evaluation pool's zygote is gone ({exc})") from exc
+
+    def _box(self, table: dict, job: str) -> "queue.Queue[int]":
+        with self._lock:
+            return table.setdefault(job, queue.Queue())
+
+    def _read(self, reader: Any) -> None:
+        for line in reader:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("type") == "spawned":
+                self._box(self._spawned, str(msg["job"])).put(int(msg["pid"]))
+            elif msg.get("type") == "exit":
+                self._box(self._exits, str(msg["job"])).put(int(msg["status"]))
+        self.dead.set()
+        with self._lock:  # wake everyone waiting on a child of a dead zygote
+            for box in list(self._spawned.values()) + list(self._exits.values()):
+                box.put(-9)
+
+    def spawn(self, job: str, workdir: str, uid: Optional[int], netns: bool) -> tuple[socket.socket, int]:
+        ours, theirs = socket.socketpair()
+        try:
+            self._send(fds=[theirs.fileno()], type="spawn", job=job, workdir=workdir, uid=uid, netns=netns,
+                       cache_dir=os.path.join(self.root, "cache"))
+        finally:
+            theirs.close()
+        pid = self._box(self._spawned, job).get()
+        with self._lock:
+            self._spawned.pop(job, None)
+        if pid < 0:
+            ours.close()
+            raise PoolError("the evaluation pool's zygote died:\n" + self.log_tail())
+        return ours, pid
+
+    def signal(self, job: str, sig: int) -> None:
+        if not self.dead.is_set():
+            self._send(type="signal", job=job, sig=int(sig))
+
+    def exit_status(self, job: str, timeout: float) -> Optional[int]:
+        try:
+            status = self._box(self._exits, job).get(timeout=timeout)
+        except queue.Empty:
+            return None
+        with self._lock:
+            self._exits.pop(job, None)
+        return status
+
+    def alive(self) -> bool:
+        return not self.dead.is_set() and self.proc.poll() is None
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+class Child:
+    """One forked child: a spare until it gets its job."""
+
+    def __init__(self, zygote: Zygote, jobs_dir: str, uid: Optional[int], netns: bool) -> None:
+        self.zygote = zygote
+        self.uid = uid
+        self.id = secrets.token_hex(16)
+        # an unguessable name in a folder that cannot be listed
+        self.workdir = os.path.join(jobs_dir, self.id)
+        os.mkdir(self.workdir, 0o700)
+        if uid is not None:
+            os.chown(self.workdir, uid, uid)
+        self.requests_dir = os.path.join(self.workdir, "cache-requests")
+        os.mkdir(self.requests_dir, 0o700)
+        if uid is not None:
+            os.chown(self.requests_dir, uid, uid)
+        started = time.monotonic()
+        self.sock, self.pid = zygote.spawn(self.id, self.workdir, uid, netns)
+        self.sock.settimeout(None)
+        self.reader = self.sock.makefile("rb")
+        line = self.reader.readline()
+        try:
+            ready = json.loads(line) if line else {}
+        except ValueError:
+            ready = {}
+        if ready.get("type") != "ready":
+            log = self.log_text()
+            self.discard()
+            raise PoolError("an evaluation worker failed to start:\n" + log[-3000:])
+        self.startup_s = time.monotonic() - started
+
+    # -- the link converse() talks through -----------------------------------
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def signal(self, sig: int) -> None:
+        self.zygote.signal(self.id, sig)
+
+    def kill(self) -> None:
+        self.signal(9)
+
+    def wait_exit(self, timeout: float) -> None:
+        self._status = self.zygote.exit_status(self.id, timeout)
+        if self._status is None:
+            self.kill()
+            self._status = self.zygote.exit_status(self.id, 5.0)
+
+    _status: Optional[int] = None
+
+    def returncode(self) -> Optional[int]:
+        return self._status
+
+    def close(self) -> None:
+        if self._status is None:
+            self.kill()
+            self._status = self.zygote.exit_status(self.id, 5.0)
+        for f in (self.reader, self.sock):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    # -------------------------------------------------------------------------
+    def log_text(self) -> str:
+        try:
+            return Path(self.workdir, "worker.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def discard(self) -> None:
+        self.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class DevicePool:
+    """A zygote and its spare children for one device."""
+
+    def __init__(self, backend: Any, device: Optional[str], *, isolation: str, cpu_threads: Optional[int],
+                 spares: int, gate: DeviceGate, uids: Optional[_UidPool]) -> None:
+        self.backend = backend
+        self.device = device
+        self.isolation = isolation
+        self.cpu_threads = cpu_threads
+        self.gate = gate
+        self.uids = uids
+        self.root = tempfile.mkdtemp(prefix="ks-pool-")
+        os.chmod(self.root, 0o755)
+        self.jobs_dir = os.path.join(self.root, "jobs")
+        os.mkdir(self.jobs_dir)
+        # children may enter their folder but not list its siblings
+        os.chmod(self.jobs_dir, 0o711 if uids is not None else 0o755)
+        # the compile cache every child reads and none can write (root-owned,
+        # read-only under bwrap); filled by the trusted builder below
+        self.cache_dir = os.path.join(self.root, "cache")
+        self.requests_dir = os.path.join(self.root, "requests")
+        os.mkdir(self.cache_dir, 0o755)
+        os.mkdir(self.requests_dir, 0o700)
+        self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
+        self._builder: Optional[subprocess.Popen] = None
+        self._builder_ticket: Any = None
+        self.netns = uids is not None and not self.zygote.bwrap
+        self.label = "+".join(x for x in ("bwrap" if self.zygote.bwrap else "process",
+                                          "uid" if uids is not None else "", "netns" if self.netns else "") if x)
+        self._spares: "queue.Queue[Any]" = queue.Queue()
+        self._want = max(0, int(spares))
+        self._closed = False
+        self._lock = threading.Lock()
+        self._filler = threading.Thread(target=self._fill, daemon=True, name="ks-spares")
+        self._need = threading.Semaphore(self._want)
+        self._filler.start()
+
+    def _new_child(self) -> Child:
+        uid = self.uids.take() if self.uids is not None else None
+        try:
+            child = Child(self.zygote, self.jobs_dir, uid, self.netns)
+        except BaseException:
+            if uid is not None:
+                self.uids.give(uid)  # type: ignore[union-attr]
+            raise
+        return child
+
+    def _fill(self) -> None:
+        while True:
+            self._need.acquire()
+            if self._closed:
+                return
+            try:
+                self._spares.put(self._new_child())
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever takes the spare
+                self._spares.put(exc)
+                if self._closed or not self.zygote.alive():
+                    return
+                time.sleep(1.0)
+
+    def take(self) -> tuple[Child, float]:
+        """A ready child and the seconds waited for it."""
+        if not self.zygote.alive():
+            raise PoolError("the evaluation pool's zygote died:\n" + self.zygote.log_tail())
+        started = time.monotonic()
+        if self._want == 0:
+            return self._new_child(), time.monotonic() - started
+        item = self._spares.get()
+        self._need.release()  # start the next spare now, while this one works
+        if isinstance(item, BaseException):
+            raise item
+        return item, time.monotonic() - started
+
+    def _collect_requests(self, child: Child) -> None:
+        """Move a finished child's build requests (untrusted hints) to the
+        trusted builder, starting it on the first."""
+        try:
+            names = [n for n in os.listdir(child.requests_dir) if n.endswith(".key")][:_MAX_REQUESTS]
+        except OSError:
+            return
+        moved = 0
+        for name in names:
+            src = os.path.join(child.requests_dir, name)
+            if os.path.islink(src) or os.path.getsize(src) > _MAX_REQUEST_BYTES:
+                continue
+            try:
+                data = Path(src).read_bytes()
+            except OSError:
+                continue
+            Path(self.requests_dir, secrets.token_hex(8) + ".key").write_bytes(data)
+            moved += 1
+        if moved and (self._builder is None or self._builder.poll() is not None):
+            self._start_builder()
+
+    def _start_builder(self) -> None:
+        from .sandbox import sandbox_prefix as prefix_for
+
+        workdir = os.path.join(self.root, "builder")
+        os.makedirs(workdir, exist_ok=True)
+        env = worker_environment(self.backend, workdir, self.device, self.cpu_threads)
+        prefix, _bwrap, _note = prefix_for(self.isolation, workdir, writable=[self.cache_dir, self.requests_dir])
+        with open(os.path.join(self.root, "builder.log"), "ab") as log:
+            self._builder = subprocess.Popen(
+                prefix + [sys.executable, "-m", "kernelsmith.evaluator.cache_builder", self.backend.name,
+                          self.requests_dir, self.cache_dir],
+                stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=workdir, start_new_session=True)
+        builder = self._builder
+        if self._builder_ticket is not None:
+            self.gate.leave(self._builder_ticket)
+        # it compiles on the host: it stands still while the device times
+        self._builder_ticket = self.gate.join(lambda sig: os.killpg(builder.pid, sig), timed_on_cpu=True)
+
+    def run(self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits) -> EvalResult:
+        child, waited = self.take()
+        try:
+            cand_path, ref_path = write_job_files(child.workdir, task, source)
+            if child.uid is not None:
+                for path in (cand_path, ref_path):
+                    os.chown(path, child.uid, child.uid)
+            job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads)
+            ticket = self.gate.join(child.signal, key=task.id, pids={child.pid} if not self.zygote.bwrap else set(),
+                                    timed_on_cpu=self.device is None)
+            try:
+                raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket)
+            finally:
+                self.gate.leave(ticket)
+            result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
+                                   log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
+                                   isolation=self.label, note=self.zygote.note)
+            _merge_ticket(result, ticket)
+            result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
+            return result
+        finally:
+            child.close()
+            self._collect_requests(child)
+            child.discard()
+            if child.uid is not None:
+                self.uids.give(child.uid)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self._closed = True
+        self._need.release()
+        while True:
+            try:
+                item = self._spares.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, Child):
+                item.discard()
+                if item.uid is not None:
+                    self.uids.give(item.uid)  # type: ignore[union-attr]
+        self.zygote.close()
+        if self._builder is not None:
+            if self._builder_ticket is not None:
+                self.gate.leave(self._builder_ticket)
+            try:
+                os.killpg(self._builder.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._builder.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+__all__ = ["Child", "DevicePool", "PoolError", "UID_BASE", "Zygote"]
