@@ -183,10 +183,12 @@ def test_bwrap_isolation_reported_and_filesystem_read_only(results, escape_path)
     if not usable:
         assert r.isolation == "process" and note
         pytest.skip(f"bwrap unusable here ({note}); the plain-process fallback is reported")
-    assert r.isolation == "bwrap", _show(r)
-    assert r.category == "runtime" and "Read-only file system" in r.error, _show(r)
+    # pool workers run as root here, so each also drops to its own uid: the
+    # write fails on the read-only mount or for want of permission
+    assert r.isolation.startswith("bwrap"), _show(r)
+    assert r.category == "runtime" and ("Read-only file system" in r.error or "Permission denied" in r.error), _show(r)
     assert not escape_path.exists()
-    assert all(res.isolation == "bwrap" for res in results.values())
+    assert all(res.isolation.startswith("bwrap") for res in results.values() if res.isolation != "none (static check)")
 
 
 def test_inputs_fresh_per_trial_and_per_evaluation(results):
@@ -246,7 +248,8 @@ def test_plain_process_isolation_also_works():
     with Evaluator(backend="triton", workers=2, isolation="process", timing=False) as ev:
         ok, crash = ev.evaluate_many([(task, (CAND / "relu_correct.py").read_text()),
                                       (task, (CAND / "crash_segfault.py").read_text())])
-    assert ok.category == "ok" and ok.isolation == "process", _show(ok)
+    # as root a pool worker also gets its own uid and network namespace
+    assert ok.category == "ok" and ok.isolation.split("+")[0] == "process", _show(ok)
     assert crash.category == "crash" and "segmentation fault" in crash.error, _show(crash)
 
 

@@ -184,6 +184,12 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
         def stage(self, s: str) -> None:
             pass
 
+        def timing_slot(self) -> float:
+            return 0.0
+
+        def timing_done(self, report: dict) -> bool:
+            return False
+
     class Ref:
         @staticmethod
         def get_inputs():
@@ -350,19 +356,21 @@ def test_device_detection_from_nvidia_smi_and_cuda_visible_devices():
     assert parse_cuda_visible_devices("GPU-abc, 3") == ["GPU-abc", "3"]
 
 
-def test_evaluator_uses_one_worker_per_detected_gpu(monkeypatch):
+def test_evaluator_uses_every_detected_gpu(monkeypatch):
     from kernelsmith.evaluator import Evaluator, service
 
     monkeypatch.setattr(service, "detect_gpus", lambda: ["0", "1", "2", "3"])
-    with Evaluator(backend="triton") as ev:
-        assert ev.workers == 4 and ev.devices == ["0", "1", "2", "3"]
+    with Evaluator(backend="triton") as ev:  # pool: three in flight per GPU, one timing each
+        assert ev.workers == 12 and ev.devices == ["0", "1", "2", "3"] and len(ev.gates) == 4
+    with Evaluator(backend="triton", mode="fresh") as ev:  # one fresh process per GPU
+        assert ev.workers == 4
     with Evaluator(backend="triton", workers=2) as ev:  # configurable
         assert ev.workers == 2
     with Evaluator(backend="triton", devices=[]) as ev:  # explicit: no pinning
         assert ev.workers == 1 and ev.devices == [None]
     monkeypatch.setattr(service, "detect_gpus", lambda: [])
-    with Evaluator(backend="triton") as ev:  # CPU-only host
-        assert ev.workers == 1 and ev.devices == [None]
+    with Evaluator(backend="triton") as ev:  # CPU-only host: two overlap, one times; one thread each side
+        assert ev.workers == 2 and ev.devices == [None] and ev.cpu_threads == 1
 
 
 def test_device_detection_runs_a_fake_nvidia_smi(tmp_path, monkeypatch):

@@ -685,6 +685,8 @@ class opencl:
             """
             Build (or fetch from the cache) a program; raises OpenCLError with the build log.
             """
+        def cache_key_text(self, source: str, options: str = ...) -> str:
+            ...
         def cache_stats(self) -> dict:
             ...
         def clear_cache(self) -> None:
@@ -695,6 +697,10 @@ class opencl:
             ...
         def launch(self, kernel: opencl.Kernel, args: collections.abc.Sequence[opencl.KernelArg], global_size: collections.abc.Sequence[int], local_size: collections.abc.Sequence[int] = ..., offset: collections.abc.Sequence[int] = ...) -> opencl.Event:
             ...
+        def store_binary(self, source: str, options: str, dir: str) -> str:
+            """
+            Build from source and write the binary cache entry into dir (the trusted builder).
+            """
         def wrap_host(self, host: typing_extensions.Buffer) -> opencl.Buffer:
             """
             A zero-copy buffer over a writable, C-contiguous host array (CPU devices only); the array is kept alive as long as the buffer.

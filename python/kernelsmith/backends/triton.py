@@ -112,7 +112,7 @@ class TritonBackend(Backend):
         import triton.language  # noqa: F401
 
         _LaunchHooks.install()
-        if not _interpret() and os.path.exists("/dev/nvidiactl"):
+        if not _interpret() and os.path.exists("/dev/nvidiactl") and os.environ.get("KERNELSMITH_TRITON_WARM_DRIVER", "1") != "0":
             # Build and load Triton's CUDA driver helpers once (a C compile)
             # without initialising CUDA: the device check goes through NVML.
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"

@@ -52,4 +52,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s")
         print(result.render_feedback())
+        if result.phases:
+            print("Phases (s): " + ", ".join(f"{k} {v:.3g}" for k, v in result.phases.items()))
     return 0 if result.correct and not result.hacked else 1

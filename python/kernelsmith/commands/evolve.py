@@ -60,6 +60,20 @@ class Progress:
             print(file=sys.stderr)
 
 
+def _confirmation(conf: dict[str, Any]) -> str:
+    if conf.get("error"):
+        return f"no ({conf['error']}); per-step best shown"
+    rows = conf.get("finalists") or []
+    if not rows:
+        return "-"
+    best = next((r for r in rows if r.get("program_id") == conf.get("best_program_id")), None)
+    if best is None:
+        return f"no finalist passed the re-timing ({len(rows)} tried); per-step best shown"
+    return (f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
+            f"[{best.get('speedup_ci_low', 0):.3f}, {best.get('speedup_ci_high', 0):.3f}] "
+            f"(per-step {best.get('step_speedup', 0):.3f}x)")
+
+
 def _table(summary: dict[str, Any]) -> str:
     rows = [
         ("run directory", summary["run_dir"]),
@@ -67,6 +81,7 @@ def _table(summary: dict[str, Any]) -> str:
         ("steps", summary["steps"]),
         ("best speedup", f"{summary['best_speedup']:.3f}x" if summary["best_speedup"] is not None else "-"),
         ("best program", f"{summary['run_dir']}/best_program.py" if summary["best_program_id"] is not None else "-"),
+        ("best confirmed", _confirmation(summary.get("best_confirmation") or {})),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))),
         ("tokens", summary["usage"].get("total_tokens", 0) if summary["usage"] else 0),
         ("cost (USD)", round(summary["usage"].get("cost_usd", 0.0), 4) if summary["usage"] else 0.0),

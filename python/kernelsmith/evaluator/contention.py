@@ -142,6 +142,12 @@ class TimingTicket:
             self.paused_s += time.monotonic() - self._paused_at
             self._paused_at = None
 
+    def reset_clock(self) -> None:
+        with self.gate._lock:
+            self.paused_s = 0.0
+            if self._paused_at is not None:
+                self._paused_at = time.monotonic()
+
     def stood_still(self) -> float:
         """Seconds this worker was stopped or waited for the slot so far."""
         extra = time.monotonic() - self._paused_at if self._paused_at is not None else 0.0
@@ -161,6 +167,9 @@ class TimingTicket:
     def result_fields(self) -> dict[str, Any]:
         return {"load": {"attempts": list(self.attempts)} if self.attempts else {},
                 "timing_reliable": self.reliable, "unreliable_reasons": list(self.reasons)}
+
+    def stopped_s(self) -> float:
+        return round(self.stood_still(), 4)
 
 
 class DeviceGate:
@@ -217,6 +226,9 @@ class DeviceGate:
         self._slot.release()
 
     def _report(self, ticket: TimingTicket, report: dict[str, Any]) -> bool:
+        if report.get("release_only"):  # several comparisons in one slot (the finalists): no verdict
+            self._release(ticket)
+            return False
         window = ticket._window.stop() if ticket._window is not None else {}
         attempt: dict[str, Any] = {k: report.get(k) for k in ("speedup", "ref_ms", "cand_ms", "threads")}
         reasons: list[str] = []
@@ -230,7 +242,9 @@ class DeviceGate:
                 reasons.append(f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
                                f"while the timing needed {threads}")
         if not ticket.timed_on_cpu:
-            foreign = foreign_gpu_processes(self.device, ticket.pids)
+            with self._lock:  # the device's other workers hold contexts too: they are ours
+                own = set().union(*(m.pids for m in self._members))
+            foreign = foreign_gpu_processes(self.device, own)
             if foreign is not None:
                 attempt["foreign_gpu_processes"] = len(foreign)
                 if foreign:

@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .contention import DeviceGate
@@ -197,7 +197,7 @@ class Zygote:
 class Child:
     """One forked child: a spare until it gets its job."""
 
-    def __init__(self, zygote: Zygote, jobs_dir: str, uid: Optional[int], netns: bool) -> None:
+    def __init__(self, zygote: Zygote, jobs_dir: str, uid: Optional[int], netns: bool, gate: DeviceGate) -> None:
         self.zygote = zygote
         self.uid = uid
         self.id = secrets.token_hex(16)
@@ -212,6 +212,12 @@ class Child:
             os.chown(self.requests_dir, uid, uid)
         started = time.monotonic()
         self.sock, self.pid = zygote.spawn(self.id, self.workdir, uid, netns)
+        # A member of the device's gate from birth: a spare creating its
+        # context stands still during a timing like any other worker, and
+        # its pid (with a device context) is ours, not a foreign process.
+        self.gate = gate
+        self.ticket = gate.join(self.signal, pids={self.pid} if not zygote.bwrap else set(),
+                                timed_on_cpu=zygote.device is None)
         self.sock.settimeout(None)
         self.reader = self.sock.makefile("rb")
         line = self.reader.readline()
@@ -267,6 +273,7 @@ class Child:
             return ""
 
     def discard(self) -> None:
+        self.gate.leave(self.ticket)
         self.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -311,7 +318,7 @@ class DevicePool:
     def _new_child(self) -> Child:
         uid = self.uids.take() if self.uids is not None else None
         try:
-            child = Child(self.zygote, self.jobs_dir, uid, self.netns)
+            child = Child(self.zygote, self.jobs_dir, uid, self.netns, self.gate)
         except BaseException:
             if uid is not None:
                 self.uids.give(uid)  # type: ignore[union-attr]
@@ -383,20 +390,20 @@ class DevicePool:
         # it compiles on the host: it stands still while the device times
         self._builder_ticket = self.gate.join(lambda sig: os.killpg(builder.pid, sig), timed_on_cpu=True)
 
-    def run(self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits) -> EvalResult:
+    def run(self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits,
+            finalists: Sequence[str] = ()) -> EvalResult:
         child, waited = self.take()
         try:
-            cand_path, ref_path = write_job_files(child.workdir, task, source)
+            cand_path, ref_path, finalist_paths = write_job_files(child.workdir, task, source, finalists)
             if child.uid is not None:
-                for path in (cand_path, ref_path):
+                for path in [cand_path, ref_path, *finalist_paths]:
                     os.chown(path, child.uid, child.uid)
-            job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads)
-            ticket = self.gate.join(child.signal, key=task.id, pids={child.pid} if not self.zygote.bwrap else set(),
-                                    timed_on_cpu=self.device is None)
-            try:
-                raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket)
-            finally:
-                self.gate.leave(ticket)
+            job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads,
+                           finalist_paths)
+            ticket = child.ticket
+            ticket.key = task.id  # the reference baseline this timing is judged against
+            ticket.reset_clock()  # standing still as a spare is not this job's time
+            raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket)
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
                                    log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
                                    isolation=self.label, note=self.zygote.note)

@@ -160,7 +160,7 @@ def sandbox_prefix(isolation: str, workdir: str, read_only: Sequence[str] = (),
 
 
 def make_job(task: Any, backend: Any, cand_path: str, ref_path: str, trials: Optional[int], timing: bool,
-             limits: Limits, cpu_threads: Optional[int]) -> dict[str, Any]:
+             limits: Limits, cpu_threads: Optional[int], finalists: Sequence[str] = ()) -> dict[str, Any]:
     cpu_limit = limits.cpu_limit_s if limits.cpu_limit_s is not None else 2 * limits.timeout_s
     return {
         "task": task.to_dict(),
@@ -172,15 +172,22 @@ def make_job(task: Any, backend: Any, cand_path: str, ref_path: str, trials: Opt
         "cpu_limit_s": cpu_limit,
         "cpu_threads": cpu_threads,
         "memory_limit_mb": limits.memory_limit_mb if backend.supports_address_space_limit else None,
+        "finalists": list(finalists),
     }
 
 
-def write_job_files(workdir: str, task: Any, source: str) -> tuple[str, str]:
+def write_job_files(workdir: str, task: Any, source: str,
+                    finalists: Sequence[str] = ()) -> tuple[str, str, list[str]]:
+    """candidate.py, reference.py and, for a finalists' job, candidate_<i>.py."""
     cand_path = os.path.join(workdir, "candidate.py")
     ref_path = os.path.join(workdir, "reference.py")
     Path(cand_path).write_text(source)
     Path(ref_path).write_text(task.reference_source)
-    return cand_path, ref_path
+    paths = []
+    for i, text in enumerate(finalists):
+        paths.append(os.path.join(workdir, f"candidate_{i}.py"))
+        Path(paths[-1]).write_text(text)
+    return cand_path, ref_path, paths
 
 
 def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncode: Optional[int],
@@ -225,6 +232,7 @@ def run_worker(
     isolation: str = "auto",
     gate: Any = None,
     cpu_threads: Optional[int] = None,
+    finalists: Sequence[str] = (),
 ) -> EvalResult:
     """Evaluate ``source`` on ``task`` in a fresh sandboxed worker (the
     ``mode="fresh"`` evaluator: one Python start-up per candidate)."""
@@ -232,11 +240,11 @@ def run_worker(
     private = tempfile.mkdtemp(prefix="ks-eval-")  # parent-only: the log
     workdir = tempfile.mkdtemp(prefix="ks-work-")  # the worker's only writable place
     try:
-        cand_path, ref_path = write_job_files(workdir, task, source)
+        cand_path, ref_path, finalist_paths = write_job_files(workdir, task, source, finalists)
         env = worker_environment(backend, workdir, device, cpu_threads)
         prefix, use_bwrap, note = sandbox_prefix(isolation, workdir)
         cmd = prefix + [sys.executable, "-m", "kernelsmith.evaluator.worker"]
-        job = make_job(task, backend, cand_path, ref_path, trials, timing, limits, cpu_threads)
+        job = make_job(task, backend, cand_path, ref_path, trials, timing, limits, cpu_threads, finalist_paths)
         log_path = os.path.join(private, "worker.log")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
@@ -263,6 +271,9 @@ def run_worker(
 
 
 def _merge_ticket(result: EvalResult, ticket: Any) -> None:
+    """What the trusted side saw: the load per timing attempt, the verdict on
+    it, and how long the worker stood still (its phases include that)."""
+    result.phases = {**result.phases, "stopped": ticket.stopped_s()}
     if not ticket.attempts:
         return
     for key, value in ticket.result_fields().items():

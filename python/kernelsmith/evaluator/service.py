@@ -153,7 +153,8 @@ class Evaluator(TaskBackends):
                 self._device_pools[key] = pool
             return pool
 
-    def _evaluate(self, task: Task, source: str, trials: Optional[int], submitted: float) -> EvalResult:
+    def _evaluate(self, task: Task, source: str, trials: Optional[int], submitted: float,
+                  finalists: Sequence[str] = ()) -> EvalResult:
         started = time.monotonic()
         backend = self.backend_for(task)
         if trials is not None and not 1 <= int(trials) <= MAX_TRIALS:
@@ -174,18 +175,19 @@ class Evaluator(TaskBackends):
         queued = time.monotonic() - submitted
         try:
             if self.mode == "pool":
-                result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits)
+                result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits, finalists)
             else:
                 result = run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
                                     limits=limits, device=device, isolation=self.isolation,
-                                    gate=self.gates[device], cpu_threads=self.cpu_threads)
+                                    gate=self.gates[device], cpu_threads=self.cpu_threads, finalists=finalists)
         finally:
             self._slots.put(device)
         result.task_id = task.id
         result.backend = backend.name
         result.warnings = list(dict.fromkeys(list(report.warnings) + list(result.warnings)))
         result.phases = {"queue": round(queued, 4), **result.phases}
-        result.wall_s = round(time.monotonic() - started + queued, 3)
+        # the evaluation's own time; waiting for a free worker is phases["queue"]
+        result.wall_s = round(time.monotonic() - started, 3)
         return result
 
     # -- API ------------------------------------------------------------
@@ -218,6 +220,41 @@ class Evaluator(TaskBackends):
         self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
     ) -> list[EvalResult]:
         return list(await asyncio.gather(*(self.evaluate_async(t, s, trials) for t, s in items)))
+
+    def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
+        """Re-time finalists head to head: every source (each already judged
+        correct by :meth:`evaluate`) against the reference on the same input
+        sets in one worker and one timing slot, and the top two against each
+        other. Returns ``{"finalists": [{index, correct, speedup,
+        speedup_ci_low, speedup_ci_high, runtime_ms, ref_runtime_ms, verdict,
+        error}], "head_to_head": {...}, "result": EvalResult}``; a source that
+        fails the static checks is left out with its reason."""
+        task = self._task(task)
+        backend = self.backend_for(task)
+        entries: list[dict[str, Any]] = []
+        kept: list[int] = []
+        for i, source in enumerate(sources):
+            report = backend.static_check(source)
+            if report.errors or report.hacks:
+                entries.append({"index": i, "correct": False, "error": "; ".join(report.errors + report.hacks)})
+            else:
+                kept.append(i)
+        if not kept:
+            return {"finalists": entries, "head_to_head": {}, "result": None}
+        future = self._pool.submit(self._evaluate, task, sources[kept[0]], None, time.monotonic(),
+                                   [sources[i] for i in kept])
+        result = future.result()
+        timed = (result.timing or {}).get("finalists") or []
+        for entry in timed:
+            entry["index"] = kept[int(entry["index"])]
+            entries.append(entry)
+        head = dict((result.timing or {}).get("head_to_head") or {})
+        for key in ("first", "second"):
+            if key in head:
+                head[key] = kept[int(head[key])]
+        if not timed:  # the worker failed before timing: every finalist shares its verdict
+            entries += [{"index": i, "correct": False, "error": result.error or result.category} for i in kept]
+        return {"finalists": sorted(entries, key=lambda e: e["index"]), "head_to_head": head, "result": result}
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

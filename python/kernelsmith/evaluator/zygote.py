@@ -140,6 +140,9 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         env = {"HOME": workdir, "TMPDIR": workdir, **backend.worker_env(workdir, cpu_threads),
                **backend.shared_cache_env(str(msg["cache_dir"]), os.path.join(workdir, "cache-requests"))}
         os.environ.update(env)
+        import tempfile
+
+        tempfile.tempdir = None  # the zygote's cached temporary folder is not ours
         import faulthandler
 
         faulthandler.enable(file=sys.stderr, all_threads=False)

@@ -38,6 +38,10 @@ class EvolveConfig:
     eval_concurrency: Optional[int] = None
     #: write an engine checkpoint every this many steps (and always on stop)
     checkpoint_every: int = 5
+    #: at the end of a run, this many of the fastest correct programs are
+    #: re-timed head to head in one worker; the winner is the run's best
+    #: (0: keep the best per-step speedup, unconfirmed)
+    finalists: int = 4
     #: correctness trials per candidate; None keeps the task's setting
     trials: Optional[int] = None
     #: "diff" (SEARCH/REPLACE), "full" (whole program) or "auto" (accept either)
