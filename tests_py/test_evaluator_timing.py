@@ -366,8 +366,8 @@ def test_evaluator_uses_every_detected_gpu(monkeypatch):
         assert ev.workers == 4
     with Evaluator(backend="triton", workers=2) as ev:  # configurable
         assert ev.workers == 2
-    with Evaluator(backend="triton", devices=[]) as ev:  # explicit: no pinning
-        assert ev.workers == 1 and ev.devices == [None]
+    with Evaluator(backend="triton", devices=[]) as ev:  # explicit: no pinning, one device slot
+        assert ev.workers == 2 and ev.devices == [None] and len(ev.gates) == 1
     monkeypatch.setattr(service, "detect_gpus", lambda: [])
     with Evaluator(backend="triton") as ev:  # CPU-only host: two overlap, one times; one thread each side
         assert ev.workers == 2 and ev.devices == [None] and ev.cpu_threads == 1

@@ -122,6 +122,8 @@ class TimingTicket:
     attempts: list = field(default_factory=list)
     reasons: list = field(default_factory=list)
     reliable: bool = True
+    # (acquired, released) on this process's monotonic clock, per slot held
+    slots: list = field(default_factory=list)
     _window: Optional[HostLoadWindow] = None
 
     # -- pause bookkeeping (under the gate's lock) -----------------------
@@ -165,7 +167,8 @@ class TimingTicket:
         self.gate._release(self)
 
     def result_fields(self) -> dict[str, Any]:
-        return {"load": {"attempts": list(self.attempts)} if self.attempts else {},
+        return {"load": {"attempts": list(self.attempts), "slots": [list(s) for s in self.slots]}
+                if self.attempts else {},
                 "timing_reliable": self.reliable, "unreliable_reasons": list(self.reasons)}
 
     def stopped_s(self) -> float:
@@ -208,6 +211,7 @@ class DeviceGate:
             ticket.paused_s += time.monotonic() - waited  # waiting for the slot is not the candidate's time
             self._holder = ticket
             ticket.holding = True
+            ticket.slots.append((time.monotonic(), None))
             for other in self._members:
                 if other is not ticket:
                     other._pause()
@@ -220,6 +224,8 @@ class DeviceGate:
                 return
             ticket.holding = False
             self._holder = None
+            if ticket.slots:
+                ticket.slots[-1] = (ticket.slots[-1][0], time.monotonic())
             for other in self._members:
                 if other is not ticket:
                     other._resume()

@@ -201,7 +201,7 @@ class Child:
         self.zygote = zygote
         self.uid = uid
         self.id = secrets.token_hex(16)
-        # an unguessable name in a folder that cannot be listed
+        # an unguessable name; as root, owned by the child's own uid (0700)
         self.workdir = os.path.join(jobs_dir, self.id)
         os.mkdir(self.workdir, 0o700)
         if uid is not None:
@@ -293,7 +293,7 @@ class DevicePool:
         os.chmod(self.root, 0o755)
         self.jobs_dir = os.path.join(self.root, "jobs")
         os.mkdir(self.jobs_dir)
-        # children may enter their folder but not list its siblings
+        # children may enter their own folder; siblings belong to other uids
         os.chmod(self.jobs_dir, 0o711 if uids is not None else 0o755)
         # the compile cache every child reads and none can write (root-owned,
         # read-only under bwrap); filled by the trusted builder below

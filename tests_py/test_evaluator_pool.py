@@ -1,0 +1,156 @@
+"""The warm pool (evaluator/pool.py, zygote.py, contention.py) against real
+workers: isolation between candidates served by the same zygote, one timing
+per device at a time, the trusted shared OpenCL binary cache, finalists."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.task import Task
+
+HERE = Path(__file__).parent
+EXAMPLES = HERE.parent / "examples"
+CAND = HERE / "fixtures" / "candidates"
+MARKER = "ks-pool-test-daemon"
+
+# Runs inside a pool child, past the static checks (handed to the pool
+# directly): everything a candidate could do to poison the next one.
+POISONER = f'''
+import os, sys, subprocess, torch, torch.nn as nn
+import triton, triton.language as tl
+
+# monkey-patches of torch that would make any later comparison pass or any
+# later kernel look fast
+torch.allclose = lambda *a, **k: True
+torch.Tensor.clone = lambda self, *a, **k: self
+torch.empty_like = lambda x, *a, **k: torch.zeros(1)
+# leaked host memory, files, environment, a process that outlives us
+LEAK = bytearray(200 * 2**20)
+open(os.path.join(os.environ["HOME"], "planted.txt"), "w").write("x")
+os.environ["KS_POISON"] = "1"
+subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: pass", "{MARKER}"],
+                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# the folders of other candidates' jobs (the spare's, here): not writable
+jobs = os.path.dirname(os.getcwd())
+for name in os.listdir(jobs):
+    if os.path.join(jobs, name) != os.getcwd():
+        try:
+            open(os.path.join(jobs, name, "candidate.py"), "w").write("tampered")
+            print("SIBLING WRITTEN", name, file=sys.stderr)
+        except OSError as exc:
+            print("SIBLING REFUSED", type(exc).__name__, file=sys.stderr)
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("poisoned on purpose")
+'''
+
+
+def _daemons() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if MARKER.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_poisoning_candidate_cannot_touch_the_next_one():
+    task = Task.load(EXAMPLES / "triton" / "relu", trials=2)
+    seed = (EXAMPLES / "triton" / "relu" / "seed.py").read_text()
+    # one worker, one spare: the next candidate is the next fork of the same zygote
+    with Evaluator(backend="triton", workers=1, spares=1, timing=False) as ev:
+        pool = ev._device_pool(ev.backend_for(task), None)
+        from kernelsmith.evaluator.sandbox import Limits
+
+        bad = pool.run(task, POISONER, None, False, Limits(timeout_s=120))
+        assert bad.category == "runtime" and "poisoned on purpose" in bad.error, bad.error
+        time.sleep(0.5)
+        assert _daemons() == [], "a process the candidate left behind is still running"
+        if ev._uids is not None:  # as root: other children's folders belong to other uids
+            assert "SIBLING REFUSED PermissionError" in bad.log_tail and "SIBLING WRITTEN" not in bad.log_tail, \
+                bad.log_tail
+        good = ev.evaluate(task, seed)
+    assert good.category == "ok" and good.correct, good.error
+    # the patched torch.allclose/clone/empty_like, the file, the variable and
+    # the leaked memory died with the poisoner's process: the seed is judged
+    # on the real torch (its outputs compared element-wise again)
+    assert good.correctness["trials"] == 2 + len(task.config.extra_inputs)
+    assert "planted.txt" not in good.log_tail
+
+
+def test_one_timing_per_device_at_a_time_and_phases_recorded():
+    task = Task.load(EXAMPLES / "opencl" / "softmax", trials=1)
+    seed = task.seed_source
+    with Evaluator(backend="opencl", workers=2, spares=1) as ev:
+        results = ev.evaluate_many([(task, seed), (task, seed), (task, seed)])
+    assert all(r.category == "ok" for r in results), [r.error for r in results]
+    windows = sorted(tuple(w) for r in results for w in r.load["slots"])
+    assert len(windows) >= 3
+    for (_a0, a1), (b0, _b1) in zip(windows, windows[1:]):
+        assert a1 <= b0, f"two timings overlapped on one device: {windows}"
+    for r in results:
+        for phase in ("queue", "startup", "load", "compile", "correctness", "timing_wait", "timing", "stopped"):
+            assert phase in r.phases, (phase, r.phases)
+        assert r.load["attempts"][0]["threads"] == 1  # the reference's fixed thread count, recorded
+
+
+def test_opencl_builds_come_from_the_trusted_shared_cache():
+    task = Task.load(EXAMPLES / "opencl" / "softmax", trials=1)
+    seed = task.seed_source
+    with Evaluator(backend="opencl", workers=1, spares=0, timing=False) as ev:
+        first = ev.evaluate(task, seed)
+        pool = next(iter(ev._device_pools.values()))
+        # the builder (no candidate code) compiles the request the worker left
+        deadline = time.monotonic() + 120
+        while not any(n.endswith(".bin") for n in os.listdir(pool.cache_dir)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        entries = sorted(os.listdir(pool.cache_dir))
+        assert any(n.endswith(".bin") for n in entries), (entries, Path(pool.root, "builder.log").read_text())
+        st = os.stat(pool.cache_dir)
+        assert st.st_uid == os.geteuid() and not st.st_mode & 0o022  # only we write it
+        second = ev.evaluate(task, seed)
+    assert first.category == "ok" and second.category == "ok"
+    # the first build compiled from source; the second loaded the shared binary
+    assert second.phases["compile"] < first.phases["compile"], (first.phases, second.phases)
+
+
+def test_finalists_are_retimed_side_by_side():
+    task = Task.load(EXAMPLES / "opencl" / "softmax", trials=1)
+    seed = task.seed_source
+    slow = seed.replace("WORK_GROUP = 64", "WORK_GROUP = 16")
+    broken = seed.replace("ModelNew", "ModelNot")  # fails the static check: left out with its reason
+    with Evaluator(backend="opencl", workers=1) as ev:
+        out = ev.confirm_best(task, [seed, slow, broken])
+    rows = out["finalists"]
+    assert [r["index"] for r in rows] == [0, 1, 2]
+    assert rows[0]["correct"] and rows[1]["correct"] and not rows[2]["correct"]
+    assert "ModelNew" in rows[2]["error"]
+    for r in rows[:2]:
+        assert r["speedup_ci_low"] <= r["speedup"] <= r["speedup_ci_high"]
+    assert set((out["head_to_head"]["first"], out["head_to_head"]["second"])) == {0, 1}
+
+
+@pytest.mark.parametrize("mode", ["pool", "fresh"])
+def test_modes_give_the_same_verdicts(mode):
+    task = Task.load(EXAMPLES / "triton" / "relu", trials=1)
+    names = ["relu_correct", "relu_wrong", "crash_segfault", "hack_no_kernel", "compile_error"]
+    with Evaluator(backend="triton", mode=mode, workers=2, timing=False, timeout_s=120) as ev:
+        results = ev.evaluate_many([(task, (CAND / f"{n}.py").read_text()) for n in names])
+    got = {n: r.category for n, r in zip(names, results)}
+    assert got == {"relu_correct": "ok", "relu_wrong": "incorrect", "crash_segfault": "crash",
+                   "hack_no_kernel": "hacked", "compile_error": "compile"}, got
