@@ -1,0 +1,56 @@
+"""Contention: an evolution on the CPU (OpenCL through PoCL) while a busy
+process holds a core. No candidate may be reported faster than it is by
+more than its stated confidence interval, and the run's best must be the
+truly fastest within 5%, both checked by re-timing every correct program
+afterwards with the busy process gone (head to head, in one worker)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.task import Task
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "opencl" / "softmax"
+
+
+def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
+    run = tmp_path / "run"
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kernelsmith", "evolve", str(EXAMPLE), "--iterations", "10", "--out", str(run)],
+            capture_output=True, text=True, timeout=1200)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    steps = [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()]
+    correct = {}
+    for step in steps:
+        child = step.get("child") or {}
+        if child.get("status") == "correct" and child.get("source"):
+            correct[child["id"]] = (child["source"], step["eval"])
+    assert len(correct) >= 3, [s.get("status") for s in steps]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["best_confirmation"].get("finalists"), summary["best_confirmation"]
+
+    # the truth: every correct program re-timed side by side, nothing else running
+    ids = list(correct)
+    with Evaluator(backend="opencl", workers=1) as ev:
+        alone = ev.confirm_best(Task.load(EXAMPLE), [correct[i][0] for i in ids])["finalists"]
+    truth = {ids[row["index"]]: row for row in alone}
+    assert all(row["correct"] for row in truth.values()), truth
+
+    for pid, (_source, result) in correct.items():
+        if not result.get("timing_reliable", True):
+            continue  # marked unreliable: it claims nothing (and cannot be the best)
+        assert result["speedup_ci_low"] <= truth[pid]["speedup_ci_high"] * 1.02, (
+            f"program {pid} reported {result['speedup']:.4f} [{result['speedup_ci_low']:.4f}, "
+            f"{result['speedup_ci_high']:.4f}] under load, {truth[pid]['speedup']:.4f} "
+            f"[{truth[pid]['speedup_ci_low']:.4f}, {truth[pid]['speedup_ci_high']:.4f}] alone; load: {result.get('load')}")
+    fastest = max(row["speedup"] for row in truth.values())
+    best = truth[summary["best_program_id"]]["speedup"]
+    assert best >= 0.95 * fastest, (summary["best_program_id"], best, fastest, truth)
