@@ -23,6 +23,7 @@ def bench():
     sys.path.insert(0, str(SCRIPT.parent))  # the script imports its sibling _verdicts
     spec = importlib.util.spec_from_file_location("bench_eval_throughput", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(module)
     return module
 
