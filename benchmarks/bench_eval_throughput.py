@@ -19,8 +19,12 @@ carry (EvalResult.phases: queue, startup, load, compile, correctness, timing;
 whatever is there), then a verdict table: expected against got per mode and
 whether the modes agree. Exit status 1 when any verdict differs from the
 expected one or the modes disagree, 2 for bad input. The modes run one after
-the other, never at once, so they never share a device; the hang costs
---timeout seconds in each mode (it is part of the workload).
+the other, never at once, so they never share a device. The hang costs
+--timeout seconds in each mode (it is part of the workload; the table shows
+how many timeouts a group had and the seconds they held): with one worker,
+16 l1 candidates and --timeout 60, no evaluator can exceed 16 evaluations a
+minute on l1, so compare the modes' rates at the same --timeout (and use a
+short one, e.g. 10, to see the rate of everything else).
 
 --repeat-one N NAME evaluates one (correct) candidate N times in each mode,
 each a new evaluation, and prints the speedup of every run and the spread
@@ -147,7 +151,8 @@ def has_modes() -> bool:
     and is the fresh mode under no name."""
     from kernelsmith.evaluator import Evaluator
 
-    return "mode" in inspect.signature(Evaluator).parameters
+    params = inspect.signature(Evaluator).parameters
+    return "mode" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def run_batch(ev: Any, items: list[tuple[Any, str]]) -> tuple[list[Any], float]:
@@ -196,6 +201,8 @@ def group_stats(results: list[Any], wall: float) -> dict[str, Any]:
         "median_wall_s": round(statistics.median(walls), 3),
         "p95_wall_s": round(percentile(walls, 0.95), 3),
         "n_ok": sum(r.category == "ok" for r in results),
+        "n_timeout": sum(r.category == "timeout" for r in results),
+        "timeout_wall_s": round(sum(float(r.wall_s) for r in results if r.category == "timeout"), 3),
         "phase_medians": {k: round(v, 4) for k, v in phase_medians(results).items()},
     }
 
@@ -219,13 +226,13 @@ def fmt_speedup(r: Any) -> str:
 def print_throughput(modes: list[str], groups: list[str], stats: dict[str, dict[str, dict[str, Any]]],
                      startup: dict[str, float]) -> None:
     print(f"\n{'mode':<6} {'group':<7} {'n':>3} {'ok':>3} {'batch s':>8} {'evals/min':>10} "
-          f"{'median s':>9} {'p95 s':>7}   evaluator created in")
+          f"{'median s':>9} {'p95 s':>7} {'timeouts (s)':>13}   evaluator created in")
     for mode in modes:
         for g in groups:
             s = stats[mode][g]
             print(f"{mode:<6} {g:<7} {s['n']:>3} {s['n_ok']:>3} {s['batch_wall_s']:>8.1f} "
-                  f"{s['evals_per_min'] or 0:>10.1f} {s['median_wall_s']:>9.2f} {s['p95_wall_s']:>7.2f}   "
-                  f"{startup[mode]:.2f} s")
+                  f"{s['evals_per_min'] or 0:>10.1f} {s['median_wall_s']:>9.2f} {s['p95_wall_s']:>7.2f} "
+                  f"{str(s['n_timeout']) + ' (' + format(s['timeout_wall_s'], '.0f') + ')':>13}   {startup[mode]:.2f} s")
     print("\nmedian per-phase time (s) per mode and group (EvalResult.phases; '-' = not reported):")
     keys: list[str] = []
     for mode in modes:
