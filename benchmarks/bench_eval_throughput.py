@@ -180,7 +180,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def phases_of(result: Any) -> dict[str, float]:
-    return {k: float(v) for k, v in (getattr(result, "phases", None) or {}).items() if v is not None}
+    """EvalResult.phases (seconds per phase); results without it, or phases
+    that did not happen (None), contribute nothing."""
+    phases = getattr(result, "phases", None) or {}
+    return {str(k): float(v) for k, v in phases.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def phase_medians(results: list[Any]) -> dict[str, float]:

@@ -126,3 +126,18 @@ def test_repeat_one_prints_the_speedup_spread(tmp_path):
     runs = [line for line in proc.stdout.splitlines() if line.startswith("fresh  run")]
     assert len(runs) == 2 and all(" ok " in line for line in runs)
     assert "fresh: relu_seed x2: speedup min" in proc.stdout and "spread max/min" in proc.stdout
+
+
+def test_phase_medians_take_what_the_results_carry(bench):
+    from kernelsmith.result import EvalResult
+
+    # today's EvalResult has no `phases`; the pool's will: both must print
+    older = EvalResult(category="ok")
+    first, second = EvalResult(category="ok"), EvalResult(category="crash")
+    first.phases = {"startup": 1.0, "compile": 0.25, "timing": None, "custom": 0.5}
+    second.phases = {"startup": 3.0, "queue": 0.1}
+    medians = bench.phase_medians([older, first, second])
+    # issue 13's phases first, in its order, then the rest; a phase that did not happen is skipped
+    assert list(medians) == ["queue", "startup", "compile", "custom"]
+    assert medians == {"queue": 0.1, "startup": 2.0, "compile": 0.25, "custom": 0.5}
+    assert bench.phase_medians([older]) == {}
