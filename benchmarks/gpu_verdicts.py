@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from _verdicts import matches, reason
+
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests_py" / "fixtures"
 CAND = FIX / "candidates"
@@ -98,22 +100,17 @@ def main() -> int:
     for (task, cand, expected), r in zip(SUITE, results):
         if Path(cand).stem == "hack_timing_switch" and not timing:
             expected = "ok"  # its switch only shows while being timed
-        good = r.category in expected.split("|")
+        good = matches(r.category, expected)
         mismatches += not good
-        lines = r.error.strip().splitlines()
-        # crashes and timeouts lead with the cause; tracebacks end with it
-        first = r.category in ("crash", "timeout", "incorrect")
-        reason = r.hack_reasons[0] if r.hack_reasons else (lines[0] if first else lines[-1]) if lines else ""
+        why = reason(r)
         fmt = lambda v: f"{v:9.4f}" if v is not None else f"{'-':>9}"  # noqa: E731
         speed = (f"{r.speedup:.3g} [{r.speedup_ci_low:.3g}, {r.speedup_ci_high:.3g}]"
                  if r.speedup is not None and r.speedup_ci_low is not None else "-")
         graph = (r.timing.get("cuda_graph") or {}).get("candidate")
         verdict = r.timing_verdict + ("*" if r.suspicious else "")
-        if r.suspicious and not reason:
-            reason = "suspicious: " + "; ".join(r.suspicious_reasons)
         print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
               f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {speed:>24} {verdict or '-':<17} "
-              f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {reason[:110]}")
+              f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {why[:110]}")
     print(f"\n{len(SUITE) - mismatches}/{len(SUITE)} verdicts as expected; total wall {total:.1f} s "
           f"with {ev.workers} workers on devices {ev.devices}")
     timed = [r for r in results if r.timing]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU verification on an NVIDIA machine (the H200 lent to the project): builds
 # the package in place and runs the GPU checks, writing logs to $OUT (or
-# ./gpu-out). Stages: build tests verdicts opencl stability suite evolve
-# (default: all). Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
+# ./gpu-out). Stages: build tests verdicts opencl stability suite evolve, and
+# throughput (issue 13; not in the default set: about 15 minutes). Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -28,6 +28,13 @@ if has verdicts; then
 fi
 if has opencl; then
   timeout 150 python3 benchmarks/gpu_opencl_examples.py --nvidia-icd --device NVIDIA 2>&1 | tee "$OUT/gpu_opencl.log"
+fi
+if has throughput; then
+  # issue 13: fresh process per candidate against the warm pool, then the speedup spread of one candidate
+  timeout 900 python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-fresh,pool} --timeout 60 \
+    --json "$OUT/eval_throughput.json" 2>&1 | cut -c1-240 | tee "$OUT/eval_throughput.log"
+  timeout 600 python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-fresh,pool} \
+    --repeat-one 10 linear_relu_tiled --json "$OUT/eval_repeat_one.json" 2>&1 | cut -c1-240 | tee "$OUT/eval_repeat_one.log"
 fi
 if has stability; then
   timeout 420 python3 benchmarks/bench_timing_stability.py --json "$OUT/timing_stability.json" 2>&1 | tail -30 | tee "$OUT/timing_stability.log"
