@@ -68,7 +68,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Sequence, Any, Optional
 
 from _verdicts import matches, reason
 
@@ -135,7 +135,7 @@ def load_manifest(path: Path) -> tuple[str, list[Candidate]]:
     return str(data.get("backend") or ""), out
 
 
-def make_evaluator(mode: str, backend: str, args: argparse.Namespace) -> Any:
+def make_evaluator(mode: str, backend: str, args: argparse.Namespace, tasks: Sequence[Any] = ()) -> Any:
     from kernelsmith.evaluator import Evaluator
 
     kwargs: dict[str, Any] = dict(backend=backend or None, workers=args.workers, timeout_s=args.timeout)
@@ -143,7 +143,12 @@ def make_evaluator(mode: str, backend: str, args: argparse.Namespace) -> Any:
         kwargs["devices"] = [d for d in args.devices.split(",") if d]
     if has_modes():
         kwargs["mode"] = mode
-    return Evaluator(**kwargs)
+    ev = Evaluator(**kwargs)
+    if hasattr(ev, "warm_up"):
+        # the pool's zygote and spares start here, off the batch's clock (and
+        # inside "evaluator created in"), as in a long run or a serving pool
+        ev.warm_up(list(tasks))
+    return ev
 
 
 def has_modes() -> bool:
@@ -266,7 +271,7 @@ def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes:
     startup: dict[str, float] = {}
     for mode in modes:
         t0 = time.monotonic()
-        ev = make_evaluator(mode, backend, args)
+        ev = make_evaluator(mode, backend, args, list(tasks.values()))
         startup[mode] = time.monotonic() - t0
         try:
             for g in groups:
@@ -351,7 +356,7 @@ def repeat_one(args: argparse.Namespace, backend: str, cands: list[Candidate], m
     failed = False
     out: dict[str, Any] = {}
     for mode in modes:
-        ev = make_evaluator(mode, backend, args)
+        ev = make_evaluator(mode, backend, args, [task])
         try:
             runs = []
             for i in range(count):

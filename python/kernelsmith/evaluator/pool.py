@@ -311,9 +311,11 @@ class DevicePool:
         self._want = max(0, int(spares))
         self._closed = False
         self._lock = threading.Lock()
-        self._filler = threading.Thread(target=self._fill, daemon=True, name="ks-spares")
         self._need = threading.Semaphore(self._want)
-        self._filler.start()
+        # one filler per spare: a spare's start (fork, device context) takes
+        # about as long as a fast candidate, so one filler falls behind
+        for i in range(self._want):
+            threading.Thread(target=self._fill, daemon=True, name=f"ks-spares-{i}").start()
 
     def _new_child(self) -> Child:
         uid = self.uids.take() if self.uids is not None else None
@@ -325,10 +327,17 @@ class DevicePool:
             raise
         return child
 
+    def wait_spares(self, timeout_s: float = 300.0) -> None:
+        """Block until the spares are ready (start-up off the clock)."""
+        deadline = time.monotonic() + timeout_s
+        while self._spares.qsize() < self._want and time.monotonic() < deadline and self.zygote.alive():
+            time.sleep(0.05)
+
     def _fill(self) -> None:
         while True:
             self._need.acquire()
             if self._closed:
+                self._need.release()  # wake the next filler so it sees the close too
                 return
             try:
                 self._spares.put(self._new_child())

@@ -61,8 +61,8 @@ class Evaluator(TaskBackends):
         task's own ``backend`` setting.
     mode: "pool" (warm zygote per device, forked children, spares ahead of
         demand) or "fresh" (a new Python process per candidate).
-    workers: how many candidates are evaluated at once; default: 3 per GPU
-        in pool mode (compile and correctness of two overlap the third's
+    workers: how many candidates are evaluated at once; default: 4 per GPU
+        in pool mode (compile and correctness of three overlap the fourth's
         timing), 2 on a CPU-only host, one per device in fresh mode.
     devices: device ids handed to workers through CUDA_VISIBLE_DEVICES
         (e.g. ``[0, 1, 2, 3]``). None (the default): every local GPU,
@@ -108,7 +108,7 @@ class Evaluator(TaskBackends):
         self.devices: list[Optional[str]] = [str(d) for d in devices] if devices else [None]
         gpu = bool(devices)
         self.mode = mode
-        per_device = (3 if gpu else 2) if mode == "pool" else 1
+        per_device = (4 if gpu else 2) if mode == "pool" else 1
         self.workers = int(workers or per_device * len(self.devices))
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
@@ -220,6 +220,21 @@ class Evaluator(TaskBackends):
         self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
     ) -> list[EvalResult]:
         return list(await asyncio.gather(*(self.evaluate_async(t, s, trials) for t, s in items)))
+
+    def warm_up(self, tasks: Sequence[TaskLike] = (), wait: bool = True) -> float:
+        """Start every device's zygote (and its spares) for the backends of
+        ``tasks`` (or the evaluator's fixed backend) now instead of at the
+        first candidate; returns the seconds it took. No-op in fresh mode."""
+        started = time.monotonic()
+        if self.mode != "pool":
+            return 0.0
+        backends = {b.name: b for b in ([self._backend] if self._backend is not None else
+                                       [self.backend_for(self._task(t)) for t in tasks])}
+        pools = [self._device_pool(b, d) for b in backends.values() for d in self.devices]
+        if wait:
+            for pool in pools:
+                pool.wait_spares()
+        return time.monotonic() - started
 
     def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
         """Re-time finalists head to head: every source (each already judged
