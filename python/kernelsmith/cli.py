@@ -60,6 +60,38 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 -- one clear message instead of a traceback
+        return report_error(args, exc)
+
+
+#: exit code of bad input (usage, config, task, run directory), as argparse uses
+EXIT_USAGE = 2
+#: exit code of a run stopped by a fault (e.g. the LLM endpoint) or a crash
+EXIT_FAILURE = 1
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    from .commands import UsageError
+    from .config import ConfigError
+    from .evolve.rundir import RunDirError
+    from .task import TaskError
+
+    return (UsageError, ConfigError, TaskError, RunDirError)
+
+
+def report_error(args: argparse.Namespace, exc: BaseException) -> int:
+    """Print ``exc`` as one line (``-v`` adds the traceback); the exit code."""
+    prog = f"kernelsmith {args.command}"
+    if args.verbose:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    if isinstance(exc, _usage_errors()):
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    hint = "" if args.verbose else " (run with -v for the traceback)"
+    print(f"{prog}: failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 if __name__ == "__main__":

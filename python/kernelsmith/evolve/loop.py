@@ -32,6 +32,9 @@ from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
 CHECKPOINT_KEEP = 2
+#: status of a step whose LLM request failed (after retries): no program,
+#: nothing told to the engine, never shown in a prompt
+LLM_ERROR = "llm-error"
 
 
 @dataclass
@@ -43,6 +46,7 @@ class StepOutcome:
     child: dict[str, Any] | None  # program fields to tell, None when nothing to tell
     replayed: bool = False
     stop_reason: str | None = None
+    stop_detail: str = ""
 
 
 @dataclass
@@ -56,8 +60,15 @@ class RunSummary:
     correct_steps: int
     status_counts: dict[str, int]
     usage: dict[str, Any]
-    wall_time_s: float
+    wall_time_s: float  # every part of the run, resumed ones included
     archive: dict[str, Any] = field(default_factory=dict)
+    stop_detail: str = ""  # why, in words, when the reason alone does not say (LLM failures)
+    parts: int = 1  # sessions the run took (1 + resumes)
+
+    @property
+    def failed(self) -> bool:
+        """Stopped by a fault (the LLM endpoint), not by finishing or a limit."""
+        return self.stop_reason.startswith("llm-")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,7 +119,11 @@ class Evolution:
         self._eval_slots = asyncio.Semaphore(slots)
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
+        self._stop_detail = ""
         self._started = time.monotonic()
+        self._wall_before = 0.0  # wall time of the parts before a resume
+        self.parts = 1
+        self.llm_failures_in_a_row = 0
 
     # ------------------------------------------------------------------ seed
     async def seed(self, sources: list[tuple[str, str]]) -> None:
@@ -178,11 +193,17 @@ class Evolution:
                     break  # stop requested while the head step was running
                 outcome = pending.popleft().result()
                 if outcome.stop_reason:
-                    self.request_stop(outcome.stop_reason)
+                    # Not applied: its request stays open in the checkpoint
+                    # and is asked again when the run is resumed.
+                    self.request_stop(outcome.stop_reason, outcome.stop_detail)
                     break
                 self._apply(outcome)
                 if self.steps_applied % self.config.checkpoint_every == 0:
                     self.checkpoint()
+                if self.llm_failures_in_a_row >= self.config.max_llm_failures:
+                    self.request_stop("llm-failures", (
+                        f"{self.llm_failures_in_a_row} LLM requests in a row failed (max_llm_failures "
+                        f"{self.config.max_llm_failures}); last: {outcome.record.get('proposal_error')}"))
                 reason = self._engine_stop_reason()
                 if reason:
                     self.request_stop(reason)
@@ -200,9 +221,10 @@ class Evolution:
         self.checkpoint()
         return self.finish()
 
-    def request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: str, detail: str = "") -> None:
         if self._stop_reason is None:
             self._stop_reason = reason
+            self._stop_detail = detail
         self._stop.set()
 
     # ----------------------------------------------------------------- steps
@@ -233,13 +255,16 @@ class Evolution:
         except Exception as exc:  # noqa: BLE001 - classified below
             stop = _stop_reason_for(exc)
             if stop:
-                return StepOutcome(request, record, None, stop_reason=stop)
+                return StepOutcome(request, record, None, stop_reason=stop, stop_detail=str(exc))
             raise
         if getattr(proposal, "error", None):
+            # The model never answered: nothing to tell the engine and nothing
+            # a later prompt should show as if the model had written it.
+            info = getattr(proposal, "error_info", None) or {"kind": "other", "message": proposal.error}
             record.update(raw_response=None, model=getattr(proposal, "model", None),
-                          proposal_error=proposal.error, latency_s=getattr(proposal, "latency_s", None))
-            feedback = {"category": "proposal", "error": proposal.error}
-            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
+                          proposal_error=proposal.error, llm_error=info,
+                          latency_s=getattr(proposal, "latency_s", None), status="llm-error")
+            return StepOutcome(request, record, None)
         record.update(
             raw_response=proposal.text,
             reasoning=getattr(proposal, "reasoning", None),
@@ -326,7 +351,8 @@ class Evolution:
                 child["id"] = self.engine.next_program_id()
                 record.update(child_id=child["id"], status=child["status"], metrics=child["metrics"])
             else:
-                record.update(child_id=None, status="duplicate" if record.get("duplicate") else "skipped")
+                status = record.get("status") or ("duplicate" if record.get("duplicate") else "skipped")
+                record.update(child_id=None, status=status)
             record["step"] = self.steps_applied
             record["time"] = time.time()
             self.run_dir.append_step({**record, "child": child})
@@ -350,9 +376,19 @@ class Evolution:
             if self.best_speedup is None or speedup > self.best_speedup:
                 self.best_speedup, self.best_program_id = speedup, child["id"]
                 self.run_dir.write_best(child["source"])
-        self.history.append(history_entry(record, child))
+        if status == LLM_ERROR:
+            self.llm_failures_in_a_row += 1
+        else:
+            self.llm_failures_in_a_row = 0
+        self._remember(record, child)
         if self.progress is not None:
             self.progress(self.snapshot())
+
+    def _remember(self, record: dict[str, Any], child: dict[str, Any] | None) -> None:
+        """Keep a step for later prompts' history; a failed LLM request is not
+        the model's attempt, so prompts never see it."""
+        if record.get("status") != LLM_ERROR:
+            self.history.append(history_entry(record, child))
 
     def _engine_stop_reason(self) -> str | None:
         """Target score and patience are the engine's (engine.target_score, engine.patience)."""
@@ -390,7 +426,14 @@ class Evolution:
             "best_speedup": self.best_speedup,
             "best_program_id": self.best_program_id,
             "status_counts": dict(self.status_counts),
+            "llm_failures_in_a_row": self.llm_failures_in_a_row,
+            "wall_time_s": self._elapsed(),
+            "saved_at": time.time(),
+            "parts": self.parts,
         }
+
+    def _elapsed(self) -> float:
+        return self._wall_before + time.monotonic() - self._started
 
     def restore(self, state: dict[str, Any], trajectory: list[dict[str, Any]]) -> None:
         """Counters from a checkpoint, then the steps recorded after it are
@@ -400,6 +443,13 @@ class Evolution:
         self.best_speedup = state.get("best_speedup")
         self.best_program_id = state.get("best_program_id")
         self.status_counts = collections.Counter(state.get("status_counts", {}))
+        self.llm_failures_in_a_row = int(state.get("llm_failures_in_a_row", 0))
+        self.parts = int(state.get("parts", 1)) + 1
+        # The killed part ran on after its checkpoint until its last record.
+        after = [float(r["time"]) for r in trajectory
+                 if r.get("step", -1) >= self.steps_applied and isinstance(r.get("time"), (int, float))]
+        saved_at = float(state.get("saved_at") or 0.0)
+        self._wall_before = float(state.get("wall_time_s", 0.0)) + max(0.0, max(after, default=saved_at) - saved_at)
         if self.usage_meter is not None:
             # Spend is rebuilt from the recorded steps, not from the meter's
             # snapshot: the snapshot also holds answers that were in flight
@@ -407,7 +457,7 @@ class Evolution:
             self.usage_meter.load_totals({})
         for record in trajectory:
             if record.get("step", -1) < self.steps_applied:
-                self.history.append(history_entry(record, record.get("child")))
+                self._remember(record, record.get("child"))
             elif record.get("kind") == "step":
                 self._replay[int(record["request_id"])] = record
             if self.usage_meter is not None and record.get("model") and record.get("usage"):
@@ -435,8 +485,10 @@ class Evolution:
             correct_steps=self.status_counts.get("correct", 0),
             status_counts=dict(self.status_counts),
             usage=self.usage_meter.summary() if self.usage_meter is not None else {},
-            wall_time_s=time.monotonic() - self._started,
+            wall_time_s=self._elapsed(),
             archive=dict(self.engine.stats()),
+            stop_detail=self._stop_detail,
+            parts=self.parts,
         )
         self.run_dir.write_summary(summary.to_dict())
         return summary
@@ -478,11 +530,13 @@ def _status_of(result: Any) -> str:
 
 def _stop_reason_for(exc: BaseException) -> str | None:
     """Exceptions from a proposer that end the run cleanly (with a checkpoint)."""
-    from ..llm.types import BudgetExceeded
+    from ..llm.types import BudgetExceeded, LLMError
     from ..proposers.base import ProposerExhausted
 
     if isinstance(exc, BudgetExceeded):
         return "budget"
+    if isinstance(exc, LLMError) and exc.fatal:
+        return f"llm-{exc.kind}"  # llm-auth, llm-quota, llm-not-found
     if isinstance(exc, ProposerExhausted):
         return "replay-exhausted"
     return None

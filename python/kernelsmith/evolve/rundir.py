@@ -15,6 +15,7 @@ Layout::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -25,7 +26,22 @@ import yaml
 
 from ..llm.redact import redact_obj
 
+log = logging.getLogger("kernelsmith.evolve")
+
 TRAJECTORY_SCHEMA_VERSION = 1
+#: what a run writes into its directory; a run that never reached its first
+#: checkpoint is replaced by removing exactly these, nothing else
+RUN_FILES = ("config.yaml", "task", "checkpoint", "run_state.json", "trajectory.jsonl", "best_program.py",
+             "summary.json")
+
+
+class RunDirError(ValueError):
+    """A run directory cannot be used as asked (not a run, already a run,
+    no readable checkpoint); the message says which and what to do."""
+
+
+class RunExistsError(RunDirError, FileExistsError):
+    """``--out`` names a directory that already holds a started run."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -63,20 +79,51 @@ class RunDir:
     def exists(self) -> bool:
         return (self.path / "config.yaml").exists()
 
+    def started(self) -> bool:
+        """Whether the run reached its first checkpoint (before that, it has
+        nothing worth keeping: at most the seed's evaluation)."""
+        root = self.checkpoint_dir
+        return root.is_dir() and any(p.is_dir() and p.name.startswith("step-") for p in root.iterdir())
+
     # -- creation ---------------------------------------------------------
     def create(self, config: dict[str, Any], task_files: list[Path]) -> None:
+        """Write a new run. ``config.yaml`` comes last: it marks a run, so a
+        start killed half-way leaves a folder a new run may take over."""
         if self.exists():
-            raise FileExistsError(
-                f"{self.path} already holds a run; pass --resume {self.path} to continue it "
-                "or choose another --out"
-            )
+            if self.started():
+                raise RunExistsError(
+                    f"{self.path} already holds a run; continue it with --resume {self.path}, "
+                    "or choose another --out"
+                )
+            log.warning("%s: replacing a run that stopped before its first checkpoint", self.path)
+            self.remove_run_files()
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"--out {self.path} is a file, not a directory; choose another --out")
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(redact_obj(config), sort_keys=False))
         task_dir = self.path / "task"
-        task_dir.mkdir(exist_ok=True)
+        shutil.rmtree(task_dir, ignore_errors=True)
+        task_dir.mkdir()
         for file in task_files:
             shutil.copy2(file, task_dir / file.name)
-        self.trajectory_path.touch()
+        self.trajectory_path.write_text("")
+        self.write_config(config)
+
+    def remove_run_files(self) -> None:
+        """Remove what a run wrote (only that: the folder may hold the user's
+        own files); the folder itself goes when nothing else is left."""
+        for name in RUN_FILES:
+            target = self.path / name
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(redact_obj(config), sort_keys=False))
 
     def load_config(self) -> dict[str, Any]:
         return yaml.safe_load((self.path / "config.yaml").read_text())
