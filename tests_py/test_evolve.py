@@ -11,43 +11,10 @@ from kernelsmith.evolve import EvolveConfig, evolve_sync, load_evolve_config, re
 from kernelsmith.evolve.loop import latest_checkpoint
 from kernelsmith.evolve.rundir import RunDir, iter_trajectory
 from kernelsmith.config import ConfigError
+from standin_evaluator import CostModelEvaluator
 
 FIXTURES = Path(__file__).parent / "fixtures_evolve"
 TASK = FIXTURES / "scale"
-
-
-class CostModelEvaluator:
-    """Scores a candidate from its declared tunables without running it.
-
-    The loop's determinism and resume logic do not depend on what a real
-    evaluator measures, only on getting the same verdict for the same source;
-    this keeps those tests fast. End-to-end runs with the real sandboxed
-    evaluator are in test_evolve_e2e.py.
-    """
-
-    def __init__(self):
-        self.calls: list[str] = []
-
-    def backend_for(self, task):
-        from kernelsmith.backends import get_backend
-
-        return get_backend(task.config.backend)
-
-    async def evaluate_async(self, task, source, trials=None):
-        from kernelsmith.proposers.mutate import parse_tunables
-        from kernelsmith.result import EvalResult
-
-        self.calls.append(source)
-        values = {t.name: t.value for t in parse_tunables(source)}
-        if "BLOCK" not in values:
-            return EvalResult(category="compile", error="no BLOCK")
-        cost = abs(values["BLOCK"] - 256) / 64 + abs(values.get("WARPS", 4) - 4)
-        runtime = 1.0 + 0.1 * cost
-        return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime,
-                          ref_runtime_ms=1.5, speedup=1.5 / runtime)
-
-    def close(self):
-        pass
 
 
 def _config(**kw) -> EvolveConfig:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import hashlib
 import json
 import shutil
 import signal
@@ -124,6 +125,8 @@ class Evolution:
         self._wall_before = 0.0  # wall time of the parts before a resume
         self.parts = 1
         self.llm_failures_in_a_row = 0
+        self._evaluated: dict[str, dict[str, Any]] | None = None  # sha256 of a source -> its logged EvalResult
+        self._proposed: dict[int, dict[str, Any]] = {}  # request id -> logged prompt and answer (resume)
 
     # ------------------------------------------------------------------ seed
     async def seed(self, sources: list[tuple[str, str]]) -> None:
@@ -234,10 +237,20 @@ class Evolution:
             self._ask_counter += 1
         recorded = self._replay.pop(int(request.id), None)
         if recorded is not None:
+            if recorded.get("child_source") and not recorded.get("duplicate"):
+                # It claimed its code when it first ran; claim it again so a
+                # later step with the same code is a duplicate, as it was then.
+                self._claims.setdefault(normalized_hash(recorded["child_source"]), self._ask_order[int(request.id)])
             return StepOutcome(request, recorded, recorded.get("child"), replayed=True)
         # The prompt is built when the step starts, from what was applied
-        # before it: deterministic in the ask/tell sequence.
-        messages, prompt_meta = self.prompt_builder(request, self)
+        # before it: deterministic in the ask/tell sequence. A request that was
+        # in flight at a crash (asked again on resume) started before the
+        # checkpoint's state, so its logged prompt and answer are reused.
+        logged = self._proposed.pop(int(request.id), None)
+        if logged is not None:
+            messages, prompt_meta = logged["prompt"], logged["prompt_meta"]
+        else:
+            messages, prompt_meta = self.prompt_builder(request, self)
         record: dict[str, Any] = {
             "kind": "step",
             "request_id": int(request.id),
@@ -250,13 +263,24 @@ class Evolution:
             "prompt": messages,
             "prompt_meta": prompt_meta,
         }
-        try:
-            proposal = await self.proposer.propose(request, messages)
-        except Exception as exc:  # noqa: BLE001 - classified below
-            stop = _stop_reason_for(exc)
-            if stop:
-                return StepOutcome(request, record, None, stop_reason=stop, stop_detail=str(exc))
-            raise
+        if logged is not None:
+            from ..proposers.base import Proposal
+
+            proposal = Proposal.from_dict(logged["proposal"])
+            self._charge(proposal.model, proposal.usage, proposal.latency_s)
+        else:
+            try:
+                proposal = await self.proposer.propose(request, messages)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                stop = _stop_reason_for(exc)
+                if stop:
+                    return StepOutcome(request, record, None, stop_reason=stop, stop_detail=str(exc))
+                raise
+            if not getattr(proposal, "error", None):
+                # Logged before evaluation: a crash before this step is applied
+                # does not cost the answer (or its tokens) again.
+                self.run_dir.append_proposal({"request_id": int(request.id), "prompt": messages,
+                                              "prompt_meta": prompt_meta, "proposal": _to_dict(proposal)})
         if getattr(proposal, "error", None):
             # The model never answered: nothing to tell the engine and nothing
             # a later prompt should show as if the model had written it.
@@ -302,7 +326,17 @@ class Evolution:
         return StepOutcome(request, record, child)
 
     async def _evaluate(self, source: str) -> Any:
-        return await self.evaluator.evaluate_async(self.task, source)
+        key = hashlib.sha256(source.encode()).hexdigest()
+        if self._evaluated is None:
+            self._evaluated = {r["sha256"]: r["eval"] for r in self.run_dir.read_evaluations() if "sha256" in r}
+        done = self._evaluated.get(key)
+        if done is not None:  # evaluated before a crash, its step not yet recorded then
+            from ..result import EvalResult
+
+            return EvalResult.from_dict(done)
+        result = await self.evaluator.evaluate_async(self.task, source)
+        self.run_dir.append_evaluation({"sha256": key, "eval": _to_dict(result)})
+        return result
 
     def _failed_child(self, request: Any, status: str, feedback: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -414,6 +448,9 @@ class Evolution:
         self.engine.save(str(target / "engine"))
         atomic_write_text(target / "run_state.json", json.dumps(self.state(), indent=2))
         atomic_write_text(root / "LATEST", name + "\n")
+        # Answers of applied steps are in the trajectory: the log keeps only
+        # those of requests still open, so it stays small.
+        self.run_dir.keep_proposals({int(r.id) for r in self.engine.pending_requests()})
         keep = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-"))
         for old in keep[:-CHECKPOINT_KEEP]:
             if old.name != name:
@@ -460,11 +497,17 @@ class Evolution:
                 self._remember(record, record.get("child"))
             elif record.get("kind") == "step":
                 self._replay[int(record["request_id"])] = record
-            if self.usage_meter is not None and record.get("model") and record.get("usage"):
-                from ..llm import Usage
+            self._charge(record.get("model"), record.get("usage"), record.get("latency_s"))
+        recorded = {int(r["request_id"]) for r in trajectory if r.get("kind") == "step"}
+        self._proposed = {int(r["request_id"]): r for r in self.run_dir.read_proposals()
+                          if int(r["request_id"]) not in recorded}
 
-                self.usage_meter.record(record["model"], Usage.from_dict(record["usage"]),
-                                        latency_s=float(record.get("latency_s") or 0.0))
+    def _charge(self, model: str | None, usage: dict[str, Any] | None, latency_s: float | None) -> None:
+        """Count the tokens of an answer that did not go through the client now."""
+        if self.usage_meter is not None and model and usage:
+            from ..llm import Usage
+
+            self.usage_meter.record(model, Usage.from_dict(usage), latency_s=float(latency_s or 0.0))
 
     # ---------------------------------------------------------------- finish
     def snapshot(self) -> dict[str, Any]:

@@ -31,8 +31,8 @@ log = logging.getLogger("kernelsmith.evolve")
 TRAJECTORY_SCHEMA_VERSION = 1
 #: what a run writes into its directory; a run that never reached its first
 #: checkpoint is replaced by removing exactly these, nothing else
-RUN_FILES = ("config.yaml", "task", "checkpoint", "run_state.json", "trajectory.jsonl", "best_program.py",
-             "summary.json")
+RUN_FILES = ("config.yaml", "task", "checkpoint", "run_state.json", "trajectory.jsonl", "evaluations.jsonl", "proposals.jsonl",
+             "best_program.py", "summary.json")
 
 
 class RunDirError(ValueError):
@@ -67,6 +67,10 @@ class RunDir:
     @property
     def trajectory_path(self) -> Path:
         return self.path / "trajectory.jsonl"
+
+    @property
+    def evaluations_path(self) -> Path:
+        return self.path / "evaluations.jsonl"
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -131,16 +135,37 @@ class RunDir:
     # -- trajectory -------------------------------------------------------
     def append_step(self, record: dict[str, Any]) -> None:
         """Append one step durably: a record is either wholly on disk or absent."""
-        # Keys never reach the trajectory, whatever a server or model echoed.
-        record = redact_obj({"schema_version": TRAJECTORY_SCHEMA_VERSION, **record})
-        line = json.dumps(record, default=_json_default) + "\n"
-        with open(self.trajectory_path, "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        _append_record(self.trajectory_path, record)
 
     def read_steps(self) -> list[dict[str, Any]]:
         return list(iter_trajectory(self.trajectory_path, repair=True))
+
+    def append_evaluation(self, record: dict[str, Any]) -> None:
+        """Log an evaluation the moment it ends, before its step is applied
+        (steps are applied in ask order, so a finished evaluation may wait):
+        a run killed meanwhile reuses it on resume instead of running it again."""
+        _append_record(self.evaluations_path, record)
+
+    def read_evaluations(self) -> list[dict[str, Any]]:
+        return list(iter_trajectory(self.evaluations_path, repair=True))
+
+    @property
+    def proposals_path(self) -> Path:
+        return self.path / "proposals.jsonl"
+
+    def append_proposal(self, record: dict[str, Any]) -> None:
+        """Log a step's prompt and answer the moment the answer arrives (see
+        :meth:`append_evaluation` for why a finished part may wait)."""
+        _append_record(self.proposals_path, record)
+
+    def read_proposals(self) -> list[dict[str, Any]]:
+        return list(iter_trajectory(self.proposals_path, repair=True))
+
+    def keep_proposals(self, request_ids: set[int]) -> None:
+        """Rewrite the proposal log with the entries of ``request_ids`` only."""
+        kept = [r for r in self.read_proposals() if int(r["request_id"]) in request_ids]
+        text = "".join(json.dumps(r, default=_json_default) + "\n" for r in kept)
+        atomic_write_text(self.proposals_path, text)
 
     # -- loop state -------------------------------------------------------
     def write_state(self, state: dict[str, Any]) -> None:
@@ -156,6 +181,16 @@ class RunDir:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2, default=_json_default))
+
+
+def _append_record(path: Path, record: dict[str, Any]) -> None:
+    # Keys never reach the run directory, whatever a server or model echoed.
+    record = redact_obj({"schema_version": TRAJECTORY_SCHEMA_VERSION, **record})
+    line = json.dumps(record, default=_json_default) + "\n"
+    with open(path, "a") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def iter_trajectory(path: str | Path, repair: bool = False) -> Iterator[dict[str, Any]]:
