@@ -221,3 +221,39 @@ def test_prompts_describe_the_hardware_the_worker_measured_on(tmp_path):
     step = next(s for s in read_trajectory(tmp_path / "h") if s["kind"] == "step")
     system = step["prompt"][0]["content"]
     assert "NVIDIA H200" in system and step["prompt_meta"]["hardware_family"] == "hopper"
+
+
+def test_repair_shows_the_failed_program_and_keeps_the_evolve_block_rules(mock_llm, tmp_path, monkeypatch):
+    """Every ask with a failure on its island is a repair (repair_ratio 1):
+    the repaired program is the failed one's real text, and a repair's edit
+    is still held to the EVOLVE blocks."""
+    seed = (TASK / "seed.py").read_text()
+    outside = seed.replace("import triton\n", "import triton  # changed outside the EVOLVE block\n")
+    no_markers = seed.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
+    broken = seed.replace("BLOCK = 64", "BLOCK = (64")
+    mock_llm.script(
+        f"```python\n{outside}```",     # 1: edit-failed (outside the block): the parent's text is what to repair
+        f"```python\n{no_markers}```",  # 2: repair of 1 dropping the markers: still rejected
+        f"```python\n{broken}```",      # 3: repair of 2: a syntax error, kept as the text to repair
+        "fixed, as a diff:\n<<<<<<< SEARCH\nBLOCK = (64  # tune: [32, 64, 128, 256, 512]\n=======\n"
+        "BLOCK = 128  # tune: [32, 64, 128, 256, 512]\n>>>>>>> REPLACE\n",  # 4: repairs 3
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = _config(iterations=4, model="openai:m", proposal_concurrency=1,
+                  engine={"num_islands": 1, "repair_ratio": 1.0})
+    evolve_sync(TASK, cfg, tmp_path / "r", evaluator=CostModelEvaluator())
+    steps = [s for s in read_trajectory(tmp_path / "r") if s["kind"] == "step"]
+    assert [s["mode"] for s in steps[1:]] == ["repair"] * 3
+    assert [s["status"] for s in steps] == ["edit-failed", "edit-failed", "edit-failed", "correct"]
+    assert steps[0]["edit"]["error_kind"] == "evolve_blocks" and steps[0]["child"]["source"] == seed
+    assert steps[1]["edit"]["error_kind"] == "evolve_blocks"  # the rules hold in repair mode too
+    assert steps[2]["edit"]["error_kind"] == "syntax" and steps[2]["child"]["source"] == broken
+
+    def current_program(step):
+        user = step["prompt"][1]["content"]
+        return user[user.index("## Current program"):user.index("### Evaluation of the current program")]
+
+    assert "BLOCK = 64" in current_program(steps[1])  # the failed program's text, not an empty one
+    assert "BLOCK = (64" in current_program(steps[3]) and "SyntaxError" in steps[3]["prompt"][1]["content"]
+    assert "BLOCK = 128" in steps[3]["child_source"]

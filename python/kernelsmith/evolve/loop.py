@@ -303,7 +303,13 @@ class Evolution:
         record["edit"] = _to_dict(edit)
         if not edit.ok:
             feedback = {"category": "edit", "edit_error": edit.error, "compiled": False}
-            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
+            # The program a repair starts from: the model's text when it only
+            # failed to parse (it already keeps the EVOLVE-block rules), else
+            # the parent unchanged, never a rule-breaking or partial text, so
+            # a repair's edits are checked against a valid program.
+            failed_source = edit.source if edit.error_kind == "syntax" else parent_source
+            return StepOutcome(request, record,
+                               self._failed_child(request, "edit-failed", feedback, failed_source))
         source = edit.source
         record["child_source"] = source
         # Skip evaluation when the code is known, or when an earlier-asked
@@ -338,9 +344,9 @@ class Evolution:
         self.run_dir.append_evaluation({"sha256": key, "eval": _to_dict(result)})
         return result
 
-    def _failed_child(self, request: Any, status: str, feedback: dict[str, Any]) -> dict[str, Any]:
+    def _failed_child(self, request: Any, status: str, feedback: dict[str, Any], source: str) -> dict[str, Any]:
         return {
-            "source": "", "parent_id": int(request.parent.id) if request.parent is not None else -1,
+            "source": source, "parent_id": int(request.parent.id) if request.parent is not None else -1,
             "island": int(request.island), "iteration": int(request.iteration),
             "metrics": {"score": 0.0}, "status": status, "feedback": feedback,
         }
@@ -376,7 +382,7 @@ class Evolution:
             # A program identical to one already told (e.g. by a sibling step
             # that finished first) is a duplicate: checked here, in ask order,
             # so the verdict does not depend on timing.
-            if child is not None and child.get("source") and self.engine.seen(child["source"]):
+            if child is not None and child["status"] != "edit-failed" and self.engine.seen(child["source"]):
                 record["duplicate"] = True
                 child = None
             if child is not None:
