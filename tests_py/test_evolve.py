@@ -257,3 +257,37 @@ def test_repair_shows_the_failed_program_and_keeps_the_evolve_block_rules(mock_l
     assert "BLOCK = 64" in current_program(steps[1])  # the failed program's text, not an empty one
     assert "BLOCK = (64" in current_program(steps[3]) and "SyntaxError" in steps[3]["prompt"][1]["content"]
     assert "BLOCK = 128" in steps[3]["child_source"]
+
+
+def test_corrupt_checkpoint_falls_back_to_the_previous_one_and_the_trajectory(tmp_path):
+    evolve_sync(TASK, _config(), tmp_path / "full", evaluator=CostModelEvaluator())
+
+    def crash(snapshot):
+        if snapshot["steps"] == 11:
+            raise Crash()
+
+    with pytest.raises(Crash):
+        evolve_sync(TASK, _config(), tmp_path / "run", evaluator=CostModelEvaluator(), progress=crash)
+    run = RunDir(tmp_path / "run")
+    latest = latest_checkpoint(run)
+    assert latest.name == "step-000008" and (run.checkpoint_dir / "step-000004").is_dir()
+    for file in (latest / "engine").rglob("*"):
+        if file.is_file():
+            file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2])  # torn writes
+    resumed = CostModelEvaluator()
+    summary = evolve_sync(None, resume=tmp_path / "run", evaluator=resumed)
+    assert summary.stop_reason == "iterations"
+    assert _archive(tmp_path / "run") == _archive(tmp_path / "full")
+    steps = [s for s in read_trajectory(tmp_path / "run") if s["kind"] == "step"]
+    assert sorted(s["request_id"] for s in steps) == list(range(24))
+    # Steps 5..10 were replayed from the trajectory, not evaluated again.
+    again = {s["child_source"] for s in steps if s["step"] <= 10 and s.get("child_source")} & set(resumed.calls)
+    assert not again
+
+    # With no checkpoint left that reads back, resume says so instead of starting over.
+    for folder in run.checkpoint_dir.glob("step-*"):
+        (folder / "run_state.json").write_text("{")
+    from kernelsmith.evolve.rundir import RunDirError
+
+    with pytest.raises(RunDirError, match="no checkpoint reads back"):
+        evolve_sync(None, resume=tmp_path / "run", evaluator=CostModelEvaluator())
