@@ -551,7 +551,9 @@ def history_entry(record: dict[str, Any], child: dict[str, Any] | None) -> dict[
     compact = {k: feedback[k] for k in keep if k in feedback}
     log = feedback.get("error") or ""
     if log:
-        compact["error_log"] = str(log)[-400:]
+        from ..prompts.feedback import clip
+
+        compact["error_log"] = clip(str(log), 400, keep="tail")
     return {
         "id": record.get("child_id"), "step": record.get("step"), "iteration": record.get("iteration"),
         "island": record.get("island"), "parent_id": record.get("parent_id"),
