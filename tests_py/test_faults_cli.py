@@ -235,3 +235,19 @@ def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_
     import yaml
 
     assert yaml.safe_load((out / "config.yaml").read_text())["config"]["iterations"] == 7
+
+
+def test_core_errors_carry_no_cpp_source_path(tmp_path):
+    from kernelsmith import CorruptStateError
+    from kernelsmith.engine import Engine, EngineConfig
+
+    with pytest.raises(ValueError) as info:
+        EngineConfig(num_islands=0)
+    assert str(info.value) == "config key 'num_islands' must be >= 1, got 0"
+    assert "engine_config.cpp:" in info.value.cpp_location  # kept for debugging, off the message
+    checkpoint = Engine().save(tmp_path)
+    checkpoint.write_bytes(checkpoint.read_bytes()[:10])
+    with pytest.raises(CorruptStateError) as info:
+        Engine.load(checkpoint)
+    assert "is corrupt or truncated" in str(info.value) and ".cpp" not in str(info.value)
+    assert "engine_checkpoint.cpp:" in info.value.cpp_location
