@@ -251,3 +251,24 @@ def test_core_errors_carry_no_cpp_source_path(tmp_path):
         Engine.load(checkpoint)
     assert "is corrupt or truncated" in str(info.value) and ".cpp" not in str(info.value)
     assert "engine_checkpoint.cpp:" in info.value.cpp_location
+
+
+def test_other_commands_report_bad_input_the_same_way(tmp_path):
+    missing = tmp_path / "missing"
+    cases = [
+        (["eval", missing, "candidate.py"], "no such task"),
+        (["eval", TASK, missing / "candidate.py"], "no such candidate file"),
+        (["report", missing], "not a run directory"),
+        (["export", "sft", missing, "-o", tmp_path / "sft"], "not a run directory"),
+        (["bench", missing], "is not a directory"),
+        (["curate", missing, tmp_path / "tasks"], "is not a directory"),
+        (["demo", "--iterations", "0"], "must be >= 1"),
+    ]
+    failures = []
+    for args, expected in cases:
+        proc = cli(*args, cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        if not (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"kernelsmith {args[0]}: error: ")
+                and expected in lines[0] and not missing.exists()):
+            failures.append((args, proc.returncode, proc.stderr[-800:]))
+    assert not failures, failures

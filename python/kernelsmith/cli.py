@@ -76,7 +76,9 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     from .evolve.rundir import RunDirError
     from .task import TaskError
 
-    return (UsageError, ConfigError, TaskError, RunDirError)
+    # A missing or misplaced input file or folder is the user's to fix.
+    return (UsageError, ConfigError, TaskError, RunDirError, FileNotFoundError, NotADirectoryError,
+            FileExistsError)
 
 
 def report_error(args: argparse.Namespace, exc: BaseException) -> int:
