@@ -103,6 +103,13 @@ def test_quota_refusal_stops_the_run_at_once(mock_llm, tmp_path):
     assert summary["stop_reason"] == "llm-quota" and "exceeded your current quota" in summary["stop_detail"]
     assert "out of quota" in _last_line(proc)
     assert len(mock_llm.requests) == 1  # a quota refusal is not retried
+    # Credit topped up: the run goes on from where it stopped, the refused step included.
+    mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 2"))
+    resumed = cli("evolve", "--resume", out, "--json", env=_llm_env(mock_llm))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout)
+    assert summary["stop_reason"] == "iterations" and summary["steps"] == 11 and summary["parts"] == 2
+    assert sorted(s["request_id"] for s in _steps(out)) == list(range(10))
 
 
 @pytest.mark.parametrize("fault, kind", [

@@ -9,6 +9,8 @@ Layout::
       checkpoint/        engine checkpoint (written atomically by the engine)
       run_state.json     loop counters belonging to that checkpoint (atomic)
       trajectory.jsonl   one record per step, appended and fsynced per record
+      evaluations.jsonl  each evaluation's result the moment it ends (reused on resume)
+      proposals.jsonl    prompt and answer of each open request (reused on resume)
       best_program.py    the best correct program so far
       summary.json       written when the run stops (any reason)
 """
