@@ -205,9 +205,10 @@ def test_bad_input_is_one_clear_message_with_exit_code_2(tmp_path):
 
 
 def test_verbose_flag_adds_the_traceback(tmp_path):
-    proc = cli("-v", "evolve", tmp_path / "missing-task", "--out", tmp_path / "o")
-    assert proc.returncode == 2 and "Traceback" in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("kernelsmith evolve: error:")
+    for args in (["-v", "evolve", tmp_path / "missing-task"], ["evolve", tmp_path / "missing-task", "-v"]):
+        proc = cli(*args, "--out", tmp_path / "o")
+        assert proc.returncode == 2 and "Traceback" in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("kernelsmith evolve: error:")
 
 
 # ----------------------------------------------------------- run directories

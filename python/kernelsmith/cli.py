@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"kernelsmith.commands.{name}")
         command = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command)
+        # Also after the command name, where people type it; SUPPRESS keeps
+        # the top-level count when it is not given here.
+        command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                             help="more logging (-vv for debug); tracebacks on errors")
         command.set_defaults(_module=module)
     return parser
 
