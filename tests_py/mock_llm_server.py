@@ -46,6 +46,7 @@ class MockResponse:
     delay_s: float = 0.0  # sleep before answering (slow server / timeout tests)
     body: Union[bytes, str, dict, None] = None  # raw body instead of a rendered reply
     model: Optional[str] = None  # default: the model of the request
+    drop: bool = False  # close the connection without answering (a proxy or server that died)
 
     @classmethod
     def error(cls, status: int, message: str = "scripted error", retry_after: Optional[float] = None,
@@ -58,6 +59,10 @@ class MockResponse:
     @classmethod
     def slow(cls, delay_s: float, text: str = "too late") -> "MockResponse":
         return cls(text=text, delay_s=delay_s)
+
+    @classmethod
+    def dropped(cls) -> "MockResponse":
+        return cls(drop=True)
 
     @classmethod
     def malformed(cls) -> "MockResponse":
@@ -311,6 +316,12 @@ class MockLLMServer:
                 try:
                     reply = server._next_reply(req)
                     if reply.delay_s > 0 and server._stopping.wait(reply.delay_s):
+                        return
+                    if reply.drop:
+                        import socket
+
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     payload = server._render(api, req, reply)
                     sse = payload.startswith(b"event: ") and reply.body is None

@@ -11,43 +11,10 @@ from kernelsmith.evolve import EvolveConfig, evolve_sync, load_evolve_config, re
 from kernelsmith.evolve.loop import latest_checkpoint
 from kernelsmith.evolve.rundir import RunDir, iter_trajectory
 from kernelsmith.config import ConfigError
+from standin_evaluator import CostModelEvaluator
 
 FIXTURES = Path(__file__).parent / "fixtures_evolve"
 TASK = FIXTURES / "scale"
-
-
-class CostModelEvaluator:
-    """Scores a candidate from its declared tunables without running it.
-
-    The loop's determinism and resume logic do not depend on what a real
-    evaluator measures, only on getting the same verdict for the same source;
-    this keeps those tests fast. End-to-end runs with the real sandboxed
-    evaluator are in test_evolve_e2e.py.
-    """
-
-    def __init__(self):
-        self.calls: list[str] = []
-
-    def backend_for(self, task):
-        from kernelsmith.backends import get_backend
-
-        return get_backend(task.config.backend)
-
-    async def evaluate_async(self, task, source, trials=None):
-        from kernelsmith.proposers.mutate import parse_tunables
-        from kernelsmith.result import EvalResult
-
-        self.calls.append(source)
-        values = {t.name: t.value for t in parse_tunables(source)}
-        if "BLOCK" not in values:
-            return EvalResult(category="compile", error="no BLOCK")
-        cost = abs(values["BLOCK"] - 256) / 64 + abs(values.get("WARPS", 4) - 4)
-        runtime = 1.0 + 0.1 * cost
-        return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime,
-                          ref_runtime_ms=1.5, speedup=1.5 / runtime)
-
-    def close(self):
-        pass
 
 
 def _config(**kw) -> EvolveConfig:
@@ -254,3 +221,73 @@ def test_prompts_describe_the_hardware_the_worker_measured_on(tmp_path):
     step = next(s for s in read_trajectory(tmp_path / "h") if s["kind"] == "step")
     system = step["prompt"][0]["content"]
     assert "NVIDIA H200" in system and step["prompt_meta"]["hardware_family"] == "hopper"
+
+
+def test_repair_shows_the_failed_program_and_keeps_the_evolve_block_rules(mock_llm, tmp_path, monkeypatch):
+    """Every ask with a failure on its island is a repair (repair_ratio 1):
+    the repaired program is the failed one's real text, and a repair's edit
+    is still held to the EVOLVE blocks."""
+    seed = (TASK / "seed.py").read_text()
+    outside = seed.replace("import triton\n", "import triton  # changed outside the EVOLVE block\n")
+    no_markers = seed.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
+    broken = seed.replace("BLOCK = 64", "BLOCK = (64")
+    mock_llm.script(
+        f"```python\n{outside}```",     # 1: edit-failed (outside the block): the parent's text is what to repair
+        f"```python\n{no_markers}```",  # 2: repair of 1 dropping the markers: still rejected
+        f"```python\n{broken}```",      # 3: repair of 2: a syntax error, kept as the text to repair
+        "fixed, as a diff:\n<<<<<<< SEARCH\nBLOCK = (64  # tune: [32, 64, 128, 256, 512]\n=======\n"
+        "BLOCK = 128  # tune: [32, 64, 128, 256, 512]\n>>>>>>> REPLACE\n",  # 4: repairs 3
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = _config(iterations=4, model="openai:m", proposal_concurrency=1,
+                  engine={"num_islands": 1, "repair_ratio": 1.0})
+    evolve_sync(TASK, cfg, tmp_path / "r", evaluator=CostModelEvaluator())
+    steps = [s for s in read_trajectory(tmp_path / "r") if s["kind"] == "step"]
+    assert [s["mode"] for s in steps[1:]] == ["repair"] * 3
+    assert [s["status"] for s in steps] == ["edit-failed", "edit-failed", "edit-failed", "correct"]
+    assert steps[0]["edit"]["error_kind"] == "evolve_blocks" and steps[0]["child"]["source"] == seed
+    assert steps[1]["edit"]["error_kind"] == "evolve_blocks"  # the rules hold in repair mode too
+    assert steps[2]["edit"]["error_kind"] == "syntax" and steps[2]["child"]["source"] == broken
+
+    def current_program(step):
+        user = step["prompt"][1]["content"]
+        return user[user.index("## Current program"):user.index("### Evaluation of the current program")]
+
+    assert "BLOCK = 64" in current_program(steps[1])  # the failed program's text, not an empty one
+    assert "BLOCK = (64" in current_program(steps[3]) and "SyntaxError" in steps[3]["prompt"][1]["content"]
+    assert "BLOCK = 128" in steps[3]["child_source"]
+
+
+def test_corrupt_checkpoint_falls_back_to_the_previous_one_and_the_trajectory(tmp_path):
+    evolve_sync(TASK, _config(), tmp_path / "full", evaluator=CostModelEvaluator())
+
+    def crash(snapshot):
+        if snapshot["steps"] == 11:
+            raise Crash()
+
+    with pytest.raises(Crash):
+        evolve_sync(TASK, _config(), tmp_path / "run", evaluator=CostModelEvaluator(), progress=crash)
+    run = RunDir(tmp_path / "run")
+    latest = latest_checkpoint(run)
+    assert latest.name == "step-000008" and (run.checkpoint_dir / "step-000004").is_dir()
+    for file in (latest / "engine").rglob("*"):
+        if file.is_file():
+            file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2])  # torn writes
+    resumed = CostModelEvaluator()
+    summary = evolve_sync(None, resume=tmp_path / "run", evaluator=resumed)
+    assert summary.stop_reason == "iterations"
+    assert _archive(tmp_path / "run") == _archive(tmp_path / "full")
+    steps = [s for s in read_trajectory(tmp_path / "run") if s["kind"] == "step"]
+    assert sorted(s["request_id"] for s in steps) == list(range(24))
+    # Steps 5..10 were replayed from the trajectory, not evaluated again.
+    again = {s["child_source"] for s in steps if s["step"] <= 10 and s.get("child_source")} & set(resumed.calls)
+    assert not again
+
+    # With no checkpoint left that reads back, resume says so instead of starting over.
+    for folder in run.checkpoint_dir.glob("step-*"):
+        (folder / "run_state.json").write_text("{")
+    from kernelsmith.evolve.rundir import RunDirError
+
+    with pytest.raises(RunDirError, match="no checkpoint reads back"):
+        evolve_sync(None, resume=tmp_path / "run", evaluator=CostModelEvaluator())

@@ -544,3 +544,28 @@ def test_completion_round_trip():
                    finish_reason="stop", attempts=2, cost_usd=0.1)
     assert Completion.from_dict(c.to_dict()) == c
     assert c.usage.total == 3 and (c.usage + Usage(1, 1)).total_tokens == 5
+
+
+@pytest.mark.parametrize("api, reply, kind, attempts", [
+    ("openai", MockResponse.error(401, "Incorrect API key provided"), "auth", 1),
+    ("anthropic", MockResponse.error(403, "permission denied"), "auth", 1),
+    ("openai", MockResponse.error(429, "You exceeded your current quota, check your plan and billing"), "quota", 1),
+    ("anthropic", MockResponse.error(400, "Your credit balance is too low to access the API"), "quota", 1),
+    ("openai", MockResponse.error(404, "The model `m` does not exist"), "not-found", 1),
+    ("openai", MockResponse.error(400, "context too long"), "bad-request", 1),
+    ("openai", MockResponse.error(429, "Rate limit reached, slow down"), "rate-limit", 2),
+    ("anthropic", MockResponse.error(529, "Overloaded"), "server", 2),
+    ("openai", MockResponse.dropped(), "connection", 2),
+    ("openai", MockResponse.malformed(), "malformed", 2),
+])
+def test_failures_say_their_kind_and_the_providers_message(mock_llm, api, reply, kind, attempts):
+    mock_llm.handler = lambda request: reply
+    client = (oai if api == "openai" else ant)(mock_llm, retry=RetryPolicy(max_attempts=2, backoff_base_s=0.001))
+    with pytest.raises(LLMError) as info:
+        run(_one(client))
+    error = info.value
+    assert error.kind == kind and error.attempts == attempts == len(mock_llm.requests)
+    assert error.fatal == (kind in ("auth", "quota", "not-found"))
+    if reply.status >= 400:
+        assert error.status == reply.status and reply.text in error.provider_message
+    assert error.to_dict()["kind"] == kind

@@ -206,3 +206,60 @@ def test_hardware_family_reads_what_the_backends_report():
     assert hardware_family({"backend": "triton", "device": "CPU (x86_64), Triton interpreter"}) == "cpu"
     assert hardware_family({"backend": "opencl", "name": "NVIDIA H200", "type": "gpu"}) == "hopper"
     assert hardware_family({"backend": "opencl", "name": "pthread-skylake", "type": "cpu"}) == "cpu"
+
+
+def test_no_program_twice_in_one_prompt():
+    parent, best, other = program(1, 1.0), program(2, 2.0), program(3, 1.5)
+    migrant = Prog(id="p9", source=best.source + "\n# a copy on another island\n", iteration=9)
+    prompt = make_builder().build(Req(parent=parent, inspirations=[best, migrant, other, parent]),
+                                  top_programs=[best, parent])
+    included = prompt.meta["included"]
+    assert included["top_programs"] == ["p2"] and included["inspirations"] == ["p3"]
+    for p in (parent, best, other):
+        assert prompt.user.count(p.source.rstrip("\n")) == 1
+
+
+def test_history_lines_are_cut_on_word_or_line_boundaries():
+    words = " ".join(f"word{i:03d}" for i in range(120))
+    attempts = [
+        Prog(id="e1", source="x", iteration=1, status="edit-failed", feedback={"edit_error": words}),
+        Prog(id="e2", source="y", iteration=2, status="incorrect",
+             feedback={"correct": False, "error_log": "Traceback:\n  " + words}),
+    ]
+    prompt = make_builder().build(Req(parent=program(1, 1.0)), history=attempts)
+    history = prompt.user[prompt.user.index("## Previous attempts"):].split("\n\n")[0]
+    kept = [w for line in history.splitlines() for w in line.replace(":", " ").split() if w.startswith("word")]
+    assert kept and all(len(w) == len("word000") for w in kept)  # every word whole
+    assert " ..." in history and "... word" in history  # and the cuts are marked
+
+
+def test_clip_and_trim_log_keep_whole_lines_and_words():
+    from kernelsmith.prompts.feedback import clip, trim_log
+
+    text = "alpha beta gamma delta epsilon"
+    assert clip(text, 16) == "alpha beta ..."
+    assert clip(text, 18, keep="tail") == "... delta epsilon"
+    assert clip("x" * 50, 10) == "x" * 6 + " ..."  # one huge word: the only hard cut
+    log = "".join(f"line {i} of the log\n" for i in range(500))
+    trimmed = trim_log(log, 600)
+    head, _, tail = trimmed.partition("\n... [")
+    assert all(line.startswith("line ") and line.endswith("of the log") for line in head.splitlines())
+    assert all(line.startswith("line ") and line.endswith("of the log")
+               for line in tail.split("] ...\n", 1)[1].splitlines())
+    assert len(trimmed) <= 600 + 60
+
+
+def test_tips_follow_the_backend_and_device_in_use():
+    interpreter = {"backend": "triton", "device": "CPU (x86_64), Triton interpreter", "interpreter": True}
+    assert hardware_family(interpreter) == "triton_interpreter"
+    system = make_builder_for(interpreter).system_prompt()
+    assert "Triton interpreter" in system and "PoCL" not in system and "work-group" not in system
+    pocl = {"name": "pthread-Intel(R) Xeon(R)", "type": "CPU", "platform": "Portable Computing Language"}
+    assert hardware_family(pocl) == "cpu" and "PoCL" in make_builder_for(pocl).system_prompt()
+    h200 = {"backend": "triton", "device": "NVIDIA H200", "compute_capability": "9.0", "interpreter": False}
+    assert hardware_family(h200) == "hopper" and "NVIDIA H200" in make_builder_for(h200).system_prompt()
+
+
+def make_builder_for(hardware: dict) -> PromptBuilder:
+    return PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend=hardware.get("backend", "opencl"),
+                         hardware=hardware)

@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"kernelsmith.commands.{name}")
         command = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command)
+        # Also after the command name, where people type it; SUPPRESS keeps
+        # the top-level count when it is not given here.
+        command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                             help="more logging (-vv for debug); tracebacks on errors")
         command.set_defaults(_module=module)
     return parser
 
@@ -60,6 +64,40 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 -- one clear message instead of a traceback
+        return report_error(args, exc)
+
+
+#: exit code of bad input (usage, config, task, run directory), as argparse uses
+EXIT_USAGE = 2
+#: exit code of a run stopped by a fault (e.g. the LLM endpoint) or a crash
+EXIT_FAILURE = 1
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    from .commands import UsageError
+    from .config import ConfigError
+    from .evolve.rundir import RunDirError
+    from .task import TaskError
+
+    # A missing or misplaced input file or folder is the user's to fix.
+    return (UsageError, ConfigError, TaskError, RunDirError, FileNotFoundError, NotADirectoryError,
+            FileExistsError)
+
+
+def report_error(args: argparse.Namespace, exc: BaseException) -> int:
+    """Print ``exc`` as one line (``-v`` adds the traceback); the exit code."""
+    prog = f"kernelsmith {args.command}"
+    if args.verbose:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    if isinstance(exc, _usage_errors()):
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    hint = "" if args.verbose else " (run with -v for the traceback)"
+    print(f"{prog}: failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 if __name__ == "__main__":

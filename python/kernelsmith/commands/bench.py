@@ -41,19 +41,20 @@ def _levels(text: str | None) -> list[int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..bench import runner
+    from . import UsageError
 
     if args.compare:
         if not args.out:
-            print("kernelsmith bench --compare: give --out for the comparison files", file=sys.stderr)
-            return 2
+            raise UsageError("--compare needs --out for the comparison files")
         files = runner.compare(args.compare, args.out)
         print(Path(files["comparison.md"]).read_text())
         for name, path in files.items():
             print(f"{name}: {path}", file=sys.stderr)
         return 0
     if not args.suite:
-        print("kernelsmith bench: give a SUITE_DIR (or --compare BENCH_DIR ...)", file=sys.stderr)
-        return 2
+        raise UsageError("give a SUITE_DIR (or --compare BENCH_DIR ...)")
+    if not Path(args.suite).is_dir():
+        raise UsageError(f"SUITE_DIR {args.suite} is not a directory")
     from ..evolve import load_evolve_config
 
     config = load_evolve_config(args.config, iterations=args.iterations, model=args.model, backend=args.backend,

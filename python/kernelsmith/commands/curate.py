@@ -40,10 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..curate import CurateConfig, RunnerConfig, curate
 
+    from . import UsageError
+
     src = Path(args.src)
     if not src.is_dir():
-        print(f"error: SRC_DIR {args.src!r} is not a directory", file=sys.stderr)
-        return 2
+        raise UsageError(f"SRC_DIR {args.src!r} is not a directory")
     cfg = CurateConfig(
         skip_tests=not args.include_tests, max_file_kb=args.max_file_kb, near_threshold=args.near_threshold,
         num_perm=args.num_perm, bands=args.bands, structural=not args.no_structural,
@@ -56,8 +57,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg.validate()
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     report = curate(src, Path(args.out), cfg, log=lambda s: print(s, file=sys.stderr))
     print(report.table())
     print(f"report: {Path(args.out) / 'report.json'}")

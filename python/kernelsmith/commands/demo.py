@@ -99,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     from ..engine import Engine, EngineConfig, Program
 
     if args.iterations < 1 or args.islands < 1:
-        raise SystemExit("demo: --iterations and --islands must be >= 1")
+        from . import UsageError
+
+        raise UsageError("--iterations and --islands must be >= 1")
     config = EngineConfig(num_islands=args.islands, max_iterations=args.iterations, target_score=99.99,
                           migration_interval=max(10, args.iterations // 20), feature_bins=8)
     eng = Engine(config, seed=args.seed)

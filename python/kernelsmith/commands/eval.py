@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -24,25 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
     from ..evaluator import Evaluator
-    from ..task import Task, TaskError
+    from ..task import Task
+    from . import UsageError
 
-    try:
-        task = Task.load(args.task, backend=args.backend, trials=args.trials)
-    except (TaskError, ConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    task = Task.load(args.task, backend=args.backend, trials=args.trials)  # TaskError: exit 2 in the CLI
     if args.candidate == "seed":
         if task.seed_source is None:
-            print(f"error: task {args.task} has no seed.py", file=sys.stderr)
-            return 2
+            raise UsageError(f"task {args.task} has no seed.py; give a CANDIDATE.py to evaluate")
         source = task.seed_source
     else:
         path = Path(args.candidate)
         if not path.is_file():
-            print(f"error: {path}: no such candidate file", file=sys.stderr)
-            return 2
+            raise UsageError(f"{path}: no such candidate file")
         source = path.read_text()
     with Evaluator(timeout_s=args.timeout, timing=not args.no_timing, isolation=args.isolation,
                    devices=[args.device] if args.device is not None else None) as ev:

@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", nargs="?", help="task directory (reference.py [+ seed.py, task.yaml]) or KernelBench file")
     parser.add_argument("--backend", choices=None, help="backend (triton, opencl, ...); default: the task's")
     parser.add_argument("--model", help="openai:NAME | anthropic:NAME | mutate | replay:RUN_DIR | llm (config's llm.models); default mutate")
-    parser.add_argument("--iterations", type=int, help="proposal steps (default 40)")
+    parser.add_argument("--iterations", type=int,
+                        help="proposal steps (default 40); with --resume: this many steps more")
     parser.add_argument("--seed", type=int, help="random seed of the engine and proposers (default 0)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
     parser.add_argument("--config", help="YAML config (see docs/evolve.md); flags override it")
@@ -50,8 +51,10 @@ class Progress:
         frac = min(1.0, snap["asks"] / max(1, snap["iterations"]))
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         best_text = f"{best:.3f}x" if best is not None else "-"
+        failed = counts.get("llm-error", 0)
         line = (f"[{bar}] step {done} (asked {snap['asks']}/{snap['iterations']}) | best {best_text} | "
-                f"correct {counts.get('correct', 0)} | tokens {tokens} | {now - self.started:.0f}s")
+                f"correct {counts.get('correct', 0)}" + (f" | LLM errors {failed}" if failed else "")
+                + f" | tokens {tokens} | {now - self.started:.0f}s")
         end = "" if self.tty else "\n"
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
@@ -85,30 +88,54 @@ def _table(summary: dict[str, Any]) -> str:
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))),
         ("tokens", summary["usage"].get("total_tokens", 0) if summary["usage"] else 0),
         ("cost (USD)", round(summary["usage"].get("cost_usd", 0.0), 4) if summary["usage"] else 0.0),
-        ("wall time", f"{summary['wall_time_s']:.1f} s"),
+        ("wall time", f"{summary['wall_time_s']:.1f} s"
+                      + (f" ({summary['parts']} parts)" if summary.get("parts", 1) > 1 else "")),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
+def _failure_line(summary: dict[str, Any]) -> str:
+    """The last line of a run stopped by a fault: the cause and what to do."""
+    reason, detail, run_dir = summary["stop_reason"], summary.get("stop_detail") or "", summary["run_dir"]
+    what = {
+        "llm-auth": "the LLM endpoint refused the API key (check the key variable, e.g. OPENAI_API_KEY)",
+        "llm-quota": "the LLM account is out of quota or credit",
+        "llm-not-found": "the LLM endpoint has no such model or path (check --model and the base URL)",
+        "llm-failures": "too many LLM requests failed in a row (is the endpoint up?)",
+    }.get(reason, reason)
+    return (f"kernelsmith evolve: stopped: {what}: {detail} -- nothing is lost; "
+            f"fix it and continue with: kernelsmith evolve --resume {run_dir}")
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..cli import EXIT_FAILURE
     from ..evolve import load_evolve_config
     from ..evolve.session import evolve
+    from . import UsageError
 
     if args.resume is None and args.task is None:
-        print("kernelsmith evolve: give a TASK, or --resume RUN_DIR", file=sys.stderr)
-        return 2
+        raise UsageError("give a TASK directory, or --resume RUN_DIR to continue a run")
+    if args.resume is not None and args.task is not None:
+        raise UsageError("give either a TASK or --resume RUN_DIR, not both (a resumed run uses its own copy "
+                         "of the task)")
+    if args.resume is not None:
+        ignored = [flag for flag, value in (("--config", args.config), ("--out", args.out), ("--model", args.model),
+                                            ("--backend", args.backend), ("--seed", args.seed),
+                                            ("--trials", args.trials)) if value is not None]
+        if ignored:
+            raise UsageError(f"{', '.join(ignored)} cannot change a resumed run (it keeps its own settings); "
+                             "only --iterations N (N more steps) can be given with --resume")
     overrides = dict(iterations=args.iterations, seed=args.seed, model=args.model, backend=args.backend,
                      trials=args.trials)
     config = load_evolve_config(args.config, **overrides) if args.resume is None else None
-    if args.resume is not None and args.iterations is not None:
-        config = load_evolve_config(None, iterations=args.iterations)
     out = args.out
     if args.resume is None and out is None:
         out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py')}-{time.strftime('%Y%m%d-%H%M%S')}")
     progress = Progress(enabled=not args.json)
     try:
-        summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, progress=progress,
+        summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
+                                     if args.resume is not None else None, progress=progress,
                                      executor=args.executor))
     finally:
         progress.close()
@@ -117,4 +144,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(_table(data))
+    if summary.failed:
+        sys.stdout.flush()
+        print(_failure_line(data), file=sys.stderr)
+        return EXIT_FAILURE
     return 130 if summary.stop_reason == "interrupted" else 0

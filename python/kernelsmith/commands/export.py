@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
             )
             summary = export_rl(args.runs, args.out, args.format or "parquet", config, args.difficulty_map)
     except (ValueError, FileNotFoundError) as exc:
-        print(f"kernelsmith export: {exc}", file=sys.stderr)
-        return 2
+        from . import UsageError
+
+        raise UsageError(str(exc)) from exc
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
     return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -11,7 +12,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..report import write_report
+    from . import UsageError
 
+    # Checked here because the report's folder is made before the run is read.
+    if not (Path(args.run_dir) / "trajectory.jsonl").is_file():
+        raise UsageError(f"{args.run_dir}: not a run directory (no trajectory.jsonl)")
     path = write_report(args.run_dir, args.out)
     print(path)
     return 0

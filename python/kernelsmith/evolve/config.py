@@ -46,6 +46,9 @@ class EvolveConfig:
     trials: Optional[int] = None
     #: "diff" (SEARCH/REPLACE), "full" (whole program) or "auto" (accept either)
     edit_mode: str = "auto"
+    #: stop the run after this many LLM requests in a row failed (each after
+    #: its retries); authentication and quota errors stop it at the first
+    max_llm_failures: int = 5
     #: sections (see the module docstring)
     llm: dict[str, Any] = field(default_factory=dict)
     prompt: dict[str, Any] = field(default_factory=dict)
@@ -56,7 +59,7 @@ class EvolveConfig:
             raise ConfigError(f"iterations must be >= 0, got {self.iterations}")
         if self.edit_mode not in ("diff", "full", "auto"):
             raise ConfigError(f"edit_mode must be one of diff, full, auto; got '{self.edit_mode}'")
-        for key in ("proposal_concurrency", "eval_concurrency", "checkpoint_every"):
+        for key in ("proposal_concurrency", "eval_concurrency", "checkpoint_every", "max_llm_failures"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         kind = self.model.split(":", 1)[0]
@@ -67,6 +70,7 @@ class EvolveConfig:
         # Validate the sections now, so a typo fails before any work starts.
         self.llm_config()
         self.prompt_config()
+        self.engine_config()
 
     def llm_config(self) -> Any:
         from ..llm import LLMConfig
@@ -75,6 +79,11 @@ class EvolveConfig:
         if self.model.split(":", 1)[0] in ("openai", "anthropic"):
             data["models"] = [self.model]
         return LLMConfig.from_dict(data)
+
+    def engine_config(self) -> Any:
+        from ..engine import EngineConfig
+
+        return from_dict(EngineConfig, self.engine, "engine")
 
     def prompt_config(self) -> Any:
         from ..prompts import PromptConfig
@@ -89,9 +98,21 @@ def load_evolve_config(path: str | Path | None = None, **overrides: Any) -> Evol
     if path:
         import yaml
 
-        loaded = yaml.safe_load(Path(path).read_text()) or {}
+        file = Path(path)
+        if not file.is_file():
+            what = "is a directory" if file.is_dir() else "does not exist"
+            raise ConfigError(f"config file {path} {what}; pass a YAML file to --config (see docs/evolve.md)")
+        try:
+            loaded = yaml.safe_load(file.read_text()) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(exc).split())}") from None
         if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
+            raise ConfigError(f"config file {path}: expected a mapping of keys at the top level, "
+                              f"got {type(loaded).__name__}")
         data.update(loaded)
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return from_dict(EvolveConfig, data)
+    try:
+        return from_dict(EvolveConfig, data)
+    except ConfigError as exc:
+        # Name the file too when the bad key or value may have come from it.
+        raise ConfigError(f"config file {path}: {exc}" if path else str(exc)) from None

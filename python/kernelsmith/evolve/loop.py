@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import hashlib
 import json
 import shutil
 import signal
@@ -32,6 +33,9 @@ from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
 CHECKPOINT_KEEP = 2
+#: status of a step whose LLM request failed (after retries): no program,
+#: nothing told to the engine, never shown in a prompt
+LLM_ERROR = "llm-error"
 
 
 @dataclass
@@ -43,6 +47,7 @@ class StepOutcome:
     child: dict[str, Any] | None  # program fields to tell, None when nothing to tell
     replayed: bool = False
     stop_reason: str | None = None
+    stop_detail: str = ""
 
 
 @dataclass
@@ -56,11 +61,18 @@ class RunSummary:
     correct_steps: int
     status_counts: dict[str, int]
     usage: dict[str, Any]
-    wall_time_s: float
+    wall_time_s: float  # every part of the run, resumed ones included
     archive: dict[str, Any] = field(default_factory=dict)
     # the finalists' head-to-head re-timing that chose the best (see
     # Evolution.confirm_best); {} when none ran
     best_confirmation: dict[str, Any] = field(default_factory=dict)
+    stop_detail: str = ""  # why, in words, when the reason alone does not say (LLM failures)
+    parts: int = 1  # sessions the run took (1 + resumes)
+
+    @property
+    def failed(self) -> bool:
+        """Stopped by a fault (the LLM endpoint), not by finishing or a limit."""
+        return self.stop_reason.startswith("llm-")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,10 +123,16 @@ class Evolution:
         self._eval_slots = asyncio.Semaphore(slots)
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
+        self._stop_detail = ""
         self._started = time.monotonic()
         # correct programs by id: (per-step speedup, source, trusted), for the finalists
         self._correct: dict[int, tuple[float, str, bool]] = {}
         self.best_confirmation: dict[str, Any] = {}
+        self._wall_before = 0.0  # wall time of the parts before a resume
+        self.parts = 1
+        self.llm_failures_in_a_row = 0
+        self._evaluated: dict[str, dict[str, Any]] | None = None  # sha256 of a source -> its logged EvalResult
+        self._proposed: dict[int, dict[str, Any]] = {}  # request id -> logged prompt and answer (resume)
 
     # ------------------------------------------------------------------ seed
     async def seed(self, sources: list[tuple[str, str]]) -> None:
@@ -184,11 +202,17 @@ class Evolution:
                     break  # stop requested while the head step was running
                 outcome = pending.popleft().result()
                 if outcome.stop_reason:
-                    self.request_stop(outcome.stop_reason)
+                    # Not applied: its request stays open in the checkpoint
+                    # and is asked again when the run is resumed.
+                    self.request_stop(outcome.stop_reason, outcome.stop_detail)
                     break
                 self._apply(outcome)
                 if self.steps_applied % self.config.checkpoint_every == 0:
                     self.checkpoint()
+                if self.llm_failures_in_a_row >= self.config.max_llm_failures:
+                    self.request_stop("llm-failures", (
+                        f"{self.llm_failures_in_a_row} LLM requests in a row failed (max_llm_failures "
+                        f"{self.config.max_llm_failures}); last: {outcome.record.get('proposal_error')}"))
                 reason = self._engine_stop_reason()
                 if reason:
                     self.request_stop(reason)
@@ -244,9 +268,10 @@ class Evolution:
         self.best_confirmation["best_program_id"] = self.best_program_id
         self.run_dir.write_best(self._correct[self.best_program_id][1])
 
-    def request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: str, detail: str = "") -> None:
         if self._stop_reason is None:
             self._stop_reason = reason
+            self._stop_detail = detail
         self._stop.set()
 
     # ----------------------------------------------------------------- steps
@@ -256,10 +281,20 @@ class Evolution:
             self._ask_counter += 1
         recorded = self._replay.pop(int(request.id), None)
         if recorded is not None:
+            if recorded.get("child_source") and not recorded.get("duplicate"):
+                # It claimed its code when it first ran; claim it again so a
+                # later step with the same code is a duplicate, as it was then.
+                self._claims.setdefault(normalized_hash(recorded["child_source"]), self._ask_order[int(request.id)])
             return StepOutcome(request, recorded, recorded.get("child"), replayed=True)
         # The prompt is built when the step starts, from what was applied
-        # before it: deterministic in the ask/tell sequence.
-        messages, prompt_meta = self.prompt_builder(request, self)
+        # before it: deterministic in the ask/tell sequence. A request that was
+        # in flight at a crash (asked again on resume) started before the
+        # checkpoint's state, so its logged prompt and answer are reused.
+        logged = self._proposed.pop(int(request.id), None)
+        if logged is not None:
+            messages, prompt_meta = logged["prompt"], logged["prompt_meta"]
+        else:
+            messages, prompt_meta = self.prompt_builder(request, self)
         record: dict[str, Any] = {
             "kind": "step",
             "request_id": int(request.id),
@@ -272,18 +307,32 @@ class Evolution:
             "prompt": messages,
             "prompt_meta": prompt_meta,
         }
-        try:
-            proposal = await self.proposer.propose(request, messages)
-        except Exception as exc:  # noqa: BLE001 - classified below
-            stop = _stop_reason_for(exc)
-            if stop:
-                return StepOutcome(request, record, None, stop_reason=stop)
-            raise
+        if logged is not None:
+            from ..proposers.base import Proposal
+
+            proposal = Proposal.from_dict(logged["proposal"])
+            self._charge(proposal.model, proposal.usage, proposal.latency_s)
+        else:
+            try:
+                proposal = await self.proposer.propose(request, messages)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                stop = _stop_reason_for(exc)
+                if stop:
+                    return StepOutcome(request, record, None, stop_reason=stop, stop_detail=str(exc))
+                raise
+            if not getattr(proposal, "error", None):
+                # Logged before evaluation: a crash before this step is applied
+                # does not cost the answer (or its tokens) again.
+                self.run_dir.append_proposal({"request_id": int(request.id), "prompt": messages,
+                                              "prompt_meta": prompt_meta, "proposal": _to_dict(proposal)})
         if getattr(proposal, "error", None):
+            # The model never answered: nothing to tell the engine and nothing
+            # a later prompt should show as if the model had written it.
+            info = getattr(proposal, "error_info", None) or {"kind": "other", "message": proposal.error}
             record.update(raw_response=None, model=getattr(proposal, "model", None),
-                          proposal_error=proposal.error, latency_s=getattr(proposal, "latency_s", None))
-            feedback = {"category": "proposal", "error": proposal.error}
-            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
+                          proposal_error=proposal.error, llm_error=info,
+                          latency_s=getattr(proposal, "latency_s", None), status="llm-error")
+            return StepOutcome(request, record, None)
         record.update(
             raw_response=proposal.text,
             reasoning=getattr(proposal, "reasoning", None),
@@ -298,7 +347,13 @@ class Evolution:
         record["edit"] = _to_dict(edit)
         if not edit.ok:
             feedback = {"category": "edit", "edit_error": edit.error, "compiled": False}
-            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback))
+            # The program a repair starts from: the model's text when it only
+            # failed to parse (it already keeps the EVOLVE-block rules), else
+            # the parent unchanged, never a rule-breaking or partial text, so
+            # a repair's edits are checked against a valid program.
+            failed_source = edit.source if edit.error_kind == "syntax" else parent_source
+            return StepOutcome(request, record,
+                               self._failed_child(request, "edit-failed", feedback, failed_source))
         source = edit.source
         record["child_source"] = source
         # Skip evaluation when the code is known, or when an earlier-asked
@@ -321,11 +376,21 @@ class Evolution:
         return StepOutcome(request, record, child)
 
     async def _evaluate(self, source: str) -> Any:
-        return await self.evaluator.evaluate_async(self.task, source)
+        key = hashlib.sha256(source.encode()).hexdigest()
+        if self._evaluated is None:
+            self._evaluated = {r["sha256"]: r["eval"] for r in self.run_dir.read_evaluations() if "sha256" in r}
+        done = self._evaluated.get(key)
+        if done is not None:  # evaluated before a crash, its step not yet recorded then
+            from ..result import EvalResult
 
-    def _failed_child(self, request: Any, status: str, feedback: dict[str, Any]) -> dict[str, Any]:
+            return EvalResult.from_dict(done)
+        result = await self.evaluator.evaluate_async(self.task, source)
+        self.run_dir.append_evaluation({"sha256": key, "eval": _to_dict(result)})
+        return result
+
+    def _failed_child(self, request: Any, status: str, feedback: dict[str, Any], source: str) -> dict[str, Any]:
         return {
-            "source": "", "parent_id": int(request.parent.id) if request.parent is not None else -1,
+            "source": source, "parent_id": int(request.parent.id) if request.parent is not None else -1,
             "island": int(request.island), "iteration": int(request.iteration),
             "metrics": {"score": 0.0}, "status": status, "feedback": feedback,
         }
@@ -366,7 +431,7 @@ class Evolution:
             # A program identical to one already told (e.g. by a sibling step
             # that finished first) is a duplicate: checked here, in ask order,
             # so the verdict does not depend on timing.
-            if child is not None and child.get("source") and self.engine.seen(child["source"]):
+            if child is not None and child["status"] != "edit-failed" and self.engine.seen(child["source"]):
                 record["duplicate"] = True
                 child = None
             if child is not None:
@@ -375,7 +440,8 @@ class Evolution:
                 child["id"] = self.engine.next_program_id()
                 record.update(child_id=child["id"], status=child["status"], metrics=child["metrics"])
             else:
-                record.update(child_id=None, status="duplicate" if record.get("duplicate") else "skipped")
+                status = record.get("status") or ("duplicate" if record.get("duplicate") else "skipped")
+                record.update(child_id=None, status=status)
             record["step"] = self.steps_applied
             record["time"] = time.time()
             self.run_dir.append_step({**record, "child": child})
@@ -401,9 +467,19 @@ class Evolution:
             if reliable and (self.best_speedup is None or speedup > self.best_speedup):
                 self.best_speedup, self.best_program_id = speedup, child["id"]
                 self.run_dir.write_best(child["source"])
-        self.history.append(history_entry(record, child))
+        if status == LLM_ERROR:
+            self.llm_failures_in_a_row += 1
+        else:
+            self.llm_failures_in_a_row = 0
+        self._remember(record, child)
         if self.progress is not None:
             self.progress(self.snapshot())
+
+    def _remember(self, record: dict[str, Any], child: dict[str, Any] | None) -> None:
+        """Keep a step for later prompts' history; a failed LLM request is not
+        the model's attempt, so prompts never see it."""
+        if record.get("status") != LLM_ERROR:
+            self.history.append(history_entry(record, child))
 
     def _engine_stop_reason(self) -> str | None:
         """Target score and patience are the engine's (engine.target_score, engine.patience)."""
@@ -429,6 +505,9 @@ class Evolution:
         self.engine.save(str(target / "engine"))
         atomic_write_text(target / "run_state.json", json.dumps(self.state(), indent=2))
         atomic_write_text(root / "LATEST", name + "\n")
+        # Answers of applied steps are in the trajectory: the log keeps only
+        # those of requests still open, so it stays small.
+        self.run_dir.keep_proposals({int(r.id) for r in self.engine.pending_requests()})
         keep = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-"))
         for old in keep[:-CHECKPOINT_KEEP]:
             if old.name != name:
@@ -441,7 +520,14 @@ class Evolution:
             "best_speedup": self.best_speedup,
             "best_program_id": self.best_program_id,
             "status_counts": dict(self.status_counts),
+            "llm_failures_in_a_row": self.llm_failures_in_a_row,
+            "wall_time_s": self._elapsed(),
+            "saved_at": time.time(),
+            "parts": self.parts,
         }
+
+    def _elapsed(self) -> float:
+        return self._wall_before + time.monotonic() - self._started
 
     def restore(self, state: dict[str, Any], trajectory: list[dict[str, Any]]) -> None:
         """Counters from a checkpoint, then the steps recorded after it are
@@ -451,6 +537,13 @@ class Evolution:
         self.best_speedup = state.get("best_speedup")
         self.best_program_id = state.get("best_program_id")
         self.status_counts = collections.Counter(state.get("status_counts", {}))
+        self.llm_failures_in_a_row = int(state.get("llm_failures_in_a_row", 0))
+        self.parts = int(state.get("parts", 1)) + 1
+        # The killed part ran on after its checkpoint until its last record.
+        after = [float(r["time"]) for r in trajectory
+                 if r.get("step", -1) >= self.steps_applied and isinstance(r.get("time"), (int, float))]
+        saved_at = float(state.get("saved_at") or 0.0)
+        self._wall_before = float(state.get("wall_time_s", 0.0)) + max(0.0, max(after, default=saved_at) - saved_at)
         if self.usage_meter is not None:
             # Spend is rebuilt from the recorded steps, not from the meter's
             # snapshot: the snapshot also holds answers that were in flight
@@ -458,17 +551,23 @@ class Evolution:
             self.usage_meter.load_totals({})
         for record in trajectory:
             if record.get("step", -1) < self.steps_applied:
-                self.history.append(history_entry(record, record.get("child")))
+                self._remember(record, record.get("child"))
                 child = record.get("child")
                 if child and child.get("status") == "correct":
                     self._note_correct(child)
             elif record.get("kind") == "step":
                 self._replay[int(record["request_id"])] = record
-            if self.usage_meter is not None and record.get("model") and record.get("usage"):
-                from ..llm import Usage
+            self._charge(record.get("model"), record.get("usage"), record.get("latency_s"))
+        recorded = {int(r["request_id"]) for r in trajectory if r.get("kind") == "step"}
+        self._proposed = {int(r["request_id"]): r for r in self.run_dir.read_proposals()
+                          if int(r["request_id"]) not in recorded}
 
-                self.usage_meter.record(record["model"], Usage.from_dict(record["usage"]),
-                                        latency_s=float(record.get("latency_s") or 0.0))
+    def _charge(self, model: str | None, usage: dict[str, Any] | None, latency_s: float | None) -> None:
+        """Count the tokens of an answer that did not go through the client now."""
+        if self.usage_meter is not None and model and usage:
+            from ..llm import Usage
+
+            self.usage_meter.record(model, Usage.from_dict(usage), latency_s=float(latency_s or 0.0))
 
     # ---------------------------------------------------------------- finish
     def snapshot(self) -> dict[str, Any]:
@@ -489,9 +588,11 @@ class Evolution:
             correct_steps=self.status_counts.get("correct", 0),
             status_counts=dict(self.status_counts),
             usage=self.usage_meter.summary() if self.usage_meter is not None else {},
-            wall_time_s=time.monotonic() - self._started,
+            wall_time_s=self._elapsed(),
             archive=dict(self.engine.stats()),
             best_confirmation=self.best_confirmation,
+            stop_detail=self._stop_detail,
+            parts=self.parts,
         )
         self.run_dir.write_summary(summary.to_dict())
         return summary
@@ -505,7 +606,9 @@ def history_entry(record: dict[str, Any], child: dict[str, Any] | None) -> dict[
     compact = {k: feedback[k] for k in keep if k in feedback}
     log = feedback.get("error") or ""
     if log:
-        compact["error_log"] = str(log)[-400:]
+        from ..prompts.feedback import clip
+
+        compact["error_log"] = clip(str(log), 400, keep="tail")
     return {
         "id": record.get("child_id"), "step": record.get("step"), "iteration": record.get("iteration"),
         "island": record.get("island"), "parent_id": record.get("parent_id"),
@@ -533,11 +636,13 @@ def _status_of(result: Any) -> str:
 
 def _stop_reason_for(exc: BaseException) -> str | None:
     """Exceptions from a proposer that end the run cleanly (with a checkpoint)."""
-    from ..llm.types import BudgetExceeded
+    from ..llm.types import BudgetExceeded, LLMError
     from ..proposers.base import ProposerExhausted
 
     if isinstance(exc, BudgetExceeded):
         return "budget"
+    if isinstance(exc, LLMError) and exc.fatal:
+        return f"llm-{exc.kind}"  # llm-auth, llm-quota, llm-not-found
     if isinstance(exc, ProposerExhausted):
         return "replay-exhausted"
     return None

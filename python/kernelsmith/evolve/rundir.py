@@ -9,12 +9,15 @@ Layout::
       checkpoint/        engine checkpoint (written atomically by the engine)
       run_state.json     loop counters belonging to that checkpoint (atomic)
       trajectory.jsonl   one record per step, appended and fsynced per record
+      evaluations.jsonl  each evaluation's result the moment it ends (reused on resume)
+      proposals.jsonl    prompt and answer of each open request (reused on resume)
       best_program.py    the best correct program so far
       summary.json       written when the run stops (any reason)
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -25,7 +28,22 @@ import yaml
 
 from ..llm.redact import redact_obj
 
+log = logging.getLogger("kernelsmith.evolve")
+
 TRAJECTORY_SCHEMA_VERSION = 1
+#: what a run writes into its directory; a run that never reached its first
+#: checkpoint is replaced by removing exactly these, nothing else
+RUN_FILES = ("config.yaml", "task", "checkpoint", "run_state.json", "trajectory.jsonl", "evaluations.jsonl", "proposals.jsonl",
+             "best_program.py", "summary.json")
+
+
+class RunDirError(ValueError):
+    """A run directory cannot be used as asked (not a run, already a run,
+    no readable checkpoint); the message says which and what to do."""
+
+
+class RunExistsError(RunDirError, FileExistsError):
+    """``--out`` names a directory that already holds a started run."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -53,6 +71,10 @@ class RunDir:
         return self.path / "trajectory.jsonl"
 
     @property
+    def evaluations_path(self) -> Path:
+        return self.path / "evaluations.jsonl"
+
+    @property
     def checkpoint_dir(self) -> Path:
         return self.path / "checkpoint"
 
@@ -63,20 +85,51 @@ class RunDir:
     def exists(self) -> bool:
         return (self.path / "config.yaml").exists()
 
+    def started(self) -> bool:
+        """Whether the run reached its first checkpoint (before that, it has
+        nothing worth keeping: at most the seed's evaluation)."""
+        root = self.checkpoint_dir
+        return root.is_dir() and any(p.is_dir() and p.name.startswith("step-") for p in root.iterdir())
+
     # -- creation ---------------------------------------------------------
     def create(self, config: dict[str, Any], task_files: list[Path]) -> None:
+        """Write a new run. ``config.yaml`` comes last: it marks a run, so a
+        start killed half-way leaves a folder a new run may take over."""
         if self.exists():
-            raise FileExistsError(
-                f"{self.path} already holds a run; pass --resume {self.path} to continue it "
-                "or choose another --out"
-            )
+            if self.started():
+                raise RunExistsError(
+                    f"{self.path} already holds a run; continue it with --resume {self.path}, "
+                    "or choose another --out"
+                )
+            log.warning("%s: replacing a run that stopped before its first checkpoint", self.path)
+            self.remove_run_files()
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"--out {self.path} is a file, not a directory; choose another --out")
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(redact_obj(config), sort_keys=False))
         task_dir = self.path / "task"
-        task_dir.mkdir(exist_ok=True)
+        shutil.rmtree(task_dir, ignore_errors=True)
+        task_dir.mkdir()
         for file in task_files:
             shutil.copy2(file, task_dir / file.name)
-        self.trajectory_path.touch()
+        self.trajectory_path.write_text("")
+        self.write_config(config)
+
+    def remove_run_files(self) -> None:
+        """Remove what a run wrote (only that: the folder may hold the user's
+        own files); the folder itself goes when nothing else is left."""
+        for name in RUN_FILES:
+            target = self.path / name
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(redact_obj(config), sort_keys=False))
 
     def load_config(self) -> dict[str, Any]:
         return yaml.safe_load((self.path / "config.yaml").read_text())
@@ -84,16 +137,37 @@ class RunDir:
     # -- trajectory -------------------------------------------------------
     def append_step(self, record: dict[str, Any]) -> None:
         """Append one step durably: a record is either wholly on disk or absent."""
-        # Keys never reach the trajectory, whatever a server or model echoed.
-        record = redact_obj({"schema_version": TRAJECTORY_SCHEMA_VERSION, **record})
-        line = json.dumps(record, default=_json_default) + "\n"
-        with open(self.trajectory_path, "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        _append_record(self.trajectory_path, record)
 
     def read_steps(self) -> list[dict[str, Any]]:
         return list(iter_trajectory(self.trajectory_path, repair=True))
+
+    def append_evaluation(self, record: dict[str, Any]) -> None:
+        """Log an evaluation the moment it ends, before its step is applied
+        (steps are applied in ask order, so a finished evaluation may wait):
+        a run killed meanwhile reuses it on resume instead of running it again."""
+        _append_record(self.evaluations_path, record)
+
+    def read_evaluations(self) -> list[dict[str, Any]]:
+        return list(iter_trajectory(self.evaluations_path, repair=True))
+
+    @property
+    def proposals_path(self) -> Path:
+        return self.path / "proposals.jsonl"
+
+    def append_proposal(self, record: dict[str, Any]) -> None:
+        """Log a step's prompt and answer the moment the answer arrives (see
+        :meth:`append_evaluation` for why a finished part may wait)."""
+        _append_record(self.proposals_path, record)
+
+    def read_proposals(self) -> list[dict[str, Any]]:
+        return list(iter_trajectory(self.proposals_path, repair=True))
+
+    def keep_proposals(self, request_ids: set[int]) -> None:
+        """Rewrite the proposal log with the entries of ``request_ids`` only."""
+        kept = [r for r in self.read_proposals() if int(r["request_id"]) in request_ids]
+        text = "".join(json.dumps(r, default=_json_default) + "\n" for r in kept)
+        atomic_write_text(self.proposals_path, text)
 
     # -- loop state -------------------------------------------------------
     def write_state(self, state: dict[str, Any]) -> None:
@@ -109,6 +183,16 @@ class RunDir:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2, default=_json_default))
+
+
+def _append_record(path: Path, record: dict[str, Any]) -> None:
+    # Keys never reach the run directory, whatever a server or model echoed.
+    record = redact_obj({"schema_version": TRAJECTORY_SCHEMA_VERSION, **record})
+    line = json.dumps(record, default=_json_default) + "\n"
+    with open(path, "a") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def iter_trajectory(path: str | Path, repair: bool = False) -> Iterator[dict[str, Any]]:

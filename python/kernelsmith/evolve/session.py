@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import logging
 import re
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config import ConfigError
 from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary, latest_checkpoint
-from .rundir import RunDir, iter_trajectory
+from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
+
+log = logging.getLogger("kernelsmith.evolve")
 
 HISTORY_PER_PROMPT = 16
 
@@ -47,12 +52,18 @@ def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any
         from ..proposers import ReplayProposer
 
         if not arg:
-            raise ValueError("model 'replay' needs a run directory: replay:RUN_DIR")
-        return ReplayProposer(arg), None
+            raise ConfigError("model 'replay' needs a run directory: replay:RUN_DIR")
+        try:
+            return ReplayProposer(arg), None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"model {config.model}: {exc}") from exc
     from ..llm import BudgetExceeded, build_client
     from ..proposers import LLMProposer
 
-    client = build_client(config.llm_config())
+    try:
+        client = build_client(config.llm_config())
+    except (ValueError, ImportError) as exc:  # no key, bad spec, SDK missing: before any work starts
+        raise ConfigError(str(exc)) from exc
     return LLMProposer(client, propagate=(BudgetExceeded,)), getattr(client, "meter", None)
 
 
@@ -74,12 +85,47 @@ def _task_files(task_path: Path) -> list[Path]:
     return [task_path]
 
 
+def load_checkpoint(run_dir: RunDir) -> tuple[Any, dict[str, Any], Path] | None:
+    """(engine, loop state, folder) of the newest checkpoint that reads back.
+
+    ``LATEST`` first, then every other ``step-*`` folder, newest first: a
+    checkpoint damaged on disk costs the steps since the one before it, and
+    those are replayed from the trajectory. None when the run has no
+    checkpoint at all; :class:`RunDirError` when it has some and none reads.
+    """
+    from ..engine import Engine
+
+    root = run_dir.checkpoint_dir
+    candidates: list[Path] = []
+    latest = latest_checkpoint(run_dir)
+    if latest is not None:
+        candidates.append(latest)
+    if root.is_dir():
+        candidates += sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
+                              and p != latest), reverse=True)
+    problems = []
+    for folder in candidates:
+        try:
+            state = json.loads((folder / "run_state.json").read_text())
+            engine = Engine.load(folder / "engine")
+        except Exception as exc:  # noqa: BLE001 -- any unreadable checkpoint: try the one before
+            problems.append(f"{folder.name}: {type(exc).__name__}: {exc}")
+            log.warning("%s: checkpoint %s is unreadable (%s); trying an older one", run_dir.path, folder.name, exc)
+            continue
+        return engine, state, folder
+    if problems:
+        raise RunDirError(f"{run_dir.path}: no checkpoint reads back ({'; '.join(problems)}); "
+                          "the run cannot be resumed, start a new one with --out")
+    return None
+
+
 async def evolve(
     task_path: str | Path | None,
     config: EvolveConfig | None = None,
     out: str | Path | None = None,
     *,
     resume: str | Path | None = None,
+    extend: int | None = None,
     evaluator: Any = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     executor: str = "local",
@@ -87,19 +133,29 @@ async def evolve(
     """Run (or resume) an evolution; returns its summary.
 
     Fresh run: ``task_path`` and ``out`` (a new directory). Resume: ``resume``
-    is the run directory; task and config come from its snapshot (a config
-    passed in overrides only ``iterations``, so a run can be extended).
+    is the run directory; task and config come from its snapshot. A config
+    passed in overrides only ``iterations`` (the run's total); ``extend=N``
+    instead asks for N proposal steps more than the trajectory holds (what
+    ``--resume DIR --iterations N`` means). Either is written back to the
+    snapshot, so a later plain resume keeps the new total.
     ``executor`` ("local" or "ray") picks the evaluator built when none is
     passed in: local worker processes, or one Ray task per candidate.
+
+    Everything that can be checked (task, config, model and its key,
+    backend) is checked before a fresh run writes its directory, and a run
+    that fails before its first checkpoint removes what it wrote, so a
+    failed start never blocks a re-run with the same ``out``.
     """
     from ..engine import Engine, EngineConfig
     from ..prompts import PromptBuilder
     from ..task import Task
 
+    snapshot: dict[str, Any] = {}
     if resume is not None:
         run_dir = RunDir(resume)
         if not run_dir.exists():
-            raise FileNotFoundError(f"{resume}: not a run directory (no config.yaml)")
+            what = "does not exist" if not run_dir.path.exists() else "is not a run directory (no config.yaml)"
+            raise RunDirError(f"--resume {resume}: {what}; start a run with: kernelsmith evolve TASK --out DIR")
         snapshot = run_dir.load_config()
         saved = load_evolve_config(**snapshot["config"])
         if config is not None:
@@ -119,11 +175,25 @@ async def evolve(
         config = config or EvolveConfig()
         task = Task.load(task_path, backend=config.backend, trials=config.trials)
         run_dir = RunDir(out)
-        run_dir.create(_config_snapshot(config, task, str(task_path)), _task_files(Path(task_path)))
+        if run_dir.exists() and run_dir.started():
+            raise RunExistsError(f"{out} already holds a run; continue it with --resume {out}, "
+                                 "or choose another --out")
 
-    checkpoint = latest_checkpoint(run_dir) if resume is not None else None
-    if checkpoint is not None:
-        engine = Engine.load(checkpoint / "engine")
+    loaded = load_checkpoint(run_dir) if resume is not None else None
+    records = run_dir.read_steps() if loaded is not None else []
+    if extend is not None:
+        if extend < 0:
+            raise ConfigError(f"iterations must be >= 0, got {extend}")
+        done = sum(1 for r in records if r.get("kind") == "step")
+        config = dataclasses.replace(config, iterations=done + extend)
+    if resume is not None and config.iterations != snapshot["config"].get("iterations"):
+        run_dir.write_config({**snapshot, "config": dataclasses.asdict(config)})
+    if loaded is not None:
+        engine, state, _ = loaded
+        if state.get("asks_issued", 0) >= config.iterations and not engine.pending_requests() \
+                and not any(r.get("step", -1) >= state.get("steps_applied", 0) for r in records):
+            log.warning("%s: the run has already made its %d steps; add more with --resume %s --iterations N",
+                        run_dir.path, config.iterations, run_dir.path)
     else:
         engine = Engine(EngineConfig.from_dict(config.engine), seed=config.seed)
 
@@ -132,19 +202,23 @@ async def evolve(
         from ..evaluator import make_evaluator
 
         evaluator = make_evaluator(executor, config.eval_concurrency)
-    backend = evaluator.backend_for(task)
-    proposer, meter = make_proposer(config, engine, config.seed)
-    evolution = Evolution(
-        task=task, config=config, engine=engine, proposer=proposer, evaluator=evaluator,
-        prompt_builder=None, run_dir=run_dir, backend=backend, usage_meter=meter, progress=progress,
-    )
+    proposer = None
+    created = False
     try:
-        if checkpoint is not None:
-            import json
-
-            state = json.loads((checkpoint / "run_state.json").read_text())
-            records = run_dir.read_steps()
-            evolution.restore(state, records)
+        try:
+            backend = evaluator.backend_for(task)
+        except ValueError as exc:
+            raise ConfigError(f"backend: {exc}") from exc
+        proposer, meter = make_proposer(config, engine, config.seed)
+        if resume is None:
+            run_dir.create(_config_snapshot(config, task, str(task_path)), _task_files(Path(task_path)))
+            created = True
+        evolution = Evolution(
+            task=task, config=config, engine=engine, proposer=proposer, evaluator=evaluator,
+            prompt_builder=None, run_dir=run_dir, backend=backend, usage_meter=meter, progress=progress,
+        )
+        if loaded is not None:
+            evolution.restore(loaded[1], records)
         else:
             if resume is not None:  # stopped before the first checkpoint: start over
                 run_dir.trajectory_path.write_text("")
@@ -153,6 +227,7 @@ async def evolve(
             else:
                 evolution.seed_reference(reference_as_seed(task.reference_source))
             records = run_dir.read_steps()
+        created = False  # checkpointed: from here on the run directory is worth keeping
         # Hardware as a worker saw it (on its GPU, or a Ray node) when the seed
         # was evaluated; asking the backend here would initialize the device
         # in the driver, which only needs it for the prompt.
@@ -167,8 +242,13 @@ async def evolve(
         )
         evolution.prompt_builder = make_prompt_fn(builder, engine)
         return await evolution.run()
+    except BaseException:
+        if created and not run_dir.started():
+            run_dir.remove_run_files()
+        raise
     finally:
-        await proposer.aclose()
+        if proposer is not None:
+            await proposer.aclose()
         if own_evaluator:
             evaluator.close()
 

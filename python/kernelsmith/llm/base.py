@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .redact import mask_key, redact, register_secret
-from .types import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, BudgetExceeded,
+from .types import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FATAL_KINDS, BudgetExceeded,
                     Completion, LLMError, LLMTimeoutError, Usage)
 from .usage import UsageMeter
 
@@ -81,12 +81,34 @@ def parse_retry_after(headers: Any) -> Optional[float]:
     return max(0.0, when.timestamp() - time.time())
 
 
+# Words with which providers refuse for money rather than for rate: OpenAI's
+# 429 "insufficient_quota", Anthropic's 400 "credit balance is too low".
+_QUOTA_WORDS = ("insufficient_quota", "quota", "billing", "credit balance", "payment")
+
+
+def status_kind(status: int, text: str = "") -> str:
+    """The failure kind (see ``FAILURE_KINDS``) of an HTTP error answer."""
+    lowered = text.lower()
+    if status in (401, 403):
+        return "auth"
+    if status == 402 or (status in (400, 429) and any(w in lowered for w in _QUOTA_WORDS)):
+        return "quota"
+    if status == 404:
+        return "not-found"
+    if status == 429:
+        return "rate-limit"
+    if status >= 500:
+        return "server"
+    return "bad-request" if status not in RETRY_STATUSES else "server"
+
+
 @dataclass
 class Failure:
     """What went wrong with one attempt, in provider-neutral terms."""
 
-    kind: str  # "status", "timeout", "connection", "malformed", "other"
+    kind: str  # one of kernelsmith.llm.types.FAILURE_KINDS
     message: str
+    provider_message: str = ""
     status: Optional[int] = None
     retry_after: Optional[float] = None
     retryable: bool = False
@@ -165,16 +187,19 @@ class BaseClient:
 
         sdk = import_sdk(self.sdk_module)
         if isinstance(exc, sdk.APITimeoutError):
-            return Failure("timeout", f"timed out: {exc}", retryable=True)
+            return Failure("timeout", f"timed out: {exc}", str(exc), retryable=True)
         if isinstance(exc, sdk.APIConnectionError):
-            return Failure("connection", f"connection error: {exc}", retryable=True)
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
+            return Failure("connection", f"connection error: {detail}", detail, retryable=True)
         if isinstance(exc, sdk.APIStatusError):
             status = exc.status_code
-            return Failure("status", f"HTTP {status}: {exc.message}", status=status,
+            kind = status_kind(status, f"{exc.message} {getattr(exc, 'code', '') or ''} {exc.body!r}")
+            return Failure(kind, f"HTTP {status}: {exc.message}", str(exc.message), status=status,
                            retry_after=parse_retry_after(exc.response.headers),
-                           retryable=status in self.retry.retry_statuses)
+                           retryable=kind not in FATAL_KINDS and status in self.retry.retry_statuses)
         if isinstance(exc, (sdk.APIResponseValidationError, json.JSONDecodeError, self.malformed_error)):
-            return Failure("malformed", f"malformed response: {exc}", retryable=True)
+            return Failure("malformed", f"malformed response: {exc}", str(exc), retryable=True)
         raise exc
 
     async def aclose(self) -> None:
@@ -246,7 +271,8 @@ class BaseClient:
                 except (BudgetExceeded, asyncio.CancelledError):
                     raise
                 except asyncio.TimeoutError:
-                    last = Failure("timeout", f"no answer within {merged['timeout']:g}s", retryable=True)
+                    last = Failure("timeout", f"no answer within {merged['timeout']:g}s",
+                                   f"no answer within {merged['timeout']:g}s", retryable=True)
                 except Exception as exc:  # noqa: BLE001 -- classified below, re-raised if unknown
                     last = self._classify(exc)
                 else:
@@ -261,7 +287,8 @@ class BaseClient:
                 what = "failed" if not last.retryable else f"failed after {attempts} attempts"
                 raise cls(redact(f"{self.model}: request {what}: {last.message}"),
                           model=self.model, attempts=attempts, status=last.status,
-                          retryable=last.retryable)
+                          retryable=last.retryable, kind=last.kind,
+                          provider_message=redact(last.provider_message))
             wait = self.retry.delay(attempts, last.retry_after, self._rng)
             log.warning("%s", redact(f"{self.model}: attempt {attempts}/{self.retry.max_attempts} "
                                      f"failed ({last.message}); retrying in {wait:.2f}s"))

@@ -110,6 +110,16 @@ class LLMClient(Protocol):
         ...
 
 
+#: How a request failed. auth: 401/403 (key missing, wrong or revoked);
+#: quota: 402 or a quota/billing refusal (429 "insufficient_quota", Anthropic's
+#: "credit balance is too low"); not-found: 404 (no such model or endpoint);
+#: bad-request: another 4xx the server will refuse again; rate-limit, server,
+#: timeout, connection, malformed: transient, retried with backoff first.
+FAILURE_KINDS = ("auth", "quota", "not-found", "bad-request", "rate-limit", "server", "timeout",
+                 "connection", "malformed", "other")
+FATAL_KINDS = ("auth", "quota", "not-found")
+
+
 class LLMError(RuntimeError):
     """A request failed for good (after retries, or not retryable).
 
@@ -119,12 +129,26 @@ class LLMError(RuntimeError):
     """
 
     def __init__(self, message: str, *, model: str = "", attempts: int = 0,
-                 status: Optional[int] = None, retryable: bool = False) -> None:
+                 status: Optional[int] = None, retryable: bool = False, kind: str = "other",
+                 provider_message: str = "") -> None:
         super().__init__(message)
         self.model = model
         self.attempts = attempts
         self.status = status
         self.retryable = retryable
+        #: one of FAILURE_KINDS; "auth" and "quota" (see FATAL_KINDS) will
+        #: fail every later request too, so a run stops at once on them
+        self.kind = kind
+        #: what the provider said, without our prefix
+        self.provider_message = provider_message
+
+    @property
+    def fatal(self) -> bool:
+        return self.kind in FATAL_KINDS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "status": self.status, "model": self.model, "attempts": self.attempts,
+                "message": str(self), "provider_message": self.provider_message, "fatal": self.fatal}
 
 
 class LLMTimeoutError(LLMError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .feedback import format_metrics, render_feedback
+from .feedback import clip, format_metrics, render_feedback
 
 __all__ = [
     "Prompt",
@@ -47,6 +47,7 @@ TEMPLATE_NAMES = (
     "hardware_ada.md",
     "hardware_amd_cdna.md",
     "hardware_cpu.md",
+    "hardware_triton_interpreter.md",
     "hardware_generic.md",
 )
 REQUEST_MODES = ("explore", "exploit", "weighted", "repair")
@@ -112,9 +113,14 @@ def estimate_tokens(text: str, tokenizer: Any = None) -> int:
 
 
 def hardware_family(hardware: Mapping[str, Any] | None) -> str:
-    """Which hardware tips apply: hopper, blackwell, ampere, ada, amd_cdna, cpu or generic."""
+    """Which hardware tips apply: hopper, blackwell, ampere, ada, amd_cdna,
+    triton_interpreter, cpu (an OpenCL CPU device such as PoCL) or generic."""
     if not hardware:
         return "generic"
+    # The Triton backend's report on the CPU: no device to tune for, only
+    # the interpreter, whose costs are nothing like an OpenCL CPU device's.
+    if hardware.get("interpreter"):
+        return "triton_interpreter"
     # Backends name the device "name" (OpenCL) or "device" (Triton).
     name = str(hardware.get("name") or hardware.get("device") or "").lower()
     arch = str(hardware.get("arch", hardware.get("gcn_arch", ""))).lower()
@@ -171,6 +177,17 @@ def _score(program: Any) -> float:
     return float("-inf")
 
 
+def _code_key(program: Any) -> Any:
+    """What makes two programs the same for a prompt: their code up to
+    comments and whitespace (the engine's duplicate hash), else their id."""
+    source = _get(program, "source")
+    if source:
+        from ..engine import normalized_hash
+
+        return ("code", normalized_hash(str(source)))
+    return ("id", _get(program, "id"))
+
+
 def _program_header(program: Any) -> str:
     bits = []
     for key, label in (("id", "id"), ("iteration", "iteration"), ("parent_id", "parent"), ("island", "island")):
@@ -190,15 +207,15 @@ def _outcome_line(program: Any, max_chars: int = 200) -> str:
         return ""
     if fb.get("edit_error"):
         first = str(fb["edit_error"]).strip().splitlines()[0] if str(fb["edit_error"]).strip() else ""
-        return f"edit failed: {first[:max_chars]}"
+        return f"edit failed: {clip(first, max_chars)}"
     if fb.get("hacked") or fb.get("hack_reasons"):
         reasons = fb.get("hack_reasons") or []
-        return "rejected as a shortcut: " + "; ".join(str(r) for r in reasons)[:max_chars]
+        return "rejected as a shortcut: " + clip("; ".join(str(r) for r in reasons), max_chars)
     if fb.get("compiled") is False or fb.get("correct") is False or fb.get("error_category"):
         what = fb.get("error_category") or ("compile error" if fb.get("compiled") is False else "incorrect")
         log_text = str(fb.get("error_log") or "").strip()
         last = log_text.splitlines()[-1] if log_text else ""
-        return f"{what}" + (f": {last[:max_chars]}" if last else "")
+        return f"{what}" + (f": {clip(last, max_chars, keep='tail')}" if last else "")
     return ""
 
 
@@ -259,7 +276,8 @@ class PromptBuilder:
 
     def system_prompt(self) -> str:
         family = hardware_family(self.hardware)
-        device = str(self.hardware.get("name") or "the target device")
+        # Backends name the device "name" (OpenCL) or "device" (Triton).
+        device = str(self.hardware.get("name") or self.hardware.get("device") or "the target device")
         values = {
             "backend": self.backend,
             "backend_tips": self.backend_tips.strip() or "No backend-specific tips.",
@@ -353,14 +371,28 @@ class PromptBuilder:
         def others(seq: Sequence[Any]) -> list[Any]:
             return [p for p in seq if cur_id is None or _get(p, "id") != cur_id]
 
+        # No program twice in one prompt: a top program is not also an
+        # inspiration, and copies of one program (migrants share the code
+        # under another id) count as the same program.
+        shown = {_code_key(current)}
+
+        def unseen(seq: Sequence[Any], limit: int) -> list[Any]:
+            out = []
+            for p in others(seq):
+                key = _code_key(p)
+                if len(out) < limit and key not in shown:
+                    shown.add(key)
+                    out.append(p)
+            return out
+
         hist = others(history)
         # Keep the most recent attempts when there are more than allowed.
         hist = sorted(hist, key=lambda p: (_get(p, "iteration") or 0))
         over = max(0, len(hist) - cfg.max_history)
         parts = _Parts(
             history=hist[over:],
-            top=others(top_programs)[: cfg.max_top_programs],
-            inspirations=others(inspirations)[: cfg.max_inspirations],
+            top=unseen(top_programs, cfg.max_top_programs),
+            inspirations=unseen(inspirations, cfg.max_inspirations),
             log_chars=cfg.max_log_chars,
             dropped_history=over,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-__all__ = ["format_metrics", "render_feedback", "trim_log"]
+__all__ = ["clip", "format_metrics", "render_feedback", "trim_log"]
 
 # Metric keys shown first and how to print them; anything else scalar follows.
 _METRIC_ORDER = ("score", "speedup", "runtime_ms", "ref_runtime_ms")
@@ -46,14 +46,53 @@ def format_metrics(metrics: Mapping[str, Any] | None) -> str:
     return ", ".join(parts) if parts else "no metrics"
 
 
-def trim_log(text: str, max_chars: int) -> str:
-    """Keep the head and the tail of a long log: errors sit at either end."""
+def _head_end(text: str, limit: int) -> int:
+    """Where to end a head of at most ``limit`` characters: after a whole
+    line when one ends in the second half of the budget, else at a space,
+    so no word (no token) is cut in two; a hard cut only inside one huge word."""
+    if len(text) <= limit:
+        return len(text)
+    window = text[: limit + 1]
+    line = window.rfind("\n")
+    if line >= limit // 2:
+        return line
+    space = max(window.rfind(" "), window.rfind("\t"))
+    return space if space > 0 else limit
+
+
+def _tail_start(text: str, limit: int) -> int:
+    """Where to start a tail of at most ``limit`` characters (see _head_end)."""
+    if len(text) <= limit:
+        return 0
+    start = len(text) - limit - 1
+    window = text[start:]
+    line = window.find("\n")
+    if 0 <= line <= (limit + 1) // 2:
+        return start + line + 1
+    spaces = [i for i in (window.find(" "), window.find("\t")) if i >= 0]
+    return start + min(spaces) + 1 if spaces and min(spaces) < limit else start + 1
+
+
+def clip(text: str, max_chars: int, keep: str = "head") -> str:
+    """``text`` cut to about ``max_chars`` on a line or word boundary, with
+    "..." where it was cut; ``keep`` "head" or "tail" (for error logs)."""
     if max_chars <= 0 or len(text) <= max_chars:
         return text
-    head = max_chars * 2 // 5
-    tail = max_chars - head
-    dropped = len(text) - head - tail
-    return f"{text[:head]}\n... [{dropped} characters omitted] ...\n{text[-tail:]}"
+    budget = max(1, max_chars - 4)
+    if keep == "tail":
+        return "... " + text[_tail_start(text, budget):].lstrip()
+    return text[: _head_end(text, budget)].rstrip() + " ..."
+
+
+def trim_log(text: str, max_chars: int) -> str:
+    """Keep the head and the tail of a long log (errors sit at either end),
+    cut on line or word boundaries."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text
+    head_end = _head_end(text, max_chars * 2 // 5)
+    tail_start = _tail_start(text, max_chars - max_chars * 2 // 5)
+    dropped = tail_start - head_end
+    return f"{text[:head_end].rstrip()}\n... [{dropped} characters omitted] ...\n{text[tail_start:].lstrip()}"
 
 
 def _yes_no(value: Any) -> str:

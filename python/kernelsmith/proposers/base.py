@@ -30,6 +30,9 @@ class Proposal:
     reasoning: str | None = None
     # Set when the proposer failed (e.g. the API errored after retries); text is then "".
     error: str | None = None
+    # What failed, for the record: kind, HTTP status, the provider's message
+    # (LLMError.to_dict()); None when the proposal did not fail.
+    error_info: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property

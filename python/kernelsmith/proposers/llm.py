@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from ..llm.types import LLMError
 from .base import Proposal, Proposer
 
 __all__ = ["LLMProposer"]
@@ -26,9 +27,12 @@ class LLMProposer(Proposer):
     (fields ``text``, ``reasoning``, ``model``, ``usage``, ``latency_s``).
 
     ``params`` (temperature, top_p, max_tokens, ...) go to every call.
-    Exceptions from the client become a Proposal with ``error`` set so that the
-    loop records the step and moves on, except those in ``propagate`` (e.g. the
-    client's budget-exhausted error), which are re-raised for the loop to stop.
+    Exceptions from the client become a Proposal with ``error`` (and
+    ``error_info``) set so that the loop records the step as an LLM failure
+    and moves on, except those in ``propagate`` (e.g. the client's
+    budget-exhausted error) and fatal :class:`LLMError` s (authentication,
+    quota: every later request would fail the same way), which are re-raised
+    for the loop to stop.
     """
 
     name = "llm"
@@ -46,14 +50,14 @@ class LLMProposer(Proposer):
             completion = await self.client.complete(list(messages), **self.params)
         except self.propagate:
             raise
+        except LLMError as exc:
+            if exc.fatal:
+                raise
+            return self._failed(request, exc, exc.to_dict(), started)
         except Exception as exc:  # noqa: BLE001 -- any client failure is one failed step
-            return Proposal(
-                text="",
-                model=str(getattr(self.client, "model", "") or ""),
-                latency_s=time.perf_counter() - started,
-                error=f"{type(exc).__name__}: {exc}",
-                meta={"iteration": getattr(request, "iteration", None)},
-            )
+            info = {"kind": "other", "status": None, "model": str(getattr(self.client, "model", "") or ""),
+                    "message": f"{type(exc).__name__}: {exc}", "fatal": False}
+            return self._failed(request, exc, info, started)
         latency = getattr(completion, "latency_s", None)
         return Proposal(
             text=str(getattr(completion, "text", "") or ""),
@@ -61,6 +65,16 @@ class LLMProposer(Proposer):
             usage=_usage_dict(getattr(completion, "usage", None)),
             latency_s=float(latency) if latency is not None else time.perf_counter() - started,
             reasoning=getattr(completion, "reasoning", None),
+            meta={"iteration": getattr(request, "iteration", None)},
+        )
+
+    def _failed(self, request: Any, exc: BaseException, info: dict[str, Any], started: float) -> Proposal:
+        return Proposal(
+            text="",
+            model=str(getattr(exc, "model", "") or getattr(self.client, "model", "") or ""),
+            latency_s=time.perf_counter() - started,
+            error=f"{type(exc).__name__}: {exc}",
+            error_info=info,
             meta={"iteration": getattr(request, "iteration", None)},
         )
 

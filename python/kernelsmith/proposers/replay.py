@@ -86,5 +86,6 @@ class ReplayProposer(Proposer):
             latency_s=float(record.get("latency_s") or 0.0),
             reasoning=record.get("reasoning"),
             error=error,
+            error_info=record.get("llm_error") if error is not None else None,
             meta={"replayed_iteration": record.get("iteration"), "source": str(self.path)},
         )

@@ -1,0 +1,79 @@
+"""A deterministic stand-in for the evaluator, for tests of the loop itself.
+
+It scores a candidate from its declared tunables without running it: the
+loop's determinism, resume and fault handling do not depend on what a real
+evaluator measures, only on getting the same verdict for the same source, so
+these tests stay fast. End-to-end runs with the real sandboxed evaluator are
+in test_evolve_e2e.py.
+
+``standin_cli.py`` runs the real CLI with this evaluator, for tests that drive
+``kernelsmith evolve`` as a process (and kill it).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+class CostModelEvaluator:
+    """Verdicts from the tunables BLOCK and WARPS; no code is run.
+
+    ``delay_s``: each evaluation takes this long (so a killed process dies
+    with evaluations in flight). ``log``: a file that gets one JSON line per
+    evaluation *started*, with ``already_recorded`` true when the run
+    directory ``run_dir`` had already logged that source's result, i.e. when
+    the run is about to evaluate something a second time.
+    """
+
+    def __init__(self, delay_s: float = 0.0, log: str | None = None, run_dir: str | None = None):
+        self.calls: list[str] = []
+        self.delay_s = delay_s
+        self.log = Path(log) if log else None
+        self.run_dir = Path(run_dir) if run_dir else None
+
+    @classmethod
+    def from_env(cls) -> "CostModelEvaluator":
+        return cls(float(os.environ.get("KS_STANDIN_DELAY", "0")), os.environ.get("KS_STANDIN_LOG"),
+                   os.environ.get("KS_STANDIN_RUN_DIR"))
+
+    def backend_for(self, task):
+        from kernelsmith.backends import get_backend
+
+        return get_backend(task.config.backend)
+
+    def _log_start(self, source: str) -> None:
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        recorded = False
+        evaluations = self.run_dir / "evaluations.jsonl" if self.run_dir else None
+        if evaluations is not None and evaluations.exists():
+            data = evaluations.read_bytes()
+            # Whole lines only: a line cut off by a kill is not a record.
+            complete = data[: data.rfind(b"\n") + 1].decode().splitlines()
+            recorded = any(json.loads(line).get("sha256") == digest for line in complete if line.strip())
+        with open(self.log, "a") as handle:
+            handle.write(json.dumps({"pid": os.getpid(), "sha256": digest, "already_recorded": recorded}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    async def evaluate_async(self, task, source, trials=None):
+        from kernelsmith.proposers.mutate import parse_tunables
+        from kernelsmith.result import EvalResult
+
+        if self.log is not None:
+            self._log_start(source)
+        self.calls.append(source)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        values = {t.name: t.value for t in parse_tunables(source)}
+        if "BLOCK" not in values:
+            return EvalResult(category="compile", error="no BLOCK")
+        cost = abs(values["BLOCK"] - 256) / 64 + abs(values.get("WARPS", 4) - 4)
+        runtime = 1.0 + 0.1 * cost
+        return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime,
+                          ref_runtime_ms=1.5, speedup=1.5 / runtime)
+
+    def close(self):
+        pass

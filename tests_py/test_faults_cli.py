@@ -1,0 +1,282 @@
+"""Faults and bad input, through ``kernelsmith evolve`` as a user runs it.
+
+LLM faults come from the scripted server (mock_llm_server.py) over real HTTP
+through the real SDK clients. Most runs use standin_cli.py (the real CLI with
+the deterministic stand-in evaluator: these faults happen before anything is
+evaluated, and it keeps each run to a few seconds); one runs the real
+``python -m kernelsmith`` with the sandboxed evaluator end to end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mock_llm_server import MockResponse
+
+HERE = Path(__file__).parent
+TASK = HERE / "fixtures_evolve" / "scale"
+SEED = (TASK / "seed.py").read_text()
+KEY = "sk-test-faults-0123456789abcdef"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    import kernelsmith
+
+    package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+               TRITON_INTERPRET="1")
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+        real: bool = False) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "kernelsmith"] if real else [sys.executable, str(HERE / "standin_cli.py")]
+    return subprocess.run(command + [str(a) for a in args], env=env or _env(), cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _llm_env(mock_llm) -> dict[str, str]:
+    return _env(OPENAI_BASE_URL=mock_llm.openai_base_url, OPENAI_API_KEY=KEY)
+
+
+def _config(tmp_path: Path, **llm: object) -> Path:
+    path = tmp_path / "run.yaml"
+    retry = {"max_attempts": 2, "backoff_base_s": 0.01}
+    path.write_text(json.dumps({  # JSON is YAML
+        "proposal_concurrency": 1, "checkpoint_every": 2, "max_llm_failures": 2,
+        "llm": {"timeout_s": 0.5, "retry": retry, **llm},
+    }))
+    return path
+
+
+def _steps(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()
+            if json.loads(line)["kind"] == "step"]
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def _full(source: str) -> str:
+    return f"```python\n{source}```\n"
+
+
+# ---------------------------------------------------------------- LLM faults
+@pytest.mark.slow
+def test_revoked_key_stops_the_real_cli_at_once(mock_llm, tmp_path):
+    mock_llm.handler = lambda request: MockResponse.error(401, "Incorrect API key provided: sk-...cdef")
+    out = tmp_path / "run"
+    proc = cli("evolve", TASK, "--model", "openai:m", "--iterations", 40, "--out", out,
+               env=_llm_env(mock_llm), real=True)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    last = _last_line(proc)
+    assert last.startswith("kernelsmith evolve: stopped: the LLM endpoint refused the API key")
+    assert "HTTP 401" in last and "Incorrect API key provided" in last and f"--resume {out}" in last
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "llm-auth" and summary["steps"] == 1  # the seed only
+    assert _steps(out) == []  # nothing recorded as an attempt of the model
+    # Not retried, not the whole budget: one request per step in flight.
+    assert len(mock_llm.requests) <= 4
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="ignore"), path
+
+
+def test_quota_refusal_stops_the_run_at_once(mock_llm, tmp_path):
+    mock_llm.handler = lambda request: MockResponse.error(
+        429, "You exceeded your current quota, please check your plan and billing details.")
+    out = tmp_path / "run"
+    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path), "--out", out,
+               "--iterations", 10, "--json", env=_llm_env(mock_llm))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["stop_reason"] == "llm-quota" and "exceeded your current quota" in summary["stop_detail"]
+    assert "out of quota" in _last_line(proc)
+    assert len(mock_llm.requests) == 1  # a quota refusal is not retried
+    # Credit topped up: the run goes on from where it stopped, the refused step included.
+    mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 2"))
+    resumed = cli("evolve", "--resume", out, "--json", env=_llm_env(mock_llm))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout)
+    assert summary["stop_reason"] == "iterations" and summary["steps"] == 11 and summary["parts"] == 2
+    assert sorted(s["request_id"] for s in _steps(out)) == list(range(10))
+
+
+@pytest.mark.parametrize("fault, kind", [
+    (lambda r: MockResponse.error(500, "upstream exploded"), "server"),
+    (lambda r: MockResponse.malformed(), "malformed"),
+    (lambda r: MockResponse.dropped(), "connection"),
+    (lambda r: MockResponse.slow(3.0), "timeout"),
+], ids=["http-500", "malformed-json", "dropped-connection", "slow"])
+def test_failing_endpoint_stops_after_max_llm_failures(mock_llm, tmp_path, fault, kind):
+    mock_llm.handler = fault
+    out = tmp_path / "run"
+    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path), "--out", out,
+               "--iterations", 10, "--json", env=_llm_env(mock_llm))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["stop_reason"] == "llm-failures"
+    assert summary["status_counts"] == {"correct": 1, "llm-error": 2}
+    last = _last_line(proc)
+    assert "too many LLM requests failed in a row" in last and "after 2 attempts" in last
+    steps = _steps(out)
+    assert [s["status"] for s in steps] == ["llm-error", "llm-error"]
+    for step in steps:
+        assert step["llm_error"]["kind"] == kind and step["child_id"] is None
+    assert len(mock_llm.requests) == 4  # each step retried once (max_attempts 2)
+    if kind == "server":
+        assert steps[0]["llm_error"]["status"] == 500 and "upstream exploded" in steps[0]["llm_error"]["message"]
+
+
+def test_transient_faults_are_retried_and_failures_never_reach_a_prompt(mock_llm, tmp_path):
+    mock_llm.script(
+        MockResponse.error(429, "rate limited, slow down", retry_after=0.01), _full(SEED.replace("BLOCK = 64", "BLOCK = 128")),
+        MockResponse.dropped(), MockResponse.malformed(),  # step 2 fails for good (2 attempts)
+        _full(SEED.replace("BLOCK = 64", "BLOCK = 256")),
+    )
+    mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 4"))
+    out = tmp_path / "run"
+    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path), "--out", out,
+               "--iterations", 4, "--json", env=_llm_env(mock_llm))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["stop_reason"] == "iterations"
+    steps = _steps(out)
+    assert [s["status"] for s in steps] == ["correct", "llm-error", "correct", "correct"]
+    failed = steps[1]
+    assert failed["llm_error"]["kind"] == "malformed" and failed["llm_error"]["attempts"] == 2
+    assert "edit" not in failed and failed["child_id"] is None
+    later_prompts = "\n".join(m["content"] for s in steps[2:] for m in s["prompt"])
+    assert "malformed" not in later_prompts and "llm-error" not in later_prompts
+    assert "edit-failed" not in later_prompts
+    assert len(mock_llm.requests) == 6
+
+
+# ---------------------------------------------------------------- bad input
+def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
+    (tmp_path / "noref").mkdir()
+    (tmp_path / "broken.yaml").write_text("iterations: [1\n")
+    (tmp_path / "unknown.yaml").write_text("iteratons: 3\n")
+    (tmp_path / "engine.yaml").write_text("engine:\n  num_islands: 0\n")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    return [
+        (["evolve", tmp_path / "missing-task"], "missing-task: no such task"),
+        (["evolve", tmp_path / "noref"], "needs reference.py"),
+        (["evolve", TASK, "--config", tmp_path / "nope.yaml"], "nope.yaml does not exist"),
+        (["evolve", TASK, "--config", tmp_path / "broken.yaml"], "broken.yaml is not valid YAML"),
+        (["evolve", TASK, "--config", tmp_path / "unknown.yaml"], "unknown.yaml: unknown config key 'iteratons'"),
+        (["evolve", TASK, "--config", tmp_path / "engine.yaml"], "engine.yaml: engine: config key 'num_islands'"),
+        (["evolve", TASK, "--config", tmp_path / "list.yaml"], "expected a mapping"),
+        (["evolve", "--resume", tmp_path / "noref"], "is not a run directory"),
+        (["evolve", "--resume", tmp_path / "nowhere"], "does not exist"),
+        (["evolve", TASK, "--model", "gpt4"], "model must be"),
+        (["evolve", TASK, "--model", "openai:m"], "no API key: set OPENAI_API_KEY"),
+        (["evolve", TASK, "--backend", "cuda"], "unknown backend 'cuda'"),
+        (["evolve", TASK, "--iterations", "-3"], "iterations must be >= 0"),
+        (["evolve", TASK, "--model", "replay:" + str(tmp_path / "noref")], "no trajectory"),
+        (["evolve"], "give a TASK"),
+        (["evolve", "--resume", tmp_path / "noref", "--model", "mutate"], "cannot change a resumed run"),
+    ]
+
+
+def test_bad_input_is_one_clear_message_with_exit_code_2(tmp_path):
+    failures = []
+    for args, expected in _bad_inputs(tmp_path):
+        out = tmp_path / "out"
+        full = args + (["--out", out] if args[1:2] and args[1] != "--resume" and len(args) > 1 else [])
+        proc = cli(*full, cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        ok = (proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1
+              and lines[0].startswith("kernelsmith evolve: error: ") and expected in lines[0]
+              and "/cpp/" not in proc.stderr and not out.exists())
+        if not ok:
+            failures.append((full, proc.returncode, proc.stderr[-1500:]))
+    assert not failures, failures
+
+
+def test_verbose_flag_adds_the_traceback(tmp_path):
+    for args in (["-v", "evolve", tmp_path / "missing-task"], ["evolve", tmp_path / "missing-task", "-v"]):
+        proc = cli(*args, "--out", tmp_path / "o")
+        assert proc.returncode == 2 and "Traceback" in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("kernelsmith evolve: error:")
+
+
+# ----------------------------------------------------------- run directories
+def test_a_start_that_never_reached_a_checkpoint_does_not_block_a_rerun(tmp_path):
+    out = tmp_path / "run"
+    # What a run killed during its start leaves: a config, a task copy, no checkpoint.
+    (out / "task").mkdir(parents=True)
+    (out / "config.yaml").write_text("task: {}\n")
+    (out / "trajectory.jsonl").write_text("")
+    (out / "my-notes.txt").write_text("the user's own file\n")
+    proc = cli("evolve", TASK, "--iterations", 2, "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["steps"] == 3
+    assert (out / "my-notes.txt").exists()
+    # A run that did start is not replaced: the message says what to do.
+    again = cli("evolve", TASK, "--iterations", 2, "--out", out)
+    assert again.returncode == 2 and f"continue it with --resume {out}" in again.stderr
+
+
+def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_path):
+    out = tmp_path / "run"
+    first = cli("evolve", TASK, "--iterations", 4, "--out", out, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    part1 = json.loads(first.stdout)
+    finished = cli("evolve", "--resume", out, "--json")  # a finished run: says how to extend it
+    assert finished.returncode == 0 and "--iterations N" in finished.stderr
+    more = cli("evolve", "--resume", out, "--iterations", 3, "--json")
+    assert more.returncode == 0, more.stderr[-3000:]
+    part3 = json.loads(more.stdout)
+    assert part1["steps"] == 5 and part3["steps"] == 8  # the seed, 4 steps, then 3 more
+    assert part3["parts"] == 3 and part3["wall_time_s"] > part1["wall_time_s"]
+    import yaml
+
+    assert yaml.safe_load((out / "config.yaml").read_text())["config"]["iterations"] == 7
+
+
+def test_core_errors_carry_no_cpp_source_path(tmp_path):
+    from kernelsmith import CorruptStateError
+    from kernelsmith.engine import Engine, EngineConfig
+
+    with pytest.raises(ValueError) as info:
+        EngineConfig(num_islands=0)
+    assert str(info.value) == "config key 'num_islands' must be >= 1, got 0"
+    assert "engine_config.cpp:" in info.value.cpp_location  # kept for debugging, off the message
+    checkpoint = Engine().save(tmp_path)
+    checkpoint.write_bytes(checkpoint.read_bytes()[:10])
+    with pytest.raises(CorruptStateError) as info:
+        Engine.load(checkpoint)
+    assert "is corrupt or truncated" in str(info.value) and ".cpp" not in str(info.value)
+    assert "engine_checkpoint.cpp:" in info.value.cpp_location
+
+
+def test_other_commands_report_bad_input_the_same_way(tmp_path):
+    missing = tmp_path / "missing"
+    cases = [
+        (["eval", missing, "candidate.py"], "no such task"),
+        (["eval", TASK, missing / "candidate.py"], "no such candidate file"),
+        (["report", missing], "not a run directory"),
+        (["export", "sft", missing, "-o", tmp_path / "sft"], "not a run directory"),
+        (["bench", missing], "is not a directory"),
+        (["curate", missing, tmp_path / "tasks"], "is not a directory"),
+        (["demo", "--iterations", "0"], "must be >= 1"),
+    ]
+    failures = []
+    for args, expected in cases:
+        proc = cli(*args, cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        if not (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"kernelsmith {args[0]}: error: ")
+                and expected in lines[0] and not missing.exists()):
+            failures.append((args, proc.returncode, proc.stderr[-800:]))
+    assert not failures, failures
