@@ -1,17 +1,17 @@
 """Export from real run directories: an offline (mutate) evolution of the
 OpenCL softmax example, and a run started from the reference whose scripted
 LLM translates it (translation steps). Filters are checked against the
-records themselves, formats are parsed back."""
+records themselves, formats are parsed back. The runs come from the
+session fixture ``runs`` in conftest.py."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from kernelsmith.cli import main as cli_main
-from kernelsmith.evolve import EvolveConfig, evolve_sync, read_trajectory
+from kernelsmith.evolve import read_trajectory
 from kernelsmith.export import (
     RLConfig,
     SFTConfig,
@@ -21,41 +21,9 @@ from kernelsmith.export import (
     read_jsonl,
     rl_schema,
 )
-from mock_llm_server import MockResponse, MockLLMServer
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
-SEED = (SOFTMAX / "seed.py").read_text()
 
-
-def _fence(source: str) -> MockResponse:
-    # The reference-as-seed is one EVOLVE block; a full rewrite keeps its markers.
-    program = f"# EVOLVE-BLOCK-START\n{source}# EVOLVE-BLOCK-END\n"
-    return MockResponse(text=f"Here it is:\n```python\n{program}```\n", reasoning="one work-item per row", think_tags=True)
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("export_runs")
-    # Optimization steps: the offline autotuner from the example's seed.
-    evolve_sync(SOFTMAX, EvolveConfig(iterations=8, seed=0, model="mutate"), root / "opt")
-    # Translation steps: the same task without a seed, a scripted model.
-    task = root / "softmax_noseed"
-    task.mkdir()
-    for name in ("reference.py", "task.yaml"):
-        shutil.copy(SOFTMAX / name, task / name)
-    (task / "task.yaml").write_text((task / "task.yaml").read_text()
-                                   .replace("name: opencl_softmax", "name: softmax_from_ref")
-                                   .replace("trials: 5", "trials: 3"))  # another task id (the name is not part of it)
-    with MockLLMServer() as server, pytest.MonkeyPatch.context() as mp:
-        server.script(
-            _fence(SEED),                                                  # correct translation
-            MockResponse(text="I cannot write this kernel."),              # no code: edit failure
-            _fence(SEED.replace("WORK_GROUP = 64", "WORK_GROUP = 32")),    # another correct program
-        )
-        mp.setenv("OPENAI_BASE_URL", server.openai_base_url)
-        mp.setenv("OPENAI_API_KEY", "sk-test")
-        evolve_sync(task, EvolveConfig(iterations=3, seed=0, model="openai:m", proposal_concurrency=1), root / "tr")
-    return {"opt": root / "opt", "tr": root / "tr", "root": root}
 
 
 def _expected_sft(run_dir: Path, min_speedup: float = 1.0) -> set[tuple[str, int]]:
