@@ -89,6 +89,7 @@ class JobQueue:
         self._cond = threading.Condition()
         self.running = 0
         self.waiting_admission = 0
+        self.admitted_after_waiting = 0  # requests that found no room and waited for it
         self._next_ticket = 0  # admission order of requests that had to wait
         self._serving_ticket = 0
         self._abandoned: set[int] = set()  # tickets of requests that stopped waiting
@@ -109,6 +110,7 @@ class JobQueue:
             ticket = self._next_ticket
             self._next_ticket += 1
             self.waiting_admission += 1
+            waited = False
             try:
                 while self._closed or ticket != self._serving_ticket or not self._fits(len(payloads)):
                     left = deadline - time.monotonic()
@@ -116,6 +118,7 @@ class JobQueue:
                         raise QueueFull(f"queue full ({len(self._jobs)} waiting, {self.running} running, "
                                         f"{self.workers} workers, queue capacity {self.capacity}, "
                                         f"waited {max(0.0, wait_s):.0f} s)")
+                    waited = True
                     self._cond.wait(left)
             except QueueFull:
                 self._give_up(ticket)
@@ -123,6 +126,7 @@ class JobQueue:
             finally:
                 self.waiting_admission -= 1
             self._advance()
+            self.admitted_after_waiting += waited
             futures = []
             for payload in payloads:
                 future: Future = Future()
@@ -234,6 +238,7 @@ class EvaluationService:
             "workers": self.queue.workers, "devices": [d if d is not None else "cpu" for d in self.devices],
             "queue_length": self.queue.length(), "queue_capacity": self.queue.capacity,
             "running": self.queue.running, "waiting_admission": self.queue.waiting_admission,
+            "admitted_after_waiting": self.queue.admitted_after_waiting,
             "admission_wait_s": self.admission_wait_s, "counts": counts, "tasks": self.scorer.tasks.ids(),
             "uptime_s": round(time.time() - self.started, 1),
         }
