@@ -12,6 +12,7 @@ APT_PACKAGES=(
   pybind11-dev python3-dev nlohmann-json3-dev libspdlog-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-c-headers libgtest-dev
   pocl-opencl-icd clinfo bubblewrap
+  chromium
 )
 
 missing=()
