@@ -77,6 +77,7 @@ def _table(summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
     from ..evolve import load_evolve_config
     from ..evolve.session import evolve
 
@@ -85,9 +86,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     overrides = dict(iterations=args.iterations, seed=args.seed, model=args.model, backend=args.backend,
                      trials=args.trials)
-    config = load_evolve_config(args.config, **overrides) if args.resume is None else None
-    if args.resume is not None and args.iterations is not None:
-        config = load_evolve_config(None, iterations=args.iterations)
+    try:
+        config = load_evolve_config(args.config, **overrides) if args.resume is None else None
+        if args.resume is not None and args.iterations is not None:
+            config = load_evolve_config(None, iterations=args.iterations)
+    except ConfigError as exc:
+        print(f"kernelsmith evolve: {exc}", file=sys.stderr)
+        return 2
     out = args.out
     if args.resume is None and out is None:
         out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py')}-{time.strftime('%Y%m%d-%H%M%S')}")
