@@ -228,3 +228,49 @@ def read_jsonl_parquet(path: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
     return pq.read_table(path).to_pylist()
+
+
+def test_rl_lengths_warning_compaction_and_openrlhf_columns(runs, tmp_path):
+    from kernelsmith.export.lengths import TokenCounter
+    from kernelsmith.rewards import item_from_verl
+
+    both = [runs["opt"], runs["tr"]]
+    plain = export_rl(both, tmp_path / "plain", "jsonl", RLConfig(strategy="all"))
+    lengths = plain.lengths
+    assert lengths["method"].startswith("chars/4") and lengths["rows_over_limit"] == 0
+    longest = lengths["prompt_tokens"]["max"]
+    # Prompts are longer than verl's default limit: the export says so and what to set.
+    assert longest > 512 and any("data.max_prompt_length" in w for w in plain.warnings)
+
+    limit = int(longest * 0.8)
+    warned = export_rl(both, tmp_path / "warned", "jsonl", RLConfig(strategy="all", max_prompt_tokens=limit))
+    over = warned.lengths["rows_over_limit"]
+    assert over >= 1 and any(f"{over} of " in w and f"{limit} tokens" in w for w in warned.warnings)
+
+    compact = export_rl(both, tmp_path / "compact", "jsonl",
+                        RLConfig(strategy="all", max_prompt_tokens=limit, compact=True))
+    assert compact.lengths["rows_compacted"] >= 1 and compact.lengths["prompt_tokens"]["max"] <= limit
+    def key(row):
+        return row["extra_info"]["run_dir"], row["extra_info"]["request_id"]
+
+    before = {key(r): r for r in read_jsonl(tmp_path / "plain" / "train.jsonl")}
+    counter = TokenCounter()
+    changed = 0
+    for row in read_jsonl(tmp_path / "compact" / "train.jsonl"):
+        user, original = row["prompt"][-1]["content"], before[key(row)]["prompt"][-1]["content"]
+        assert counter.messages(row["prompt"]) <= limit or user == original
+        # What the model must see stays: the task, the reference, the current program, the instruction.
+        for section in ("## Reference module", "## Current program", "## What to do"):
+            assert section in user
+        if user != original:
+            changed += 1
+            assert len(user) < len(original)
+    assert changed == compact.lengths["rows_compacted"]
+
+    flat = export_rl(both, tmp_path / "openrlhf", "openrlhf", RLConfig(strategy="all"))
+    rows = read_jsonl(tmp_path / "openrlhf" / "train.jsonl")
+    assert len(rows) == flat.kept and all(set(r) == {"prompt", "label"} for r in rows)
+    label = json.loads(rows[0]["label"])
+    assert label["task"]["reference_source"] == (SOFTMAX / "reference.py").read_text() and label["parent_source"]
+    item = item_from_verl("completion", rows[0]["label"], None)  # what serve's /get_reward builds from it
+    assert item["task"] == label["task"] and item["parent_source"] == label["parent_source"]
