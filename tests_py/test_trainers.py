@@ -185,6 +185,16 @@ def test_verl_dataset_and_both_reward_managers(data, live, monkeypatch):
     # Naive: one request per sample; batch: the whole batch in one request, evaluated side by side.
     assert after["requests"] - before.get("requests", 0) == 3
 
+    # verl 0.9's reward loop (its default path): the per-sample manager, samples scored concurrently.
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager as LoopNaiveRewardManager
+
+    async def reward_loop():
+        manager = LoopNaiveRewardManager(config=OmegaConf.create({}), tokenizer=tokenizer, compute_score=fn)
+        return await asyncio.gather(*(manager.run_single(batch[i:i + 1]) for i in range(len(batch))))
+
+    looped = [out["reward_score"] for out in asyncio.run(reward_loop())]
+    assert looped[0] > 0 and looped[1] == RewardConfig().edit_failed
+
 
 def test_openrlhf_client_burst_against_serve(data, live):
     import torch
