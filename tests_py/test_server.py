@@ -222,3 +222,32 @@ def test_evaluate_and_rewards_over_http(live):
     with pytest.raises(ServerError) as info:
         EvaluationClient(live.url).status()
     assert info.value.status == 401
+
+
+def test_client_retries_connection_errors_until_the_server_is_up():
+    import socket
+
+    with socket.socket() as probe:  # a free port, nothing listening on it yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    scorer = BlockingScorer()
+    scorer.release.set()
+    service = EvaluationService(scorer, workers=1)  # type: ignore[arg-type]
+    started: list[EvaluationServer] = []
+    timer = threading.Timer(1.5, lambda: started.append(EvaluationServer(service, port=port, token=TOKEN).start()))
+    timer.start()
+    try:
+        client = EvaluationClient(f"http://127.0.0.1:{port}", token=TOKEN, busy_wait_s=30)
+        assert client.health() == {"status": "ok"}  # refused at first, then answered
+        assert started
+        with pytest.raises(ServerError):  # HTTP errors other than 503 are not retried
+            EvaluationClient(f"http://127.0.0.1:{port}", token="wrong", busy_wait_s=30).status()
+        short = EvaluationClient("http://127.0.0.1:9", busy_wait_s=0.2)  # nothing listens on the discard port
+        with pytest.raises(urllib.error.URLError):
+            short.health()
+    finally:
+        timer.cancel()
+        for server in started:
+            server.stop()
+        if not started:
+            service.close()
