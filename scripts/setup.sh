@@ -12,6 +12,7 @@ APT_PACKAGES=(
   pybind11-dev python3-dev nlohmann-json3-dev libspdlog-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-c-headers libgtest-dev
   pocl-opencl-icd clinfo bubblewrap
+  chromium
 )
 
 missing=()
@@ -34,7 +35,17 @@ fi
   "openai>=1.40" "anthropic>=0.40" \
   matplotlib scikit-learn pyarrow ray \
   pytest pytest-timeout nbformat nbclient ipykernel \
-  "scikit-build-core>=0.8" "pybind11>=2.12"
+  "scikit-build-core>=0.8" "pybind11>=2.12" \
+  "transformers>=5" datasets tokenizers "trl>=1.0" aiohttp omegaconf hydra-core codetiming pylatexenc \
+  dill pandas "pyvers>=0.1,<0.2"
+
+# The RL trainers the trainer tests run (tests_py/test_trainers.py). verl and
+# OpenRLHF pin torch and GPU packages (vLLM, flash-attn, deepspeed) that a CPU
+# machine with torch 2.13.0 cannot take, and pin older transformers: they are
+# installed without their dependencies, plus the pieces the tests use (verl's
+# RLHFDataset and reward managers, OpenRLHF's remote-reward client).
+"$PYTHON" -m pip install -q --disable-pip-version-check --no-deps \
+  "verl==0.9.1" "tensordict==0.10.0" torchdata "openrlhf==0.11.2"
 
 echo "setup: building and installing kernelsmith"
 "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .

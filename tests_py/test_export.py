@@ -1,17 +1,17 @@
 """Export from real run directories: an offline (mutate) evolution of the
 OpenCL softmax example, and a run started from the reference whose scripted
 LLM translates it (translation steps). Filters are checked against the
-records themselves, formats are parsed back."""
+records themselves, formats are parsed back. The runs come from the
+session fixture ``runs`` in conftest.py."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from kernelsmith.cli import main as cli_main
-from kernelsmith.evolve import EvolveConfig, evolve_sync, read_trajectory
+from kernelsmith.evolve import read_trajectory
 from kernelsmith.export import (
     RLConfig,
     SFTConfig,
@@ -21,41 +21,9 @@ from kernelsmith.export import (
     read_jsonl,
     rl_schema,
 )
-from mock_llm_server import MockResponse, MockLLMServer
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
-SEED = (SOFTMAX / "seed.py").read_text()
 
-
-def _fence(source: str) -> MockResponse:
-    # The reference-as-seed is one EVOLVE block; a full rewrite keeps its markers.
-    program = f"# EVOLVE-BLOCK-START\n{source}# EVOLVE-BLOCK-END\n"
-    return MockResponse(text=f"Here it is:\n```python\n{program}```\n", reasoning="one work-item per row", think_tags=True)
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("export_runs")
-    # Optimization steps: the offline autotuner from the example's seed.
-    evolve_sync(SOFTMAX, EvolveConfig(iterations=8, seed=0, model="mutate"), root / "opt")
-    # Translation steps: the same task without a seed, a scripted model.
-    task = root / "softmax_noseed"
-    task.mkdir()
-    for name in ("reference.py", "task.yaml"):
-        shutil.copy(SOFTMAX / name, task / name)
-    (task / "task.yaml").write_text((task / "task.yaml").read_text()
-                                   .replace("name: opencl_softmax", "name: softmax_from_ref")
-                                   .replace("trials: 5", "trials: 3"))  # another task id (the name is not part of it)
-    with MockLLMServer() as server, pytest.MonkeyPatch.context() as mp:
-        server.script(
-            _fence(SEED),                                                  # correct translation
-            MockResponse(text="I cannot write this kernel."),              # no code: edit failure
-            _fence(SEED.replace("WORK_GROUP = 64", "WORK_GROUP = 32")),    # another correct program
-        )
-        mp.setenv("OPENAI_BASE_URL", server.openai_base_url)
-        mp.setenv("OPENAI_API_KEY", "sk-test")
-        evolve_sync(task, EvolveConfig(iterations=3, seed=0, model="openai:m", proposal_concurrency=1), root / "tr")
-    return {"opt": root / "opt", "tr": root / "tr", "root": root}
 
 
 def _expected_sft(run_dir: Path, min_speedup: float = 1.0) -> set[tuple[str, int]]:
@@ -260,3 +228,49 @@ def read_jsonl_parquet(path: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
     return pq.read_table(path).to_pylist()
+
+
+def test_rl_lengths_warning_compaction_and_openrlhf_columns(runs, tmp_path):
+    from kernelsmith.export.lengths import TokenCounter
+    from kernelsmith.rewards import item_from_verl
+
+    both = [runs["opt"], runs["tr"]]
+    plain = export_rl(both, tmp_path / "plain", "jsonl", RLConfig(strategy="all"))
+    lengths = plain.lengths
+    assert lengths["method"].startswith("chars/4") and lengths["rows_over_limit"] == 0
+    longest = lengths["prompt_tokens"]["max"]
+    # Prompts are longer than verl's default limit: the export says so and what to set.
+    assert longest > 512 and any("data.max_prompt_length" in w for w in plain.warnings)
+
+    limit = int(longest * 0.8)
+    warned = export_rl(both, tmp_path / "warned", "jsonl", RLConfig(strategy="all", max_prompt_tokens=limit))
+    over = warned.lengths["rows_over_limit"]
+    assert over >= 1 and any(f"{over} of " in w and f"{limit} tokens" in w for w in warned.warnings)
+
+    compact = export_rl(both, tmp_path / "compact", "jsonl",
+                        RLConfig(strategy="all", max_prompt_tokens=limit, compact=True))
+    assert compact.lengths["rows_compacted"] >= 1 and compact.lengths["prompt_tokens"]["max"] <= limit
+    def key(row):
+        return row["extra_info"]["run_dir"], row["extra_info"]["request_id"]
+
+    before = {key(r): r for r in read_jsonl(tmp_path / "plain" / "train.jsonl")}
+    counter = TokenCounter()
+    changed = 0
+    for row in read_jsonl(tmp_path / "compact" / "train.jsonl"):
+        user, original = row["prompt"][-1]["content"], before[key(row)]["prompt"][-1]["content"]
+        assert counter.messages(row["prompt"]) <= limit or user == original
+        # What the model must see stays: the task, the reference, the current program, the instruction.
+        for section in ("## Reference module", "## Current program", "## What to do"):
+            assert section in user
+        if user != original:
+            changed += 1
+            assert len(user) < len(original)
+    assert changed == compact.lengths["rows_compacted"]
+
+    flat = export_rl(both, tmp_path / "openrlhf", "openrlhf", RLConfig(strategy="all"))
+    rows = read_jsonl(tmp_path / "openrlhf" / "train.jsonl")
+    assert len(rows) == flat.kept and all(set(r) == {"prompt", "label"} for r in rows)
+    label = json.loads(rows[0]["label"])
+    assert label["task"]["reference_source"] == (SOFTMAX / "reference.py").read_text() and label["parent_source"]
+    item = item_from_verl("completion", rows[0]["label"], None)  # what serve's /get_reward builds from it
+    assert item["task"] == label["task"] and item["parent_source"] == label["parent_source"]

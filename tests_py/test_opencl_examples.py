@@ -13,7 +13,7 @@ import torch
 import yaml
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "opencl"
-NAMES = ["softmax", "layernorm", "matmul"]
+NAMES = ["softmax", "layernorm", "matmul", "fused_residual"]
 TUNE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)\s*=\s*(?P<value>\S+)\s*#\s*tune:\s*\[(?P<values>[^\]]*)\]", re.M)
 
 

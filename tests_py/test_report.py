@@ -95,3 +95,53 @@ def test_report_rejects_non_run(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         build_report(tmp_path)
+
+
+def test_report_diff_is_single_spaced_in_a_real_browser(run_dir, tmp_path):
+    """Headless Chromium lays the page out; a script measures the diff: its
+    height over one line's height must equal its number of lines (a double-
+    spaced diff measures about twice that)."""
+    import shutil
+    import subprocess
+
+    from kernelsmith.cli import main
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    assert browser, "headless Chromium is needed (scripts/setup.sh installs the Debian package 'chromium')"
+    out = tmp_path / "report.html"
+    assert main(["report", str(run_dir), "-o", str(out)]) == 0
+    probe = ("<script>window.addEventListener('load', () => {"
+             "const pre = document.querySelector('pre.diff'); const style = getComputedStyle(pre);"
+             "const inner = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);"
+             "const spans = pre.querySelectorAll(':scope > span');"
+             "document.body.setAttribute('data-probe', [inner / spans[0].getBoundingClientRect().height,"
+             " spans.length].join(':'));});</script>")
+    probed = tmp_path / "probed.html"
+    probed.write_text(out.read_text().replace("</body>", probe + "</body>"))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          "--virtual-time-budget=5000", probed.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    match = re.search(r'data-probe="([\d.]+):(\d+)"', dom)
+    assert match, dom[-2000:]
+    line_heights, lines = float(match.group(1)), int(match.group(2))
+    assert lines >= 5 and line_heights == pytest.approx(lines, abs=0.5)
+
+
+def test_step_plots_have_integer_ticks(tmp_path, monkeypatch):
+    from kernelsmith.bench import plots
+    from kernelsmith.bench.metrics import TaskResult
+
+    plt = plots._pyplot()
+    captured = []
+    original = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, plt_, path: captured.append(fig) or original(fig, plt_, path))
+    # A short run: three steps, where matplotlib alone puts ticks at 0.5, 1.5, 2.5.
+    results = [TaskResult(key="t", correct=True, best_speedup=2.0, curve=[(0, 1.0), (3, 2.0)])]
+    plots.plot_task_curves(results, tmp_path / "a.png")
+    plots.plot_best_vs_step({"c": results}, tmp_path / "b.png")
+    assert len(captured) == 2
+    for fig in captured:
+        fig.canvas.draw()
+        ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    plt.close("all")

@@ -79,6 +79,48 @@ def test_penalties_order_failures():
     assert compute_reward(EvalResult(compiled=True, category="incorrect"), 1.0, custom).reward == -7.0
 
 
+def test_reward_pays_the_speedup_by_its_confidence_interval():
+    # 10% faster than the parent, but the measurement cannot tell it from equal.
+    noisy = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.9, ref_runtime_ms=1.0,
+                       speedup=1.0 / 0.9, speedup_ci_low=0.9, speedup_ci_high=1.3)
+    snap = compute_reward(noisy, 1.0)
+    assert snap.reward == 1.0 and snap.speedup == 1.0
+    assert snap.speedup_ci[0] < 1.0 < snap.speedup_ci[1]
+    assert compute_reward(noisy, 1.0, RewardConfig(ci="point")).reward == pytest.approx(1.0 / 0.9)
+    lower = compute_reward(noisy, 1.0, RewardConfig(ci="lower"))
+    assert lower.reward == pytest.approx((1.0 / 0.9) * 0.9 / (1.0 / 0.9))
+    # Clearly faster: snap pays the point estimate, lower the interval's lower end.
+    clear = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.5, ref_runtime_ms=1.0,
+                       speedup=2.0, speedup_ci_low=1.8, speedup_ci_high=2.2)
+    assert compute_reward(clear, 1.0).reward == pytest.approx(2.0)
+    assert compute_reward(clear, 1.0, RewardConfig(ci="lower")).reward == pytest.approx(1.8)
+    # No interval measured: the point estimate, whatever the mode.
+    assert compute_reward(ok(0.9), 1.0).reward == pytest.approx(1.0 / 0.9)
+    with pytest.raises(ValueError, match="ci must be one of"):
+        RewardConfig(ci="median")
+
+
+def test_kernelbench_view_uses_their_names_and_units():
+    from kernelsmith.kernelbench import to_kernelbench
+
+    timed = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.5, ref_runtime_ms=2.0, speedup=4.0,
+                       correctness={"trials": 5, "max_abs_err": 1e-6},
+                       timing={"candidate": {"mean": 0.5, "std": 0.01, "min": 0.49, "max": 0.6, "median": 0.5, "n": 30},
+                               "reference": {"mean": 2.0, "median": 2.0, "n": 30}},
+                       hardware={"name": "NVIDIA H200"})
+    view = to_kernelbench(timed)
+    assert view["compiled"] is True and view["correctness"] is True
+    assert view["runtime"] == 500.0 and view["ref_runtime"] == 2000.0  # us
+    assert view["runtime_stats"]["mean"] == 500.0 and view["runtime_stats"]["num_trials"] == 30
+    assert view["metadata"]["hardware"] == "NVIDIA H200" and view["metadata"]["correctness_trials"] == "(5 / 5)"
+    hacked = to_kernelbench(EvalResult(compiled=True, correct=True, hacked=True, category="hacked",
+                                       hack_reasons=["torch op"]))
+    assert hacked["correctness"] is False and hacked["metadata"]["kernelsmith"]["hack_reasons"] == ["torch op"]
+    failed = to_kernelbench(EvalResult(category="compile", error="syntax error").to_dict())
+    assert failed["compiled"] is False and failed["runtime"] == -1.0
+    assert failed["metadata"]["compilation_error"] == "syntax error"
+
+
 def test_bad_reward_config_names_the_key():
     with pytest.raises(ValueError, match="shaping"):
         RewardConfig(shaping="exp")

@@ -3,6 +3,7 @@ by each test. Queue behaviour is tested with a scorer that blocks until told
 (no timing); one real sandboxed evaluation checks /evaluate end to end."""
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -62,30 +63,56 @@ class BlockingScorer:
         raise AssertionError("not used")
 
 
-def test_job_queue_bounds_waiting_jobs():
+def test_job_queue_waits_for_room_in_arrival_order():
     gate = threading.Event()
-    queue = JobQueue(lambda payload: gate.wait(30) and payload, workers=1, capacity=2)
+    done: list[str] = []
+    queue = JobQueue(lambda payload: gate.wait(30) and done.append(payload) or payload, workers=1, capacity=1)
     try:
-        with pytest.raises(QueueFull):  # a batch is admitted whole or not at all
-            queue.submit_many(["x", "y", "z", "w"])
-        assert queue.length() == 0
-        first = queue.submit_many(["a"])
-        waiting = queue.submit_many(["b", "c"])  # one running + two waiting: full
-        with pytest.raises(QueueFull):
-            queue.submit_many(["d"])
+        first = queue.submit_many(["a"])            # running
+        second = queue.submit_many(["b"])           # waiting: the queue is full now
+        with pytest.raises(QueueFull, match="queue full"):
+            queue.submit_many(["x"], wait_s=0.0)     # no patience: refused at once
+        admitted: dict[str, list] = {}
+        big = threading.Thread(target=lambda: admitted.update(big=queue.submit_many(["c", "d", "e"], wait_s=30)))
+        big.start()
+        while queue.waiting_admission < 1:
+            threading.Event().wait(0.01)
+        small = threading.Thread(target=lambda: admitted.update(small=queue.submit_many(["f"], wait_s=30)))
+        small.start()
+        while queue.waiting_admission < 2:
+            threading.Event().wait(0.01)
+        assert queue.length() == 1 and not admitted  # both wait for room, nothing was refused
         gate.set()
-        assert [f.result(10) for f in first + waiting] == ["a", "b", "c"]
-        assert queue.submit_many(["g"])[0].result(10) == "g"
+        big.join(30)
+        small.join(30)
+        results = [f.result(30) for f in first + second + admitted["big"] + admitted["small"]]
+        # The batch larger than the queue got in whole once it drained, and before the later small request.
+        assert results == ["a", "b", "c", "d", "e", "f"] and done == results
+        assert queue.waiting_admission == 0
     finally:
         gate.set()
         queue.close()
 
 
-def test_queue_full_is_503_and_status_counts():
+def test_job_queue_close_finishes_admitted_jobs():
+    gate = threading.Event()
+    queue = JobQueue(lambda payload: gate.wait(30) and payload, workers=1, capacity=4)
+    futures = queue.submit_many(["a", "b", "c"])
+    closer = threading.Thread(target=queue.close)
+    closer.start()
+    with pytest.raises(QueueFull, match="shutting down"):
+        threading.Event().wait(0.05)
+        queue.submit_many(["late"])
+    gate.set()
+    closer.join(30)
+    assert [f.result(0) for f in futures] == ["a", "b", "c"]  # accepted before close: none lost
+
+
+def test_full_queue_waits_then_503_and_status_counts():
     scorer = BlockingScorer()
     task = Task.load(SOFTMAX)
     scorer.tasks.register(task)
-    service = EvaluationService(scorer, workers=1, queue_size=0)  # type: ignore[arg-type]
+    service = EvaluationService(scorer, workers=1, queue_size=0, admission_wait_s=0.3)  # type: ignore[arg-type]
     server = EvaluationServer(service, port=0, token=TOKEN).start()
     try:
         assert server.url.startswith("http://127.0.0.1:")
@@ -96,17 +123,37 @@ def test_queue_full_is_503_and_status_counts():
         assert scorer.started.acquire(timeout=30)  # the one worker is busy now
         code, body = get(server.url + "/status")
         assert code == 200 and body["running"] == 1 and body["queue_length"] == 0 and body["workers"] == 1
-        code, body = post(server.url + "/reward", item)
-        assert code == 503 and "queue full" in body["error"]
-        scorer.release.set()
+        code, body = post(server.url + "/reward", item)  # waited 0.3 s for room, then gave up
+        assert code == 503 and "queue full" in body["error"] and "waited" in body["error"]
+        late: list[tuple[int, dict]] = []
+        waiter = threading.Thread(target=lambda: late.append(post(server.url + "/reward", item)))
+        service.admission_wait_s = 30.0
+        waiter.start()
+        while get(server.url + "/status")[1]["waiting_admission"] < 1:
+            threading.Event().wait(0.01)
+        scorer.release.set()  # room: the waiting request is admitted and answered
         worker.join(30)
-        assert results == [(200, results[0][1])] and results[0][1]["reward"] == 1.0
+        waiter.join(30)
+        assert results[0][0] == 200 and results[0][1]["reward"] == 1.0
+        assert late[0][0] == 200 and late[0][1]["reward"] == 1.0
         code, body = get(server.url + "/status")
-        assert body["counts"]["rejected_queue_full"] == 1 and body["counts"]["reward:correct"] == 1
+        assert body["counts"]["rejected_queue_full"] == 1 and body["counts"]["reward:correct"] == 2
         assert body["tasks"] == [task.id]
     finally:
         scorer.release.set()
         server.stop()
+
+
+def test_no_token_means_loopback_only():
+    with pytest.raises(ValueError, match="without a token"):
+        build_server(host="0.0.0.0", port=0, workers=1, evaluator=object())
+    service = EvaluationService(BlockingScorer(), workers=1)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(ValueError, match="--allow-no-token"):
+            EvaluationServer(service, host="0.0.0.0", port=0)
+        EvaluationServer(service, host="0.0.0.0", port=0, allow_no_token=True).httpd.server_close()
+    finally:
+        service.close()
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +177,24 @@ def test_health_needs_no_token_status_does(live):
 
 def test_oversize_bad_and_unknown_requests(live):
     big = {"task_id": "x", "source": "#" * (65 * 1024)}
-    assert post(live.url + "/evaluate", big)[0] == 413
+    for _ in range(3):  # the 413 arrives (no reset while the body is still being sent), every time
+        assert post(live.url + "/evaluate", big)[0] == 413
+    assert post(live.url + "/evaluate", {"task_id": "x", "source": "#" * (4 * 1024 * 1024)})[0] == 413
+    # A client that asks before sending (Expect: 100-continue) is told at once.
+    connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+    connection.putrequest("POST", "/evaluate")
+    for key, value in (("Content-Length", str(10 ** 9)), ("Expect", "100-continue"),
+                       ("Authorization", f"Bearer {TOKEN}")):
+        connection.putheader(key, value)
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 413 and "over the limit" in json.loads(response.read())["error"]
+    connection.close()
     assert post(live.url + "/evaluate", None, raw=b"{not json")[0] == 400
+    assert post(live.url + "/evaluate", None, raw=b"[1, 2]")[0] == 400
+    assert post(live.url + "/reward", {"items": "not a list"})[0] == 400
+    assert post(live.url + "/get_reward", {"query": "not a list"})[0] == 400
+    assert post(live.url + "/get_reward", {"query": ["a", "b"], "prompts": ["a"]})[0] == 400
     assert post(live.url + "/evaluate", {"task_id": "nope", "source": SEED})[0] == 404
     code, body = post(live.url + "/evaluate", {"task_path": str(SOFTMAX), "source": SEED})
     assert code == 400 and "task paths are not accepted" in body["error"]
@@ -159,3 +222,32 @@ def test_evaluate_and_rewards_over_http(live):
     with pytest.raises(ServerError) as info:
         EvaluationClient(live.url).status()
     assert info.value.status == 401
+
+
+def test_client_retries_connection_errors_until_the_server_is_up():
+    import socket
+
+    with socket.socket() as probe:  # a free port, nothing listening on it yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    scorer = BlockingScorer()
+    scorer.release.set()
+    service = EvaluationService(scorer, workers=1)  # type: ignore[arg-type]
+    started: list[EvaluationServer] = []
+    timer = threading.Timer(1.5, lambda: started.append(EvaluationServer(service, port=port, token=TOKEN).start()))
+    timer.start()
+    try:
+        client = EvaluationClient(f"http://127.0.0.1:{port}", token=TOKEN, busy_wait_s=30)
+        assert client.health() == {"status": "ok"}  # refused at first, then answered
+        assert started
+        with pytest.raises(ServerError):  # HTTP errors other than 503 are not retried
+            EvaluationClient(f"http://127.0.0.1:{port}", token="wrong", busy_wait_s=30).status()
+        short = EvaluationClient("http://127.0.0.1:9", busy_wait_s=0.2)  # nothing listens on the discard port
+        with pytest.raises(urllib.error.URLError):
+            short.health()
+    finally:
+        timer.cancel()
+        for server in started:
+            server.stop()
+        if not started:
+            service.close()

@@ -17,6 +17,13 @@ def _pyplot():
     return plt
 
 
+def _integer_steps(ax) -> None:
+    # Steps are whole numbers: without this a short run gets ticks at 0.5, 1.5...
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def plot_best_vs_step(configs: dict[str, Sequence[TaskResult]], path: str | Path, title: str = "") -> Path:
     """One line per configuration: the average over tasks of the best program so
     far (amsr: below 1 or incorrect counts as 0), against the evolution step."""
@@ -28,6 +35,7 @@ def plot_best_vs_step(configs: dict[str, Sequence[TaskResult]], path: str | Path
         if ys:
             ax.plot(range(len(ys)), ys, label=f"{label} ({len(results)} tasks)", linewidth=1.8)
     ax.set_xlabel("evolution step")
+    _integer_steps(ax)
     ax.set_ylabel("average speedup of best so far (amsr)")
     ax.set_title(title or "Best score against step")
     ax.grid(alpha=0.3)
@@ -46,6 +54,7 @@ def plot_task_curves(results: Sequence[TaskResult], path: str | Path, title: str
         ax.step(range(horizon + 1), dense_curve(r.curve, horizon), where="post", label=r.key, linewidth=1.2)
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("evolution step")
+    _integer_steps(ax)
     ax.set_ylabel("best speedup so far")
     ax.set_title(title or "Per-task best speedup")
     ax.grid(alpha=0.3)

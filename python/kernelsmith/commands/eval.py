@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
     parser.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
+    parser.add_argument("--kernelbench", action="store_true",
+                        help="with --json: KernelBench's KernelExecResult fields and units (correctness a bool, "
+                             "runtime and ref_runtime in us)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +43,11 @@ def run(args: argparse.Namespace) -> int:
     with Evaluator(timeout_s=args.timeout, timing=not args.no_timing, isolation=args.isolation,
                    devices=[args.device] if args.device is not None else None) as ev:
         result = ev.evaluate(task, source)
-    if args.json:
+    if args.json and args.kernelbench:
+        from ..kernelbench import to_kernelbench
+
+        print(json.dumps(to_kernelbench(result), indent=2))
+    elif args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s")

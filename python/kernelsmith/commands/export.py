@@ -10,11 +10,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by kernelsmith evolve")
     parser.add_argument("-o", "--out", required=True, help="output directory (data file(s), metadata, summary.json)")
     parser.add_argument("--format", help="sft: messages (default) | prompt-completion | llamafactory | parquet; "
-                                         "rl: parquet (default) | jsonl")
+                                         "rl: parquet (default, verl) | jsonl | openrlhf (flat prompt/label columns)")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and shuffling (default 0)")
     parser.add_argument("--difficulty-map", action="append", default=[], metavar="FILE",
                         help="task -> difficulty: YAML/JSON mapping or a curation index (JSONL/parquet); repeatable")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--tokenizer", metavar="PATH",
+                        help="tokenizer (local path) to count tokens with (default: characters / 4, an estimate)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="warn about rows longer than N tokens (sft: prompt + completion; rl: prompt)")
+    parser.add_argument("--compact", action="store_true",
+                        help="with --max-tokens: drop inspirations, top programs, then history from prompts over it")
     sft = parser.add_argument_group("sft")
     sft.add_argument("--min-speedup", type=float, default=1.0,
                      help="optimization steps kept when speedup over the parent > this (default 1.0)")
@@ -48,13 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..export import RLConfig, SFTConfig, export_rl, export_sft
 
+    if args.compact and args.max_tokens is None:
+        print("kernelsmith export: --compact needs --max-tokens N", file=sys.stderr)
+        return 2
     try:
         if args.kind == "sft":
             config = SFTConfig(
                 min_speedup=args.min_speedup, min_translation_speedup=args.min_translation_speedup,
                 include_translation=not args.no_translation, include_optimization=not args.no_optimization,
                 balance=args.balance, per_category=args.per_category, max_samples=args.max_samples,
-                reasoning=args.reasoning, seed=args.seed,
+                reasoning=args.reasoning, seed=args.seed, tokenizer=args.tokenizer, max_tokens=args.max_tokens,
+                compact=args.compact,
             )
             summary = export_sft(args.runs, args.out, args.format or "messages", config, args.difficulty_map,
                                  name=args.name or "kernelsmith_sft", llamafactory_style=args.llamafactory_style,
@@ -63,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
             config = RLConfig(
                 strategy=args.strategy, best_scope=args.best_scope, data_source=args.data_source,
                 ability=args.ability, val_fraction=args.val_fraction, max_rows=args.max_rows,
-                edit_mode=args.edit_mode, seed=args.seed,
+                edit_mode=args.edit_mode, seed=args.seed, tokenizer=args.tokenizer,
+                max_prompt_tokens=args.max_tokens, compact=args.compact,
             )
             summary = export_rl(args.runs, args.out, args.format or "parquet", config, args.difficulty_map)
     except (ValueError, FileNotFoundError) as exc:

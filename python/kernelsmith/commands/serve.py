@@ -14,11 +14,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CPU evaluation slots when no CUDA device is visible (default 1); "
                              "with CUDA devices there is one slot per device")
     parser.add_argument("--devices", help="comma-separated CUDA device ids (default: all visible)")
-    parser.add_argument("--queue-size", type=int, default=64, help="evaluations allowed to wait (default 64); more: 503")
+    parser.add_argument("--queue-size", type=int, default=64,
+                        help="evaluations allowed to wait (default 64); a request that finds it full waits for room")
+    parser.add_argument("--admission-wait", type=float, default=None, metavar="SECONDS",
+                        help="how long a request waits for room in a full queue before a 503 (default 150, below "
+                             "OpenRLHF's 180 s request timeout)")
     parser.add_argument("--max-request-mb", type=float, default=8.0, help="largest request body (default 8 MiB); more: 413")
     parser.add_argument("--token-env", default="KERNELSMITH_SERVER_TOKEN",
                         help="environment variable holding the bearer token clients must send "
-                             "(default KERNELSMITH_SERVER_TOKEN; unset = no token)")
+                             "(default KERNELSMITH_SERVER_TOKEN; unset = no token, loopback only); "
+                             "clients send it as 'Authorization: Bearer TOKEN' or as ?token=TOKEN in the URL")
+    parser.add_argument("--allow-no-token", action="store_true",
+                        help="serve without a token on a non-loopback --host (a trusted network only)")
     parser.add_argument("--task", action="append", default=[], metavar="PATH", help="register a task (repeatable)")
     parser.add_argument("--tasks-from", action="append", default=[], metavar="RUN_DIR",
                         help="register the task of a run directory (repeatable)")
@@ -34,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_yaml
     from ..rewards.core import RewardConfig
     from ..server import build_server
+    from ..server.app import ADMISSION_WAIT_S
 
     try:
         reward_config = load_yaml(RewardConfig, args.reward_config) if args.reward_config else RewardConfig()
@@ -45,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = build_server(
             host=args.host, port=args.port, workers=args.workers, devices=devices, queue_size=args.queue_size,
+            admission_wait_s=ADMISSION_WAIT_S if args.admission_wait is None else args.admission_wait,
+            allow_no_token=args.allow_no_token,
             token=token, max_request_bytes=int(args.max_request_mb * 1024 * 1024), reward_config=reward_config,
             tasks=args.task, run_dirs=args.tasks_from, allow_task_paths=args.allow_task_paths, trials=args.trials,
             timeout_s=args.timeout, isolation=args.isolation,

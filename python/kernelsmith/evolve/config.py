@@ -91,9 +91,72 @@ class EvolveConfig:
         return from_dict(PromptConfig, self.prompt, "prompt")
 
 
+#: OpenEvolve's config keys that mean the same here: top level -> (section, key)
+OPENEVOLVE_ALIASES: dict[str, tuple[Optional[str], str]] = {
+    "max_iterations": (None, "iterations"),
+    "random_seed": (None, "seed"),
+    "checkpoint_interval": (None, "checkpoint_every"),
+    "early_stopping_patience": ("engine", "patience"),
+}
+#: OpenEvolve's sections whose keys are named alike here, under another section
+OPENEVOLVE_SECTIONS = {"database": "engine"}
+#: OpenEvolve's prompt keys that mean the same in kernelsmith's prompt section
+OPENEVOLVE_PROMPT_KEYS = {"num_top_programs": "max_top_programs", "num_diverse_programs": "max_inspirations"}
+#: OpenEvolve keys with no equivalent key: what to write instead (one line each)
+OPENEVOLVE_REFUSED = {
+    "diff_based_evolution": "write 'edit_mode: diff' (or full, or auto: accept either)",
+    "allow_full_rewrites": "write 'edit_mode: full' (or diff, or auto: accept either)",
+    "max_code_length": "drop it: the prompt's size is capped by 'prompt: {max_input_tokens: N}'",
+    "language": "drop it: the kernel language is the task's backend ('backend:' in task.yaml, or --backend)",
+    "log_level": "drop it: use --quiet/--json; everything is recorded in the run directory",
+    "log_dir": "drop it: logs and records go to the run directory (--out RUN_DIR)",
+    "evaluator": "drop the section: correctness trials are 'trials: N', time limits are the task's 'timeout_s'",
+    "convergence_threshold": "write 'engine: {target_score: SPEEDUP}' to stop at a speedup",
+    "early_stopping_metric": "drop it: runs are ranked by speedup over the reference",
+    "system_message": "write your own templates and point 'prompt: {template_dir: DIR}' at them",
+}
+
+
+def _openevolve_key(key: str, source: str) -> None:
+    if key in OPENEVOLVE_REFUSED:
+        raise ConfigError(f"{source}: '{key}' is an OpenEvolve key kernelsmith does not take; {OPENEVOLVE_REFUSED[key]}")
+
+
+def translate_openevolve(data: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """An OpenEvolve config's common keys under kernelsmith's names; a key
+    with no equivalent stops with one line saying what to write instead."""
+    import logging
+
+    log = logging.getLogger("kernelsmith.evolve")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        _openevolve_key(key, source)
+        if key in OPENEVOLVE_SECTIONS and isinstance(value, dict):
+            section = OPENEVOLVE_SECTIONS[key]
+            log.info("%s: OpenEvolve section '%s' read as '%s'", source, key, section)
+            out.setdefault(section, {}).update(value)
+        elif key in OPENEVOLVE_ALIASES:
+            section, name = OPENEVOLVE_ALIASES[key]
+            log.info("%s: OpenEvolve key '%s' read as '%s'", source, key, f"{section}.{name}" if section else name)
+            (out.setdefault(section, {}) if section else out)[name] = value
+        elif key == "prompt" and isinstance(value, dict):
+            prompt = {}
+            for pkey, pvalue in value.items():
+                _openevolve_key(pkey, f"{source}: prompt")
+                prompt[OPENEVOLVE_PROMPT_KEYS.get(pkey, pkey)] = pvalue
+            out.setdefault("prompt", {}).update(prompt)
+        elif key == "llm" and isinstance(value, dict) and ("api_base" in value or "primary_model" in value):
+            raise ConfigError(f"{source}: 'llm.api_base'/'llm.primary_model' are OpenEvolve keys; write "
+                              "'llm: {models: [{spec: openai:NAME, base_url: URL, weight: W}]}'")
+        else:
+            out[key] = value
+    return out
+
+
 def load_evolve_config(path: str | Path | None = None, **overrides: Any) -> EvolveConfig:
     """Defaults, then the YAML file, then explicit overrides (command-line
-    flags; None means not given), each validated."""
+    flags; None means not given), each validated. OpenEvolve's common keys
+    are read under their kernelsmith names (:func:`translate_openevolve`)."""
     data: dict[str, Any] = {}
     if path:
         import yaml
@@ -109,7 +172,7 @@ def load_evolve_config(path: str | Path | None = None, **overrides: Any) -> Evol
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: expected a mapping of keys at the top level, "
                               f"got {type(loaded).__name__}")
-        data.update(loaded)
+        data.update(translate_openevolve(loaded, str(path)))
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return from_dict(EvolveConfig, data)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 SFT_FORMATS = ("messages", "prompt-completion", "llamafactory", "parquet")
-RL_FORMATS = ("parquet", "jsonl")
+RL_FORMATS = ("parquet", "jsonl", "openrlhf")
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:

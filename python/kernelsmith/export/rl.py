@@ -65,6 +65,14 @@ class RLConfig:
     #: how a completion is applied to the parent: diff | full | auto
     edit_mode: str = "auto"
     seed: int = 0
+    #: tokenizer (a local path) for the length report; None: characters / 4
+    tokenizer: Optional[str] = None
+    #: warn about prompts longer than this many tokens (set it to the
+    #: trainer's limit, e.g. verl's data.max_prompt_length)
+    max_prompt_tokens: Optional[int] = None
+    #: drop optional prompt parts (inspirations, top programs, history) of
+    #: prompts over max_prompt_tokens until they fit
+    compact: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -281,6 +289,7 @@ def select_rl(runs: Sequence[Run], config: RLConfig) -> tuple[dict[str, list[dic
     for step, run in picked:
         split = "val" if step.task.id in val_tasks else "train"
         splits[split].append(make_row(step, run, config, len(splits[split]), split))
+    measure_rl(splits, config, summary)
     summary.kept = sum(len(v) for v in splits.values())
     for split, rows in splits.items():
         summary.kept_by.setdefault("split", {})[split] = len(rows)
@@ -292,6 +301,45 @@ def select_rl(runs: Sequence[Run], config: RLConfig) -> tuple[dict[str, list[dic
     return splits, summary
 
 
+def measure_rl(splits: dict[str, list[dict[str, Any]]], config: RLConfig, summary: ExportSummary) -> None:
+    """Prompt lengths into the summary; compacts prompts when asked."""
+    from .lengths import LengthReport, TokenCounter, compact_messages
+
+    counter = TokenCounter(config.tokenizer)
+    report = LengthReport(counter.method, config.max_prompt_tokens)
+    for rows in splits.values():
+        for row in rows:
+            tokens = counter.messages(row["prompt"])
+            if config.compact and config.max_prompt_tokens is not None and tokens > config.max_prompt_tokens:
+                fitted = compact_messages(row["prompt"], config.max_prompt_tokens, counter.messages)
+                if fitted.dropped:
+                    row["prompt"], tokens = fitted.messages, fitted.tokens
+                    report.compacted += 1
+            report.add(tokens)
+    summary.lengths = report.to_dict()
+    warning = report.warning("prompt")
+    if warning:
+        summary.warnings.append(warning)
+    elif config.max_prompt_tokens is None and report.prompt and max(report.prompt) > 512:
+        # verl's RLHFDataset default (max_prompt_length 512, overlong prompts
+        # filtered) would silently keep no row at all.
+        summary.warnings.append(
+            f"prompts are up to {max(report.prompt)} tokens ({counter.method}); set the trainer's prompt limit "
+            f"above that (verl: data.max_prompt_length; its default 512 drops them) or export with "
+            f"--max-prompt-tokens N --compact")
+
+
+def openrlhf_row(row: dict[str, Any]) -> dict[str, Any]:
+    """OpenRLHF's flat columns: ``prompt`` (chat messages, for
+    ``--input_key prompt --apply_chat_template``) and ``label`` (a string,
+    for ``--label_key label``) that ``kernelsmith serve``'s /get_reward
+    scores against: the ground truth with the task inline, so the server
+    needs no registered task."""
+    truth = json.loads(row["reward_model"]["ground_truth"])
+    truth["task"] = row["extra_info"]["task"]
+    return {"prompt": row["prompt"], "label": json.dumps(truth, sort_keys=True)}
+
+
 def write_rl(splits: dict[str, list[dict[str, Any]]], out: Path, fmt: str = "parquet") -> list[Path]:
     if fmt not in RL_FORMATS:
         raise ValueError(f"RL format must be one of {', '.join(RL_FORMATS)}, got '{fmt}'")
@@ -301,6 +349,9 @@ def write_rl(splits: dict[str, list[dict[str, Any]]], out: Path, fmt: str = "par
         if fmt == "parquet":
             path = out / f"{split}.parquet"
             write_parquet(path, rows, rl_schema())
+        elif fmt == "openrlhf":
+            path = out / f"{split}.jsonl"
+            write_jsonl(path, (openrlhf_row(r) for r in rows))
         else:
             path = out / f"{split}.jsonl"
             write_jsonl(path, rows)

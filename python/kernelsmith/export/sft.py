@@ -56,6 +56,13 @@ class SFTConfig:
     #: ``reasoning_content`` (a column of its own in parquet)
     reasoning: str = "drop"
     seed: int = 0
+    #: tokenizer (a local path) for the length report; None: characters / 4
+    tokenizer: Optional[str] = None
+    #: warn about samples longer than this (prompt + completion, in tokens)
+    max_tokens: Optional[int] = None
+    #: drop optional prompt parts (inspirations, top programs, history) of
+    #: samples over max_tokens until they fit
+    compact: bool = False
 
     def __post_init__(self) -> None:
         if self.balance not in BALANCE_MODES:
@@ -90,6 +97,8 @@ class ExportSummary:
     kept_by: dict[str, dict[str, int]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    lengths: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def count(self, reason: str) -> None:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
@@ -99,7 +108,8 @@ class ExportSummary:
             "kind": self.kind, "runs": list(self.runs), "steps_seen": self.steps_seen, "kept": self.kept,
             "reasons": dict(sorted(self.reasons.items())),
             "kept_by": {k: dict(sorted(v.items())) for k, v in sorted(self.kept_by.items())},
-            "config": self.config, "files": list(self.files),
+            "config": self.config, "files": list(self.files), "lengths": self.lengths,
+            "warnings": list(self.warnings),
         }
 
     def render(self) -> str:
@@ -108,6 +118,16 @@ class ExportSummary:
             lines.append(f"  {reason:<40} {n}")
         for key, counts in sorted(self.kept_by.items()):
             lines.append(f"  kept by {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+        if self.lengths:
+            lengths = self.lengths
+            for key in ("prompt_tokens", "completion_tokens"):
+                if lengths.get(key):
+                    lines.append(f"  {key.replace('_', ' ')} ({lengths['method']}): "
+                                 + ", ".join(f"{k} {v}" for k, v in lengths[key].items()))
+            if lengths.get("rows_compacted"):
+                lines.append(f"  compacted to fit {lengths['limit']} tokens: {lengths['rows_compacted']} rows")
+        for warning in self.warnings:
+            lines.append(f"  WARNING: {warning}")
         for path in self.files:
             lines.append(f"  wrote {path}")
         return "\n".join(lines)
@@ -178,12 +198,34 @@ def select_sft(runs: Sequence[Run], config: SFTConfig) -> tuple[list[Sample], Ex
             summary.count(decision)
             candidates.append(sample)
     kept = _balance(candidates, config, summary)
+    measure_sft(kept, config, summary)
     summary.kept = len(kept)
     for sample in kept:
         for key in ("difficulty", "kind", "task_name"):
             bucket = summary.kept_by.setdefault(key, {})
             bucket[sample.meta[key]] = bucket.get(sample.meta[key], 0) + 1
     return kept, summary
+
+
+def measure_sft(samples: list[Sample], config: SFTConfig, summary: ExportSummary) -> None:
+    """Token lengths into the summary; compacts prompts when asked."""
+    from .lengths import LengthReport, TokenCounter, compact_messages
+
+    counter = TokenCounter(config.tokenizer)
+    report = LengthReport(counter.method, config.max_tokens)
+    for sample in samples:
+        completion = counter.text(sample.response)
+        prompt = counter.messages(sample.prompt)
+        if config.compact and config.max_tokens is not None and prompt + completion > config.max_tokens:
+            fitted = compact_messages(sample.prompt, config.max_tokens - completion, counter.messages)
+            if fitted.dropped:
+                sample.prompt, prompt = fitted.messages, fitted.tokens
+                report.compacted += 1
+        report.add(prompt, completion)
+    summary.lengths = report.to_dict()
+    warning = report.warning("prompt + completion")
+    if warning:
+        summary.warnings.append(warning)
 
 
 def _balance(samples: list[Sample], config: SFTConfig, summary: ExportSummary) -> list[Sample]:
@@ -276,7 +318,10 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
 
         path = out / f"{name}.parquet"
         message = pa.struct([("role", pa.string()), ("content", pa.string())])
-        fields = [("messages", pa.list_(message)), ("prompt", pa.list_(message)), ("completion", pa.string()),
+        # prompt and completion are both message lists: TRL's SFTTrainer
+        # reads a prompt column as prompt-completion data, and a message-list
+        # prompt with a plain-text completion is a TypeError there.
+        fields = [("messages", pa.list_(message)), ("prompt", pa.list_(message)), ("completion", pa.list_(message)),
                   ("reasoning", pa.string())]
         meta_types = {"step": pa.int64(), "request_id": pa.int64(), "parent_id": pa.int64(), "child_id": pa.int64(),
                       "speedup_over_parent": pa.float64(), "speedup": pa.float64()}
@@ -285,8 +330,9 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
         rows = []
         for s in samples:
             answer = _assistant(s, "think" if mode == "think" else "drop")["content"]
-            rows.append({"messages": [*s.prompt, {"role": "assistant", "content": answer}], "prompt": s.prompt,
-                         "completion": answer, "reasoning": s.reasoning or "", **s.meta})
+            reply = {"role": "assistant", "content": answer}
+            rows.append({"messages": [*s.prompt, reply], "prompt": s.prompt, "completion": [reply],
+                         "reasoning": s.reasoning or "", **s.meta})
         write_parquet(path, rows, pa.schema(fields))
         files.append(path)
     meta_path = out / "metadata.jsonl"

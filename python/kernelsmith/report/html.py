@@ -158,7 +158,9 @@ def diff_html(parent: str, child: str, parent_name: str = "parent", child_name: 
                "del" if line.startswith("-") and not line.startswith("---") else
                "hunk" if line.startswith("@@") else "ctx")
         out.append(f"<span class='{cls}'>{_e(line)}</span>")
-    return "<pre class='diff'>" + "\n".join(out) + "</pre>"
+    # Each line is a block of its own (for its background): a newline
+    # between them as well would add an empty line after every line.
+    return "<pre class='diff'>" + "".join(out) + "</pre>"
 
 
 def _feedback_details(record: dict[str, Any]) -> str:

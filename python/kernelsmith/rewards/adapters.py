@@ -1,14 +1,16 @@
 """Reward functions in the shapes RL trainers call them.
 
-* verl: :func:`compute_score` ``(data_source, solution_str, ground_truth,
-  extra_info=None) -> float`` -- point ``custom_reward_function.path`` at
-  ``kernelsmith/rewards/verl.py`` (its ``compute_score``).
+* verl: :func:`compute_score`, per sample ``(data_source, solution_str,
+  ground_truth, extra_info) -> float`` or batch ``(data_sources=,
+  solution_strs=, ground_truths=, extra_infos=) -> list[float]`` -- point
+  ``reward.custom_reward_function.path`` (verl 0.9) at
+  ``kernelsmith/rewards/verl.py``.
 * TRL GRPO: :func:`make_trl_reward` returns ``fn(prompts, completions,
   **kwargs) -> list[float]``; dataset columns arrive as kwargs (``extra_info``
   or ``ground_truth``, as written by ``kernelsmith export rl``).
 * OpenRLHF: ``kernelsmith serve`` answers ``POST /get_reward`` (pass
-  ``--remote_rm_url http://HOST:PORT/get_reward``); labels are the rows'
-  ``reward_model.ground_truth`` strings.
+  ``--remote_rm_url http://HOST:PORT/get_reward``); labels are the ``label``
+  column of ``kernelsmith export rl --format openrlhf``.
 
 Each scores through the server when a URL is given (argument or the
 ``KERNELSMITH_REWARD_URL`` environment variable, token in
@@ -67,11 +69,36 @@ def default_backend() -> RewardBackend:
         return _default_backend
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Mapping[str, Any]] = None,
-                  backend: Optional[RewardBackend] = None, **_: Any) -> float:
-    """verl's custom reward function signature."""
-    item = item_from_verl(solution_str, ground_truth, extra_info)
-    return (backend or default_backend()).score_many([item])[0]
+def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
+                  extra_info: Optional[Mapping[str, Any]] = None, *, data_sources: Optional[Sequence[Any]] = None,
+                  solution_strs: Optional[Sequence[Any]] = None, ground_truths: Optional[Sequence[Any]] = None,
+                  extra_infos: Optional[Sequence[Any]] = None, backend: Optional[RewardBackend] = None,
+                  **_: Any) -> Any:
+    """verl's custom reward function, in both of its call shapes.
+
+    * per sample (``NaiveRewardManager``, verl 0.9's reward loop):
+      ``compute_score(data_source, solution_str, ground_truth, extra_info)``
+      -> float;
+    * batch (``BatchRewardManager``): ``compute_score(data_sources=...,
+      solution_strs=..., ground_truths=..., extra_infos=...)`` -> list of
+      floats, the whole batch evaluated concurrently on the evaluation pool
+      (or in one server request).
+
+    Extra keyword arguments (verl's ``reward_kwargs``, ``num_turns``...) are
+    accepted and ignored.
+    """
+    chosen = backend or default_backend()
+    if solution_strs is not None:
+        n = len(solution_strs)
+        truths = list(ground_truths) if ground_truths is not None else [None] * n
+        extras = list(extra_infos) if extra_infos is not None else [None] * n
+        if not len(truths) == len(extras) == n:
+            raise ValueError(f"batch compute_score: {n} solution_strs but {len(truths)} ground_truths "
+                             f"and {len(extras)} extra_infos")
+        return chosen.score_many([item_from_verl(s, t, e) for s, t, e in zip(solution_strs, truths, extras)])
+    if solution_str is None:
+        raise TypeError("compute_score needs solution_str (per sample) or solution_strs (batch)")
+    return chosen.score_many([item_from_verl(solution_str, ground_truth, extra_info)])[0]
 
 
 def _column(kwargs: Mapping[str, Any], name: str, index: int) -> Any:

@@ -3,6 +3,10 @@
 reward = shaped(speedup over the parent) [+ correct_bonus]   when correct
        = the penalty of the failure                          otherwise
 
+The speedup paid follows the evaluator's confidence interval (``ci``): by
+default a speedup whose interval contains 1 is paid as 1, so timing noise
+does not rank completions that are equally fast.
+
 Speedup over the parent is ``parent_runtime_ms / runtime_ms``. When no parent
 runtime is known (or with ``baseline="relative"``), it is the child's speedup over
 the reference divided by the parent's speedup over the reference: each was
@@ -22,6 +26,7 @@ from ..result import EvalResult
 
 SHAPINGS = ("linear", "log", "log2")
 BASELINES = ("auto", "runtime", "relative")
+CI_MODES = ("snap", "lower", "point")
 
 #: error text of a kernel build failure that the evaluator reports as a runtime error
 KERNEL_BUILD_ERRORS = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed", "CompilationError")
@@ -52,12 +57,20 @@ class RewardConfig:
     #: another machine); "auto": runtime when the parent's runtime is known,
     #: else relative
     baseline: str = "auto"
+    #: how the evaluator's confidence interval of the speedup is used:
+    #: "snap" (a speedup over the parent whose interval contains 1 counts as
+    #: exactly 1: within noise, the completion is as fast as its parent),
+    #: "lower" (the interval's lower end: only a speedup the measurement
+    #: supports is paid), "point" (the point estimate, ignoring the interval)
+    ci: str = "snap"
 
     def __post_init__(self) -> None:
         if self.shaping not in SHAPINGS:
             raise ConfigError(f"shaping must be one of {', '.join(SHAPINGS)}, got '{self.shaping}'")
         if self.baseline not in BASELINES:
             raise ConfigError(f"baseline must be one of {', '.join(BASELINES)}, got '{self.baseline}'")
+        if self.ci not in CI_MODES:
+            raise ConfigError(f"ci must be one of {', '.join(CI_MODES)}, got '{self.ci}'")
         if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
             raise ConfigError(f"clip_min ({self.clip_min}) must be <= clip_max ({self.clip_max})")
 
@@ -77,7 +90,8 @@ class Reward:
 
     reward: float
     status: str
-    speedup: Optional[float] = None  # over the parent
+    speedup: Optional[float] = None  # over the parent, as paid (after the ci rule)
+    speedup_ci: Optional[tuple[float, float]] = None  # its confidence interval, when measured
     runtime_ms: Optional[float] = None
     parent_runtime_ms: Optional[float] = None
     detail: str = ""
@@ -120,6 +134,28 @@ def speedup_over_parent(result: EvalResult, parent_runtime_ms: Optional[float], 
     return None
 
 
+def speedup_interval(result: EvalResult, speedup: float) -> Optional[tuple[float, float]]:
+    """The confidence interval of a speedup over the parent.
+
+    The evaluator measures the child against the reference in alternation and
+    reports the interval of that speedup; the parent's runtime is a fixed
+    number here, so the ratio to the parent carries the same relative
+    interval."""
+    point, low, high = _positive(result.speedup), _positive(result.speedup_ci_low), _positive(result.speedup_ci_high)
+    if not (point and low and high) or not low <= point <= high:
+        return None
+    return speedup * low / point, speedup * high / point
+
+
+def apply_ci(speedup: float, interval: Optional[tuple[float, float]], mode: str) -> float:
+    if interval is None or mode == "point":
+        return speedup
+    low, high = interval
+    if mode == "lower":
+        return low
+    return 1.0 if low <= 1.0 <= high else speedup
+
+
 def compute_reward(
     result: Union[EvalResult, Mapping[str, Any], None],
     parent_runtime_ms: Optional[float] = None,
@@ -159,5 +195,7 @@ def compute_reward(
     if speedup is None:
         return Reward(config.untimed + config.correct_bonus, "untimed", runtime_ms=result.runtime_ms,
                       parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief)
-    return Reward(shape(speedup, config) + config.correct_bonus, "correct", speedup=speedup,
+    interval = speedup_interval(result, speedup)
+    paid = apply_ci(speedup, interval, config.ci)
+    return Reward(shape(paid, config) + config.correct_bonus, "correct", speedup=paid, speedup_ci=interval,
                   runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief)

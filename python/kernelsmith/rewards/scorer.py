@@ -174,24 +174,36 @@ class LocalScorer:
         return self._reward(task, item, result, config)
 
     def score_many(self, items: Sequence[Mapping[str, Any]], config: Optional[RewardConfig] = None) -> list[Reward]:
-        """Score a batch over the evaluator's worker pool; results in input order.
-        A request that is malformed gets the edit-failure penalty, not an exception."""
+        """Score a batch concurrently over the evaluator's worker pool
+        (``Evaluator.evaluate_many``); results in input order. A request that
+        is malformed gets the edit-failure penalty, not an exception."""
         config = config or self.config
-        prepared: list[Any] = []
+        prepared: list[tuple[Optional[Task], Optional[str], Optional[str]]] = []
         for item in items:
             try:
-                task, source, error = self.prepare(item)
+                prepared.append(self.prepare(item))
             except (ValueError, KeyError, TypeError, PermissionError) as exc:
-                prepared.append((None, None, f"bad request: {exc}", None))
-                continue
-            future = self.evaluator.submit(task, source, self._trials(item)) if source is not None else None
-            prepared.append((task, source, error, future))
+                prepared.append((None, None, f"bad request: {exc}"))
+        # evaluate_many takes one trial count: one call per distinct count, run side by side.
+        by_trials: dict[Optional[int], list[int]] = {}
+        for index, (item, (_, source, _)) in enumerate(zip(items, prepared)):
+            if source is not None:
+                by_trials.setdefault(self._trials(item), []).append(index)
+        results: dict[int, EvalResult] = {}
+
+        def run(group: tuple[Optional[int], list[int]]) -> None:
+            trials, indices = group
+            pairs = [(prepared[i][0], prepared[i][1]) for i in indices]
+            results.update(zip(indices, self.evaluator.evaluate_many(pairs, trials)))
+
+        run_parallel(run, list(by_trials.items()), len(by_trials))
         rewards = []
-        for item, (task, source, error, future) in zip(items, prepared):
-            if future is None:
+        for index, (item, (task, _, error)) in enumerate(zip(items, prepared)):
+            if index not in results:
                 rewards.append(compute_reward(None, config=config, edit_error=error))
             else:
-                rewards.append(self._reward(task, item, future.result(), config))
+                assert task is not None
+                rewards.append(self._reward(task, item, results[index], config))
         return rewards
 
     # -- parent -----------------------------------------------------------
@@ -252,8 +264,10 @@ def item_from_verl(solution_str: Any, ground_truth: Any, extra_info: Optional[Ma
         "parent_speedup": parent.get("speedup") or truth.get("parent_speedup"),
         "edit_mode": extra.get("edit_mode") or truth.get("edit_mode") or "auto",
     }
-    if extra.get("task"):
-        item["task"] = extra["task"]
+    # An OpenRLHF label (export rl --format openrlhf) carries the task itself.
+    task = extra.get("task") or truth.get("task")
+    if task:
+        item["task"] = task
     else:
         item["task_id"] = truth.get("task_id")
     return item

@@ -3,8 +3,12 @@
 Stdlib only (``ThreadingHTTPServer``). Each request is handled on its own
 thread; evaluations go through one bounded queue to ``workers`` worker
 threads, one per device, each evaluating in the Evaluator's sandboxed
-processes. A full queue answers 503 at once (with Retry-After) instead of
-letting requests pile up: the trainer decides whether to wait or retry.
+processes. A request that finds the queue full waits for room (first come,
+first admitted) for up to ``admission_wait_s`` and only then gets 503:
+trainers such as OpenRLHF treat any error status as a failed rollout, so
+backpressure is a slower answer, not a refusal. Connections beyond the
+handler threads wait in a listen backlog sized for bursts of hundreds of
+requests from one machine instead of being reset.
 
 Endpoints (JSON in, JSON out):
 
@@ -19,7 +23,13 @@ Endpoints (JSON in, JSON out):
                                 -> {"rewards", "scores", "extra_logs"}
 
 Errors: 400 bad request, 401 missing/wrong bearer token, 404 unknown path or
-task, 413 body over the size limit, 503 queue full.
+task, 411 no Content-Length, 413 body over the size limit, 503 the queue
+stayed full for ``admission_wait_s``.
+
+The token goes in ``Authorization: Bearer TOKEN`` or, for clients that can
+only be given a URL (OpenRLHF's ``--remote_rm_url``), in its query string
+(``/get_reward?token=TOKEN``). Without a token the server binds loopback
+only, unless told otherwise.
 """
 from __future__ import annotations
 
@@ -29,14 +39,21 @@ import json
 import logging
 import threading
 import time
+import urllib.parse
 from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ..rewards.core import Reward, RewardConfig
+from ..rewards.core import STATUSES, Reward, RewardConfig
 from ..rewards.scorer import LocalScorer, TaskRegistry, completion_text, item_from_verl
 
 log = logging.getLogger("kernelsmith.server")
+
+
+#: how long a request waits for room in a full queue before its 503: below
+#: OpenRLHF's 180 s request timeout, so that it sees an answer it retries on
+#: rather than a dropped connection while its request still waits here
+ADMISSION_WAIT_S = 150.0
 
 
 class QueueFull(Exception):
@@ -52,8 +69,12 @@ class HTTPError(Exception):
 class JobQueue:
     """A bounded queue of evaluation jobs and one worker thread per device slot.
 
-    ``capacity`` counts jobs waiting (not running); a batch is admitted whole
-    or refused whole, so a trainer never gets half its rewards.
+    ``capacity`` counts jobs waiting (not running). A batch is admitted whole,
+    so a trainer never gets half its rewards; when there is no room it waits
+    (admission in arrival order, so a large batch is not starved by small
+    ones) up to ``wait_s`` and then raises :class:`QueueFull`. A batch larger
+    than ``workers + capacity`` is admitted once nothing else is outstanding,
+    else it could never be.
     """
 
     def __init__(self, run: Callable[[Any], Any], workers: int, capacity: int) -> None:
@@ -67,17 +88,45 @@ class JobQueue:
         self._jobs: "collections.deque[tuple[Any, Future]]" = collections.deque()
         self._cond = threading.Condition()
         self.running = 0
+        self.waiting_admission = 0
+        self.admitted_after_waiting = 0  # requests that found no room and waited for it
+        self._next_ticket = 0  # admission order of requests that had to wait
+        self._serving_ticket = 0
+        self._abandoned: set[int] = set()  # tickets of requests that stopped waiting
         self._closed = False
         self._threads = [threading.Thread(target=self._loop, name=f"ks-serve-{i}", daemon=True) for i in range(workers)]
         for thread in self._threads:
             thread.start()
 
-    def submit_many(self, payloads: Sequence[Any]) -> list[Future]:
+    def _fits(self, size: int) -> bool:
+        outstanding = len(self._jobs) + self.running
+        return outstanding + size <= self.workers + self.capacity or outstanding == 0
+
+    def submit_many(self, payloads: Sequence[Any], wait_s: float = 0.0) -> list[Future]:
+        deadline = time.monotonic() + max(0.0, wait_s)
         with self._cond:
-            outstanding = len(self._jobs) + self.running
-            if self._closed or outstanding + len(payloads) > self.workers + self.capacity:
-                raise QueueFull(f"queue full ({len(self._jobs)} waiting, {self.running} running, "
-                                f"{self.workers} workers, queue capacity {self.capacity})")
+            if self._closed:
+                raise QueueFull("the server is shutting down")
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self.waiting_admission += 1
+            waited = False
+            try:
+                while self._closed or ticket != self._serving_ticket or not self._fits(len(payloads)):
+                    left = deadline - time.monotonic()
+                    if self._closed or left <= 0:
+                        raise QueueFull(f"queue full ({len(self._jobs)} waiting, {self.running} running, "
+                                        f"{self.workers} workers, queue capacity {self.capacity}, "
+                                        f"waited {max(0.0, wait_s):.0f} s)")
+                    waited = True
+                    self._cond.wait(left)
+            except QueueFull:
+                self._give_up(ticket)
+                raise
+            finally:
+                self.waiting_admission -= 1
+            self._advance()
+            self.admitted_after_waiting += waited
             futures = []
             for payload in payloads:
                 future: Future = Future()
@@ -85,6 +134,19 @@ class JobQueue:
                 futures.append(future)
             self._cond.notify_all()
             return futures
+
+    def _give_up(self, ticket: int) -> None:
+        # Skipped when its turn comes, so the requests behind it are not blocked by it.
+        self._abandoned.add(ticket)
+        if ticket == self._serving_ticket:
+            self._advance()
+        self._cond.notify_all()
+
+    def _advance(self) -> None:
+        self._serving_ticket += 1
+        while self._serving_ticket in self._abandoned:
+            self._abandoned.discard(self._serving_ticket)
+            self._serving_ticket += 1
 
     def _loop(self) -> None:
         while True:
@@ -103,17 +165,19 @@ class JobQueue:
             finally:
                 with self._cond:
                     self.running -= 1
+                    self._cond.notify_all()  # room for a request waiting for admission
 
     def length(self) -> int:
         with self._cond:
             return len(self._jobs)
 
     def close(self) -> None:
+        """Stops admitting; jobs already admitted still run to the end."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
         for thread in self._threads:
-            thread.join(timeout=5)
+            thread.join()
 
 
 def local_devices(cpu_workers: int = 1) -> list[Optional[str]]:
@@ -133,9 +197,10 @@ class EvaluationService:
     """What the HTTP handlers call; usable without HTTP (tests, notebooks)."""
 
     def __init__(self, scorer: LocalScorer, workers: int, queue_size: int = 64,
-                 devices: Sequence[Optional[str]] = ()) -> None:
+                 devices: Sequence[Optional[str]] = (), admission_wait_s: float = ADMISSION_WAIT_S) -> None:
         self.scorer = scorer
         self.devices = list(devices)
+        self.admission_wait_s = admission_wait_s
         self.queue = JobQueue(self._run_job, workers, queue_size)
         self.counts: "collections.Counter[str]" = collections.Counter()
         self._counts_lock = threading.Lock()
@@ -157,7 +222,7 @@ class EvaluationService:
         # Bad requests fail here, before they take a queue slot.
         for item in items:
             self.scorer.tasks.resolve(item)
-        futures = self.queue.submit_many([(kind, item, config) for item in items])
+        futures = self.queue.submit_many([(kind, item, config) for item in items], self.admission_wait_s)
         self.count("evaluations_queued", len(items))
         out = [f.result() for f in futures]
         for value in out:
@@ -172,7 +237,9 @@ class EvaluationService:
         return {
             "workers": self.queue.workers, "devices": [d if d is not None else "cpu" for d in self.devices],
             "queue_length": self.queue.length(), "queue_capacity": self.queue.capacity,
-            "running": self.queue.running, "counts": counts, "tasks": self.scorer.tasks.ids(),
+            "running": self.queue.running, "waiting_admission": self.queue.waiting_admission,
+            "admitted_after_waiting": self.queue.admitted_after_waiting,
+            "admission_wait_s": self.admission_wait_s, "counts": counts, "tasks": self.scorer.tasks.ids(),
             "uptime_s": round(time.time() - self.started, 1),
         }
 
@@ -216,11 +283,32 @@ def make_handler(service: EvaluationService, token: Optional[str], max_body: int
             self.end_headers()
             self.wfile.write(body)
 
+        @property
+        def route(self) -> str:
+            return urllib.parse.urlsplit(self.path).path
+
         def _authorized(self) -> bool:
             if not token:
                 return True
             given = self.headers.get("Authorization", "")
-            return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+            if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return True
+            # OpenRLHF's --remote_rm_url is a bare URL: the token can only travel in it.
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("token", [""])
+            return hmac.compare_digest(query[-1].encode(), token.encode())
+
+        def handle_expect_100(self) -> bool:
+            # A client that asks first is told 413 before it sends an oversize body.
+            try:
+                size = int(self.headers.get("Content-Length", "0"))
+            except ValueError:
+                size = 0
+            if size > max_body:
+                service.count("http_413")
+                self.close_connection = True
+                self._send(413, {"error": f"request body of {size} bytes is over the limit of {max_body}"})
+                return False
+            return super().handle_expect_100()
 
         def _body(self) -> Any:
             length = self.headers.get("Content-Length")
@@ -230,13 +318,27 @@ def make_handler(service: EvaluationService, token: Optional[str], max_body: int
                 size = int(length)
             except ValueError:
                 raise HTTPError(400, "bad Content-Length") from None
+            if size < 0:
+                raise HTTPError(400, "bad Content-Length")
             if size > max_body:
-                self.close_connection = True  # the unread body must not be parsed as the next request
+                self.close_connection = True  # what is left unread must not be parsed as the next request
+                self._discard(size)
                 raise HTTPError(413, f"request body of {size} bytes is over the limit of {max_body}")
             try:
                 return json.loads(self.rfile.read(size) or b"{}")
             except json.JSONDecodeError as exc:
                 raise HTTPError(400, f"request body is not JSON: {exc}") from None
+
+        def _discard(self, size: int) -> None:
+            # Closing a socket with unread data makes the kernel send a reset,
+            # and the client sees "connection reset" instead of the 413: read
+            # (and drop) a body of up to DISCARD_LIMIT first.
+            left = min(size, DISCARD_LIMIT)
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
 
         def _handle(self, fn: Callable[[], Any]) -> None:
             try:
@@ -260,16 +362,16 @@ def make_handler(service: EvaluationService, token: Optional[str], max_body: int
 
         # -- routes -----------------------------------------------------
         def do_GET(self) -> None:  # noqa: N802 - http.server API
-            if self.path == "/health":
+            if self.route == "/health":
                 self._send(200, {"status": "ok"})
                 return
             if not self._authorized():
                 self._send(401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": "Bearer"})
                 return
-            if self.path == "/status":
+            if self.route == "/status":
                 self._handle(service.status)
             else:
-                self._send(404, {"error": f"no route GET {self.path}"})
+                self._send(404, {"error": f"no route GET {self.route}"})
 
         def do_POST(self) -> None:  # noqa: N802 - http.server API
             if not self._authorized():
@@ -279,10 +381,10 @@ def make_handler(service: EvaluationService, token: Optional[str], max_body: int
                 return
             routes = {"/evaluate": self._evaluate, "/reward": self._reward, "/get_reward": self._openrlhf,
                       "/tasks": self._tasks}
-            route = routes.get(self.path)
+            route = routes.get(self.route)
             if route is None:
                 self.close_connection = True
-                self._send(404, {"error": f"no route POST {self.path}"})
+                self._send(404, {"error": f"no route POST {self.route}"})
                 return
             self._handle(route)
 
@@ -309,11 +411,7 @@ def make_handler(service: EvaluationService, token: Optional[str], max_body: int
 
         def _openrlhf(self) -> Any:
             items = _openrlhf_items(self._object())
-            rewards = service.submit("reward", items)
-            values = [r.reward for r in rewards]
-            statuses = collections.Counter(r.status for r in rewards)
-            return {"rewards": values, "scores": values,
-                    "extra_logs": {f"kernelsmith/{k}": [float(v)] * len(values) for k, v in statuses.items()}}
+            return openrlhf_response(service.submit("reward", items))
 
         def _tasks(self) -> Any:
             body = self._object()
@@ -328,6 +426,18 @@ def make_handler(service: EvaluationService, token: Optional[str], max_body: int
     return Handler
 
 
+def openrlhf_response(rewards: Sequence[Reward]) -> dict[str, Any]:
+    """OpenRLHF's remote reward answer. ``extra_logs`` has the same keys for
+    every response whatever its verdict: OpenRLHF turns them into per-sample
+    tensors and stacks samples into batches, which fails when keys differ.
+    Each value is a list with one number per query."""
+    values = [float(r.reward) for r in rewards]
+    logs: dict[str, list[float]] = {f"kernelsmith/{status}": [float(r.status == status) for r in rewards]
+                                    for status in STATUSES}
+    logs["kernelsmith/speedup"] = [float(r.speedup or 0.0) for r in rewards]
+    return {"rewards": values, "scores": values, "extra_logs": logs}
+
+
 def _brief(reward: Reward) -> dict[str, Any]:
     data = reward.to_dict()
     result = data.pop("result", None) or {}
@@ -336,14 +446,42 @@ def _brief(reward: Reward) -> dict[str, Any]:
     return data
 
 
+
+#: oversize bodies up to this size are read and dropped so the client gets its 413
+DISCARD_LIMIT = 256 * 1024 * 1024
+
+#: listen backlog: connections the kernel holds before a handler thread accepts
+#: them (the stdlib default of 5 resets a burst of a few hundred connections)
+LISTEN_BACKLOG = 4096
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def check_exposure(host: str, token: Optional[str], allow_no_token: bool) -> None:
+    """Anyone who can reach a token-free server can make it run code in its
+    sandbox and occupy its devices: without a token, loopback only."""
+    if not token and host not in LOOPBACK and not allow_no_token:
+        raise ValueError(f"refusing to serve on {host} without a token: set one (--token-env), bind 127.0.0.1, "
+                         "or pass --allow-no-token on a trusted network")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+
 class EvaluationServer:
-    """The service on a socket. ``port=0`` picks a free port (see ``.port``)."""
+    """The service on a socket. ``port=0`` picks a free port (see ``.port``).
+
+    Without a token the server only binds a loopback address, unless
+    ``allow_no_token`` says that the network is trusted."""
 
     def __init__(self, service: EvaluationService, host: str = "127.0.0.1", port: int = 8000,
-                 token: Optional[str] = None, max_request_bytes: int = 8 * 1024 * 1024) -> None:
+                 token: Optional[str] = None, max_request_bytes: int = 8 * 1024 * 1024,
+                 allow_no_token: bool = False) -> None:
+        check_exposure(host, token, allow_no_token)
         self.service = service
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(service, token, max_request_bytes))
-        self.httpd.daemon_threads = True
+        self.httpd = _HTTPServer((host, port), make_handler(service, token, max_request_bytes))
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -379,12 +517,14 @@ class EvaluationServer:
 
 def build_server(*, host: str = "127.0.0.1", port: int = 8000, workers: Optional[int] = None,
                  devices: Optional[Sequence[Optional[str]]] = None, queue_size: int = 64,
+                 admission_wait_s: float = ADMISSION_WAIT_S, allow_no_token: bool = False,
                  token: Optional[str] = None, max_request_bytes: int = 8 * 1024 * 1024,
                  reward_config: Optional[RewardConfig] = None, tasks: Sequence[str] = (),
                  run_dirs: Sequence[str] = (), allow_task_paths: bool = False,
                  evaluator: Any = None, trials: Optional[int] = None, **evaluator_options: Any) -> EvaluationServer:
     """A server with one evaluation slot per device (CUDA devices when any,
     else ``workers`` CPU slots)."""
+    check_exposure(host, token, allow_no_token)  # before any evaluation worker starts
     if devices is None:
         devices = local_devices(workers or 1)
     slots = list(devices)
@@ -399,5 +539,7 @@ def build_server(*, host: str = "127.0.0.1", port: int = 8000, workers: Optional
     for run_dir in run_dirs:
         registry.register_run(run_dir)
     scorer = LocalScorer(evaluator, reward_config, registry, trials=trials)
-    service = EvaluationService(scorer, workers=len(slots), queue_size=queue_size, devices=slots)
-    return EvaluationServer(service, host=host, port=port, token=token, max_request_bytes=max_request_bytes)
+    service = EvaluationService(scorer, workers=len(slots), queue_size=queue_size, devices=slots,
+                                admission_wait_s=admission_wait_s)
+    return EvaluationServer(service, host=host, port=port, token=token, max_request_bytes=max_request_bytes,
+                            allow_no_token=allow_no_token)

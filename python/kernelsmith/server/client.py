@@ -2,7 +2,9 @@
 works inside any trainer's environment)."""
 from __future__ import annotations
 
+import http.client
 import json
+import random
 import time
 import urllib.error
 import urllib.request
@@ -17,10 +19,17 @@ class ServerError(RuntimeError):
         self.status = status
 
 
+#: transport failures worth another try: the server restarting, a reset
+#: connection, a burst that overflowed a listen backlog
+RETRIABLE = (ConnectionError, http.client.RemoteDisconnected, http.client.IncompleteRead, TimeoutError)
+
+
 class EvaluationClient:
     """``url`` like ``http://127.0.0.1:8000``; ``token`` the server's bearer
-    token if it has one. A 503 (queue full) is retried for up to
-    ``busy_wait_s`` seconds."""
+    token if it has one. A 503 (queue full) and connection errors (refused,
+    reset, dropped) are retried with exponential back-off and jitter for up
+    to ``busy_wait_s`` seconds. Scoring is idempotent, so a request whose
+    connection dropped after it was sent is safe to send again."""
 
     def __init__(self, url: str, token: Optional[str] = None, timeout_s: float = 1800.0,
                  busy_wait_s: float = 600.0) -> None:
@@ -47,11 +56,15 @@ class EvaluationClient:
                     message = json.loads(body).get("error", body)
                 except (json.JSONDecodeError, AttributeError):
                     message = body
-                if exc.code == 503 and time.monotonic() < deadline:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 10.0)
-                    continue
-                raise ServerError(exc.code, message) from None
+                if exc.code != 503 or time.monotonic() + delay > deadline:
+                    raise ServerError(exc.code, message) from None
+            except (urllib.error.URLError, *RETRIABLE) as exc:
+                reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+                if not isinstance(reason, RETRIABLE) or time.monotonic() + delay > deadline:
+                    raise
+            # Jitter keeps a burst of clients that failed together from retrying together.
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 10.0)
 
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/health")
