@@ -32,7 +32,8 @@ class WorkGroupCostModel:
         wg = int(re.search(r"^WORK_GROUP = (\d+)", source, re.M).group(1))
         runtime = 4.0 / wg
         return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime, ref_runtime_ms=1.0,
-                          speedup=1.0 / runtime, hardware={"device": "cost model", "backend": "opencl"})
+                          speedup=1.0 / runtime, hardware={"device": "cost model", "backend": "opencl"},
+                          phases={"load": 0.05, "compile": 0.4, "correctness": 0.2, "timing": wg / 32})
 
     def close(self):
         pass
@@ -70,6 +71,8 @@ def test_report_content(run_dir, tmp_path):
     assert "<script src" not in page and "<link" not in page and "http://" not in page and "https://" not in page
     images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
     assert images and base64.b64decode(images[0])[:8] == b"\x89PNG\r\n\x1a\n" and len(images[0]) > 5000
+    # the evaluator's phases per step: a second figure, only because the results carry them
+    assert "Evaluation time per phase" in page and len(images) == 2
 
     summary = json.loads((run_dir / "summary.json").read_text())
     best_id = summary["best_program_id"]

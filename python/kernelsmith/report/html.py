@@ -146,6 +146,39 @@ def score_figure(view: RunView) -> str:
     return _png(fig)
 
 
+#: the evaluator's phases, in the order they happen (EvalResult.phases)
+PHASES = ("queue", "startup", "load", "compile", "correctness", "timing_wait", "timing")
+
+
+def phases_figure(view: RunView) -> Optional[str]:
+    """Base64 PNG: each evaluated step's time per evaluator phase (stacked),
+    or None when the run's results carry no phases (older runs)."""
+    rows = [(int(r.get("step", 0)), (r.get("eval") or {}).get("phases") or {}) for r in view.steps]
+    rows = [(step, ph) for step, ph in rows if ph]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.0), dpi=110)
+    steps = [step for step, _ in rows]
+    bottom = [0.0] * len(rows)
+    for phase in PHASES:
+        heights = [float(ph.get(phase) or 0.0) for _, ph in rows]
+        if any(heights):
+            ax.bar(steps, heights, bottom=bottom, label=phase, width=0.8)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set_xlabel("step")
+    ax.set_ylabel("seconds")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, ncol=4)
+    return _png(fig)
+
+
 # -- html pieces -----------------------------------------------------------------
 def diff_html(parent: str, child: str, parent_name: str = "parent", child_name: str = "best") -> str:
     """Unified diff with added/removed lines highlighted."""
@@ -304,6 +337,7 @@ def build_report(run_dir: str | Path) -> str:
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))),
         ("wall time", _num(view.summary.get("wall_time_s"), "{:.1f} s")),
     ]
+    phases = phases_figure(view)
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>kernelsmith run: {_e(task.get('name', view.path.name))}</title><style>{CSS}</style></head><body>",
@@ -311,6 +345,9 @@ def build_report(run_dir: str | Path) -> str:
         "<table class='kv'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in overview) + "</table>",
         "<h2>Score over steps</h2>",
         f"<img alt='score over steps' src='data:image/png;base64,{score_figure(view)}'>",
+        *((["<h2>Evaluation time per phase</h2>",
+             f"<img alt='evaluation phases per step' src='data:image/png;base64,{phases}'>"])
+          if phases else []),
         "<h2>Lineage of the best program</h2>", _lineage_html(view, chain),
         "<h2 id='best'>Best kernel</h2>",
     ]
