@@ -57,11 +57,38 @@ class PoolError(RuntimeError):
     never the candidate's."""
 
 
+#: where pools on this machine claim their uids (one lock file per uid)
+UID_LOCK_DIR = "/tmp/kernelsmith-uids"
+#: how far above UID_BASE a pool looks for free uids
+UID_SPAN = 4096
+
+
 class _UidPool:
+    """Uids no other pool on this machine uses: each is claimed with an
+    exclusive flock on its own lock file, held for this pool's lifetime
+    (released by the kernel if the process dies). Two pools sharing a uid
+    would kill each other's children (a zygote kills every process of a
+    child's uid when the child ends)."""
+
     def __init__(self, base: int, count: int) -> None:
+        import fcntl
+
         self._free: "queue.Queue[int]" = queue.Queue()
-        for uid in range(base, base + count):
-            self._free.put(uid)
+        self._locks: list[Any] = []
+        os.makedirs(UID_LOCK_DIR, mode=0o700, exist_ok=True)
+        uid = base
+        while len(self._locks) < count and uid < base + UID_SPAN:
+            handle = open(os.path.join(UID_LOCK_DIR, str(uid)), "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+            else:
+                self._locks.append(handle)
+                self._free.put(uid)
+            uid += 1
+        if len(self._locks) < count:
+            raise PoolError(f"no {count} free uids in {base}..{base + UID_SPAN - 1} (other pools hold them)")
 
     def take(self) -> int:
         return self._free.get()

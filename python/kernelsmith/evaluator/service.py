@@ -29,6 +29,7 @@ from ..result import EvalResult
 from ..task import MAX_TRIALS, Task
 from .contention import DeviceGate, ReferenceBaselines, TimingPolicy, host_cpu_count
 from .devices import detect_gpus
+from .pool import PoolError
 from .sandbox import Limits, run_worker
 
 TaskLike = Union[Task, str, Path]
@@ -175,7 +176,14 @@ class Evaluator(TaskBackends):
         queued = time.monotonic() - submitted
         try:
             if self.mode == "pool":
-                result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits, finalists)
+                try:
+                    result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
+                                                                    finalists)
+                except PoolError:
+                    # the pool itself failed (its zygote was killed from outside):
+                    # a harness fault, not the candidate's; once more on a new pool
+                    result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
+                                                                    finalists)
             else:
                 result = run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
                                     limits=limits, device=device, isolation=self.isolation,
