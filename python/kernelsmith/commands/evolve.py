@@ -51,6 +51,9 @@ class Progress:
         frac = min(1.0, snap["asks"] / max(1, snap["iterations"]))
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         best_text = f"{best:.3f}x" if best is not None else "-"
+        if best is None and snap.get("best_unreliable") is not None:
+            # every timing so far was under load: shown, marked, not yet a best
+            best_text = f"{snap['best_unreliable']:.3f}x unreliable"
         failed = counts.get("llm-error", 0)
         line = (f"[{bar}] step {done} (asked {snap['asks']}/{snap['iterations']}) | best {best_text} | "
                 f"correct {counts.get('correct', 0)}" + (f" | LLM errors {failed}" if failed else "")

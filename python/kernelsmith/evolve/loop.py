@@ -575,6 +575,7 @@ class Evolution:
         return {
             "steps": self.steps_applied, "asks": self.asks_issued, "iterations": self.config.iterations,
             "best_speedup": self.best_speedup, "status_counts": dict(self.status_counts), "usage": usage,
+            "best_unreliable": max((s for s, _src, ok in self._correct.values() if not ok), default=None),
         }
 
     def finish(self) -> RunSummary:
