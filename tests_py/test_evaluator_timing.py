@@ -360,8 +360,8 @@ def test_evaluator_uses_every_detected_gpu(monkeypatch):
     from kernelsmith.evaluator import Evaluator, service
 
     monkeypatch.setattr(service, "detect_gpus", lambda: ["0", "1", "2", "3"])
-    with Evaluator(backend="triton") as ev:  # pool: three in flight per GPU, one timing each
-        assert ev.workers == 12 and ev.devices == ["0", "1", "2", "3"] and len(ev.gates) == 4
+    with Evaluator(backend="triton") as ev:  # pool: four in flight per GPU, one timing each
+        assert ev.workers == 16 and ev.devices == ["0", "1", "2", "3"] and len(ev.gates) == 4
     with Evaluator(backend="triton", mode="fresh") as ev:  # one fresh process per GPU
         assert ev.workers == 4
     with Evaluator(backend="triton", workers=2) as ev:  # configurable

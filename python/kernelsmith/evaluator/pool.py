@@ -153,13 +153,23 @@ class Zygote:
                     self.sock.sendall(data)
             except OSError as exc:
                 self.dead.set()
-                raise PoolError(f"the evaluation pool's zygote is gone ({exc})") from exc
+                raise PoolError(f"the evaluation pool's zygote is gone ({exc}):\n{self.log_tail()}") from exc
 
     def _box(self, table: dict, job: str) -> "queue.Queue[int]":
         with self._lock:
             return table.setdefault(job, queue.Queue())
 
     def _read(self, reader: Any) -> None:
+        try:
+            self._read_lines(reader)
+        except OSError:  # the zygote died: same as end of stream
+            pass
+        self.dead.set()
+        with self._lock:  # wake everyone waiting on a child of a dead zygote
+            for box in list(self._spawned.values()) + list(self._exits.values()):
+                box.put(-9)
+
+    def _read_lines(self, reader: Any) -> None:
         for line in reader:
             try:
                 msg = json.loads(line)
@@ -169,10 +179,6 @@ class Zygote:
                 self._box(self._spawned, str(msg["job"])).put(int(msg["pid"]))
             elif msg.get("type") == "exit":
                 self._box(self._exits, str(msg["job"])).put(int(msg["status"]))
-        self.dead.set()
-        with self._lock:  # wake everyone waiting on a child of a dead zygote
-            for box in list(self._spawned.values()) + list(self._exits.values()):
-                box.put(-9)
 
     def spawn(self, job: str, workdir: str, uid: Optional[int], netns: bool) -> tuple[socket.socket, int]:
         ours, theirs = socket.socketpair()
