@@ -196,8 +196,14 @@ class Zygote:
         return ours, pid
 
     def signal(self, job: str, sig: int) -> None:
-        if not self.dead.is_set():
+        """Signal a child's group; a no-op once the zygote is gone (its
+        children died with it: PR_SET_PDEATHSIG)."""
+        if self.dead.is_set():
+            return
+        try:
             self._send(type="signal", job=job, sig=int(sig))
+        except PoolError:
+            pass
 
     def exit_status(self, job: str, timeout: float) -> Optional[int]:
         try:

@@ -154,7 +154,10 @@ def _load_reference(task: Any, ref_path: str) -> Any:
 
     ref = types.ModuleType("ks_reference")
     ref.__file__ = ref_path
-    exec(compile(task.reference_source, ref_path, "exec"), ref.__dict__)  # noqa: S102
+    # as a plain module runs: in sys.modules (decorators such as dataclass
+    # look it up) and without this file's own `from __future__` flags
+    sys.modules["ks_reference"] = ref
+    exec(compile(task.reference_source, ref_path, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
     for name in ("Model", "get_inputs"):
         if not hasattr(ref, name):
             raise Verdict(category="runtime", error=f"task reference defines no {name}")
