@@ -57,6 +57,9 @@ NAME_RULES: list[tuple[str, Any]] = [
     (r"eps|epsilon", 1e-5),
     (r"momentum", 0.1),
     (r"(^|_)(idx|index|id)$", 0),
+    # adaptive pools: an output as large as the input would copy it
+    (r"output_size|out_size|output_ratio", 4),
+    (r"normalized_shape|^shape$", DEFAULT_FEATURES),
     (r"head", 4),
     (r"group", 1),
     (r"kernel|^k$|ksize", 3),
@@ -90,7 +93,10 @@ CHANNEL_FIRST = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose
 # layers whose first argument is the last dimension
 LAST_DIM = {"Linear", "LayerNorm", "MultiheadAttention", "LSTM", "GRU", "RNN", "TransformerEncoderLayer",
             "TransformerDecoderLayer", "RMSNorm"}
-INT_INPUT_NAMES = re.compile(r"^(input_ids|ids|tokens?|token_ids|indices|idx|index|labels?|targets?|words?|src_tokens)$")
+# (loss targets stay floating point: most torch losses take targets shaped and typed like the input)
+INT_INPUT_NAMES = re.compile(r"^(input_ids|ids|tokens?|token_ids|indices|idx|index|labels?|words?|src_tokens)$")
+_ND = re.compile(r"(?:^|_)(?:conv|conv_transpose|max_pool|avg_pool|lp_pool|adaptive_avg_pool|adaptive_max_pool|"
+                 r"batch_norm|instance_norm|max_unpool|fractional_max_pool|dropout|pad|interpolate)?([123])d$")
 KNOWN_BASE_INIT = {"Linear": ["256", "256"], "Conv1d": ["64", "64", "3"], "Conv2d": ["64", "64", "3"],
                    "Conv3d": ["64", "64", "3"], "LayerNorm": ["256"], "Embedding": ["1024", "256"],
                    "BatchNorm1d": ["64"], "BatchNorm2d": ["64"], "GroupNorm": ["8", "64"]}
@@ -367,7 +373,8 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
                 except (ValueError, SyntaxError, TypeError):
                     pass
         feature_like = [env[p.arg] for p in params if isinstance(env.get(p.arg), int) and not isinstance(env.get(p.arg), bool)
-                        and re.search(r"dim|feature|hidden|embed|channel|size|d_model|planes", p.arg.lower())]
+                        and re.search(r"dim|feature|hidden|embed|channel|size|d_model|planes|shape", p.arg.lower())
+                        and not re.search(r"output_size|out_size|kernel", p.arg.lower())]
         if feature_like:
             features = int(feature_like[0])
         elif isinstance(cfg_values.get("hidden_size"), int):
@@ -420,6 +427,8 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     layer_names = {ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(tree) if isinstance(n, ast.Call)}
     src_rank = max((LAYERS_RANK[n] for n in layer_names if n in LAYERS_RANK and LAYERS_RANK[n] >= 3), default=0)
     calls = sorted((n for n in ast.walk(forward) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+    class_rank = _class_rank(model, classes)
+    embeds = _embedding_args(model, classes)
     per_param: list[list[str]] = []
     shared: Optional[list[list[Dim]]] = None
     for k_param, p in enumerate(passed):
@@ -449,6 +458,12 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
                     break
         hint = _usage_rank(forward, p.arg)
         hint = max(hint, 2) if hint else 0  # x.shape[0] alone says little; batched inputs are likelier
+        if k_param == 0 and class_rank:
+            hint = max(hint, class_rank)
+        if k_param == 0 and embeds and layer is None:
+            num = env.get(f"self.{embeds}") if isinstance(env.get(f"self.{embeds}"), int) else (vocab or 1024)
+            per_param.append([f"torch.randint(0, {num}, ({{B}}, {{S}}))"])
+            continue
         if layer is not None and layer[0] == "Embedding":
             num = ev(layer[1].args[0]) if layer[1].args else None
             num = num if isinstance(num, int) and num > 0 else (vocab or 10)
@@ -481,6 +496,12 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
                     shapes.append(_shape(rank, None, arg0, features))
             else:
                 shapes.append(_shape(rank, None, None, features))
+        if shared is not None and not shapes and not hint:
+            # a second tensor the module gives no hint about (a loss's target,
+            # a gate): shaped like the first one
+            per_param.append([_randn(sh) if not re.search("mask", p.arg.lower()) else f"({_randn(sh)} > 0)"
+                              for sh in shared])
+            continue
         if shared is not None and not shapes:
             shapes = list(shared)
         ranks = [hint] if hint else []
@@ -491,9 +512,10 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         ranks += [r for r in (3, 2, 4) if r not in ranks and r >= hint]
         for r in ranks:
             for f in (features, CHANNELS, DEFAULT_FEATURES):
-                sh = _shape(r, f, f if r == 3 else None, f)
-                if sh not in shapes:
-                    shapes.append(sh)
+                # rank 3 is (batch, sequence, features) or (batch, channels, length)
+                for sh in ([_shape(3, f, f, f), _shape(3, f, None, f)] if r == 3 else [_shape(r, f, None, f)]):
+                    if sh not in shapes:
+                        shapes.append(sh)
         if shared is None:
             shared = shapes
         per_param.append([_randn(sh) if not re.search("mask", p.arg.lower()) else f"({_randn(sh)} > 0)"
@@ -505,6 +527,42 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         if all(v.inputs != w.inputs for w in variants):
             variants.append(v)
     return variants
+
+
+def _class_rank(model: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> int:
+    """Input rank the class itself states: ``F.conv3d`` / ``max_pool1d`` calls
+    (N + 2 dimensions) or ``input.dim() != 5`` checks, in any of its methods
+    or its in-file bases."""
+    ranks: list[int] = []
+    todo, seen = [model], set()
+    while todo:
+        c = todo.pop()
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        for n in ast.walk(c):
+            if isinstance(n, ast.Call):
+                fname = ast.unparse(n.func).rpartition(".")[2].lower()
+                m = _ND.search(fname)
+                if m and fname != "pad" and not fname.endswith("_2d_pad"):
+                    ranks.append(int(m.group(1)) + 2)
+            elif isinstance(n, ast.Compare) and len(n.comparators) == 1 and isinstance(n.comparators[0], ast.Constant) \
+                    and isinstance(n.comparators[0].value, int) and not isinstance(n.comparators[0].value, bool):
+                left = ast.unparse(n.left)
+                if left.endswith((".dim()", ".ndim", ".ndimension()")) and isinstance(n.ops[0], (ast.Eq, ast.NotEq)) \
+                        and 3 <= n.comparators[0].value <= 5:
+                    ranks.append(n.comparators[0].value)
+        todo += [classes[d] for d in (ast.unparse(b) for b in c.bases) if d in classes]
+    return max(ranks) if ranks and len(set(ranks)) == 1 else 0
+
+
+def _embedding_args(model: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> Optional[str]:
+    """The attribute holding the table size when forward looks indices up
+    (``F.embedding(input, self.weight)``): its input is integer indices."""
+    for n in ast.walk(model):
+        if isinstance(n, ast.Call) and ast.unparse(n.func).rpartition(".")[2] in ("embedding", "embedding_bag"):
+            return "num_embeddings"
+    return None
 
 
 def _numeric_uses(fn: ast.FunctionDef) -> set[str]:
