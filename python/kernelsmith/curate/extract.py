@@ -316,13 +316,19 @@ class FileAnalysis:
             if ann_name.endswith("Config") and ann_name in candidates:
                 return ann_name, init
             if candidates:
-                # LlamaAttention -> LlamaConfig: the longest shared prefix wins
-                def shared(n: str) -> int:
+                # the config whose fields cover the attributes the class reads
+                # (AltRobertaPooler reads hidden_size: AltCLIPTextConfig, not
+                # AltCLIPConfig); then the longest shared name prefix
+                # (LlamaAttention -> LlamaConfig)
+                used = {n.attr for c in self._in_file_chain(cls) for n in ast.walk(c)
+                        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == p.arg}
+
+                def score(n: str) -> tuple[int, int, int]:
                     k = 0
                     while k < min(len(n), len(cls.name)) and n[k] == cls.name[k]:
                         k += 1
-                    return k
-                return max(candidates, key=lambda n: (shared(n), -len(n))), init
+                    return len(used & set(self.config_fields(n))), k, -len(n)
+                return max(candidates, key=score), init
             return None, init
         return None, init
 

@@ -50,6 +50,9 @@ CONFIG_SIZES: list[tuple[str, Any]] = [
     (r"^(num_experts_per_tok|top_k|moe_topk)$", 2),
 ]
 
+SUB_CONFIG_SIZES = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "head_dim": 64}
+
 # (regex on the lower-cased argument name, value); first match wins
 NAME_RULES: list[tuple[str, Any]] = [
     (r"(^|_)(p|prob|dropout|drop|drop_rate|dropout_rate|attn_drop|proj_drop|drop_path|drop_path_rate|pdrop)$", 0.0),
@@ -95,6 +98,7 @@ LAST_DIM = {"Linear", "LayerNorm", "MultiheadAttention", "LSTM", "GRU", "RNN", "
             "TransformerDecoderLayer", "RMSNorm"}
 # (loss targets stay floating point: most torch losses take targets shaped and typed like the input)
 INT_INPUT_NAMES = re.compile(r"^(input_ids|ids|tokens?|token_ids|indices|idx|index|labels?|words?|src_tokens)$")
+PRIMARY_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "hidden_states", "x")
 _ND = re.compile(r"(?:^|_)(?:conv|conv_transpose|max_pool|avg_pool|lp_pool|adaptive_avg_pool|adaptive_max_pool|"
                  r"batch_norm|instance_norm|max_unpool|fractional_max_pool|dropout|pad|interpolate)?([123])d$")
 KNOWN_BASE_INIT = {"Linear": ["256", "256"], "Conv1d": ["64", "64", "3"], "Conv2d": ["64", "64", "3"],
@@ -151,6 +155,10 @@ class ConfigSpec:
     def overrides(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, default in self.fields.items():
+            if name.endswith("_config") and default is None and name not in ("quantization_config",):
+                # a composite model's towers: built from these instead of their full-size defaults
+                out[name] = dict(SUB_CONFIG_SIZES)
+                continue
             if isinstance(default, bool) or not (default is None or isinstance(default, int)):
                 continue
             for pattern, value in CONFIG_SIZES:
@@ -415,6 +423,14 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     upto = n_required
     if "position_embeddings" in names[n_required:]:
         upto = names.index("position_embeddings") + 1
+    # whole models take every input as optional: pass the primary one (and the
+    # decoder's), the rest stay None
+    primary: set[str] = set()
+    if n_required == 0:
+        first = next((n for n in PRIMARY_INPUTS if n in names), None)
+        if first is not None:
+            primary = {first} | ({"decoder_input_ids"} & set(names) if first == "input_ids" else set())
+            upto = max(upto, max(names.index(n) for n in primary) + 1)
     passed = fparams[:upto]
     ev = _Eval(env)
     head_dim = cfg_values.get("head_dim") or (
@@ -436,7 +452,10 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         if p.arg == "position_embeddings":
             per_param.append([f"({_randn(['{B}', '{S}', head_dim])}, {_randn(['{B}', '{S}', head_dim])})"])
             continue
-        if k_param >= n_required or (_optional(ann) and re.search(r"mask|cache|past|state|ids|position", p.arg.lower())
+        if p.arg in primary and p.arg.endswith("input_ids"):
+            per_param.append([f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"])
+            continue
+        if k_param >= n_required and p.arg not in primary or (_optional(ann) and re.search(r"mask|cache|past|state|ids|position", p.arg.lower())
                                      and k_param > 0):
             per_param.append(["None"])
             continue

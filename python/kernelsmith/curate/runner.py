@@ -142,7 +142,7 @@ class _Worker:
         self.close()
         rc = self.proc.returncode
         if alive:
-            status, detail = "timeout", f"the module ran past its hard limit {when}"
+            status, detail = "timeout", f"the module ran past its hard limit {when}; its worker was killed"
         else:
             if rc is not None and rc > 128:
                 rc = -(rc - 128)  # bwrap's init reports signal deaths as 128 + n
@@ -238,8 +238,8 @@ def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[in
                     out[it["id"]] = res
                 if on_result:
                     on_result(it["id"], res)
-                if worker.proc.poll() is not None or res.get("status") in ("crash", "timeout") \
-                        or worker.done >= cfg.modules_per_worker:
+                # a timeout the worker reported itself (its alarm) leaves it usable
+                if worker.proc.poll() is not None or worker.done >= cfg.modules_per_worker:
                     worker.close()
                     worker = None
         finally:
