@@ -302,14 +302,14 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                     raise _Drop("non_finite", "output has NaN or Inf")
                 if not _same(out1, out1b):
                     raise _Drop("nondeterministic", "different outputs for the same inputs")
-                if _same(out1, out2):
-                    raise _Drop("input_independent", "the same outputs for different inputs")
-                if _equals_an_input(out1, in1):
-                    raise _Drop("identity", "an output equals an input (a view or copy of it)")
                 if floats and all(t.numel() == 0 or float(t.abs().max()) <= trivial_atol for t in floats) \
                         and len(floats) == len(out1 + out2):
                     raise _Drop("trivial_output", f"every output is within {trivial_atol:g} of zero: zeros would "
                                 "pass the correctness tolerance")
+                if _same(out1, out2):
+                    raise _Drop("input_independent", "the same outputs for different inputs")
+                if _equals_an_input(out1, in1):
+                    raise _Drop("identity", "an output equals an input (a view or copy of it)")
                 # each input separately: an argument that does not change the output is ignored
                 tensor_args = [k for k, x in enumerate(in1) if _tensors([x])]
                 if len(tensor_args) > 1:
@@ -319,11 +319,12 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                         if _same(out1, _tensors(model(*mixed))):
                             raise _Drop("ignores_input", f"the output does not depend on input {k}")
             stage = "trace"
-            trace_method, graph = "dispatch", None
+            trace_method, graph, trace_error = "dispatch", None, ""
             try:
                 torch.manual_seed(seeds[0])
                 ops, graph = _trace_ops(model, probe())
-            except Exception:
+            except Exception as exc:
+                trace_error = f"{type(exc).__name__}: {exc}"[:300]
                 try:
                     trace_method, ops = "fx", _fx_ops(model)
                     graph = hashlib.sha256("\n".join(ops).encode()).hexdigest()[:16] if ops else None
@@ -342,7 +343,7 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             return {
                 "status": "ok", "detail": "", "variant": vi, "forward_ms": round(forward_s * 1000, 3),
                 "ops": dict(Counter(ops)), "compute_ops": len(compute), "trace": trace_method,
-                "op_graph_hash": graph, "fingerprint": _fingerprint(out1), "sizes": sizes,
+                "op_graph_hash": graph, "fingerprint": _fingerprint(out1), "sizes": sizes, "trace_error": trace_error,
                 "output_shapes": [list(t.shape) for t in out1], **_module_stats(model),
             }
         except _Drop as d:
@@ -392,6 +393,10 @@ def main() -> None:
         except Exception:
             pass
     torch.set_num_threads(max(1, int(job.get("threads", 1))))
+    # the first dispatch trace imports parts of torch (_inductor, slowly); done
+    # here, before any module's alarm could cut that import short and leave it
+    # half initialised for every later module
+    _trace_ops(torch.nn.Linear(2, 2), [torch.randn(1, 2)])
     _set_cpu_limit(job.get("cpu_limit_s"))
     signal.signal(signal.SIGALRM, _on_alarm)
     seeds = (int(job["seeds"][0]), int(job["seeds"][1]))
