@@ -164,6 +164,30 @@ def _canonical_import(stmt: ast.stmt, alias: ast.alias) -> str:
     return ast.unparse(ast.ImportFrom(module=stmt.module, names=[copy.copy(alias)], level=stmt.level))
 
 
+def _rewrite(node: ast.AST, mapping: dict[str, str], available: set[str]) -> None:
+    """In place: rename classes per ``mapping`` and drop argument / return
+    annotations naming something not in ``available`` (they would fail when
+    the ``def`` runs). One pass of ``ast.walk``: far cheaper than a NodeTransformer."""
+    def ok(ann: Optional[ast.AST]) -> bool:
+        return ann is None or all(n.id in available or n.id in mapping for n in ast.walk(ann)
+                                  if isinstance(n, ast.Name))
+
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            if n.id in mapping:
+                n.id = mapping[n.id]
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if n.name in mapping:
+                n.name = mapping[n.name]
+            if not isinstance(n, ast.ClassDef):
+                a = n.args
+                for x in a.posonlyargs + a.args + a.kwonlyargs + [v for v in (a.vararg, a.kwarg) if v is not None]:
+                    if not ok(x.annotation):
+                        x.annotation = None
+                if not ok(n.returns):
+                    n.returns = None
+
+
 class _Renamer(ast.NodeTransformer):
     def __init__(self, mapping: dict[str, str]) -> None:
         self.mapping = mapping
@@ -237,6 +261,9 @@ class FileAnalysis:
         self.allowed = allowed
         self.mined = mined
         self.stmts: list[ast.stmt] = [s for s in tree.body if not _is_main_guard(s)]
+        self._names_cache: dict[int, tuple[set[str], set[str], set[str], set[str]]] = {}
+        self._text_cache: dict[int, str] = {}
+        self._rewrite_cache: dict[tuple[Any, ...], str] = {}
         self.future: list[str] = [ast.unparse(s) for s in self.stmts
                                   if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
         self.defs: dict[str, list[int]] = {}
@@ -382,16 +409,7 @@ class FileAnalysis:
                 if i in needed_stmts:
                     continue
                 needed_stmts.add(i)
-                stmt = self.stmts[i]
-                skip = _annotation_nodes(stmt)
-                loads: set[str] = set()
-                bound: set[str] = set()
-                for n in ast.walk(stmt):
-                    if id(n) in skip:
-                        continue
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                        loads.add(n.id)
-                _, bound = _loads_and_locals(stmt)
+                loads, bound = self._stmt_names(i)
             else:
                 loads, bound = set(extra_loads), set()
                 extra_loads = set()
@@ -447,6 +465,29 @@ class FileAnalysis:
             todo += [self.module_classes[d] for d in (_dotted(b) for b in c.bases) if d in self.module_classes]
         return out
 
+    def _stmt_names(self, i: int) -> tuple[set[str], set[str]]:
+        """(names a top-level statement loads outside annotations, names bound
+        inside it); computed once per statement, shared by every class of the file."""
+        got = self._names_cache.get(i)
+        if got is None:
+            stmt = self.stmts[i]
+            skip = _annotation_nodes(stmt)
+            loads = {n.id for n in ast.walk(stmt)
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip}
+            _, bound = _loads_and_locals(stmt)
+            ann = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and id(n) in skip}
+            names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} | _stmt_binds(stmt) | {
+                n.name for n in ast.walk(stmt) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+            got = (loads, bound, ann, names)
+            self._names_cache[i] = got
+        return got[0], got[1]
+
+    def _text(self, i: int) -> str:
+        t = self._text_cache.get(i)
+        if t is None:
+            t = self._text_cache[i] = ast.unparse(self.stmts[i])
+        return t
+
     def _emit(self, target: str, stmts: set[int], imports: dict[int, list[ast.alias]]) -> str:
         mapping = {target: "Model"}
         other_names = {n for i in stmts for n in _stmt_binds(self.stmts[i])} - {target}
@@ -471,11 +512,23 @@ class FileAnalysis:
                     lines.append(line)
         available = (other_names | {"Model", "torch", "nn"} | BUILTIN_NAMES) - {target}
         body: list[str] = []
-        renamer = _Renamer(mapping)
-        stripper = _StripAnnotations(available)
         for i in sorted(stmts):
-            node = stripper.visit(renamer.visit(copy.deepcopy(self.stmts[i])))
-            body.append(ast.unparse(node))
+            self._stmt_names(i)
+            _, _, ann, names = self._names_cache[i]
+            if names & set(mapping) or not ann <= available:
+                # only statements that mention the renamed class or annotate with
+                # a missing name are rewritten (re-parsed: cheaper than a deep
+                # copy), once per distinct rewrite
+                key = (i, tuple(sorted((k, v) for k, v in mapping.items() if k in names)),
+                       frozenset(ann - available))
+                text = self._rewrite_cache.get(key)
+                if text is None:
+                    node = ast.parse(self._text(i)).body[0]
+                    _rewrite(node, mapping, available)
+                    text = self._rewrite_cache[key] = ast.unparse(node)
+                body.append(text)
+            else:
+                body.append(self._text(i))
         return "\n".join(header + lines) + "\n\n\n" + "\n\n\n".join(body) + "\n"
 
 
