@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 # torch.nn classes without a forward of their own: a subclass must define it
-NO_FORWARD = {"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Sequential"}
+NO_FORWARD = {"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
 MAX_DEPTH = 8
 
 

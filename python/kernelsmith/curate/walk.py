@@ -91,7 +91,7 @@ def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: W
             full = here / d
             if full.is_symlink():
                 if not follow_symlinks:
-                    skip(full, "symlink", "a symlinked folder (pass --follow-symlinks to read it)")
+                    skip(full, "symlink", "a symlinked folder, left out by --no-follow-symlinks")
                     continue
                 real = os.path.realpath(full)
                 if real in seen_real:
@@ -112,7 +112,7 @@ def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: W
             repo, inner = split(p)
             try:
                 if p.is_symlink() and not follow_symlinks:
-                    skip(p, "symlink", "a symlinked file (pass --follow-symlinks to read it)")
+                    skip(p, "symlink", "a symlinked file, left out by --no-follow-symlinks")
                     continue
                 if not p.is_file():
                     skip(p, "unreadable", "not a regular file (a dangling link?)")
