@@ -14,6 +14,7 @@ import ast
 import builtins
 import copy
 import hashlib
+import re
 import importlib.util
 import sys
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ class Extracted:
     # constructor / forward inherited from a class of another file (signatures only)
     ext_init: Any = field(default=None, repr=False)
     ext_forward: Any = field(default=None, repr=False)
+    normalized: str = field(default="", repr=False)  # the program without docstrings
+    variants: list[Any] = field(default_factory=list, repr=False)  # InputVariant list
+    inputs_error: str = ""  # why no inputs could be guessed
 
     @property
     def ok(self) -> bool:
@@ -142,6 +146,57 @@ def normalized_ast_hash(source: str) -> str:
     """Hash of the AST without docstrings, comments and formatting."""
     tree = strip_docstrings(ast.parse(source))
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()[:16]
+
+
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def canonical_hash(normalized: str, renamable: set[str], extra: str = "") -> str:
+    """Hash of the docstring-free program with the names it defines or imports
+    from the mined package replaced by placeholders in order of appearance:
+    the "Copied from transformers.models.llama... with Llama->Mistral" copies
+    of one module hash alike, before anything runs. ``extra`` adds what names
+    cannot show (the config defaults the program reads)."""
+    mapping: dict[str, str] = {}
+
+    def canon(m: "re.Match[str]") -> str:
+        name = m.group(0)
+        if name not in renamable:
+            return name
+        if name not in mapping:
+            mapping[name] = f"_n{len(mapping)}"
+        return mapping[name]
+
+    return hashlib.sha256((_IDENT.sub(canon, normalized) + extra).encode()).hexdigest()[:16]
+
+
+def _canonical_hash_ast(source: str, renamable: set[str], extra: str = "") -> str:
+    """Hash of the program with the names it defines or imports from the mined
+    package replaced by placeholders in order of appearance: the "Copied from
+    transformers.models.llama... with Llama->Mistral" copies of one module hash
+    alike, before anything runs. ``extra`` adds what names cannot show (the
+    config defaults the program reads)."""
+    tree = strip_docstrings(ast.parse(source))
+    mapping: dict[str, str] = {}
+
+    def canon(name: str) -> str:
+        if name not in renamable:
+            return name
+        if name not in mapping:
+            mapping[name] = f"_n{len(mapping)}"
+        return mapping[name]
+
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            n.id = canon(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            n.name = canon(n.name)
+        elif isinstance(n, ast.alias):
+            n.name = ".".join(canon(p) for p in n.name.split("."))
+            n.asname = canon(n.asname) if n.asname else None
+        elif isinstance(n, ast.ImportFrom):
+            n.module = "_pkg" if n.module and n.module.split(".")[0] not in ("torch", "math", "typing") else n.module
+    return hashlib.sha256((ast.dump(tree, include_attributes=False) + extra).encode()).hexdigest()[:16]
 
 
 def normalized_text(source: str) -> str:
@@ -263,7 +318,10 @@ class FileAnalysis:
         self.stmts: list[ast.stmt] = [s for s in tree.body if not _is_main_guard(s)]
         self._names_cache: dict[int, tuple[set[str], set[str], set[str], set[str]]] = {}
         self._text_cache: dict[int, str] = {}
-        self._rewrite_cache: dict[tuple[Any, ...], str] = {}
+        self._rewrite_cache: dict[tuple[Any, ...], tuple[str, str]] = {}
+        self._plain_cache: dict[int, str] = {}
+        self.last_normalized = ""
+        self.max_variants = 6
         self.future: list[str] = [ast.unparse(s) for s in self.stmts
                                   if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
         self.defs: dict[str, list[int]] = {}
@@ -447,12 +505,26 @@ class FileAnalysis:
             ex.config_fields = {k: v for k, v in self.config_fields(config_name).items()
                                 if v is None or isinstance(v, (int, float, str, bool))}
         ex.source = self._emit(cls.name, needed_stmts, needed_imports)
+        ex.normalized = self.last_normalized
         if not any(isinstance(s, ast.FunctionDef) and s.name == "__init__" for c in self._in_file_chain(cls)
                    for s in c.body):
             ex.ext_init = self.inherited_method(cls, "__init__")
         if not any(isinstance(s, ast.FunctionDef) and s.name == "forward" for c in self._in_file_chain(cls)
                    for s in c.body):
             ex.ext_forward = self.inherited_method(cls, "forward")
+        # inputs are guessed here, while the file's syntax tree is at hand
+        # (parsing every extracted program again costs more than extracting it)
+        from .inputs import ConfigSpec, GuessError, guess_inputs
+
+        classes = {c.name: c for c in self.module_classes.values()}
+        classes["Model"] = cls
+        try:
+            spec = ConfigSpec(ex.config_class, ex.config_fields) if ex.config_class else None
+            ex.variants = guess_inputs("", self.max_variants, config=spec, ext_init=ex.ext_init,
+                                       ext_forward=ex.ext_forward, classes=classes)
+        except (GuessError, RecursionError) as exc:
+            ex.inputs_error = str(exc) or type(exc).__name__
+        ex.ext_init = ex.ext_forward = None  # signatures of other files: not needed any more
         return ex
 
     def _in_file_chain(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
@@ -512,6 +584,7 @@ class FileAnalysis:
                     lines.append(line)
         available = (other_names | {"Model", "torch", "nn"} | BUILTIN_NAMES) - {target}
         body: list[str] = []
+        plain: list[str] = []  # the same statements without docstrings (hashes, MinHash)
         for i in sorted(stmts):
             self._stmt_names(i)
             _, _, ann, names = self._names_cache[i]
@@ -521,15 +594,25 @@ class FileAnalysis:
                 # copy), once per distinct rewrite
                 key = (i, tuple(sorted((k, v) for k, v in mapping.items() if k in names)),
                        frozenset(ann - available))
-                text = self._rewrite_cache.get(key)
-                if text is None:
+                got = self._rewrite_cache.get(key)
+                if got is None:
                     node = ast.parse(self._text(i)).body[0]
                     _rewrite(node, mapping, available)
-                    text = self._rewrite_cache[key] = ast.unparse(node)
-                body.append(text)
+                    got = self._rewrite_cache[key] = (ast.unparse(node), ast.unparse(strip_docstrings(node)))
+                body.append(got[0])
+                plain.append(got[1])
             else:
                 body.append(self._text(i))
-        return "\n".join(header + lines) + "\n\n\n" + "\n\n\n".join(body) + "\n"
+                plain.append(self._plain(i))
+        head = "\n".join(header + lines) + "\n\n\n"
+        self.last_normalized = head + "\n\n\n".join(plain) + "\n"
+        return head + "\n\n\n".join(body) + "\n"
+
+    def _plain(self, i: int) -> str:
+        t = self._plain_cache.get(i)
+        if t is None:
+            t = self._plain_cache[i] = ast.unparse(strip_docstrings(ast.parse(self._text(i))))
+        return t
 
 
 def extract_file(text: str, repo: str, path: str, repo_modules: frozenset[str] = frozenset(), *,

@@ -330,15 +330,16 @@ def _optional(ann: str) -> bool:
 
 
 def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec] = None,
-                 ext_init: Optional[ast.FunctionDef] = None, ext_forward: Optional[ast.FunctionDef] = None
-                 ) -> list[InputVariant]:
+                 ext_init: Optional[ast.FunctionDef] = None, ext_forward: Optional[ast.FunctionDef] = None,
+                 classes: Optional[dict[str, ast.ClassDef]] = None) -> list[InputVariant]:
     """Ordered input variants for class ``Model`` of ``source``; raises GuessError.
 
     ``config``: the constructor's config class (its argument is built from the
     class's defaults with sized fields); ``ext_init`` / ``ext_forward``: the
     constructor / forward inherited from a class of another file."""
-    tree = ast.parse(source)
-    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    if classes is None:  # from source; extraction passes the classes of the file it parsed
+        tree = ast.parse(source)
+        classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
     if "Model" not in classes:
         raise GuessError("no class Model")
     model = classes["Model"]
@@ -440,7 +441,8 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     vocab = cfg_values.get("vocab_size") if isinstance(cfg_values.get("vocab_size"), int) else None
     # layers anywhere in the program (also inside custom submodules the input
     # goes through) hint at the input's rank: Conv2d -> 4 dimensions
-    layer_names = {ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    layer_names = {ast.unparse(n.func).rpartition(".")[2] for c in classes.values() for n in ast.walk(c)
+                   if isinstance(n, ast.Call)}
     src_rank = max((LAYERS_RANK[n] for n in layer_names if n in LAYERS_RANK and LAYERS_RANK[n] >= 3), default=0)
     calls = sorted((n for n in ast.walk(forward) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
     class_rank = _class_rank(model, classes)

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .extract import Extracted, extract_file, normalized_ast_hash, normalized_text
-from .inputs import SIZE_CLASSES, ConfigSpec, GuessError, InputVariant, guess_inputs
+from .extract import Extracted, canonical_hash, extract_file, normalized_ast_hash, normalized_text
+from .inputs import SIZE_CLASSES, InputVariant
 from .resolve import PackageIndex, module_name_of
 from .runner import RunnerConfig, run_checks
 from .walk import WalkStats, repo_module_names, walk
@@ -275,7 +275,7 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     by_hash: dict[str, Candidate] = {}
     uniq = []
     for c in kept:
-        c.ast_hash = normalized_ast_hash(c.ex.source)
+        c.ast_hash = hashlib.sha256(c.ex.normalized.encode()).hexdigest()[:16]
         first = by_hash.get(c.ast_hash)
         if first is not None:
             first.exact_duplicates.append(_prov(c))
@@ -285,18 +285,33 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         uniq.append(c)
     rep.add("exact_unique", len(uniq))
 
+    # 2b. copies under other names ("Copied from ... with Llama->Mistral"): the
+    #     same program once the names it defines or imports from the mined
+    #     package are placeholders, and the same config defaults read
+    by_canon: dict[str, Candidate] = {}
+    canon_uniq = []
+    for c in uniq:
+        h = _canonical(c)
+        first = by_canon.get(h)
+        if first is not None and cfg.structural:
+            first.exact_duplicates.append(_prov(c))
+            dropped(c, "exact_dedupe", "renamed_copy", f"the same program as {_prov(first)} up to names")
+            continue
+        by_canon.setdefault(h, c)
+        canon_uniq.append(c)
+    uniq = canon_uniq
+    rep.add("renamed_unique", len(uniq))
+
     # 3. inputs: each variant is a complete task file, checked exactly as written
     with_inputs = []
     for c in uniq:
-        try:
-            spec = ConfigSpec(c.ex.config_class, c.ex.config_fields) if c.ex.config_class else None
-            c.variants = guess_inputs(c.ex.source, cfg.max_variants, config=spec, ext_init=c.ex.ext_init,
-                                      ext_forward=c.ex.ext_forward)
-            c.texts = [task_text(c, v.render(cfg.size)) for v in c.variants]
-            c.key = hashlib.sha256("\0".join(c.texts).encode()).hexdigest()[:20]
-            with_inputs.append(c)
-        except (GuessError, SyntaxError, RecursionError) as exc:
-            c.verdict = {"status": "no_inputs", "detail": str(exc)}
+        if c.ex.inputs_error or not c.ex.variants:
+            c.verdict = {"status": "no_inputs", "detail": c.ex.inputs_error or "no input variant"}
+            continue
+        c.variants = list(c.ex.variants)[: cfg.max_variants]
+        c.texts = [task_text(c, v.render(cfg.size)) for v in c.variants]
+        c.key = hashlib.sha256("\0".join(c.texts).encode()).hexdigest()[:20]
+        with_inputs.append(c)
     lap("inputs")
 
     # 4. execution filter (sandboxed warm workers), resumable
@@ -327,7 +342,9 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         runner_cfg = cfg.runner
         if cfg.allow_import and not runner_cfg.preload:
             runner_cfg = RunnerConfig(**{**asdict(runner_cfg), "preload": sorted(cfg.allow_import)})
-        verdicts = run_checks([{"id": c.key, "variants": c.texts} for c in todo], runner_cfg, seed=cfg.seed,
+        verdicts = run_checks([{"id": c.key, "variants": c.texts,
+                                "same_init": all(v.init_args == c.variants[0].init_args for v in c.variants)}
+                               for c in todo], runner_cfg, seed=cfg.seed,
                               on_result=on_result,
                               should_stop=(lambda: time.monotonic() > deadline) if deadline else (lambda: False))
     known.update(verdicts)
@@ -368,7 +385,7 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
 
     lsh = _core.MinHashLSH(num_perm=cfg.num_perm, bands=cfg.bands, shingle=cfg.shingle,
                            seed=1, threshold=cfg.near_threshold)
-    lsh.add_many([normalized_text(c.ex.source) for c in runnable])
+    lsh.add_many([c.ex.normalized or normalized_text(c.ex.source) for c in runnable])
     near_unique = []
     kept_in_group: dict[int, list[int]] = {}
     groups = lsh.groups() if runnable else []
@@ -479,6 +496,21 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     report["size_class"] = dict(Counter(str(r["size_class"]) for r in rows))
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return rep
+
+
+_CONFIG_READ = re.compile(r"\b(?:config|cfg)\.(\w+)")
+_DEF = re.compile(r"^(?:class|def|async def)\s+(\w+)|^(\w+)\s*[:=]|^from\s+\S+\s+import\s+(\w+)(?:\s+as\s+(\w+))?"
+                  r"|^import\s+\S+\s+as\s+(\w+)", re.M)
+
+
+def _canonical(c: Candidate) -> str:
+    names = {g for m in _DEF.finditer(c.ex.normalized) for g in m.groups() if g} - {"torch", "nn", "F", "math"}
+    names |= set(c.ex.inlined)
+    if c.ex.config_class:
+        names.add(c.ex.config_class)
+    read = set(_CONFIG_READ.findall(c.ex.normalized))
+    defaults = {k: v for k, v in c.ex.config_fields.items() if k in read}
+    return canonical_hash(c.ex.normalized, names, json.dumps(defaults, sort_keys=True, default=str))
 
 
 def _same_behaviour(a: Candidate, b: Candidate) -> bool:

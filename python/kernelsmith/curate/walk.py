@@ -110,6 +110,11 @@ def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: W
                 return
             p = here / f
             repo, inner = split(p)
+            if f.startswith("modular_") and f"modeling_{f[len('modular_'):]}" in filenames:
+                # transformers' "modular" sources: modeling_<x>.py is generated from
+                # them and holds the same classes, written out
+                skip(p, "generated_from", f"the source modeling_{f[len('modular_'):]} is generated from; read instead")
+                continue
             try:
                 if p.is_symlink() and not follow_symlinks:
                     skip(p, "symlink", "a symlinked file, left out by --no-follow-symlinks")

@@ -362,8 +362,8 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 break
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             last = {"status": f"{stage}_error", "detail": tb[:500], "variant": vi}
-            if stage == "import":
-                break
+            if stage == "import" or (stage == "init" and item.get("same_init")):
+                break  # the other variants only change the forward inputs
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.modules.pop(name, None)
