@@ -7,15 +7,16 @@ curated corpus (the output of ``kernelsmith curate`` or
 
 Each task runs as ``kernelsmith evolve TASK_DIR --iterations 1 --json`` in its
 own process (the offline proposer; no LLM, no GPU: Triton through its
-interpreter on a CPU). The seed is the reference itself (a task without
-seed.py), so its evaluation exercises everything a curated task brings to the
+interpreter on a CPU), on a copy of the task with a seed.py whose ModelNew is the
+reference's computation with its output copied by a Triton kernel, so that
+the seed's evaluation exercises everything a curated task brings to the
 harness: loading the reference file as a module, ``get_init_inputs()``,
 every input set (``get_inputs`` and the ``extra_inputs`` of task.yaml),
 correctness trials and timing. A harness error is a non-zero exit, no
 trajectory, or a seed evaluation that failed on the reference's side (an
 error naming the reference, its inputs or its constructor); a seed judged
-"hacked" (a PyTorch program on a Triton task launches no kernel of its own)
-is the harness working. Prints one line per task and a summary.
+"hacked" (its forward runs torch compute ops besides its kernel) or
+"incorrect" is the harness working. Prints one line per task and a summary.
 """
 from __future__ import annotations
 
@@ -24,12 +25,47 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REFERENCE_SIDE = re.compile(r"reference|get_inputs|get_init_inputs|Model\(\*", re.IGNORECASE)
+
+
+SEED_HEAD = """# EVOLVE-BLOCK-START
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+"""
+SEED_TAIL = """
+
+class ModelNew(Model):
+    # the reference's computation, its first output copied by a Triton kernel:
+    # the evaluator builds both models, generates every input set and runs them
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and out.is_floating_point():
+            x = out.contiguous()
+            y = torch.empty_like(x)
+            _copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+            return y
+        return out
+# EVOLVE-BLOCK-END
+"""
+
+
+def seed_for(reference: str) -> str:
+    body = re.sub(r"\n(def get_inputs\w*\(\)|def get_init_inputs\(\)):.*", "\n", reference, flags=re.S)
+    return SEED_HEAD + body.rstrip("\n") + "\n" + SEED_TAIL
 
 
 def main() -> int:
@@ -52,14 +88,24 @@ def main() -> int:
     t_all = time.monotonic()
     for k, (task, row) in enumerate(pick):
         run = Path(args.out) / f"{k:02d}_{row['name']}"
+        # the task as curated plus a seed: the reference itself as ModelNew, so that
+        # the seed step runs the evaluator on it (a task without seed.py starts
+        # from the reference unevaluated)
+        seeded = Path(args.out) / "tasks" / f"{k:02d}_{row['name']}"
+        if seeded.exists():
+            shutil.rmtree(seeded)
+        shutil.copytree(task, seeded)
+        (seeded / "seed.py").write_text(seed_for((task / "reference.py").read_text()))
+        if run.exists():
+            shutil.rmtree(run)
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "kernelsmith", "evolve", str(task), "--iterations", "1",
+        proc = subprocess.run([sys.executable, "-m", "kernelsmith", "evolve", str(seeded), "--iterations", "1",
                                "--out", str(run), "--json"], capture_output=True, text=True, env=env,
                               timeout=args.timeout)
         wall = time.monotonic() - t0
         traj = run / "trajectory.jsonl"
         steps = [json.loads(l) for l in traj.read_text().splitlines() if l.strip()] if traj.exists() else []
-        seed_res = (steps[0].get("result") or {}) if steps else {}
+        seed_res = (steps[0].get("eval") or {}) if steps else {}
         cat = seed_res.get("category", "?")
         err = str(seed_res.get("error", ""))
         problem = ""
