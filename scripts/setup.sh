@@ -33,7 +33,7 @@ fi
 "$PYTHON" -m pip install -q --disable-pip-version-check \
   "torch==2.13.0" "numpy>=1.24,<2.4" triton pyyaml \
   "openai>=1.40" "anthropic>=0.40" \
-  matplotlib scikit-learn pyarrow ray \
+  matplotlib scikit-learn pyarrow ray transformers \
   pytest pytest-timeout nbformat nbclient ipykernel \
   "scikit-build-core>=0.8" "pybind11>=2.12" \
   "transformers>=5" datasets tokenizers "trl>=1.0" aiohttp omegaconf hydra-core codetiming pylatexenc \

@@ -19,21 +19,24 @@ from .worker import VIEW_OPS
 
 
 def difficulty(rec: dict[str, Any]) -> str:
-    """Rules over the modules and operators a module uses (see docs/curation.md).
+    """KernelBench-style level from the traced operator graph and the module tree.
 
-    * level3 (composite architecture): >= 2 custom submodules, nesting depth
+    * level1 (single operator): one kind of compute operator in the graph
+      (``addmm``, ``convolution``, ``silu``, ``_softmax``, ``gru``...), called
+      at most twice, no custom submodule;
+    * level3 (a block or a whole model): >= 2 custom submodules, nesting depth
       >= 3, >= 8 leaf layers, or >= 40 compute operator calls;
-    * level1 (single primitive): at most one leaf layer, no custom submodule
-      and at most 3 compute operator calls;
-    * level2 (a few fused operations): everything in between.
+    * level2 (a fusion of a few operators): everything in between.
     """
+    ops = {k: v for k, v in (rec.get("ops") or {}).items() if k not in VIEW_OPS}
+    kinds = len(ops)
     leaf = sum((rec.get("leaf_modules") or {}).values())
     custom = int(rec.get("custom_submodules") or 0)
     depth = int(rec.get("depth") or 0)
-    compute = int(rec.get("compute_ops") or 0)
+    compute = int(rec.get("compute_ops") or sum(ops.values()))
     if custom >= 2 or depth >= 3 or leaf >= 8 or compute >= 40:
         return "level3"
-    if leaf <= 1 and custom == 0 and compute <= 3:
+    if kinds <= 1 and compute <= 2 and custom == 0:
         return "level1"
     return "level2"
 

@@ -15,13 +15,43 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-BATCH = 2
-SEQ = 8
-SPATIAL = {1: 16, 2: 16, 3: 8}
-DEFAULT_FEATURES = 16
+# Size classes: the dimensions forward inputs are built from. ``N`` is the
+# token count of rank-2 inputs (B * S); ``P``/``Q`` 2-D/3-D spatial sides;
+# ``L`` a 1-D length. "medium" (the default get_inputs) moves 8-32 MB per
+# input at the default widths: where a GPU kernel's time is memory or compute,
+# not launch overhead. "small" is what the execution filter runs on the CPU.
+SIZES: dict[str, dict[str, int]] = {
+    "small": {"B": 2, "S": 16, "N": 32, "P": 16, "Q": 8, "L": 64},
+    "medium": {"B": 8, "S": 1024, "N": 8192, "P": 64, "Q": 16, "L": 4096},
+    "large": {"B": 16, "S": 4096, "N": 65536, "P": 128, "Q": 32, "L": 16384},
+}
+SIZE_CLASSES = tuple(SIZES)
+DEFAULT_FEATURES = 256
+CHANNELS = 64
+
+# config fields a kernel engineer would size (regex on the field name, value);
+# every other field keeps the config class's own default
+CONFIG_SIZES: list[tuple[str, Any]] = [
+    (r"^(hidden_size|d_model|n_embd|embed_dim|hidden_dim|model_dim|emb_dim|d_embed|embedding_size|"
+     r"word_embed_proj_dim|projection_dim|text_embed_dim|vision_embed_dim)$", 256),
+    (r"^(intermediate_size|d_ff|ffn_dim|encoder_ffn_dim|decoder_ffn_dim|n_inner|ff_dim|mlp_dim|inner_dim|"
+     r"feed_forward_size|intermediate_dim|ffn_hidden_size|moe_intermediate_size|shared_expert_intermediate_size)$", 1024),
+    (r"^(num_attention_heads|n_head|n_heads|num_heads|encoder_attention_heads|decoder_attention_heads|"
+     r"attention_heads|num_key_value_heads|n_kv_heads|num_kv_heads|n_kv_head)$", 4),
+    (r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_encoder_layers|"
+     r"num_decoder_layers)$", 2),
+    (r"^(vocab_size|n_vocab)$", 1024),
+    (r"^(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|max_seq_length)$", 4096),
+    (r"^head_dim$", 64),
+    (r"^(num_experts|n_routed_experts|num_local_experts)$", 4),
+    (r"^(num_experts_per_tok|top_k|moe_topk)$", 2),
+]
+
+SUB_CONFIG_SIZES = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "head_dim": 64}
 
 # (regex on the lower-cased argument name, value); first match wins
 NAME_RULES: list[tuple[str, Any]] = [
@@ -29,7 +59,11 @@ NAME_RULES: list[tuple[str, Any]] = [
     (r"drop", 0.0),
     (r"eps|epsilon", 1e-5),
     (r"momentum", 0.1),
-    (r"head", 2),
+    (r"(^|_)(idx|index|id)$", 0),
+    # adaptive pools: an output as large as the input would copy it
+    (r"output_size|out_size|output_ratio", 4),
+    (r"normalized_shape|^shape$", DEFAULT_FEATURES),
+    (r"head", 4),
     (r"group", 1),
     (r"kernel|^k$|ksize", 3),
     (r"stride", 1),
@@ -40,11 +74,12 @@ NAME_RULES: list[tuple[str, Any]] = [
     (r"scale|alpha|beta|gamma|temperature|^tau$|weight|margin|slope", 0.5),
     (r"bias|affine|residual|^use_|bidirectional|batch_first|inplace", True),
     (r"class", 10),
-    (r"vocab|num_embeddings|n_tokens|ntoken|n_vocab", 100),
-    (r"seq|len|length|block_size|context|window|n_positions|max_pos", SEQ),
+    (r"vocab|num_embeddings|n_tokens|ntoken|n_vocab", 1024),
+    (r"seq|len|length|block_size|context|window|n_positions|max_pos", 1024),
     (r"layer|depth|num_blocks|n_block|blocks|n_layer", 2),
-    (r"channel|_ch$|^ch$|^c_?in$|^c_?out$|^c$|planes|filters|^in_c|^out_c|^nc$|^ngf$|^ndf$", 8),
-    (r"dim|feature|hidden|embed|size|d_model|width|units|^n?f$|^ni$|^no$|^nh$|^d_|^d$|^n_?in$|^n_?out$|^in_|^out_", 16),
+    (r"channel|_ch$|^ch$|^c_?in$|^c_?out$|^c$|planes|filters|^in_c|^out_c|^nc$|^ngf$|^ndf$", CHANNELS),
+    (r"dim|feature|hidden|embed|size|d_model|width|units|^n?f$|^ni$|^no$|^nh$|^d_|^d$|^n_?in$|^n_?out$|^in_|^out_",
+     DEFAULT_FEATURES),
     (r"^num_|^n_|^n$|count", 2),
 ]
 
@@ -61,30 +96,83 @@ CHANNEL_FIRST = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose
 # layers whose first argument is the last dimension
 LAST_DIM = {"Linear", "LayerNorm", "MultiheadAttention", "LSTM", "GRU", "RNN", "TransformerEncoderLayer",
             "TransformerDecoderLayer", "RMSNorm"}
-INT_INPUT_NAMES = re.compile(r"^(input_ids|ids|tokens?|token_ids|indices|idx|index|labels?|targets?|words?|src_tokens)$")
-KNOWN_BASE_INIT = {"Linear": ["16", "16"], "Conv1d": ["8", "8", "3"], "Conv2d": ["8", "8", "3"],
-                   "Conv3d": ["8", "8", "3"], "LayerNorm": ["16"], "Embedding": ["100", "16"],
-                   "BatchNorm1d": ["8"], "BatchNorm2d": ["8"], "GroupNorm": ["2", "8"]}
+# (loss targets stay floating point: most torch losses take targets shaped and typed like the input)
+INT_INPUT_NAMES = re.compile(r"^(input_ids|ids|tokens?|token_ids|indices|idx|index|labels?|words?|src_tokens)$")
+PRIMARY_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "hidden_states", "x")
+_ND = re.compile(r"(?:^|_)(?:conv|conv_transpose|max_pool|avg_pool|lp_pool|adaptive_avg_pool|adaptive_max_pool|"
+                 r"batch_norm|instance_norm|max_unpool|fractional_max_pool|dropout|pad|interpolate)?([123])d$")
+KNOWN_BASE_INIT = {"Linear": ["256", "256"], "Conv1d": ["64", "64", "3"], "Conv2d": ["64", "64", "3"],
+                   "Conv3d": ["64", "64", "3"], "LayerNorm": ["256"], "Embedding": ["1024", "256"],
+                   "BatchNorm1d": ["64"], "BatchNorm2d": ["64"], "GroupNorm": ["8", "64"]}
 
 
 @dataclass
 class InputVariant:
+    """Constructor arguments (source expressions) and forward inputs as
+    templates over the size-class dimensions (``torch.randn({N}, 256)``);
+    ``pins`` fixes dimensions the module itself fixes (a learned positional
+    table of 1024 rows pins ``S``)."""
     init_args: list[str]
     inputs: list[str]
     note: str = "heuristic"
+    pins: dict[str, int] = field(default_factory=dict)
 
-    def render(self) -> str:
-        ins = ", ".join(self.inputs)
+    def inputs_for(self, size: str) -> list[str]:
+        dims = {**SIZES[size], **self.pins}
+        return [t.format(**dims) for t in self.inputs]
+
+    def render(self, size: str = "medium") -> str:
+        """get_inputs() (the ``size`` class), get_inputs_<other class>() for the
+        others, get_init_inputs()."""
         init = ", ".join(self.init_args)
-        return (f"def get_inputs():\n    return [{ins}]\n\n\n"
-                f"def get_init_inputs():\n    return [{init}]\n")
+        out = [f"def get_inputs():\n    # size class {size!r}\n    return [{', '.join(self.inputs_for(size))}]\n"]
+        for other in SIZE_CLASSES:
+            if other != size:
+                out.append(f"def get_inputs_{other}():\n    return [{', '.join(self.inputs_for(other))}]\n")
+        out.append(f"def get_init_inputs():\n    return [{init}]\n")
+        return "\n\n".join(out)
+
+    def extra_input_functions(self, size: str = "medium") -> list[str]:
+        return [f"get_inputs_{o}" for o in SIZE_CLASSES if o != size]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"init_args": list(self.init_args), "inputs": list(self.inputs), "note": self.note}
+        return {"init_args": list(self.init_args), "inputs": list(self.inputs), "note": self.note,
+                "pins": dict(self.pins)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "InputVariant":
-        return cls(init_args=list(d["init_args"]), inputs=list(d["inputs"]), note=str(d.get("note", "heuristic")))
+        return cls(init_args=list(d["init_args"]), inputs=list(d["inputs"]), note=str(d.get("note", "heuristic")),
+                   pins=dict(d.get("pins") or {}))
+
+
+@dataclass
+class ConfigSpec:
+    """The constructor's config argument: the class (its name in the program)
+    and its fields with their defaults (from the package's own source)."""
+    class_name: str
+    fields: dict[str, Any]
+
+    def overrides(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, default in self.fields.items():
+            if name.endswith("_config") and default is None and name not in ("quantization_config",):
+                # a composite model's towers: built from these instead of their full-size defaults
+                out[name] = dict(SUB_CONFIG_SIZES)
+                continue
+            if isinstance(default, bool) or not (default is None or isinstance(default, int)):
+                continue
+            for pattern, value in CONFIG_SIZES:
+                if re.match(pattern, name):
+                    out[name] = value
+                    break
+        return out
+
+    def values(self) -> dict[str, Any]:
+        return {**self.fields, **self.overrides()}
+
+    def expr(self) -> str:
+        kw = ", ".join(f"{k}={v!r}" for k, v in sorted(self.overrides().items()))
+        return f"{self.class_name}({kw})"
 
 
 class GuessError(ValueError):
@@ -131,8 +219,14 @@ class _Eval:
             return n.value
         if isinstance(n, ast.Name):
             return self.env[n.id]
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
-            return self.env["self." + n.attr]
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            return self.env[f"{n.value.id}.{n.attr}"]
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) >= 2 \
+                and isinstance(n.args[0], ast.Name) and isinstance(n.args[1], ast.Constant):
+            key = f"{n.args[0].id}.{n.args[1].value}"
+            if self.env.get(key) is not None:
+                return self.env[key]
+            return self._ev(n.args[2]) if len(n.args) > 2 else self.env[key]
         if isinstance(n, (ast.Tuple, ast.List)):
             return tuple(self._ev(e) for e in n.elts)
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
@@ -208,35 +302,55 @@ def _usage_rank(forward: ast.FunctionDef, param: str) -> int:
     return rank
 
 
-def _shape(rank: int, first: Optional[int], last: Optional[int], features: int) -> list[int]:
+Dim = Any  # an int, or a size-class dimension "{B}", "{S}", "{N}", "{P}", "{Q}", "{L}"
+
+
+def _shape(rank: int, first: Optional[int], last: Optional[int], features: int) -> list[Dim]:
     if rank <= 1:
         return [last or first or features]
     if rank == 2:
-        return [BATCH, last or first or features]
+        return ["{N}", last or first or features]
     if rank == 3 and last is not None:
-        return [BATCH, SEQ, last]
-    shape = [BATCH, first or features] + [SPATIAL.get(rank - 2, 8)] * (rank - 2)
+        return ["{B}", "{S}", last]
+    if rank == 3:
+        return ["{B}", first or features, "{L}"]
+    side = "{P}" if rank == 4 else "{Q}"
+    shape: list[Dim] = ["{B}", first or CHANNELS] + [side] * (rank - 2)
     if last is not None:
         shape[-1] = last
     return shape
 
 
-def _randn(shape: list[int]) -> str:
+def _randn(shape: list[Dim]) -> str:
     return f"torch.randn({', '.join(str(s) for s in shape)})"
 
 
-def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
-    """Ordered input variants for class ``Model`` of ``source``; raises GuessError."""
-    tree = ast.parse(source)
-    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+def _optional(ann: str) -> bool:
+    return "None" in ann or ann.startswith("Optional")
+
+
+def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec] = None,
+                 ext_init: Optional[ast.FunctionDef] = None, ext_forward: Optional[ast.FunctionDef] = None,
+                 classes: Optional[dict[str, ast.ClassDef]] = None) -> list[InputVariant]:
+    """Ordered input variants for class ``Model`` of ``source``; raises GuessError.
+
+    ``config``: the constructor's config class (its argument is built from the
+    class's defaults with sized fields); ``ext_init`` / ``ext_forward``: the
+    constructor / forward inherited from a class of another file."""
+    if classes is None:  # from source; extraction passes the classes of the file it parsed
+        tree = ast.parse(source)
+        classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
     if "Model" not in classes:
         raise GuessError("no class Model")
     model = classes["Model"]
     init, torch_base = _find_method(classes, model, "__init__")
+    init = init or ext_init
     env: dict[str, Any] = {}
     init_args: list[str] = []
+    pins: dict[str, int] = {}
     features = DEFAULT_FEATURES
     layers: dict[str, tuple[str, ast.Call]] = {}
+    cfg_values = config.values() if config is not None else {}
     if init is None:
         if torch_base in KNOWN_BASE_INIT:
             init_args = list(KNOWN_BASE_INIT[torch_base])
@@ -249,6 +363,16 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
         numeric = _numeric_uses(init)
         for p, d in zip(params, defaults):
             if d is None:
+                ann = ast.unparse(p.annotation) if p.annotation is not None else ""
+                is_config = p.arg.lower() in ("config", "cfg", "configuration") or p.arg.lower().endswith("_config") \
+                    or ann.split("|")[0].strip().strip("\"'").endswith("Config")
+                if is_config:
+                    if config is None:
+                        raise GuessError(f"cannot build constructor argument {p.arg!r}: no config class found")
+                    init_args.append(config.expr())
+                    for k, v in cfg_values.items():
+                        env[f"{p.arg}.{k}"] = v
+                    continue
                 v = _value_for(p.arg, p.annotation, p.arg in numeric)
                 init_args.append(repr(v))
                 env[p.arg] = v
@@ -258,9 +382,12 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
                 except (ValueError, SyntaxError, TypeError):
                     pass
         feature_like = [env[p.arg] for p in params if isinstance(env.get(p.arg), int) and not isinstance(env.get(p.arg), bool)
-                        and re.search(r"dim|feature|hidden|embed|channel|size|d_model|planes", p.arg.lower())]
+                        and re.search(r"dim|feature|hidden|embed|channel|size|d_model|planes|shape", p.arg.lower())
+                        and not re.search(r"output_size|out_size|kernel", p.arg.lower())]
         if feature_like:
             features = int(feature_like[0])
+        elif isinstance(cfg_values.get("hidden_size"), int):
+            features = int(cfg_values["hidden_size"])
         ev = _Eval(env)
         for st in init.body:
             for n in ast.walk(st):
@@ -273,29 +400,67 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
                     v = ev(n.value)
                     if v is not None and isinstance(t, (ast.Name, ast.Attribute)):
                         env[key] = v
+        # a constructor argument that sizes a sequence (max_len, seq_len) pins S
+        for p in params:
+            if re.search(r"seq|len|length|block_size|context|n_positions|max_pos", p.arg.lower()) \
+                    and isinstance(env.get(p.arg), int) and env[p.arg] > 0 and p.arg in numeric:
+                pins["S"] = int(env[p.arg])
     forward, fbase = _find_method(classes, model, "forward")
+    forward = forward or ext_forward
     if forward is None:
         if fbase in LAYERS_RANK or fbase in LAST_DIM:
             r = LAYERS_RANK.get(fbase, 2)
-            v = [InputVariant(init_args, [_randn(_shape(r, 8 if fbase in CHANNEL_FIRST else None,
-                                                          16 if fbase in LAST_DIM else None, 16))])]
-            return v
+            return [InputVariant(init_args, [_randn(_shape(r, CHANNELS if fbase in CHANNEL_FIRST else None,
+                                                             DEFAULT_FEATURES if fbase in LAST_DIM else None,
+                                                             DEFAULT_FEATURES))])]
         raise GuessError("no forward found")
     fa = forward.args
     if fa.kwonlyargs and any(d is None for d in fa.kw_defaults):
         raise GuessError("required keyword-only forward arguments")
     fparams = (fa.posonlyargs + fa.args)[1:]
-    required = fparams[: len(fparams) - len(fa.defaults)]
+    n_required = len(fparams) - len(fa.defaults)
+    names = [p.arg for p in fparams]
+    # rotary attention takes (cos, sin) through an optional argument it cannot do without
+    upto = n_required
+    if "position_embeddings" in names[n_required:]:
+        upto = names.index("position_embeddings") + 1
+    # whole models take every input as optional: pass the primary one (and the
+    # decoder's), the rest stay None
+    primary: set[str] = set()
+    if n_required == 0:
+        first = next((n for n in PRIMARY_INPUTS if n in names), None)
+        if first is not None:
+            primary = {first} | ({"decoder_input_ids"} & set(names) if first == "input_ids" else set())
+            upto = max(upto, max(names.index(n) for n in primary) + 1)
+    passed = fparams[:upto]
     ev = _Eval(env)
+    head_dim = cfg_values.get("head_dim") or (
+        cfg_values["hidden_size"] // cfg_values["num_attention_heads"]
+        if isinstance(cfg_values.get("hidden_size"), int) and isinstance(cfg_values.get("num_attention_heads"), int)
+        and cfg_values["num_attention_heads"] else 64)
+    vocab = cfg_values.get("vocab_size") if isinstance(cfg_values.get("vocab_size"), int) else None
     # layers anywhere in the program (also inside custom submodules the input
     # goes through) hint at the input's rank: Conv2d -> 4 dimensions
-    layer_names = {ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    layer_names = {ast.unparse(n.func).rpartition(".")[2] for c in classes.values() for n in ast.walk(c)
+                   if isinstance(n, ast.Call)}
     src_rank = max((LAYERS_RANK[n] for n in layer_names if n in LAYERS_RANK and LAYERS_RANK[n] >= 3), default=0)
     calls = sorted((n for n in ast.walk(forward) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+    class_rank = _class_rank(model, classes)
+    embeds = _embedding_args(model, classes)
     per_param: list[list[str]] = []
-    shared: Optional[list[list[int]]] = None
-    for p in required:
+    shared: Optional[list[list[Dim]]] = None
+    for k_param, p in enumerate(passed):
         ann = ast.unparse(p.annotation) if p.annotation is not None else ""
+        if p.arg == "position_embeddings":
+            per_param.append([f"({_randn(['{B}', '{S}', head_dim])}, {_randn(['{B}', '{S}', head_dim])})"])
+            continue
+        if p.arg in primary and p.arg.endswith("input_ids"):
+            per_param.append([f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"])
+            continue
+        if k_param >= n_required and p.arg not in primary or (_optional(ann) and re.search(r"mask|cache|past|state|ids|position", p.arg.lower())
+                                     and k_param > 0):
+            per_param.append(["None"])
+            continue
         if ann == "int":
             per_param.append(["2"])
             continue
@@ -314,15 +479,26 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
                     break
         hint = _usage_rank(forward, p.arg)
         hint = max(hint, 2) if hint else 0  # x.shape[0] alone says little; batched inputs are likelier
+        if k_param == 0 and class_rank:
+            hint = max(hint, class_rank)
+        if k_param == 0 and embeds and layer is None:
+            num = env.get(f"self.{embeds}") if isinstance(env.get(f"self.{embeds}"), int) else (vocab or 1024)
+            per_param.append([f"torch.randint(0, {num}, ({{B}}, {{S}}))"])
+            continue
         if layer is not None and layer[0] == "Embedding":
             num = ev(layer[1].args[0]) if layer[1].args else None
-            num = num if isinstance(num, int) and num > 0 else 10
-            per_param.append([f"torch.randint(0, {num}, ({BATCH}, {SEQ}))"])
+            num = num if isinstance(num, int) and num > 0 else (vocab or 10)
+            per_param.append([f"torch.randint(0, {num}, ({{B}}, {{S}}))"])
             continue
         if INT_INPUT_NAMES.match(p.arg):
-            per_param.append([f"torch.randint(0, 10, ({BATCH}, {SEQ}))"])
+            per_param.append([f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"])
             continue
-        shapes: list[list[int]] = []
+        if p.arg == "pixel_values" and config is not None:
+            ch = cfg_values.get("num_channels") if isinstance(cfg_values.get("num_channels"), int) else 3
+            side = cfg_values.get("image_size") if isinstance(cfg_values.get("image_size"), int) else 224
+            per_param.append([_randn(["{B}", ch, side, side])])
+            continue
+        shapes: list[list[Dim]] = []
         if layer is not None:
             kind, call = layer
             arg0 = ev(call.args[0]) if call.args else None
@@ -334,34 +510,80 @@ def guess_inputs(source: str, max_variants: int = 6) -> list[InputVariant]:
                     shapes.append(_shape(rank, arg0, None, features))
             elif kind in LAST_DIM:
                 if isinstance(arg0, (tuple, list)) and arg0 and all(isinstance(x, int) for x in arg0):
-                    shapes.append([BATCH] + [SEQ] * max(0, rank - 1 - len(arg0)) + list(arg0))
+                    shapes.append(["{B}"] + ["{S}"] * max(0, rank - 1 - len(arg0)) + list(arg0))
                 elif isinstance(arg0, int):
-                    shapes.append(_shape(rank, None, arg0, features))
                     if rank == 2:
                         shapes.append(_shape(3, None, arg0, features))
+                    shapes.append(_shape(rank, None, arg0, features))
             else:
                 shapes.append(_shape(rank, None, None, features))
+        if shared is not None and not shapes and not hint:
+            # a second tensor the module gives no hint about (a loss's target,
+            # a gate): shaped like the first one
+            per_param.append([_randn(sh) if not re.search("mask", p.arg.lower()) else f"({_randn(sh)} > 0)"
+                              for sh in shared])
+            continue
         if shared is not None and not shapes:
             shapes = list(shared)
         ranks = [hint] if hint else []
+        if config is not None and 3 not in ranks:
+            ranks.insert(0, 3)  # hidden_states (batch, sequence, hidden) in a config-built model
         if src_rank and src_rank >= hint and src_rank not in ranks:
             ranks.append(src_rank)
-        ranks += [r for r in (2, 3, 4) if r not in ranks and r >= hint]
+        ranks += [r for r in (3, 2, 4) if r not in ranks and r >= hint]
         for r in ranks:
-            for f in (features, 3, DEFAULT_FEATURES):
-                s = _shape(r, f, None, f)
-                if s not in shapes:
-                    shapes.append(s)
+            for f in (features, CHANNELS, DEFAULT_FEATURES):
+                # rank 3 is (batch, sequence, features) or (batch, channels, length)
+                for sh in ([_shape(3, f, f, f), _shape(3, f, None, f)] if r == 3 else [_shape(r, f, None, f)]):
+                    if sh not in shapes:
+                        shapes.append(sh)
         if shared is None:
             shared = shapes
-        per_param.append([_randn(s) if not re.search("mask", p.arg.lower()) else f"({_randn(s)} > 0)" for s in shapes])
+        per_param.append([_randn(sh) if not re.search("mask", p.arg.lower()) else f"({_randn(sh)} > 0)"
+                          for sh in shapes])
     variants: list[InputVariant] = []
     for k in range(max_variants):
         ins = [opts[min(k, len(opts) - 1)] for opts in per_param]
-        v = InputVariant(list(init_args), ins)
+        v = InputVariant(list(init_args), ins, pins=dict(pins))
         if all(v.inputs != w.inputs for w in variants):
             variants.append(v)
     return variants
+
+
+def _class_rank(model: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> int:
+    """Input rank the class itself states: ``F.conv3d`` / ``max_pool1d`` calls
+    (N + 2 dimensions) or ``input.dim() != 5`` checks, in any of its methods
+    or its in-file bases."""
+    ranks: list[int] = []
+    todo, seen = [model], set()
+    while todo:
+        c = todo.pop()
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        for n in ast.walk(c):
+            if isinstance(n, ast.Call):
+                fname = ast.unparse(n.func).rpartition(".")[2].lower()
+                m = _ND.search(fname)
+                if m and fname != "pad" and not fname.endswith("_2d_pad"):
+                    ranks.append(int(m.group(1)) + 2)
+            elif isinstance(n, ast.Compare) and len(n.comparators) == 1 and isinstance(n.comparators[0], ast.Constant) \
+                    and isinstance(n.comparators[0].value, int) and not isinstance(n.comparators[0].value, bool):
+                left = ast.unparse(n.left)
+                if left.endswith((".dim()", ".ndim", ".ndimension()")) and isinstance(n.ops[0], (ast.Eq, ast.NotEq)) \
+                        and 3 <= n.comparators[0].value <= 5:
+                    ranks.append(n.comparators[0].value)
+        todo += [classes[d] for d in (ast.unparse(b) for b in c.bases) if d in classes]
+    return max(ranks) if ranks and len(set(ranks)) == 1 else 0
+
+
+def _embedding_args(model: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> Optional[str]:
+    """The attribute holding the table size when forward looks indices up
+    (``F.embedding(input, self.weight)``): its input is integer indices."""
+    for n in ast.walk(model):
+        if isinstance(n, ast.Call) and ast.unparse(n.func).rpartition(".")[2] in ("embedding", "embedding_bag"):
+            return "num_embeddings"
+    return None
 
 
 def _numeric_uses(fn: ast.FunctionDef) -> set[str]:

@@ -1,163 +1,266 @@
-"""Run the execution filter in sandboxed worker processes, in batches.
+"""Run the execution filter in a pool of warm, sandboxed worker processes.
 
-Reuses the evaluator's sandbox pieces (:mod:`kernelsmith.evaluator.sandbox`):
-the scrubbed environment, the bwrap arguments and probe, the process-group
-kill and the limits dataclass. Each worker gets a batch of modules and a hard
-wall-clock limit of ``module_timeout_s * len(batch) + startup_s``; when a
-worker dies (crash, memory, hard timeout) the module it was on is recorded with
-the reason and the rest of its batch goes to a fresh worker.
+From the evaluator's sandbox (:mod:`kernelsmith.evaluator.sandbox`) this uses
+the credential-free environment (``scrub_env``) and the bubblewrap probe
+(``bwrap_status``); the process handling is this module's own. ``jobs``
+threads each own one worker (``python -m kernelsmith.curate.worker``, its own
+session, bwrap when it works here) and feed it modules one at a time from a
+shared queue: torch and the allowed packages are imported once per worker,
+not once per module. A module that kills its worker or overruns its hard
+limit (``1.5 x timeout + 5 s``) is recorded (``crash`` / ``timeout``) and a
+fresh worker takes the next module. Workers are recycled after
+``modules_per_worker`` modules so that state leaked by module code stays
+bounded. Every verdict is handed to ``on_result`` as it arrives (the pipeline
+appends it to disk, so an interrupted run resumes where it stopped).
 """
 from __future__ import annotations
 
 import json
 import os
+import queue
 import secrets
 import selectors
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..evaluator.sandbox import _bwrap_args, _kill, _python_path, bwrap_status, close_worker, scrub_env
+from ..evaluator.sandbox import bwrap_status, scrub_env
 
 
 @dataclass
 class RunnerConfig:
     module_timeout_s: float = 10.0  # per module (all its input variants)
-    startup_s: float = 60.0  # worker start-up allowance (importing torch)
-    batch_size: int = 32  # modules per worker process
+    startup_s: float = 120.0  # worker start-up allowance (importing torch and the allowed packages)
+    modules_per_worker: int = 400  # a worker is replaced after this many modules
     jobs: int = 2  # worker processes at once
     memory_limit_mb: Optional[int] = 8192  # RLIMIT_AS; None or 0: no limit
     isolation: str = "auto"  # "auto" (bwrap when it works), "bwrap" (required), "process"
     threads: int = 1  # torch threads per worker
+    preload: list[str] = field(default_factory=list)  # packages imported once per worker
+    trivial_atol: float = 1e-3  # outputs all within this of zero are trivial
 
 
-def _run_batch(items: list[dict[str, Any]], cfg: RunnerConfig, seeds: tuple[int, int]) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    pending = list(items)
-    while pending:
-        got, current, cause = _one_worker(pending, cfg, seeds)
-        results.update(got)
-        done = set(got)
-        if current is not None and current not in done:
-            results[current] = cause
-            done.add(current)
-        rest = [it for it in pending if it["id"] not in done]
-        if len(rest) == len(pending):  # no progress at all (start-up failure): report them all
-            for it in rest:
-                results[it["id"]] = cause
-            break
-        pending = rest
-    return results
+def _python_path() -> str:
+    import kernelsmith
+
+    here = str(Path(kernelsmith.__file__).resolve().parent.parent)
+    rest = os.environ.get("PYTHONPATH", "")
+    return here + (os.pathsep + rest if rest else "")
 
 
-def _one_worker(items: list[dict[str, Any]], cfg: RunnerConfig, seeds: tuple[int, int]
-                ) -> tuple[dict[str, dict[str, Any]], Optional[str], dict[str, Any]]:
-    """(results received, module in progress when the worker stopped, its verdict)."""
-    workdir = tempfile.mkdtemp(prefix="ks-curate-")
-    log_path = os.path.join(workdir, "worker.log")
-    try:
+def _bwrap_cmd(workdir: str) -> list[str]:
+    # read-only host, private writable temp dir, no network; no device nodes (CPU only)
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", workdir, workdir,
+            "--chdir", workdir, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--die-with-parent", "--new-session", "--"]
+
+
+class _Worker:
+    """One sandboxed worker process and the line protocol with it."""
+
+    def __init__(self, cfg: RunnerConfig, seeds: tuple[int, int]) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="ks-curate-")
+        self.log_path = os.path.join(self.workdir, "worker.log")
         env = scrub_env(dict(os.environ))
-        env.update(HOME=workdir, TMPDIR=workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(cfg.threads))
+        env.update(HOME=self.workdir, TMPDIR=self.workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(cfg.threads),
+                   TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         use_bwrap = False
         if cfg.isolation in ("auto", "bwrap"):
             use_bwrap, note = bwrap_status()
             if cfg.isolation == "bwrap" and not use_bwrap:
                 raise RuntimeError(f"isolation='bwrap' requested but unavailable: {note}")
-        cmd = (_bwrap_args(workdir) if use_bwrap else []) + [sys.executable, "-m", "kernelsmith.curate.worker"]
-        hard = cfg.startup_s + cfg.module_timeout_s * 1.5 * len(items)
-        job = {"modules": items, "module_timeout_s": cfg.module_timeout_s, "seeds": list(seeds),
-               "cpu_limit_s": 2 * hard, "memory_limit_mb": cfg.memory_limit_mb or None, "threads": cfg.threads}
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=workdir,
-                                    env=env, start_new_session=True)
-        return _converse(proc, job, hard, log_path)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        self.isolation = "bwrap" if use_bwrap else "process"
+        cmd = (_bwrap_cmd(self.workdir) if use_bwrap else []) + [sys.executable, "-m", "kernelsmith.curate.worker"]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                         cwd=self.workdir, env=env, start_new_session=True)
+        self.sel = selectors.DefaultSelector()
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self.buf = b""
+        self.done = 0
+        job = {"module_timeout_s": cfg.module_timeout_s, "seeds": list(seeds), "streaming": True,
+               "memory_limit_mb": cfg.memory_limit_mb or None, "threads": cfg.threads, "preload": cfg.preload,
+               "trivial_atol": cfg.trivial_atol,
+               "cpu_limit_s": (cfg.startup_s + cfg.module_timeout_s * 2) * max(1, cfg.modules_per_worker)}
+        self._send(job)
+        self.ready = False
+        self.startup_s = cfg.startup_s
 
+    def _send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
 
-def _converse(proc: subprocess.Popen, job: dict[str, Any], hard_s: float, log_path: str
-              ) -> tuple[dict[str, dict[str, Any]], Optional[str], dict[str, Any]]:
-    assert proc.stdin is not None and proc.stdout is not None
-    got: dict[str, dict[str, Any]] = {}
-    current: Optional[str] = None
-    deadline = time.monotonic() + hard_s
-    buf = b""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    cause: dict[str, Any] = {"status": "crash", "detail": "the worker exited before reporting"}
-    try:
-        proc.stdin.write((json.dumps(job) + "\n").encode())
-        proc.stdin.flush()
+    def _read(self, deadline: float, want: str) -> Optional[dict[str, Any]]:
+        """The next message of type ``want``; None when the worker died or the deadline passed."""
+        assert self.proc.stdout is not None
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                _kill(proc)
-                cause = {"status": "timeout", "detail": f"worker hard limit of {hard_s:g} s exceeded"}
-                break
-            if not sel.select(timeout=min(remaining, 1.0)):
-                continue
-            chunk = os.read(proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    _kill(proc)
-                rc = proc.returncode
-                if rc is not None and rc > 128:
-                    rc = -(rc - 128)  # bwrap's init reports signal deaths as 128 + n
-                if rc is not None and rc < 0:
-                    cause = {"status": "crash", "detail": f"the worker died from signal {-rc}"}
-                else:
-                    cause = {"status": "crash", "detail": f"the worker exited with status {rc}"}
-                break
-            buf += chunk
-            done = False
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
                 try:
                     msg = json.loads(line)
                 except ValueError:
                     continue
-                if msg.get("type") == "stage":
-                    st = str(msg.get("stage", ""))
-                    current = st.split(":", 1)[1] if st.startswith("module:") else current
-                elif msg.get("type") == "module":
-                    got[str(msg.get("id"))] = dict(msg.get("result") or {})
-                elif msg.get("type") == "result":
-                    done = True
-            if done:
-                break
-    except BrokenPipeError:
-        pass
-    finally:
-        close_worker(proc, sel)
-    if current is None and not got:
+                if msg.get("type") == want:
+                    return msg
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if not self.sel.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def check(self, item: dict[str, Any], hard_s: float) -> dict[str, Any]:
+        if not self.ready:
+            if self._read(time.monotonic() + self.startup_s, "ready") is None:
+                return self._death("during start-up", started=False)
+            self.ready = True
         try:
-            tail = open(log_path, errors="replace").read()[-600:]
-        except OSError:
-            tail = ""
-        cause = {**cause, "detail": cause["detail"] + " during start-up" + (f": {tail}" if tail else "")}
-    return got, current, cause
+            self._send({"type": "module", **item})
+        except (BrokenPipeError, OSError):
+            return self._death("before the module was sent", started=False)
+        msg = self._read(time.monotonic() + hard_s, "module")
+        if msg is None:
+            return self._death(f"(hard limit {hard_s:g} s)", started=True)
+        self.done += 1
+        return dict(msg.get("result") or {})
+
+    def _death(self, when: str, started: bool) -> dict[str, Any]:
+        alive = self.proc.poll() is None
+        self.close()
+        rc = self.proc.returncode
+        if alive:
+            status, detail = "timeout", f"the module ran past its hard limit {when}; its worker was killed"
+        else:
+            if rc is not None and rc > 128:
+                rc = -(rc - 128)  # bwrap's init reports signal deaths as 128 + n
+            why = f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0 and -rc in signal.valid_signals() \
+                else f"exit status {rc}"
+            status, detail = "crash", f"the worker died ({why}) {when}"
+        if not started:
+            status = "worker_error"
+            try:
+                detail += ": " + open(self.log_path, errors="replace").read()[-600:]
+            except OSError:
+                pass
+        return {"status": status, "detail": detail}
+
+    def close(self) -> None:
+        try:
+            self.sel.close()
+        except (OSError, ValueError):
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[int] = None,
-               progress: Optional[Callable[[int, int], None]] = None) -> dict[str, dict[str, Any]]:
-    """Check every item ``{"id", "source", "variants": [str]}``; id -> verdict."""
+               on_result: Optional[Callable[[str, dict[str, Any]], None]] = None,
+               should_stop: Callable[[], bool] = lambda: False) -> dict[str, dict[str, Any]]:
+    """Check every item ``{"id", "variants": [task file text, ...]}``; id -> verdict.
+
+    Items not started when ``should_stop()`` turns true get no verdict."""
     if not items:
         return {}
     rng_seed = seed if seed is not None else secrets.randbits(31)
     seeds = (rng_seed, rng_seed + 7919)
-    batches = [items[i:i + cfg.batch_size] for i in range(0, len(items), max(1, cfg.batch_size))]
+    todo: "queue.Queue[dict[str, Any]]" = queue.Queue()
+    for it in items:
+        todo.put(it)
     out: dict[str, dict[str, Any]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
-        for res in pool.map(lambda b: _run_batch(b, cfg, seeds), batches):
-            out.update(res)
-            if progress:
-                progress(len(out), len(items))
+    lock = threading.Lock()
+    hard = cfg.module_timeout_s * 1.5 + 5.0
+    startup_failures = [0]
+
+    errors: list[BaseException] = []
+
+    def lane() -> None:
+        try:
+            _lane()
+        except BaseException as exc:  # surfaced in the calling thread
+            errors.append(exc)
+
+    def _lane() -> None:
+        worker: Optional[_Worker] = None
+        try:
+            while not should_stop():
+                try:
+                    it = todo.get_nowait()
+                except queue.Empty:
+                    return
+                if worker is None:
+                    worker = _Worker(cfg, seeds)
+                res = worker.check(it, hard)
+                if res.get("status") == "worker_error":
+                    with lock:
+                        startup_failures[0] += 1
+                        fatal = startup_failures[0] >= 3
+                    if fatal:  # a worker that cannot start will not start for the next module either
+                        with lock:
+                            out[it["id"]] = res
+                        if on_result:
+                            on_result(it["id"], res)
+                        raise RuntimeError(f"curation workers fail to start: {res.get('detail')}")
+                    todo.put(it)  # not the module's fault: try it again in a fresh worker
+                    worker = None
+                    continue
+                with lock:
+                    out[it["id"]] = res
+                if on_result:
+                    on_result(it["id"], res)
+                # a timeout the worker reported itself (its alarm) leaves it usable
+                if worker.proc.poll() is not None or worker.done >= cfg.modules_per_worker:
+                    worker.close()
+                    worker = None
+        finally:
+            if worker is not None:
+                worker.close()
+
+    threads = [threading.Thread(target=lane, daemon=True) for _ in range(max(1, cfg.jobs))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.5)
+    except KeyboardInterrupt:
+        # let the lanes stop after their current module; what is done is on disk already
+        while not todo.empty():
+            try:
+                todo.get_nowait()
+            except queue.Empty:
+                break
+        raise
+    if errors:
+        raise errors[0]
     return out

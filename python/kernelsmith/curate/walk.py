@@ -32,6 +32,9 @@ class WalkStats:
     skipped_unreadable: int = 0
     skipped_tests: int = 0
     repos: set[str] = field(default_factory=set)
+    # files and folders left out for a reason the user should see (dropped.jsonl):
+    # {"repo", "path", "reason", "detail"}
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
 
 def _is_venv(d: Path) -> bool:
@@ -53,14 +56,30 @@ def repo_module_names(root: Path) -> set[str]:
     return names
 
 
-def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: WalkStats | None = None
-         ) -> Iterator[SourceFile]:
-    """Yield readable Python files in a stable (sorted) order."""
+def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: WalkStats | None = None,
+         follow_symlinks: bool = True, max_files: int | None = None) -> Iterator[SourceFile]:
+    """Yield readable Python files in a stable (sorted) order.
+
+    Symlinked folders and files are followed (each real folder once, so a
+    link loop ends) or, with ``follow_symlinks=False``, left out and listed in
+    ``stats.skipped``."""
     src = Path(src)
     if not src.is_dir():
         raise ValueError(f"SRC_DIR {str(src)!r} is not a directory")
     stats = stats if stats is not None else WalkStats()
-    for dirpath, dirnames, filenames in os.walk(src):
+    seen_real: set[str] = {os.path.realpath(src)}
+
+    def split(p: Path) -> tuple[str, str]:
+        rel = p.relative_to(src)
+        repo = rel.parts[0] if len(rel.parts) > 1 else "."
+        inner = "/".join(rel.parts[1:]) if len(rel.parts) > 1 else rel.parts[0]
+        return repo, inner
+
+    def skip(p: Path, reason: str, detail: str) -> None:
+        repo, inner = split(p)
+        stats.skipped.append({"repo": repo, "path": inner, "reason": reason, "detail": detail})
+
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=follow_symlinks):
         here = Path(dirpath)
         keep = []
         for d in sorted(dirnames):
@@ -69,6 +88,16 @@ def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: W
             if skip_tests and d.lower() in TEST_DIRS:
                 stats.skipped_tests += 1
                 continue
+            full = here / d
+            if full.is_symlink():
+                if not follow_symlinks:
+                    skip(full, "symlink", "a symlinked folder, left out by --no-follow-symlinks")
+                    continue
+                real = os.path.realpath(full)
+                if real in seen_real:
+                    skip(full, "symlink_loop", f"links to {real}, already read")
+                    continue
+                seen_real.add(real)
             keep.append(d)
         dirnames[:] = keep
         for f in sorted(filenames):
@@ -77,19 +106,30 @@ def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: W
             if skip_tests and (f.startswith("test_") or f.endswith("_test.py") or f == "conftest.py"):
                 stats.skipped_tests += 1
                 continue
+            if max_files is not None and stats.files >= max_files:
+                return
             p = here / f
-            rel = p.relative_to(src)
-            repo = rel.parts[0] if len(rel.parts) > 1 else "."
-            inner = "/".join(rel.parts[1:]) if len(rel.parts) > 1 else rel.parts[0]
+            repo, inner = split(p)
+            if f.startswith("modular_") and f"modeling_{f[len('modular_'):]}" in filenames:
+                # transformers' "modular" sources: modeling_<x>.py is generated from
+                # them and holds the same classes, written out
+                skip(p, "generated_from", f"the source modeling_{f[len('modular_'):]} is generated from; read instead")
+                continue
             try:
-                if p.is_symlink() or not p.is_file():
+                if p.is_symlink() and not follow_symlinks:
+                    skip(p, "symlink", "a symlinked file, left out by --no-follow-symlinks")
+                    continue
+                if not p.is_file():
+                    skip(p, "unreadable", "not a regular file (a dangling link?)")
                     continue
                 if p.stat().st_size > max_file_kb * 1024:
                     stats.skipped_large += 1
+                    skip(p, "too_large", f"over --max-file-kb {max_file_kb}")
                     continue
                 text = p.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+            except (OSError, UnicodeDecodeError) as exc:
                 stats.skipped_unreadable += 1
+                skip(p, "unreadable", f"{type(exc).__name__}: {exc}"[:200])
                 continue
             stats.files += 1
             stats.repos.add(repo)

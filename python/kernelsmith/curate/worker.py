@@ -20,14 +20,48 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import time
 import traceback
 from collections import Counter
-from typing import Any
+from typing import Any, Optional
 
-from ..evaluator.worker import Channel, _set_cpu_limit, _set_limits
+import resource
+
+
+class Channel:
+    """JSON lines to the parent on a private copy of stdout; module code that
+    prints goes to stderr (the log) and cannot corrupt the protocol."""
+
+    def __init__(self) -> None:
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        self.inp = sys.stdin
+
+    def send(self, **msg: Any) -> None:
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
+
+    def stage(self, stage: str) -> None:
+        self.send(type="stage", stage=stage)
+
+
+def _set_limits(memory_limit_mb: Optional[int]) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory_limit_mb:
+        limit = int(memory_limit_mb) * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _set_cpu_limit(seconds: Optional[float]) -> None:
+    if not seconds:
+        return
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(used.ru_utime + used.ru_stime + seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
 
 # operators that only move or view data; not counted as compute for difficulty
 VIEW_OPS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze",
@@ -75,22 +109,6 @@ def _same(a: list[Any], b: list[Any]) -> bool:
     return True
 
 
-def _trace_ops(model: Any, inputs: list[Any]) -> list[str]:
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    ops: list[str] = []
-
-    class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            ops.append(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
-
-    with torch.no_grad(), Recorder():
-        model(*inputs)
-    return ops
-
-
 def _fx_ops(model: Any) -> list[str]:
     import torch.fx
 
@@ -122,65 +140,215 @@ def _module_stats(model: Any) -> dict[str, Any]:
     return {"leaf_modules": dict(kinds), "custom_submodules": custom, "depth": depth, "params": int(params)}
 
 
-def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float) -> dict[str, Any]:
+def _load_plain(text: str, workdir: str, name: str) -> Any:
+    """Import the task file as Python imports a module: a file on disk, a
+    module object registered in ``sys.modules`` (``@dataclass`` looks its
+    module up there), no ``__future__`` flags inherited from this worker."""
+    import importlib.util
+
+    path = os.path.join(workdir, f"{name}.py")
+    with open(path, "w") as fh:
+        fh.write(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+def _flat_tensors(inputs: list[Any]) -> list[Any]:
+    return _tensors(list(inputs))
+
+
+def _equals_an_input(outs: list[Any], ins: list[Any]) -> bool:
+    """An output that is one of the inputs, values in the same order (a view,
+    a reshape or a copy): the module computes nothing."""
+    import torch
+
+    for o in outs:
+        for i in _flat_tensors(ins):
+            if o.numel() == i.numel() and o.numel() > 0 and o.dtype == i.dtype:
+                a, b = o.reshape(-1), i.reshape(-1)
+                if (a.is_floating_point() and torch.allclose(a, b, rtol=1e-5, atol=1e-6)) or \
+                        (not a.is_floating_point() and torch.equal(a, b)):
+                    return True
+    return False
+
+
+def _arg_sig(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return f"T{tuple(x.shape)}{str(x.dtype)[6:]}"
+    if isinstance(x, (list, tuple)):
+        return [_arg_sig(v) for v in x]
+    if isinstance(x, float):
+        return "f"  # constants (eps, scales) do not make a different kernel
+    if isinstance(x, (int, bool, str)) or x is None:
+        return x
+    return type(x).__name__
+
+
+def _trace_ops(model: Any, inputs: list[Any]) -> tuple[list[str], str]:
+    """(aten operator names, signature of the graph: operators with their
+    tensor shapes and non-float arguments, in call order)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: list[str] = []
+    sig: list[str] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            ops.append(func.overloadpacket.__name__)
+            sig.append(f"{func}{_arg_sig(list(args))}{_arg_sig(sorted((kwargs or {}).items()))}")
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Recorder():
+        model(*inputs)
+    return ops, hashlib.sha256("\n".join(sig).encode()).hexdigest()[:16]
+
+
+def _fingerprint(outs: list[Any]) -> str:
+    """Outputs on the shared probe inputs, rounded to 3 significant digits:
+    equal for two modules that compute the same function."""
+    import torch
+
+    h = hashlib.sha256()
+    for t in outs:
+        h.update(str(tuple(t.shape)).encode())
+        v = t.detach().double().reshape(-1)[:4096]
+        if t.is_floating_point() or t.is_complex():
+            v = torch.where(v == 0, v, torch.sign(v) * torch.round(torch.log10(v.abs()) * 300))
+        h.update(v.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _nbytes(xs: list[Any]) -> int:
+    return int(sum(t.numel() * t.element_size() for t in _flat_tensors(xs)))
+
+
+_SHAPE_ERROR = re.compile(r"shape|size of tensor|must match|dimension|out of range|cannot be multiplied", re.I)
+
+
+def _size_check(mod: Any, fn: str) -> dict[str, Any]:
+    """Build the module and run ``fn``'s inputs on the meta device: the shapes
+    of a size class are consistent without computing anything."""
+    import torch
+
+    try:
+        with torch.device("meta"), torch.no_grad():
+            model = mod.Model(*mod.get_init_inputs())
+            model.eval()
+            ins = getattr(mod, fn)()
+            outs = _tensors(model(*ins))
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+        return {"ok": True, "bytes": _nbytes(ins) + _nbytes(outs) + int(params),
+                "output_shapes": [list(t.shape) for t in outs]}
+    except (NotImplementedError, TypeError) as exc:  # an operator without a meta kernel: not checkable here
+        return {"ok": None, "detail": f"{type(exc).__name__}: {exc}"[:200]}
+    except Exception as exc:
+        msg = f"{type(exc).__name__}: {exc}"
+        # only a shape error says the size class is wrong; anything else (an
+        # operator the meta device lacks, dtype handling) leaves it unverified
+        if _SHAPE_ERROR.search(msg) and "meta" not in msg.lower():
+            return {"ok": False, "detail": msg[:300]}
+        return {"ok": None, "detail": msg[:200]}
+
+
+def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float, workdir: str = ".",
+                 trivial_atol: float = 1e-3) -> dict[str, Any]:
+    """Verdict on one module: each variant is a complete task file, loaded as a
+    plain module; the first variant that passes wins."""
     import torch
 
     last: dict[str, Any] = {"status": "no_inputs", "detail": "no input variant"}
-    for vi, variant in enumerate(item["variants"]):
-        code = item["source"] + "\n\n" + variant
-        ns: dict[str, Any] = {"__name__": f"curated_{item['id']}"}
+    for vi, text in enumerate(item["variants"]):
+        name = f"curated_{item['id']}_{vi}".replace("-", "_")
         stage = "import"
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
         try:
             torch.set_default_dtype(torch.float32)
-            exec(compile(code, f"<module {item['id']}>", "exec"), ns)
+            mod = _load_plain(text, workdir, name)
+            probe_fn = "get_inputs_small" if hasattr(mod, "get_inputs_small") else "get_inputs"
             stage = "init"
             torch.manual_seed(seeds[0])
-            model = ns["Model"](*ns["get_init_inputs"]())
+            model = mod.Model(*mod.get_init_inputs())
             model.eval()
             stage = "forward"
+            probe = getattr(mod, probe_fn)
             started = time.perf_counter()
             with torch.no_grad():
                 torch.manual_seed(seeds[0])
-                in1 = ns["get_inputs"]()
+                in1 = probe()
                 out1 = _tensors(model(*in1))
                 forward_s = time.perf_counter() - started
                 torch.manual_seed(seeds[1])
-                in2 = ns["get_inputs"]()
+                in2 = probe()
                 out2 = _tensors(model(*in2))
                 torch.manual_seed(seeds[0])
-                in1b = ns["get_inputs"]()
+                in1b = probe()
                 out1b = _tensors(model(*in1b))
-            stage = "check"
-            if not out1:
-                raise _Drop("no_tensor_output", "forward returned no tensor")
-            if any((t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in out1 + out2):
-                raise _Drop("non_finite", "output has NaN or Inf")
-            if not _same(out1, out1b):
-                raise _Drop("nondeterministic", "different outputs for the same inputs")
-            if _same(out1, out2):
-                raise _Drop("input_independent", "the same outputs for different inputs")
+                stage = "check"
+                if not out1:
+                    raise _Drop("no_tensor_output", "forward returned no tensor")
+                floats = [t for t in out1 + out2 if t.is_floating_point() or t.is_complex()]
+                if any(not bool(torch.isfinite(t).all()) for t in floats):
+                    raise _Drop("non_finite", "output has NaN or Inf")
+                if not _same(out1, out1b):
+                    raise _Drop("nondeterministic", "different outputs for the same inputs")
+                if floats and all(t.numel() == 0 or float(t.abs().max()) <= trivial_atol for t in floats) \
+                        and len(floats) == len(out1 + out2):
+                    raise _Drop("trivial_output", f"every output is within {trivial_atol:g} of zero: zeros would "
+                                "pass the correctness tolerance")
+                if _same(out1, out2):
+                    raise _Drop("input_independent", "the same outputs for different inputs")
+                if _equals_an_input(out1, in1):
+                    raise _Drop("identity", "an output equals an input (a view or copy of it)")
+                # each input separately: an argument that does not change the output is ignored
+                tensor_args = [k for k, x in enumerate(in1) if _tensors([x])]
+                if len(tensor_args) > 1:
+                    for k in tensor_args:
+                        mixed = list(in1)
+                        mixed[k] = in2[k]
+                        if _same(out1, _tensors(model(*mixed))):
+                            raise _Drop("ignores_input", f"the output does not depend on input {k}")
             stage = "trace"
-            trace_method = "dispatch"
+            trace_method, graph, trace_error = "dispatch", None, ""
             try:
                 torch.manual_seed(seeds[0])
-                ops = _trace_ops(model, ns["get_inputs"]())
-            except Exception:
+                ops, graph = _trace_ops(model, probe())
+            except Exception as exc:
+                trace_error = f"{type(exc).__name__}: {exc}"[:300]
                 try:
                     trace_method, ops = "fx", _fx_ops(model)
+                    graph = hashlib.sha256("\n".join(ops).encode()).hexdigest()[:16] if ops else None
                 except Exception:
                     trace_method, ops = "none", []
+            stage = "size"
+            sizes = {"small": {"ok": True, "bytes": _nbytes(in1) + _nbytes(out1) + int(
+                sum(p.numel() * p.element_size() for p in model.parameters()))}}
+            for fn, label in (("get_inputs", "default"), ("get_inputs_large", "large"), ("get_inputs_medium", "medium")):
+                if hasattr(mod, fn) and fn != probe_fn:
+                    sizes[label] = _size_check(mod, fn)
+                    if sizes[label]["ok"] is False:
+                        raise _Drop("size_error", f"{fn}: {sizes[label]['detail']}")
             signal.setitimer(signal.ITIMER_REAL, 0)
             compute = [o for o in ops if o not in VIEW_OPS]
             return {
                 "status": "ok", "detail": "", "variant": vi, "forward_ms": round(forward_s * 1000, 3),
                 "ops": dict(Counter(ops)), "compute_ops": len(compute), "trace": trace_method,
-                "op_graph_hash": hashlib.sha256("\n".join(ops).encode()).hexdigest()[:16] if ops else None,
+                "op_graph_hash": graph, "fingerprint": _fingerprint(out1), "sizes": sizes, "trace_error": trace_error,
                 "output_shapes": [list(t.shape) for t in out1], **_module_stats(model),
             }
         except _Drop as d:
             last = {"status": d.reason, "detail": d.detail, "variant": vi}
-            if d.reason in ("input_independent", "nondeterministic", "non_finite"):
+            if d.reason not in ("size_error",):
                 break  # other input shapes will not change what the module computes
         except ModuleTimeout:
             last = {"status": "timeout", "detail": f"over {timeout_s:g} s during {stage}", "variant": vi}
@@ -194,10 +362,11 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float)
                 break
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             last = {"status": f"{stage}_error", "detail": tb[:500], "variant": vi}
-            if stage == "import":
-                break
+            if stage == "import" or (stage == "init" and item.get("same_init")):
+                break  # the other variants only change the forward inputs
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            sys.modules.pop(name, None)
     return last
 
 
@@ -208,27 +377,43 @@ class _Drop(Exception):
 
 
 def main() -> None:
+    """Job header line, then one ``{"type": "module", ...}`` line per module;
+    a verdict line back for each. Ends at end of input (the parent closed or died)."""
     chan = Channel()
     job = json.loads(chan.inp.readline())
-    _set_limits(job)
+    _set_limits(job.get("memory_limit_mb"))
     chan.stage("import torch")
     import torch
 
+    # what the mined modules import (torch, the allowed packages) is imported
+    # once per worker, before any per-module timer starts
+    for pkg in job.get("preload", []):
+        try:
+            __import__(pkg)
+        except Exception:
+            pass
     torch.set_num_threads(max(1, int(job.get("threads", 1))))
+    # the first dispatch trace imports parts of torch (_inductor, slowly); done
+    # here, before any module's alarm could cut that import short and leave it
+    # half initialised for every later module
+    _trace_ops(torch.nn.Linear(2, 2), [torch.randn(1, 2)])
     _set_cpu_limit(job.get("cpu_limit_s"))
     signal.signal(signal.SIGALRM, _on_alarm)
     seeds = (int(job["seeds"][0]), int(job["seeds"][1]))
-    for item in job["modules"]:
-        chan.stage(f"module:{item['id']}")
+    chan.send(type="ready")
+    for line in chan.inp:
+        if not line.strip():
+            continue
+        item = json.loads(line)
         try:
-            res = check_module(item, seeds, float(job["module_timeout_s"]))
+            res = check_module(item, seeds, float(job["module_timeout_s"]), workdir=os.getcwd(),
+                               trivial_atol=float(job.get("trivial_atol", 1e-3)))
         except BaseException as exc:  # a module broke the harness itself; still report
             res = {"status": "runtime_error", "detail": f"{type(exc).__name__}: {exc}"[:500]}
         try:
             chan.send(type="module", id=item["id"], result=res)
         except (TypeError, ValueError):
             chan.send(type="module", id=item["id"], result={"status": "runtime_error", "detail": "unserialisable result"})
-    chan.send(type="result", result={"done": len(job["modules"])})
     sys.stderr.flush()
     os._exit(0)
 
