@@ -148,9 +148,13 @@ def test_finalists_are_retimed_side_by_side():
 @pytest.mark.parametrize("mode", ["pool", "fresh"])
 def test_modes_give_the_same_verdicts(mode):
     task = Task.load(EXAMPLES / "triton" / "relu", trials=1)
-    names = ["relu_correct", "relu_wrong", "crash_segfault", "hack_no_kernel", "compile_error"]
+    names = ["relu_correct", "identity", "crash_segfault", "hack_no_kernel", "compile_error"]
+    sources = {n: (CAND / f"{n}.py").read_text() for n in names if n != "identity"}
+    # wrong on every input (relu_wrong is wrong only where the last element is positive)
+    sources["identity"] = sources["relu_correct"].replace("tl.maximum(x, 0.0)", "x")
+    assert sources["identity"] != sources["relu_correct"]
     with Evaluator(backend="triton", mode=mode, workers=2, timing=False, timeout_s=120) as ev:
-        results = ev.evaluate_many([(task, (CAND / f"{n}.py").read_text()) for n in names])
+        results = ev.evaluate_many([(task, sources[n]) for n in names])
     got = {n: r.category for n, r in zip(names, results)}
-    assert got == {"relu_correct": "ok", "relu_wrong": "incorrect", "crash_segfault": "crash",
+    assert got == {"relu_correct": "ok", "identity": "incorrect", "crash_segfault": "crash",
                    "hack_no_kernel": "hacked", "compile_error": "compile"}, got

@@ -42,6 +42,9 @@ def _evaluate_on_node(task_data: dict[str, Any], source: str, trials: Optional[i
         # Ray's assignment, as the worker's CUDA_VISIBLE_DEVICES: physical ids,
         # so the sandboxed worker sees exactly the GPU this task holds.
         devices = [",".join(ids)] if ids else None
+    # one candidate per Ray task: a fresh worker; a warm pool (zygote and
+    # spares) would be started and thrown away for every task
+    options.setdefault("mode", "fresh")
     evaluator = Evaluator(workers=1, devices=devices, **options)
     try:
         return evaluator.evaluate(Task.from_dict(task_data), source, trials).to_dict()

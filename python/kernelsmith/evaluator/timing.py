@@ -90,6 +90,7 @@ def harness_options(cfg: TimingConfig, host_clock: bool) -> dict[str, Any]:
         keep_samples=False,  # results go into every trajectory record: no per-sample lists
     )
     if host_clock:
+        opts["ci_floor"] = float(cfg.cpu_ci_floor)
         opts["max_samples"] = min(opts["max_samples"], int(cfg.cpu_max_samples))
         opts["min_samples"] = min(opts["min_samples"], opts["max_samples"])
         opts["time_budget_s"] = min(opts["time_budget_s"], float(cfg.cpu_time_budget_s))
@@ -118,6 +119,12 @@ def outcome_from_comparison(
     constructed comparisons, e.g. a 'rejected' one)."""
     reasons = list(c.suspicious_reasons)
     suspicious = bool(c.suspicious)
+    floor = float(options.get("ci_floor") or 0.0)
+    low, high, verdict = c.speedup_low, c.speedup_high, c.verdict
+    if floor > 0 and c.speedup > 0 and verdict != "rejected":
+        low, high = min(low, c.speedup * (1 - floor)), max(high, c.speedup * (1 + floor))
+        if low <= 1.0 <= high:
+            verdict = "indistinguishable"
     if roofline and roofline.get("suspicious"):
         suspicious = True
         reasons.append("roofline: " + roofline["reason"])
@@ -126,9 +133,10 @@ def outcome_from_comparison(
         "timer": c.timer,
         "device": c.device,
         "speedup": c.speedup,
-        "speedup_ci": [c.speedup_low, c.speedup_high],
+        "speedup_ci": [low, high],
+        "pairs_ci": [c.speedup_low, c.speedup_high],  # from the pairs alone, before the floor
         "confidence": options.get("confidence", 0.95),
-        "verdict": c.verdict,
+        "verdict": verdict,
         "stop_reason": c.stop_reason,
         "n_pairs": c.n_pairs,
         "n_outlier_pairs": c.n_outlier_pairs,
@@ -151,9 +159,9 @@ def outcome_from_comparison(
         runtime_ms=c.candidate_median_s * 1e3,
         ref_runtime_ms=c.reference_median_s * 1e3,
         speedup=c.speedup,
-        speedup_ci_low=c.speedup_low,
-        speedup_ci_high=c.speedup_high,
-        verdict=c.verdict,
+        speedup_ci_low=low,
+        speedup_ci_high=high,
+        verdict=verdict,
         rejected_reason=c.rejected_reason,
         suspicious=suspicious,
         suspicious_reasons=reasons,
@@ -232,7 +240,7 @@ def measure(
     else:
         opts = harness_options(cfg, host_clock=True)
         c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
-                       sync=backend.synchronize, **opts)
+                       sync=backend.synchronize, **{k: v for k, v in opts.items() if k != "ci_floor"})
     roofline = None
     if device_name and work is not None and c.candidate_median_s > 0:
         roofline = roofline_details(c.candidate_median_s, device_name, work)

@@ -14,6 +14,7 @@ so the candidate can never see a future seed), ``{"type": "result", ...}``.
 """
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import inspect
 import json
@@ -214,6 +215,11 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
             entries.append(entry)
             models.append(m if entry["correct"] else None)
         input_sets = [make_inputs() for _ in range(cfg.timing.input_sets)]
+        # the run's verdict rests on these comparisons: on the host clock they
+        # get ten times the per-step caps (a per-step timing stops at 20
+        # pairs / 0.5 s to keep CI quick)
+        timing_cfg = dataclasses.replace(cfg.timing, cpu_max_samples=max(cfg.timing.cpu_max_samples, 200),
+                                         cpu_time_budget_s=max(cfg.timing.cpu_time_budget_s, 5.0))
         chan.stage("timing finalists")
         chan.timing_slot()
         try:
@@ -221,7 +227,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                 if m is None:
                     continue
                 try:
-                    o = measure(lambda *a: model(*a), m, backend, input_sets, cfg.timing)
+                    o = measure(lambda *a: model(*a), m, backend, input_sets, timing_cfg)
                 except CandidateTimingError as exc:
                     entry.update(correct=False, error=f"raised while timed: {exc}")
                     continue
@@ -233,7 +239,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
             head: dict[str, Any] = {}
             if len(ranked) >= 2:
                 a, b = ranked[0], ranked[1]
-                o = measure(models[b["index"]], models[a["index"]], backend, input_sets, cfg.timing)
+                o = measure(models[b["index"]], models[a["index"]], backend, input_sets, timing_cfg)
                 head = {"first": a["index"], "second": b["index"], "ratio": o.speedup,
                         "ci": [o.speedup_ci_low, o.speedup_ci_high], "verdict": o.verdict}
         finally:

@@ -41,7 +41,7 @@ class EvolveConfig:
     #: at the end of a run, this many of the fastest correct programs are
     #: re-timed head to head in one worker; the winner is the run's best
     #: (0: keep the best per-step speedup, unconfirmed)
-    finalists: int = 4
+    finalists: int = 5
     #: correctness trials per candidate; None keeps the task's setting
     trials: Optional[int] = None
     #: "diff" (SEARCH/REPLACE), "full" (whole program) or "auto" (accept either)
