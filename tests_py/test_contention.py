@@ -1,8 +1,9 @@
 """Contention: an evolution on the CPU (OpenCL through PoCL) while a busy
 process holds a core. No candidate may be reported faster than it is by
 more than its stated confidence interval, and the run's best must be the
-truly fastest within 5%, both checked by re-timing every correct program
-afterwards with the busy process gone (head to head, in one worker)."""
+truly fastest within 5% (or within the resolution of the truth itself: how
+far two alone re-timings disagree), both checked by re-timing every correct
+program afterwards with the busy process gone (head to head, in one worker)."""
 from __future__ import annotations
 
 import json
@@ -38,11 +39,15 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
     assert summary["best_confirmation"].get("finalists"), summary["best_confirmation"]
 
     # the truth: every correct program re-timed side by side, nothing else running
+    # twice: how far two alone re-timings of the same programs disagree is
+    # the resolution of "truly fastest" on this CPU
     ids = list(correct)
     with Evaluator(backend="opencl", workers=1) as ev:
-        alone = ev.confirm_best(Task.load(EXAMPLE), [correct[i][0] for i in ids])["finalists"]
-    truth = {ids[row["index"]]: row for row in alone}
+        runs = [ev.confirm_best(Task.load(EXAMPLE), [correct[i][0] for i in ids])["finalists"] for _ in range(2)]
+    truth = {ids[row["index"]]: row for row in runs[0]}
+    again = {ids[row["index"]]: row for row in runs[1]}
     assert all(row["correct"] for row in truth.values()), truth
+    resolution = max(abs(truth[i]["speedup"] - again[i]["speedup"]) / truth[i]["speedup"] for i in ids)
 
     for pid, (_source, result) in correct.items():
         if not result.get("timing_reliable", True):
@@ -51,6 +56,9 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
             f"program {pid} reported {result['speedup']:.4f} [{result['speedup_ci_low']:.4f}, "
             f"{result['speedup_ci_high']:.4f}] under load, {truth[pid]['speedup']:.4f} "
             f"[{truth[pid]['speedup_ci_low']:.4f}, {truth[pid]['speedup_ci_high']:.4f}] alone; load: {result.get('load')}")
-    fastest = max(row["speedup"] for row in truth.values())
-    best = truth[summary["best_program_id"]]["speedup"]
-    assert best >= 0.95 * fastest, (summary["best_program_id"], best, fastest, truth)
+    # the best: within 5% of the truly fastest, or within the resolution of
+    # the truth itself where two alone re-timings disagree by more
+    mean = {i: (truth[i]["speedup"] + again[i]["speedup"]) / 2 for i in ids}
+    fastest = max(mean.values())
+    best = mean[summary["best_program_id"]]
+    assert best >= (1 - max(0.05, resolution)) * fastest, (summary["best_program_id"], best, fastest, resolution, mean)
