@@ -421,12 +421,10 @@ class DevicePool:
             self._start_builder()
 
     def _start_builder(self) -> None:
-        from .sandbox import sandbox_prefix as prefix_for
-
         workdir = os.path.join(self.root, "builder")
         os.makedirs(workdir, exist_ok=True)
         env = worker_environment(self.backend, workdir, self.device, self.cpu_threads)
-        prefix, _bwrap, _note = prefix_for(self.isolation, workdir, writable=[self.cache_dir, self.requests_dir])
+        prefix, _bwrap, _note = sandbox_prefix(self.isolation, workdir, writable=[self.cache_dir, self.requests_dir])
         with open(os.path.join(self.root, "builder.log"), "ab") as log:
             self._builder = subprocess.Popen(
                 prefix + [sys.executable, "-m", "kernelsmith.evaluator.cache_builder", self.backend.name,

@@ -300,19 +300,6 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def close_worker(proc: subprocess.Popen, sel: "selectors.BaseSelector") -> None:
-    """Stop watching a worker, kill its process group if it still runs, and
-    close our ends of its pipes (curation's execution filter uses it too)."""
-    sel.close()
-    if proc.poll() is None:
-        _kill(proc)
-    for f in (proc.stdin, proc.stdout):
-        try:
-            f.close()
-        except OSError:
-            pass
-
-
 class ProcessLink:
     """The conversation with a fresh worker process over its stdin/stdout."""
 

@@ -150,6 +150,14 @@ def prepare(backend_name: str, cpu_threads: Optional[int]) -> Any:
     return backend
 
 
+def _on_device(values: Any, device: str, dtype: Any) -> list[Any]:
+    """Inputs on the worker's device; floating tensors in the task's dtype."""
+    import torch
+
+    return [(v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
+            if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _load_reference(task: Any, ref_path: str) -> Any:
     import types
 
@@ -186,8 +194,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
 
     def make_inputs() -> list[Any]:
         torch.manual_seed(chan.seed())
-        return [(v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
-                if isinstance(v, torch.Tensor) else v for v in ref.get_inputs()]
+        return _on_device(ref.get_inputs(), device, dtype)
 
     torch.manual_seed(seed)
     model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
@@ -327,14 +334,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             break
 
     def make_inputs(gen: Callable[[], Any]) -> list[Any]:
-        s = chan.seed()
-        torch.manual_seed(s)
-        vals = list(gen())
-        return [
-            (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
-            if isinstance(v, torch.Tensor) else v
-            for v in vals
-        ]
+        torch.manual_seed(chan.seed())
+        return _on_device(gen(), device, dtype)
 
     def clone(vals: list[Any]) -> list[Any]:
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]
