@@ -60,6 +60,7 @@ path works and what each phase of an evaluation costs there.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 import json
 import os
@@ -409,7 +410,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"--modes: a comma-separated subset of {', '.join(MODES)}, got '{args.modes}'")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
-    sys.path.insert(0, str(ROOT / "python"))
+    if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
+        sys.path.insert(0, str(ROOT / "python"))
     if not has_modes() and modes != ["fresh"]:
         parser.error("this Evaluator has no mode= parameter (only the fresh mode, unnamed): use --modes fresh")
     if args.small:

@@ -22,6 +22,7 @@ pass/fail: the seeds are naive on purpose.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import glob
 import itertools
 import os
@@ -93,7 +94,8 @@ def main() -> int:
     if args.device:
         os.environ["KERNELSMITH_OPENCL_DEVICE"] = args.device
 
-    sys.path.insert(0, str(ROOT / "python"))
+    if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
+        sys.path.insert(0, str(ROOT / "python"))
     import torch
     import yaml
 

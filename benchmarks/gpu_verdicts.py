@@ -13,6 +13,7 @@ from the expected one.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -69,7 +70,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--json", default=None, help="write all results here")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "python"))
+    if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
+        sys.path.insert(0, str(ROOT / "python"))
     import torch
 
     from kernelsmith.evaluator import Evaluator

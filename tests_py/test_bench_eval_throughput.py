@@ -89,7 +89,12 @@ def test_duplicate_names_are_rejected(bench, tmp_path):
 
 
 def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "python"))
+    import kernelsmith
+
+    # the package under test, wherever it is imported from (installed in CI, the source tree in development)
+    package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
 
