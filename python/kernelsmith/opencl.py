@@ -55,8 +55,12 @@ try:
     # Marks the launcher's own tensor handling (detach/numpy views) so the
     # evaluator's torch-op guard does not count it as the candidate's compute.
     from .backends.base import backend_internal as _backend_internal
+    from .backends.base import census_launch as _census_launch
 except ImportError:  # an older Backend interface without it
     _backend_internal = contextlib.nullcontext
+
+    def _census_launch(name: str, args: Any) -> Any:  # type: ignore[misc]
+        return contextlib.nullcontext()
 
 __all__ = [
     "OpenCLError",
@@ -325,7 +329,7 @@ class Context:
         wait: bool = False,
     ) -> Any:
         """See :meth:`Kernel.__call__`."""
-        with _backend_internal():
+        with _backend_internal(), _census_launch(kernel.name, args):
             return self._launch(kernel, global_size, local_size, args, offset, set(inputs), wait)
 
     def _launch(

@@ -12,7 +12,8 @@ from typing import Any, Optional
 
 # 2: speedup CI, timing verdict, suspicious flags, paired timing details
 # 3: per-phase times, the load the timing saw, timing reliability
-SCHEMA_VERSION = 3
+# 4: the kernel census (policy, coverage, own and foreign work), "harness"
+SCHEMA_VERSION = 4
 
 #: error categories, from the earliest stage that failed
 CATEGORIES = (
@@ -25,6 +26,7 @@ CATEGORIES = (
     "oom",        # out of memory (host or device)
     "incorrect",  # ran, but outputs differ from the reference
     "hacked",     # reward hack detected (statically or at run time)
+    "harness",    # the task's reference or the machine failed: not the candidate's fault, not charged
 )
 
 
@@ -86,7 +88,17 @@ class EvalResult:
     # what the timing saw per attempt: cores busy with other work, foreign GPU
     # processes, the reference against its running baseline, threads used
     load: dict = field(default_factory=dict)
+    # the kernel census (evaluator/census.py): policy, coverage (share of
+    # forward's time in the program's own kernels), time_basis, own_us and
+    # foreign_us per kernel or op, housekeeping_us, host_reads,
+    # other_streams, degenerate (trivial outputs the tolerance accepts),
+    # per_call (kernels per timed call)
+    census: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+
+    @property
+    def coverage(self) -> Optional[float]:
+        return self.census.get("coverage")
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -123,6 +135,7 @@ class EvalResult:
             "incorrect": "INCORRECT OUTPUT",
             "hacked": "REJECTED (reward hack)",
             "edit": "EDIT ERROR",
+            "harness": "NOT EVALUATED (the task's reference failed)",
         }[self.category]
         lines.append(f"Verdict: {verdict}")
         if self.hack_reasons:
@@ -162,6 +175,12 @@ class EvalResult:
                 text += f": {self.timing_verdict} than the reference" if self.timing_verdict in ("faster", "slower") \
                     else ": indistinguishable from the reference"
             lines.append(text)
+        census = self.census or {}
+        if self.category == "ok" and census.get("foreign_us"):
+            foreign = ", ".join(f"{k} {v / 1000:.3g} ms" for k, v in list(census["foreign_us"].items())[:4])
+            cov = census.get("coverage")
+            lines.append(f"Coverage: your kernels did {cov:.0%} of forward's work ({census.get('time_basis', 'host')} time); "
+                         f"the rest ran outside them: {foreign}" if cov is not None else f"Foreign work in forward: {foreign}")
         if not self.timing_reliable and self.unreliable_reasons:
             lines.append("The timing is unreliable (measured under load; not counted as the best):")
             lines += [f"- {r}" for r in self.unreliable_reasons]

@@ -121,6 +121,13 @@ class TaskConfig:
     # torch ops the candidate's forward may run besides allocation/view ops,
     # e.g. ["aten.cat", "softmax"] (overload packet names, "aten." optional)
     allowed_torch_ops: list = field(default_factory=list)
+    # integrity policy (evaluator/census.py): "strict" = forward's work is
+    # done by the program's own kernels, only allocation/view/copy ops (and
+    # allowed_torch_ops) besides; "partial" = foreign work (a vendor
+    # convolution, PyTorch ops) is allowed and the result reports its
+    # coverage, which must reach min_coverage
+    policy: str = "strict"
+    min_coverage: float = 0.5
     # hard wall-clock limit for one candidate's worker, seconds
     timeout_s: float = 300.0
     timing: TimingConfig = field(default_factory=TimingConfig)
@@ -145,6 +152,10 @@ class TaskConfig:
             raise ConfigError("allowed_torch_ops: must be a list of op names")
         if self.timeout_s <= 0:
             raise ConfigError("timeout_s: must be positive")
+        if self.policy not in ("strict", "partial"):
+            raise ConfigError(f"policy: must be 'strict' or 'partial', got {self.policy!r}")
+        if not isinstance(self.min_coverage, (int, float)) or not 0.0 <= self.min_coverage <= 1.0:
+            raise ConfigError(f"min_coverage: must be a number in 0..1, got {self.min_coverage!r}")
         if isinstance(self.timing, dict):
             self.timing = from_dict(TimingConfig, self.timing, "timing")
 

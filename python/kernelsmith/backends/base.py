@@ -68,6 +68,72 @@ def in_backend_internal() -> bool:
     return getattr(_internal, "depth", 0) > 0
 
 
+class _Census:
+    """What the evaluator's kernel census (evaluator/census.py) needs from a
+    backend's launch path, filled only while a census is on (correctness
+    trials): each launch of the candidate's own kernels is wrapped in a
+    profiler range ``ks::kernel::<name>`` (so the device work and the torch
+    ops inside it are the kernel's, everything outside is not), and the
+    memory its array arguments span is noted, with a CRC of their bytes
+    after the launch when the memory is the host's (``host_memory``)."""
+
+    active = False
+    host_memory = False
+    launches: list = []
+
+
+def _spans(value: Any) -> Optional[tuple[int, int, Any]]:
+    """(address, bytes, a host byte view or None) of an array argument."""
+    data_ptr = getattr(value, "data_ptr", None)
+    if callable(data_ptr) and hasattr(value, "element_size"):  # a torch tensor
+        try:
+            storage = value.untyped_storage()
+            start, nbytes = storage.data_ptr(), storage.nbytes()
+        except Exception:  # noqa: BLE001 - meta or odd tensors carry no memory
+            return None
+        return start, nbytes, _host_bytes(start, nbytes) if value.device.type == "cpu" else None
+    iface = getattr(value, "__array_interface__", None)
+    if iface is not None and getattr(value, "nbytes", 0):
+        import numpy as np
+
+        base = value
+        while isinstance(getattr(base, "base", None), np.ndarray):
+            base = base.base
+        start = base.__array_interface__["data"][0]
+        return start, int(base.nbytes), _host_bytes(start, int(base.nbytes))
+    return None
+
+
+def _host_bytes(start: int, nbytes: int) -> Any:
+    """The bytes at a host address, without a copy (for a CRC)."""
+    import ctypes
+
+    return memoryview((ctypes.c_uint8 * nbytes).from_address(start)) if nbytes else None
+
+
+def crc_of(view: Any) -> int:
+    import zlib
+
+    return zlib.crc32(view) if view is not None else 0
+
+
+@contextlib.contextmanager
+def census_launch(name: str, args: Any) -> Iterator[None]:
+    """Wrap one launch of a candidate kernel (a no-op unless a census is on)."""
+    if not _Census.active:
+        yield
+        return
+    from torch.profiler import record_function
+
+    spans = [s for s in (_spans(a) for a in args) if s is not None]
+    with record_function("ks::kernel::" + name):
+        yield
+    entry = {"kernel": name, "spans": [(start, nbytes) for start, nbytes, _ in spans], "crcs": None}
+    if _Census.host_memory:
+        entry["crcs"] = [crc_of(view) for _, _, view in spans]
+    _Census.launches.append(entry)
+
+
 class Backend(abc.ABC):
     """One kind of kernel. Subclasses live in ``kernelsmith/backends/<name>.py``
     and are exported there as ``BACKEND``."""
@@ -138,6 +204,12 @@ class Backend(abc.ABC):
         A candidate whose forward launches none is hacked."""
         record = LaunchRecord()
         yield record
+
+    def launch_counter(self) -> Any:
+        """Like :meth:`launch_guard`, as cheap as the backend can make it: it
+        wraps every timed call (each timed call must launch the same
+        kernels, and at least one)."""
+        return self.launch_guard()
 
     def synchronize(self) -> None:
         """Wait for all work this backend queued."""

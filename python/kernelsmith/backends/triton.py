@@ -11,7 +11,7 @@ import threading
 from typing import Any, Callable, Iterator, Optional
 
 from ..evaluator.static import common_checks, dotted
-from .base import Backend, LaunchRecord, StaticReport, backend_internal
+from .base import Backend, LaunchRecord, StaticReport, backend_internal, census_launch
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
 
@@ -65,6 +65,8 @@ class _LaunchHooks:
                 module = getattr(fn, "__module__", "") or ""
                 for record in list(cls.records):
                     record.kernels.append(f"{module}.{name}" if module else str(name))
+                with backend_internal(), census_launch(str(name), [*args, *kwargs.values()]):
+                    return original(self, *args, **kwargs)
             with backend_internal():
                 return original(self, *args, **kwargs)
 
@@ -154,6 +156,16 @@ class TritonBackend(Backend):
             _LaunchHooks.records.remove(record)
             if restore is not None:
                 restore()
+
+    @contextlib.contextmanager
+    def launch_counter(self) -> Iterator[LaunchRecord]:
+        # the Python-level record only: no launch-enter hook on timed calls
+        record = LaunchRecord()
+        _LaunchHooks.records.append(record)
+        try:
+            yield record
+        finally:
+            _LaunchHooks.records.remove(record)
 
     def synchronize(self) -> None:
         import torch

@@ -14,6 +14,7 @@ so the candidate can never see a future seed), ``{"type": "result", ...}``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import faulthandler
 import inspect
@@ -140,6 +141,10 @@ def prepare(backend_name: str, cpu_threads: Optional[int]) -> Any:
 
     backend = get_backend(backend_name)
     backend.prepare_worker()
+    if backend.device() == "cuda":
+        from .census import warm_up
+
+        warm_up()
     if cpu_threads:
         import torch
 
@@ -169,8 +174,113 @@ def _load_reference(task: Any, ref_path: str) -> Any:
     exec(compile(task.reference_source, ref_path, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
     for name in ("Model", "get_inputs"):
         if not hasattr(ref, name):
-            raise Verdict(category="runtime", error=f"task reference defines no {name}")
+            raise Verdict(category="harness", error=f"task reference defines no {name}")
     return ref
+
+
+def _harness(what: str, exc: BaseException) -> "Verdict":
+    """The reference itself failed: the task's (or the machine's) fault,
+    never charged to the candidate."""
+    kind = "ran out of memory" if "out of memory" in str(exc).lower() or isinstance(exc, MemoryError) else "failed"
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return Verdict(category="harness", error=f"the task's reference {kind} ({what}): {text[-1500:]}. "
+                   "This is not the candidate's fault: fix the task (sizes, packages) or the machine.")
+
+
+def _trivial_outputs(cmp: Any, expected: list[Any], inputs: list[Any], atol: float, rtol: float) -> list[str]:
+    """Names of trivial outputs that pass the tolerance against ``expected``
+    (zeros; a constant; an input passed through)."""
+    passing = []
+    for name, got in _trivial_candidates(expected, inputs).items():
+        if got is not None and cmp.compare(got, expected, atol, rtol)["ok"]:
+            passing.append(name)
+    return passing
+
+
+def _trivial_candidates(expected: list[Any], inputs: list[Any]) -> dict[str, Optional[list[Any]]]:
+    import torch
+
+    floats = [e for e in expected if e.is_floating_point()]
+    if not floats or len(floats) != len(expected):
+        return {}
+    out: dict[str, Optional[list[Any]]] = {
+        "zeros": [torch.zeros_like(e) for e in expected],
+        "a constant": [torch.full_like(e, float(e.float().mean())) if e.numel() else e.clone() for e in expected],
+    }
+    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
+    for i, v in enumerate(tensors):
+        if len(expected) == 1 and v.shape == expected[0].shape:
+            out[f"input #{i} unchanged"] = [v.to(expected[0].dtype)]
+    return out
+
+
+def _is_trivial(cmp: Any, got: list[Any], expected: list[Any], inputs: list[Any], forms: Any) -> Optional[str]:
+    """Which trivial output (of those that pass this task's tolerance) the
+    candidate returned, if any."""
+    if not forms:
+        return None
+    import torch
+
+    candidates = _trivial_candidates(expected, inputs)
+    for name in forms:
+        trivial = candidates.get(name)
+        if trivial is None or len(trivial) != len(got):
+            continue
+        if name == "a constant":
+            if all(g.numel() and torch.all(g == g.reshape(-1)[0]) for g in got):
+                return name
+        elif cmp.identical(got, trivial):
+            return name
+    return None
+
+
+def _judge_per_call(per_call: list[tuple[str, ...]], out: dict[str, Any], backend_name: str) -> None:
+    """Every timed call must launch the same kernels, at least one."""
+    if not per_call:
+        return  # replayed from a CUDA graph: no Python-level calls to count
+    kinds = {}
+    for i, sig in enumerate(per_call):
+        kinds.setdefault(sig, i)
+    out.setdefault("census", {})["per_call"] = {"calls": len(per_call), "distinct": len(kinds),
+                                                "kernels": list(next(iter(kinds)))[:8]}
+    if () in kinds:
+        raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
+            f"timed call #{kinds[()] + 1} of {len(per_call)} launched no {backend_name} kernel: forward must do its "
+            "work on every call, not only while it is checked"])
+    if len(kinds) > 1:
+        (a, ia), (b, ib) = list(kinds.items())[:2]
+        raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
+            f"timed calls launched different kernels (call #{ia + 1}: {', '.join(a)}; call #{ib + 1}: "
+            f"{', '.join(b)}): every call must do the same work"])
+
+
+def _refill_checks(call: Callable[[list[Any], str], list[Any]], model: Any, ref: Any,
+                   make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
+                   atol: float, rtol: float, backend: Any, when: str) -> None:
+    """Work on every call: new values in the same buffers (same pointers)
+    after a first call on them, then new buffers, each checked against the
+    reference. A result cached across calls, keyed on pointers, shapes or
+    anything but all the values, fails here."""
+    import torch
+
+    def check(args: list[Any], how: str) -> None:
+        got = cmp.snapshot(call(args, f"{when}: {how}"))
+        expected = cmp.flatten_outputs(model(*clone(args)))
+        backend.synchronize()
+        res = cmp.compare(got, expected, atol, rtol)
+        if not res["ok"]:
+            raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
+                f"wrong output on {how} ({when}; {res['message']}): the program returned a result cached from "
+                "an earlier call instead of computing it on every call"])
+
+    with torch.no_grad():
+        held = make_inputs(ref.get_inputs)
+        call(held, f"{when}: first call on new input buffers")
+        for dst, src in zip(held, make_inputs(ref.get_inputs)):
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
+                dst.copy_(src)
+        check(held, "the same input buffers refilled in place with new values")
+        check(make_inputs(ref.get_inputs), "newly allocated inputs")
 
 
 def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: Any, task: Any,
@@ -271,6 +381,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     import torch
 
     from . import correctness as cmp
+    from .census import Census, judge
     from .guards import TorchOpGuard
     from .tracebacks import classify_exception, trim_exception
 
@@ -291,17 +402,35 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     # -- reference (trusted, but loaded here so the caller never runs task code)
     chan.stage("load reference")
-    ref = _load_reference(task, ref_path)
-    init_inputs = list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
+    try:
+        ref = _load_reference(task, ref_path)
+        init_inputs = list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
+    except Verdict:
+        raise
+    except BaseException as exc:  # a missing package, a broken task
+        raise _harness("loading reference.py", exc)
     if job.get("finalists"):
         return run_finalists(job, chan, out, backend, task, ref, init_inputs)
 
     # -- candidate
+    from .integrity import Snapshot
+    from .integrity import reason as patched_reason
+
+    snapshot = Snapshot()
+
+    def check_integrity() -> None:
+        names = snapshot.changed()
+        if names:
+            raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
+                          hack_reasons=[patched_reason(names)])
+
     chan.stage("load candidate")
     try:
         cand = backend.load_candidate(cand_path, CANDIDATE_MODULE)
     except BaseException as exc:  # the candidate's top level may raise anything
+        check_integrity()
         raise fail_from(exc, "Loading the program failed", "compile")
+    check_integrity()
     ModelNew = getattr(cand, "ModelNew", None)
     if ModelNew is None or not isinstance(ModelNew, type) or not issubclass(ModelNew, torch.nn.Module):
         raise Verdict(category="compile", error="The program defines no ModelNew(nn.Module) class; define one with the same constructor and forward signatures as Model.")
@@ -312,7 +441,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     seed = chan.seed()
     torch.manual_seed(seed)
-    model = ref.Model(*init_inputs)
+    try:
+        model = ref.Model(*init_inputs)
+    except BaseException as exc:
+        raise _harness("Model(*get_init_inputs())", exc)
     chan.stage("construct ModelNew")
     torch.manual_seed(seed)
     try:
@@ -321,7 +453,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         raise fail_from(exc, "ModelNew(*get_init_inputs()) failed (it must take the same arguments as Model)", "compile")
     except BaseException as exc:
         raise fail_from(exc, "ModelNew(*get_init_inputs()) failed")
-    model = model.to(device=device, dtype=dtype)
+    try:
+        model = model.to(device=device, dtype=dtype)
+    except BaseException as exc:
+        raise _harness(f"moving Model to {device}", exc)
     model_new = model_new.to(device=device, dtype=dtype)
     # Same seed, so matching parameter shapes should hold matching values; a
     # difference means ModelNew initialised its weights in another order.
@@ -345,22 +480,27 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     torch_ops: list[str] = out.setdefault("torch_ops", [])
 
     calls = {"n": 0}
+    policy = cfg.policy
+    census = Census(TorchOpGuard(allowed).allowed, cuda=device == "cuda", host_memory=device != "cuda")
+    out["census"] = {"policy": policy}
 
     def run_candidate(args: list[Any], where: str) -> list[Any]:
-        guard = TorchOpGuard(allowed)
+        guard = TorchOpGuard(allowed, tracker=census.note_derived)
         first = calls["n"] == 0
         calls["n"] += 1
         t0 = time.monotonic()
         try:
-            with backend.launch_guard() as launches:
-                with guard:
-                    result = model_new(*args)
-                backend.synchronize()
+            with census.watch() as seen:
+                with backend.launch_guard() as launches:
+                    with guard:
+                        result = model_new(*args)
+                    backend.synchronize()
         except BaseException as exc:
             raise fail_from(exc, f"ModelNew.forward raised ({where})")
         finally:
             if first:  # Triton and OpenCL compile on the first call
                 phases["compile"] = round(time.monotonic() - t0, 4)
+            out["census"].update(census.total.summary())
         for k in launches.kernels:
             if k not in kernels:
                 kernels.append(k)
@@ -370,18 +510,25 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         reasons = []
         if not launches.kernels:
             reasons.append(f"forward launched no {backend.name} kernel: the result must be computed by the program's own kernels")
-        if guard.forbidden:
+        if guard.forbidden and policy == "strict":
             reasons.append(
                 f"forward ran PyTorch compute ops {', '.join(guard.forbidden)}: only allocation, view, reshape and copy ops "
                 + (f"(and the task's allowed ops {', '.join(cfg.allowed_torch_ops)}) " if cfg.allowed_torch_ops else "")
                 + "are allowed in forward"
             )
+        else:  # the census names what the op guard could not see
+            reasons += judge(seen, policy, cfg.min_coverage)
+        try:
+            flat = cmp.flatten_outputs(result)
+        except TypeError as exc:
+            if reasons:
+                raise Verdict(category="hacked", hacked=True, hack_reasons=reasons, compiled=True)
+            raise Verdict(category="incorrect", compiled=True, error=str(exc))
+        if policy == "strict" and not reasons and launches.kernels:
+            reasons += census.provenance(flat)
         if reasons:
             raise Verdict(category="hacked", hacked=True, hack_reasons=reasons, compiled=True)
-        try:
-            return cmp.flatten_outputs(result)
-        except TypeError as exc:
-            raise Verdict(category="incorrect", compiled=True, error=str(exc))
+        return flat
 
     input_sets: list[tuple[str, int]] = [("get_inputs", t) for t in range(trials)]
     input_sets += [(g, 0) for g in cfg.extra_inputs]
@@ -405,8 +552,19 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             if changed is not None:
                 raise Verdict(category="hacked", hacked=True, compiled=True,
                               hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
-            expected = cmp.snapshot(cmp.flatten_outputs(model(*clone(pristine))))
-            backend.synchronize()
+            try:
+                with census.reference() if stats["trials"] == 0 else contextlib.nullcontext():
+                    expected = cmp.snapshot(cmp.flatten_outputs(model(*clone(pristine))))
+                backend.synchronize()
+            except BaseException as exc:
+                raise _harness(f"Model.forward on {label}", exc)
+            if stats["trials"] == 0:
+                trivial = _trivial_outputs(cmp, expected, pristine, atol, rtol)
+                if trivial:
+                    out.setdefault("warnings", []).append(
+                        "degenerate task: " + ", ".join(trivial) + " pass(es) this task's tolerance on its inputs; "
+                        "a program returning it is rejected, but the task should be tightened")
+                    out["census"]["degenerate"] = sorted(trivial)
             c_args = clone(pristine)
             got_after = run_candidate(c_args, f"{label}, after the reference")
             changed = cmp.inputs_equal(c_args, pristine)
@@ -415,6 +573,11 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                               hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
         stats["trials"] += 1
         for order, got in (("before", got_before), ("after", got_after)):
+            trivial_form = _is_trivial(cmp, got, expected, pristine, out["census"].get("degenerate"))
+            if trivial_form:
+                raise Verdict(category="hacked", hacked=True, compiled=True, hack_reasons=[
+                    f"forward returned {trivial_form} ({label}), which this task's tolerance cannot tell from the "
+                    "reference's output: a trivial output is never accepted"])
             res = cmp.compare(got, expected, atol, rtol)
             stats["max_abs_err"] = max(stats["max_abs_err"], res["max_abs_err"])
             stats["max_rel_err"] = max(stats["max_rel_err"], res["max_rel_err"])
@@ -437,18 +600,22 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         # outputs from filling device memory
         del history[:-4]
     history.clear()
+    _refill_checks(run_candidate, model, ref, make_inputs, clone, cmp, atol, rtol, backend, "correctness")
+    check_integrity()
     phases["correctness"] = round(time.monotonic() - correctness_started - phases.get("compile", 0.0), 4)
 
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
-                        fail_from, atol, rtol)
+                        fail_from, atol, rtol, run_candidate)
+        check_integrity()
     return out
 
 
 def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any, model_new: Any,
                     make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
-                    out: dict[str, Any], fail_from: Callable[..., "Verdict"], atol: float, rtol: float) -> None:
+                    out: dict[str, Any], fail_from: Callable[..., "Verdict"], atol: float, rtol: float,
+                    run_checked: Callable[[list[Any], str], list[Any]]) -> None:
     """Paired timing of reference and candidate (evaluator/timing.py), then
     the checks on what was timed: the timed calls' output must still be
     right, and work hidden from the timer rejects the candidate."""
@@ -465,9 +632,12 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         # rotate over, so no side enjoys the same inputs in cache every call.
         input_sets = [make_inputs(ref.get_inputs) for _ in range(timing_cfg.input_sets)]
         last: dict[str, Any] = {}
+        per_call: list[tuple[str, ...]] = []
 
         def cand_call(*args: Any) -> Any:
-            result = model_new(*args)
+            with backend.launch_counter() as launched:
+                result = model_new(*args)
+            per_call.append(tuple(sorted(launched.kernels)))
             last["out"], last["args"] = result, args
             return result
 
@@ -503,6 +673,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
             if not chan.timing_done(report):
                 break
         phases["timing"] = round(time.monotonic() - started, 4)
+        _judge_per_call(per_call, out, backend.name)
         # the outputs of the timed calls must still be right (a program that
         # behaves differently when it is not being checked)
         if "out" in last:
@@ -512,6 +683,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                 raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
                     f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when timed"
                 ])
+        _refill_checks(run_checked, model, ref, make_inputs, clone, cmp, atol, rtol, backend, "after timing")
     out.update(outcome.result_fields())
     if outcome.rejected:
         # the times stay in `timing` for diagnosis; the speedup must not be used

@@ -1,0 +1,314 @@
+"""Kernel census: which work did one ``forward`` call, attributed.
+
+The torch-op guard (guards.py) sees the aten ops that pass through Python's
+dispatch mode; a candidate can step around it (leave the mode, enter the
+backend's internal section, call a library that is not torch). The census is
+a second, independent witness, taken during the correctness trials:
+
+* **The profiler** (``torch.profiler``; CPU ops everywhere, plus CUDA kernels
+  and copies with their streams through CUPTI on NVIDIA) records every aten
+  op at the dispatcher's RecordFunction level, which no Python mode can
+  skip, and every device kernel. Each launch of the candidate's own kernels
+  runs inside a ``ks::kernel::<name>`` range (``backends.base.census_launch``);
+  whatever happens inside it is the kernel's (the Triton interpreter's
+  copies, the driver's launch), anything outside is housekeeping (the
+  allocation, view and copy ops every task allows) or **foreign**: a
+  compute op, a kernel launched by a vendor library or by a JIT
+  (torch.compile, TorchScript), a region of compiled code.
+* **Output provenance.** Every output must live in memory the candidate's
+  kernels were given (or a copy an allowed op made of it); on host memory
+  (CPU, PoCL) its bytes must still be those the last kernel left, so an
+  output written by NumPy, by Python or by a library after a decoy launch
+  is caught whatever the call path.
+* **Host reads.** A device-to-host copy of data in ``forward`` (on a GPU) is
+  the work done on the host.
+
+``strict`` (the default policy) rejects foreign work and outputs not
+written by the candidate's kernels; ``partial`` allows foreign work and
+reports the **coverage**: the share of the call's time spent in the
+candidate's own kernels (device time on a GPU, host time on a CPU), which
+must reach the task's ``min_coverage``.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from ..backends.base import _Census, _spans, crc_of
+from .guards import normalize_op
+
+KERNEL_RANGE = "ks::kernel::"
+#: profiler ranges of compiled code run in forward (torch.compile/inductor,
+#: AOT autograd, TorchScript): their own time is foreign work
+JIT_MARKERS = ("Torch-Compiled Region", "CompiledFxGraph", "CompiledFunction", "TorchDynamo",
+               "## Call CompiledFxGraph", "inductor", "TorchScript")
+#: CUDA runtime/driver calls: the launching side, judged by their kernels
+_RUNTIME_PREFIXES = ("cuda", "cu", "nccl", "Runtime")
+#: a scalar read (``.item()``) is allowed; bulk copies to the host are not
+_SCALAR_READ_OPS = {"_local_scalar_dense", "item"}
+
+POLICIES = ("strict", "partial")
+
+
+@dataclass
+class CallCensus:
+    """The attributed work of one call. Times in microseconds."""
+
+    own: dict[str, float] = field(default_factory=dict)
+    housekeeping: dict[str, float] = field(default_factory=dict)
+    foreign: dict[str, float] = field(default_factory=dict)
+    host_reads: list[str] = field(default_factory=list)
+    other_streams: list[str] = field(default_factory=list)
+    device_level: bool = False  # times are device kernel times (a GPU), not host ranges
+
+    def coverage(self) -> Optional[float]:
+        own, foreign = sum(self.own.values()), sum(self.foreign.values())
+        if own + foreign <= 0:
+            return None
+        return own / (own + foreign)
+
+    def merge(self, other: "CallCensus") -> None:
+        for mine, theirs in ((self.own, other.own), (self.housekeeping, other.housekeeping),
+                             (self.foreign, other.foreign)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0.0) + v
+        for mine_l, theirs_l in ((self.host_reads, other.host_reads), (self.other_streams, other.other_streams)):
+            mine_l.extend(x for x in theirs_l if x not in mine_l)
+        self.device_level = self.device_level or other.device_level
+
+    def summary(self) -> dict[str, Any]:
+        cov = self.coverage()
+        return {"coverage": None if cov is None else round(cov, 4),
+                "time_basis": "device" if self.device_level else "host",
+                "own_us": {k: round(v, 1) for k, v in sorted(self.own.items(), key=lambda kv: -kv[1])},
+                "foreign_us": {k: round(v, 1) for k, v in sorted(self.foreign.items(), key=lambda kv: -kv[1])},
+                "housekeeping_us": round(sum(self.housekeeping.values()), 1),
+                "host_reads": list(self.host_reads), "other_streams": list(self.other_streams)}
+
+
+def _duration(e: Any) -> float:
+    return float(e.time_range.end - e.time_range.start)
+
+
+def _is_device(e: Any) -> bool:
+    return str(getattr(e, "device_type", "")).endswith(("CUDA", "PrivateUse1", "XPU"))
+
+
+class Census:
+    """Profiles calls of the candidate and attributes their work. One per
+    evaluation; ``watch()`` around each checked call."""
+
+    def __init__(self, allowed_ops: set[str], *, cuda: bool, host_memory: bool) -> None:
+        self.allowed = set(allowed_ops)
+        self.cuda = cuda
+        self.host_memory = host_memory
+        self.total = CallCensus(device_level=cuda)
+        #: CUPTI stream ids the reference's kernels ran on: the timed stream
+        self.timed_streams: set[Any] = set()
+        # storage spans (start, bytes) -> crc (or None) of memory the
+        # candidate's kernels wrote, or allowed ops copied from it
+        self._derived: list[tuple[int, int, Optional[int]]] = []
+
+    # -- profiling ------------------------------------------------------
+    def _profiler(self) -> Any:
+        if not self.cuda:
+            # the CPU-only profiler starts in milliseconds (Kineto's first
+            # start in a process takes seconds) and sees the same aten ops
+            import torch
+
+            return torch.autograd.profiler.profile(use_kineto=False)
+        from torch.profiler import ProfilerActivity, profile
+
+        return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=False,
+                       with_stack=False, profile_memory=False)
+
+    @staticmethod
+    def _events(prof: Any) -> Any:
+        events = getattr(prof, "function_events", None)
+        return events if events is not None else prof.events()
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[None]:
+        """Profile one call of the reference to learn the timed stream(s)."""
+        if not self.cuda:
+            yield
+            return
+        prof = self._profiler()
+        with prof:
+            yield
+        self.timed_streams = {getattr(e, "device_resource_id", None) for e in self._events(prof)
+                              if _is_device(e) and not e.name.startswith("Mem")}
+        self.timed_streams.discard(None)
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[CallCensus]:
+        """Census one call: everything it ran, attributed, in the yielded
+        record once the block ends."""
+        record = CallCensus(device_level=self.cuda)
+        _Census.launches = []
+        _Census.host_memory = self.host_memory
+        prof = self._profiler()
+        prof.__enter__()
+        _Census.active = True
+        try:
+            yield record
+        finally:
+            _Census.active = False
+            prof.__exit__(None, None, None)
+        self._attribute(self._events(prof), record)
+        self.total.merge(record)
+
+    def _attribute(self, events: Any, record: CallCensus) -> None:
+        by_id = {}
+        for e in events:
+            if not _is_device(e):
+                by_id.setdefault(e.id, e)
+        for e in events:
+            if _is_device(e):
+                self._device_event(e, by_id, record)
+            elif e.cpu_parent is None:
+                self._host_event(e, record)
+
+    def _host_event(self, e: Any, record: CallCensus) -> None:
+        name = e.name
+        if name.startswith(KERNEL_RANGE):
+            if not record.device_level:
+                key = name[len(KERNEL_RANGE):]
+                record.own[key] = record.own.get(key, 0.0) + _duration(e)
+            return
+        if name.startswith("ks::") or name.startswith(_RUNTIME_PREFIXES) or name.startswith("[memory]"):
+            return
+        if name.startswith("aten::"):
+            op = normalize_op(name[len("aten::"):])
+            bucket = record.housekeeping if op in self.allowed else record.foreign
+            if not record.device_level or bucket is record.housekeeping:
+                bucket[name] = bucket.get(name, 0.0) + _duration(e)
+            else:  # on a GPU its kernels carry the time; the op is named even without one
+                bucket.setdefault(name, 0.0)
+            return
+        # a range: the candidate's own annotation is transparent, compiled
+        # code (a JIT's region) is foreign by itself
+        if any(m in name for m in JIT_MARKERS):
+            record.foreign[name] = record.foreign.get(name, 0.0) + (0.0 if record.device_level else _duration(e))
+            return
+        for child in e.cpu_children:
+            self._host_event(child, record)
+
+    def _device_event(self, e: Any, by_id: dict, record: CallCensus) -> None:
+        name = e.name
+        front = by_id.get(getattr(e, "linked_correlation_id", 0) or -1)
+        chain = []
+        while front is not None:
+            chain.append(front.name)
+            front = front.cpu_parent
+        owner = next((n for n in chain if n.startswith(KERNEL_RANGE)), None)
+        op = next((n for n in chain if n.startswith("aten::")), None)
+        if name.startswith("Memcpy"):
+            if "DtoH" in name and owner is None and normalize_op((op or "aten::?")[6:]) not in _SCALAR_READ_OPS:
+                record.host_reads.append(f"{name} (from {op or 'outside any torch op'})")
+            else:
+                record.housekeeping[name] = record.housekeeping.get(name, 0.0) + _duration(e)
+            return
+        if name.startswith("Memset"):
+            record.housekeeping[name] = record.housekeeping.get(name, 0.0) + _duration(e)
+            return
+        if owner is not None:
+            key = owner[len(KERNEL_RANGE):]
+            record.own[key] = record.own.get(key, 0.0) + _duration(e)
+            stream = getattr(e, "device_resource_id", None)
+            if self.timed_streams and stream not in self.timed_streams:
+                note = f"kernel {key} ran on stream {stream}, not the timed stream"
+                if note not in record.other_streams:
+                    record.other_streams.append(note)
+            return
+        if op is not None and normalize_op(op[6:]) in self.allowed:
+            record.housekeeping[op] = record.housekeeping.get(op, 0.0) + _duration(e)
+            return
+        label = f"kernel {name[:80]} (from {op})" if op else f"kernel {name[:80]} (launched outside any torch op: a library or a JIT)"
+        record.foreign[label] = record.foreign.get(label, 0.0) + _duration(e)
+
+    # -- provenance -----------------------------------------------------
+    def note_derived(self, inputs: list[Any], outputs: list[Any]) -> None:
+        """An allowed op (clone, contiguous, copy_, ...) made ``outputs`` from
+        ``inputs``: when an input is the kernels' work, so is the output.
+        Called by the torch-op guard while a census is on."""
+        if not _Census.active:
+            return
+        written = self._written()
+        if not any(self._overlaps(s, written) for s in (_spans(t) for t in inputs) if s is not None):
+            return
+        for t in outputs:
+            s = _spans(t)
+            if s is not None:
+                self._derived.append((s[0], s[1], crc_of(s[2]) if self.host_memory else None))
+
+    def _written(self) -> list[tuple[int, int, Optional[int]]]:
+        spans = []
+        for launch in _Census.launches:
+            crcs = launch["crcs"] or [None] * len(launch["spans"])
+            spans.extend((start, n, crc) for (start, n), crc in zip(launch["spans"], crcs))
+        return spans + self._derived
+
+    @staticmethod
+    def _overlaps(span: tuple, written: list) -> bool:
+        start, n = span[0], span[1]
+        return any(start < ws + wn and ws < start + n for ws, wn, _ in written)
+
+    def provenance(self, outputs: list[Any]) -> list[str]:
+        """Problems with where the outputs came from (strict policy)."""
+        problems = []
+        written = self._written()
+        for i, t in enumerate(outputs):
+            s = _spans(t)
+            if s is None or s[1] == 0:
+                continue
+            start, n, view = s
+            touching = [w for w in written if start < w[0] + w[1] and w[0] < start + n]
+            if not touching:
+                problems.append(f"output #{i} was not written by any of the program's kernels (its memory was "
+                                "passed to none of them): the result was computed by something else")
+                continue
+            last = touching[-1]
+            if self.host_memory and last[2] is not None and (last[0], last[1]) == (start, n) and crc_of(view) != last[2]:
+                problems.append(f"output #{i} changed after the program's kernel last wrote it: the result was "
+                                "written by host code or a library, not by the kernel")
+        self._derived = []
+        return problems
+
+
+def judge(record: CallCensus, policy: str, min_coverage: float) -> list[str]:
+    """Hack reasons for one call's census under a policy."""
+    reasons = []
+    if record.host_reads:
+        reasons.append("forward copied data to the host (" + "; ".join(record.host_reads[:3])
+                       + "): the work must be done on the device by the program's kernels")
+    if record.other_streams:
+        reasons.append("; ".join(record.other_streams[:3]) + ": launch every kernel on the current stream")
+    foreign = {k: v for k, v in record.foreign.items()}
+    if policy == "strict" and foreign:
+        named = ", ".join(f"{k} ({v / 1000:.3f} ms)" if v else k
+                          for k, v in sorted(foreign.items(), key=lambda kv: -kv[1])[:4])
+        reasons.append(f"forward's work was done outside the program's own kernels: {named}. Under the strict "
+                       "policy only allocation, view and copy ops (and the task's allowed ops) may run besides them")
+    elif policy == "partial" and foreign:
+        cov = record.coverage()
+        if cov is not None and cov < min_coverage:
+            reasons.append(f"the program's own kernels did {cov:.0%} of forward's work, below the task's minimum "
+                           f"coverage {min_coverage:.0%} (partial policy)")
+    return reasons
+
+
+def warm_up() -> None:
+    """Start Kineto with CUPTI once (seconds the first time in a process):
+    in a pool's spare child, after its CUDA context and before it gets a
+    candidate, so the census costs the candidate milliseconds."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        torch.zeros(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+
+
+__all__ = ["CallCensus", "Census", "JIT_MARKERS", "KERNEL_RANGE", "POLICIES", "judge", "warm_up"]

@@ -1,0 +1,101 @@
+"""The evaluator's own code, as the candidate found it.
+
+The candidate runs in the worker that checks and times it, so it can try to
+rewrite the checks: replace the timing harness, the comparison, the clock,
+the op guard, a torch function the comparison relies on, at import time or
+during a call, through any spelling the static checks cannot see
+(``setattr(importlib.import_module("ti" + "me"), ...)``). A snapshot of
+every function and class attribute of the modules the verdict rests on is
+taken before the candidate is loaded and compared after each phase: any
+replaced or deleted name rejects the candidate, naming it.
+
+This closes the in-process route; it does not make the worker a trusted
+place (a candidate can still corrupt memory through ctypes). What a
+candidate cannot reach at all is listed in docs/evaluator.md ("Integrity").
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+#: modules whose functions and classes the verdict rests on
+WATCHED = (
+    "builtins", "time", "math", "statistics", "random", "zlib",
+    "torch", "torch.cuda", "torch.autograd.profiler", "torch.profiler", "torch.utils._python_dispatch",
+    "numpy",
+    "kernelsmith.timing", "kernelsmith._core",
+    "kernelsmith.backends.base", "kernelsmith.backends.triton", "kernelsmith.backends.opencl", "kernelsmith.opencl",
+    "kernelsmith.evaluator.worker", "kernelsmith.evaluator.timing", "kernelsmith.evaluator.correctness",
+    "kernelsmith.evaluator.census", "kernelsmith.evaluator.guards", "kernelsmith.evaluator.integrity",
+    "kernelsmith.evaluator.tracebacks",
+)
+#: classes whose methods are watched besides those defined in WATCHED modules
+_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.cuda.Event", "torch.nn.Module")
+
+
+def _resolve(dotted: str) -> Any:
+    parts = dotted.split(".")
+    obj = sys.modules.get(parts[0])
+    for p in parts[1:]:
+        obj = getattr(obj, p, None) if obj is not None else None
+    return obj
+
+
+def _watchable(obj: Any) -> bool:
+    return callable(obj) or isinstance(obj, (staticmethod, classmethod, property))
+
+
+class Snapshot:
+    """Identity of every watched callable (and its code object)."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.modules: dict[str, Any] = {}
+        for name in WATCHED:
+            mod = sys.modules.get(name)
+            if mod is None:
+                continue
+            self.modules[name] = mod
+            for attr, obj in list(vars(mod).items()):
+                if _watchable(obj):
+                    self._add(name, attr, obj)
+                    if isinstance(obj, type) and getattr(obj, "__module__", "").startswith("kernelsmith"):
+                        self._class(f"{name}.{attr}", obj)
+        for dotted in _CLASSES:
+            cls = _resolve(dotted)
+            if isinstance(cls, type):
+                self._class(dotted, cls)
+
+    def _add(self, owner: str, attr: str, obj: Any) -> None:
+        self.items[(owner, attr)] = (obj, getattr(obj, "__code__", None))
+
+    def _class(self, dotted: str, cls: type) -> None:
+        self.modules[dotted] = cls
+        for attr, obj in list(vars(cls).items()):
+            if _watchable(obj):
+                self._add(dotted, attr, obj)
+
+    def changed(self) -> list[str]:
+        """Names replaced, deleted or given new code since the snapshot."""
+        out = []
+        for name, mod in self.modules.items():
+            if "." in name and name in sys.modules and sys.modules[name] is not mod and not isinstance(mod, type):
+                out.append(f"sys.modules['{name}']")
+        for (owner, attr), (obj, code) in self.items.items():
+            holder = self.modules[owner]
+            now = vars(holder).get(attr, _MISSING) if isinstance(holder, type) else getattr(holder, "__dict__", {}).get(attr, _MISSING)
+            if now is not obj or getattr(now, "__code__", None) is not code:
+                out.append(f"{owner}.{attr}")
+        return out
+
+
+_MISSING = object()
+
+
+def reason(names: list[str]) -> str:
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"the program replaced {shown}: code the evaluator's checks and timing rely on must not be patched "
+            "(the verdict is not the program's to write)")
+
+
+__all__ = ["Snapshot", "WATCHED", "reason"]
