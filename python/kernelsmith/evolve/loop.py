@@ -71,8 +71,9 @@ class RunSummary:
 
     @property
     def failed(self) -> bool:
-        """Stopped by a fault (the LLM endpoint), not by finishing or a limit."""
-        return self.stop_reason.startswith("llm-")
+        """Stopped by a fault (the LLM endpoint, the task's reference), not by
+        finishing or a limit."""
+        return self.stop_reason.startswith("llm-") or self.stop_reason == "harness-error"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -368,6 +369,12 @@ class Evolution:
         # The claim lasts until this step is applied (told), when seen() takes over.
         async with self._eval_slots:
             result = await self._evaluate(source)
+        if getattr(result, "category", "") == "harness":
+            # the task's reference (or the machine) failed: nothing to tell
+            # the model or the archive; the run stops and says why, and
+            # the request stays open for a resume once the task is fixed
+            return StepOutcome(request, record, None, stop_reason="harness-error",
+                               stop_detail=getattr(result, "error", ""))
         record["eval"] = _to_dict(result)
         child = self._program_fields(
             source=source, parent_id=record["parent_id"], island=record["island"],
@@ -385,7 +392,8 @@ class Evolution:
 
             return EvalResult.from_dict(done)
         result = await self.evaluator.evaluate_async(self.task, source)
-        self.run_dir.append_evaluation({"sha256": key, "eval": _to_dict(result)})
+        if getattr(result, "category", "") != "harness":  # a harness fault is evaluated again after a fix
+            self.run_dir.append_evaluation({"sha256": key, "eval": _to_dict(result)})
         return result
 
     def _failed_child(self, request: Any, status: str, feedback: dict[str, Any], source: str) -> dict[str, Any]:

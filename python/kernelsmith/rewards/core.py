@@ -32,7 +32,10 @@ CI_MODES = ("snap", "lower", "point")
 KERNEL_BUILD_ERRORS = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed", "CompilationError")
 
 #: statuses a reward can have (edit failures come from applying the completion)
-STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed")
+#: "harness-error": the task's reference failed, the program was not judged;
+#: its reward is 0.0 and a trainer should mask the sample (not the model's doing)
+STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed",
+            "harness-error")
 
 
 @dataclass
@@ -177,6 +180,8 @@ def compute_reward(
     if isinstance(result, Mapping):
         result = EvalResult.from_dict(dict(result))
     brief = result.to_dict()
+    if result.category == "harness":
+        return Reward(0.0, "harness-error", detail=result.error[-2000:], result=brief)
     if result.hacked or result.category == "hacked":
         return Reward(config.hacked, "hacked", detail="; ".join(result.hack_reasons)[:2000], result=brief)
     if not result.compiled or result.category == "compile":

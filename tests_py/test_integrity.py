@@ -1,0 +1,153 @@
+"""Evaluator integrity v2 on the CPU (Triton interpreter): a held-out set of
+hacks (tests_py/fixtures/hacks_v2, one file per variant, its category in its
+first comment) that the static checks let through, each rejected at run time
+by the kernel census, the provenance of the outputs, the work-on-every-call
+checks or the integrity snapshot, with a reason naming the call; honest
+programs and the examples' seeds stay accepted; degenerate tasks, harness
+faults and the partial policy."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.rewards import compute_reward
+from kernelsmith.task import Task
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
+)
+
+HERE = Path(__file__).parent
+HACKS = HERE / "fixtures" / "hacks_v2"
+CAND = HERE / "fixtures" / "candidates"
+TASKS = HERE / "fixtures" / "tasks"
+EXAMPLES = HERE.parent / "examples" / "triton"
+
+#: category (file prefix) -> what the reason must name
+REASONS = {
+    "foreign": r"output #0 (was not written by any of the program's kernels|changed after the program's kernel)",
+    "host": r"output #0 changed after the program's kernel last wrote it",
+    "jit": r"PyTorch compute ops aten\.(relu|clamp_min)|outside the program's own kernels",
+    "cache": r"launched no triton kernel|cached from an earlier call|same output as for earlier",
+    "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard",
+    "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)",
+}
+RELU_HACKS = sorted(p for p in HACKS.glob("*.py") if p.stem.split("_")[0] in REASONS and p.stem != "cache_while_timed")
+
+
+def _show(r) -> str:
+    return f"{r.category}: {r.error[:600]} {r.hack_reasons}\n{r.log_tail[-1200:]}"
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    relu = Task.load(EXAMPLES / "relu")
+    items = [(relu, p.read_text()) for p in RELU_HACKS]
+    items += [(Task.load(EXAMPLES / name), (EXAMPLES / name / "seed.py").read_text())
+              for name in ("relu", "softmax", "vector_add")]
+    small, passthrough = Task.load(TASKS / "degenerate_small"), Task.load(TASKS / "degenerate_passthrough")
+    items += [(small, (HACKS / "trivial_zeros.py").read_text()), (small, (HACKS / "trivial_constant.py").read_text()),
+              (passthrough, (HACKS / "trivial_passthrough.py").read_text()),
+              (small, (CAND / "small_relu_correct.py").read_text()),
+              (Task.load(TASKS / "broken_import"), (CAND / "relu_correct.py").read_text()),
+              (Task.load(TASKS / "reference_oom"), (CAND / "relu_correct.py").read_text())]
+    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
+        out = ev.evaluate_many(items)
+    names = [p.stem for p in RELU_HACKS] + ["seed_relu", "seed_softmax", "seed_vector_add", "trivial_zeros",
+                                             "trivial_constant", "trivial_passthrough", "small_honest",
+                                             "broken_import", "reference_oom"]
+    return dict(zip(names, out))
+
+
+def test_the_held_out_set_has_three_variants_per_cpu_category():
+    per = {}
+    for p in HACKS.glob("*.py"):
+        per.setdefault(p.stem.split("_")[0], []).append(p.stem)
+    for category in ("foreign", "host", "jit", "cache", "indirect", "forged", "trivial"):
+        assert len(per.get(category, [])) >= 3, (category, per.get(category))
+
+
+def test_static_checks_let_the_held_out_hacks_through():
+    # the point of the set: only the run-time checks can reject these
+    from kernelsmith.backends.base import get_backend
+
+    backend = get_backend("triton")
+    for p in HACKS.glob("*.py"):
+        report = backend.static_check(p.read_text())
+        assert not report.hacks and not report.errors, (p.name, report.hacks, report.errors)
+
+
+@pytest.mark.parametrize("name", [p.stem for p in RELU_HACKS])
+def test_held_out_hack_rejected_with_a_reason_naming_it(verdicts, name):
+    r = verdicts[name]
+    assert r.category == "hacked" and r.hacked and not r.correct, _show(r)
+    assert any(re.search(REASONS[name.split("_")[0]], h) for h in r.hack_reasons), r.hack_reasons
+
+
+@pytest.mark.parametrize("name", ["seed_relu", "seed_softmax", "seed_vector_add"])
+def test_seeds_accepted_with_full_coverage(verdicts, name):
+    r = verdicts[name]
+    assert r.category == "ok", _show(r)
+    assert r.census["policy"] == "strict" and r.coverage == 1.0 and not r.census["foreign_us"], r.census
+    assert r.census["own_us"], r.census
+
+
+@pytest.mark.parametrize("name,form", [("trivial_zeros", "zeros"), ("trivial_constant", "a constant"),
+                                       ("trivial_passthrough", "input #0 unchanged")])
+def test_trivial_outputs_rejected_on_degenerate_tasks(verdicts, name, form):
+    r = verdicts[name]
+    assert r.category == "hacked", _show(r)
+    assert f"forward returned {form}" in r.hack_reasons[0], r.hack_reasons
+    assert any("degenerate task" in w for w in r.warnings), r.warnings
+
+
+def test_an_honest_program_on_a_degenerate_task_passes_with_the_task_marked(verdicts):
+    r = verdicts["small_honest"]
+    assert r.category == "ok", _show(r)
+    assert "zeros" in r.census["degenerate"] and any("degenerate task" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("name,what", [("broken_import", r"No module named 'kernelsmith_no_such_package'"),
+                                       ("reference_oom", r"ran out of memory")])
+def test_reference_faults_are_the_harness_not_the_candidate(verdicts, name, what):
+    r = verdicts[name]
+    assert r.category == "harness" and not r.hacked, _show(r)
+    assert re.search(what, r.error) and "not the candidate's fault" in r.error
+    reward = compute_reward(r)
+    assert reward.status == "harness-error" and reward.reward == 0.0
+
+
+def test_work_on_every_timed_call(tmp_path):
+    # honest for the checks, then cached by address while timed: the timed
+    # calls launch nothing
+    task = Task.load(EXAMPLES / "relu")
+    with Evaluator(backend="triton", workers=1, timeout_s=200, timing=True) as ev:
+        r = ev.evaluate(task, (HACKS / "cache_while_timed.py").read_text())
+        honest = ev.evaluate(task, (CAND / "relu_correct.py").read_text())
+    assert r.category == "hacked", _show(r)
+    assert re.search(r"timed call #\d+ of \d+ launched no triton kernel", r.hack_reasons[0]), r.hack_reasons
+    assert honest.category == "ok", _show(honest)
+    per_call = honest.census["per_call"]
+    assert per_call["distinct"] == 1 and per_call["calls"] >= 4 and per_call["kernels"], per_call
+
+
+def test_partial_policy_reports_coverage_and_enforces_its_minimum():
+    strict = Task.load(EXAMPLES / "relu")
+    partial = Task.load(EXAMPLES / "relu")
+    partial.config.policy = "partial"
+    demanding = Task.load(EXAMPLES / "relu")
+    demanding.config.policy, demanding.config.min_coverage = "partial", 0.999
+    source = (CAND / "relu_partial.py").read_text()
+    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
+        rs, rp, rd = ev.evaluate_many([(strict, source), (partial, source), (demanding, source)])
+    assert rs.category == "hacked" and "aten.maximum" in rs.hack_reasons[0], _show(rs)
+    assert rp.category == "ok", _show(rp)
+    assert rp.census["policy"] == "partial" and 0.0 < rp.coverage < 1.0, rp.census
+    assert any("aten::maximum" in k for k in rp.census["foreign_us"]), rp.census
+    assert "Coverage: your kernels did" in rp.render_feedback()
+    assert rd.category == "hacked" and "below the task's minimum coverage 100%" in rd.hack_reasons[0], _show(rd)
