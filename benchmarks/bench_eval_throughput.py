@@ -10,6 +10,10 @@ evaluated by each evaluator mode in turn, in one run:
          was before issue 13: Python, torch, Triton and the CUDA context are
          paid by every candidate);
   pool   the warm worker pool (Evaluator(mode="pool")).
+  pool-nocensus  the pool with the integrity v2 checks off (KS_BENCH_NO_CENSUS=1:
+         no kernel census, output provenance, integrity snapshot or refill
+         checks), only to measure what they cost: compare its rate with
+         pool's in one run (issue 14: at most 10% more time).
 
 Each group is one batch (Evaluator.stream when the evaluator has it, else
 evaluate_many), timed from submission to the last result. Per mode and group
@@ -77,7 +81,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "benchmarks" / "eval_throughput"
 MANIFESTS = {"triton": HERE / "manifest.yaml", "opencl": HERE / "opencl" / "manifest.yaml"}
 CATEGORIES = ("ok", "incorrect", "compile", "runtime", "crash", "timeout", "hacked", "oom")
-MODES = ("fresh", "pool")
+MODES = ("fresh", "pool", "pool-nocensus")
 #: the phases issue 13 names, printed in this order; other keys follow sorted
 PHASES = ("queue", "startup", "load", "compile", "correctness", "timing")
 
@@ -142,8 +146,13 @@ def make_evaluator(mode: str, backend: str, args: argparse.Namespace, tasks: Seq
     kwargs: dict[str, Any] = dict(backend=backend or None, workers=args.workers, timeout_s=args.timeout)
     if args.devices is not None:
         kwargs["devices"] = [d for d in args.devices.split(",") if d]
+    # set before the evaluator exists: workers (and a pool's zygote) inherit it
+    if mode == "pool-nocensus":
+        os.environ["KS_BENCH_NO_CENSUS"] = "1"
+    else:
+        os.environ.pop("KS_BENCH_NO_CENSUS", None)
     if has_modes():
-        kwargs["mode"] = mode
+        kwargs["mode"] = "pool" if mode == "pool-nocensus" else mode
     ev = Evaluator(**kwargs)
     if hasattr(ev, "warm_up"):
         # the pool's zygote and spares start here, off the batch's clock (and

@@ -60,6 +60,23 @@ SUITE = [
     (EX / "relu", CAND / "hang.py", "timeout"),
     (EX / "relu", CAND / "env_leak.py", "ok"),
 ]
+# Integrity v2 (issue 14): the held-out hacks the static checks let through,
+# rejected at run time (kernel census, output provenance, work on every
+# call, integrity snapshot); trivial outputs on degenerate tasks; faults of
+# the task's reference, which are the harness's
+HACKS2 = FIX / "hacks_v2"
+SUITE += [(EX / "relu", p, "hacked") for p in sorted(HACKS2.glob("*.py"))
+          if not p.stem.startswith("trivial") and p.stem != "cache_while_timed"]
+SUITE += [
+    # only caught when timing runs (GPU default, --timing on a CPU)
+    (EX / "relu", HACKS2 / "cache_while_timed.py", "hacked"),
+    (FIX / "tasks" / "degenerate_small", HACKS2 / "trivial_zeros.py", "hacked"),
+    (FIX / "tasks" / "degenerate_small", HACKS2 / "trivial_constant.py", "hacked"),
+    (FIX / "tasks" / "degenerate_passthrough", HACKS2 / "trivial_passthrough.py", "hacked"),
+    (FIX / "tasks" / "degenerate_small", CAND / "small_relu_correct.py", "ok"),
+    (FIX / "tasks" / "broken_import", CAND / "relu_correct.py", "harness"),
+    (FIX / "tasks" / "reference_oom", CAND / "relu_correct.py", "harness"),
+]
 
 
 def main() -> int:
@@ -100,7 +117,7 @@ def main() -> int:
     print("-" * len(header))
     mismatches = 0
     for (task, cand, expected), r in zip(SUITE, results):
-        if Path(cand).stem == "hack_timing_switch" and not timing:
+        if Path(cand).stem in ("hack_timing_switch", "cache_while_timed") and not timing:
             expected = "ok"  # its switch only shows while being timed
         good = matches(r.category, expected)
         mismatches += not good

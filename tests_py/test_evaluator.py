@@ -110,7 +110,9 @@ def test_shape_specialisation_caught_by_extra_inputs(results):
     ("no_kernel", r"launched no triton kernel"),
     ("torch_op", r"PyTorch compute ops aten\.relu"),
     ("input_mutation", r"modified its input #0"),
-    ("replay", r"same output as for earlier, different inputs"),
+    # a replayed output was written by no kernel of this call: the census's
+    # provenance check names it before the replay check compares outputs
+    ("replay", r"same output as for earlier, different inputs|not written by any of the program's kernels"),
 ])
 def test_runtime_hacks_rejected_with_reason(results, name, reason):
     r = results[name]
@@ -199,8 +201,10 @@ def test_inputs_fresh_per_trial_and_per_evaluation(results):
     a, b = results["print_inputs"], results["print_inputs_again"]
     assert a.category == "ok" and b.category == "ok", _show(a) + _show(b)
     fa, fb = fingerprints(a), fingerprints(b)
-    # two candidate calls per trial (before and after the reference) on the same inputs
-    assert len(fa) == 10 and len(set(fa)) == 5
+    # two candidate calls per trial (before and after the reference) on the
+    # same inputs, then the refill checks: a first call on new buffers, the
+    # same buffers refilled with new values, newly allocated inputs
+    assert len(fa) == 13 and len(set(fa)) == 8
     assert not set(fa) & set(fb)
 
 
@@ -279,7 +283,10 @@ def test_program_that_changes_when_timed_is_hacked():
     task = Task.load(EXAMPLES / "relu")
     with Evaluator(backend="triton", timing=True) as ev:
         r = ev.evaluate(task, (CAND / "hack_timing_switch.py").read_text())
-    assert r.category == "hacked" and "behaves differently when timed" in r.hack_reasons[0], _show(r)
+    # honest for its first 12 calls: the refill checks after the trials (or
+    # the output of the timed calls) catch the switch
+    assert r.category == "hacked" and re.search(r"behaves differently when timed|cached from an earlier call",
+                                                r.hack_reasons[0]), _show(r)
 
 
 def test_cli_eval_exit_codes(capsys):

@@ -78,7 +78,10 @@ def test_a_poisoning_candidate_cannot_touch_the_next_one():
         from kernelsmith.evaluator.sandbox import Limits
 
         bad = pool.run(task, POISONER, None, False, Limits(timeout_s=120))
-        assert bad.category == "runtime" and "poisoned on purpose" in bad.error, bad.error
+        # its patches of torch are found by the integrity snapshot right
+        # after its import (before forward runs); the point here is the next one
+        assert bad.category == "hacked" and "the program replaced torch.allclose" in bad.hack_reasons[0], \
+            (bad.error, bad.hack_reasons)
         time.sleep(0.5)
         assert _daemons() == [], "a process the candidate left behind is still running"
         if ev._uids is not None:  # as root: other children's folders belong to other uids

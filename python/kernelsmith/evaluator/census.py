@@ -87,6 +87,27 @@ class CallCensus:
                 "host_reads": list(self.host_reads), "other_streams": list(self.other_streams)}
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Kineto prints two lines to stderr per profiler start and stop
+    (``USDT: ... profiler_start``), whatever its log level: they would fill
+    the worker log that the feedback quotes. Only the start and the stop are
+    silenced, never the candidate's own output."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _duration(e: Any) -> float:
     return float(e.time_range.end - e.time_range.start)
 
@@ -99,7 +120,10 @@ class Census:
     """Profiles calls of the candidate and attributes their work. One per
     evaluation; ``watch()`` around each checked call."""
 
-    def __init__(self, allowed_ops: set[str], *, cuda: bool, host_memory: bool) -> None:
+    def __init__(self, allowed_ops: set[str], *, cuda: bool, host_memory: bool, enabled: bool = True) -> None:
+        #: False only to measure what the census costs (KS_BENCH_NO_CENSUS=1
+        #: in the throughput benchmark): nothing is profiled or judged then
+        self.enabled = enabled
         self.allowed = set(allowed_ops)
         self.cuda = cuda
         self.host_memory = host_memory
@@ -131,7 +155,7 @@ class Census:
     @contextlib.contextmanager
     def reference(self) -> Iterator[None]:
         """Profile one call of the reference to learn the timed stream(s)."""
-        if not self.cuda:
+        if not self.cuda or not self.enabled:
             yield
             return
         prof = self._profiler()
@@ -146,16 +170,21 @@ class Census:
         """Census one call: everything it ran, attributed, in the yielded
         record once the block ends."""
         record = CallCensus(device_level=self.cuda)
+        if not self.enabled:
+            yield record
+            return
         _Census.launches = []
         _Census.host_memory = self.host_memory
         prof = self._profiler()
-        prof.__enter__()
+        with _quiet():
+            prof.__enter__()
         _Census.active = True
         try:
             yield record
         finally:
             _Census.active = False
-            prof.__exit__(None, None, None)
+            with _quiet():
+                prof.__exit__(None, None, None)
         self._attribute(self._events(prof), record)
         self.total.merge(record)
 
@@ -257,6 +286,8 @@ class Census:
 
     def provenance(self, outputs: list[Any]) -> list[str]:
         """Problems with where the outputs came from (strict policy)."""
+        if not self.enabled:
+            return []
         problems = []
         written = self._written()
         for i, t in enumerate(outputs):

@@ -49,6 +49,10 @@ class Snapshot:
     """Identity of every watched callable (and its code object)."""
 
     def __init__(self) -> None:
+        # torch._dynamo wraps torch.manual_seed (and more) when it is first
+        # imported, which the evaluation itself does later: import it first
+        import torch._dynamo  # noqa: F401
+
         self.items: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.modules: dict[str, Any] = {}
         for name in WATCHED:
