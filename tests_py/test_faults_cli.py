@@ -52,7 +52,9 @@ def _config(tmp_path: Path, **llm: object) -> Path:
     retry = {"max_attempts": 2, "backoff_base_s": 0.01}
     path.write_text(json.dumps({  # JSON is YAML
         "proposal_concurrency": 1, "checkpoint_every": 2, "max_llm_failures": 2,
-        "llm": {"timeout_s": 0.5, "retry": retry, **llm},
+        # 2 s: on a loaded 2-core machine a request can wait that long before the
+        # mock server's thread records it (0.5 s lost requests under load)
+        "llm": {"timeout_s": 2.0, "retry": retry, **llm},
     }))
     return path
 
@@ -116,7 +118,7 @@ def test_quota_refusal_stops_the_run_at_once(mock_llm, tmp_path):
     (lambda r: MockResponse.error(500, "upstream exploded"), "server"),
     (lambda r: MockResponse.malformed(), "malformed"),
     (lambda r: MockResponse.dropped(), "connection"),
-    (lambda r: MockResponse.slow(3.0), "timeout"),
+    (lambda r: MockResponse.slow(5.0), "timeout"),
 ], ids=["http-500", "malformed-json", "dropped-connection", "slow"])
 def test_failing_endpoint_stops_after_max_llm_failures(mock_llm, tmp_path, fault, kind):
     mock_llm.handler = fault

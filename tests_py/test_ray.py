@@ -57,4 +57,9 @@ def test_evolve_with_ray_evaluator(ray_evaluator, tmp_path):
     summary = evolve_sync(TASK_DIR, config, tmp_path / "run", evaluator=ray_evaluator)
     steps = read_trajectory(tmp_path / "run")
     assert steps[0]["kind"] == "seed" and steps[0]["status"] == "correct"
-    assert summary.best_speedup is not None and summary.steps == 2
+    assert summary.steps == 2
+    # a best needs a reliable timing: on a loaded 2-core machine (Ray's own
+    # processes included) the contention check may mark every timing
+    # unreliable, and then the run rightly has no best
+    reliable = [s for s in steps if s["status"] == "correct" and (s.get("eval") or {}).get("timing_reliable", True)]
+    assert (summary.best_speedup is not None) == bool(reliable), (summary, [s.get("eval") for s in steps])
