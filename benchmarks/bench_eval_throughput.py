@@ -83,7 +83,7 @@ MANIFESTS = {"triton": HERE / "manifest.yaml", "opencl": HERE / "opencl" / "mani
 CATEGORIES = ("ok", "incorrect", "compile", "runtime", "crash", "timeout", "hacked", "oom")
 MODES = ("fresh", "pool", "pool-nocensus")
 #: the phases issue 13 names, printed in this order; other keys follow sorted
-PHASES = ("queue", "startup", "load", "compile", "correctness", "timing")
+PHASES = ("queue", "startup", "load", "compile", "correctness", "census", "timing")
 
 
 class ManifestError(ValueError):

@@ -123,7 +123,11 @@ def test_sft_formats_parse_back(runs, tmp_path):
     export_sft([runs["opt"], runs["tr"]], tmp_path / "pq", "parquet", cfg)
     table = pq.read_table(tmp_path / "pq" / "kernelsmith_sft.parquet")
     assert table.to_pylist() and [r["messages"] for r in table.to_pylist()] == [r["messages"] for r in base]
-    assert {"task_id", "difficulty", "kind", "speedup_over_parent"} <= set(table.column_names)
+    assert {"task_id", "difficulty", "kind", "speedup_over_parent", "coverage"} <= set(table.column_names)
+    # the kernel census's coverage travels with every sample: the OpenCL
+    # programs do all their work in their own kernels
+    correct = [r for r in table.to_pylist() if r["status"] == "correct"]
+    assert correct and all(r["coverage"] == 1.0 for r in correct), [r["coverage"] for r in correct]
 
 
 def test_balanced_sampling_across_difficulty(runs, tmp_path):
@@ -207,6 +211,7 @@ def test_rl_strategies_and_one_schema(runs, tmp_path):
                 expected.add((run_dir, step))
     assert {(r["extra_info"]["run_dir"], r["extra_info"]["step"]) for r in results["best"]} == expected
     assert any(r["extra_info"]["kind"] == "translation" for r in results["best"])
+    assert all(r["extra_info"]["recorded"]["child_coverage"] == 1.0 for r in results["best"])
     translation = next(r for r in results["best"] if r["extra_info"]["kind"] == "translation")
     assert translation["extra_info"]["parent"]["is_reference"] and translation["extra_info"]["parent"]["speedup"] == 1.0
 

@@ -151,3 +151,18 @@ def test_partial_policy_reports_coverage_and_enforces_its_minimum():
     assert any("aten::maximum" in k for k in rp.census["foreign_us"]), rp.census
     assert "Coverage: your kernels did" in rp.render_feedback()
     assert rd.category == "hacked" and "below the task's minimum coverage 100%" in rd.hack_reasons[0], _show(rd)
+
+
+def test_cli_chooses_the_policy(capsys):
+    import json
+
+    from kernelsmith.cli import main
+
+    args = ["eval", str(EXAMPLES / "relu"), str(CAND / "relu_partial.py"), "--no-timing", "--json"]
+    assert main(args) == 1  # strict (the task's default): hacked
+    strict = json.loads(capsys.readouterr().out)
+    assert strict["category"] == "hacked" and strict["census"]["policy"] == "strict"
+    assert main(args + ["--policy", "partial", "--min-coverage", "0.2"]) == 0
+    partial = json.loads(capsys.readouterr().out)
+    assert partial["category"] == "ok" and partial["census"]["policy"] == "partial"
+    assert 0.2 <= partial["census"]["coverage"] < 1.0

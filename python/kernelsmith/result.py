@@ -79,7 +79,8 @@ class EvalResult:
     # seconds per phase: queue (waiting for a worker), startup (the worker's
     # own start when none was ready), load (task and candidate), compile
     # (first candidate call: JIT compile and launch), correctness (the rest of
-    # the trials), timing_wait (waiting for the device's timing slot), timing
+    # the trials), census (the integrity v2 checks' own time: profiler, provenance,
+    # snapshot, refill checks), timing_wait (waiting for the device's timing slot), timing
     phases: dict = field(default_factory=dict)
     # False when the timing saw contention or a drifting reference after
     # every re-timing: the speedup is then not to be trusted as fast

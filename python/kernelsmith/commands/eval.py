@@ -16,6 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default=None, help="evaluation backend (default: the task's, else triton)")
     parser.add_argument("--trials", type=int, default=None, help="correctness trials, 1..100 (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds (default: the task's)")
+    parser.add_argument("--policy", choices=("strict", "partial"), default=None,
+                        help="integrity policy: strict = only the program's own kernels do the work; partial = "
+                             "foreign work allowed, coverage reported (default: the task's, strict)")
+    parser.add_argument("--min-coverage", type=float, default=None,
+                        help="partial policy: least share of forward's time in the program's kernels, 0..1 "
+                             "(default: the task's, 0.5)")
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
     parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
@@ -30,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from ..task import Task
     from . import UsageError
 
-    task = Task.load(args.task, backend=args.backend, trials=args.trials)  # TaskError: exit 2 in the CLI
+    task = Task.load(args.task, backend=args.backend, trials=args.trials, policy=args.policy,
+                     min_coverage=args.min_coverage)  # TaskError: exit 2 in the CLI
     if args.candidate == "seed":
         if task.seed_source is None:
             raise UsageError(f"task {args.task} has no seed.py; give a CANDIDATE.py to evaluate")

@@ -18,6 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="proposal steps (default 40); with --resume: this many steps more")
     parser.add_argument("--seed", type=int, help="random seed of the engine and proposers (default 0)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
+    parser.add_argument("--policy", choices=("strict", "partial"), default=None,
+                        help="integrity policy: strict = only the program's own kernels do the work; partial = "
+                             "foreign work allowed, coverage reported (default: the task's, strict)")
+    parser.add_argument("--min-coverage", type=float, default=None,
+                        help="partial policy: least share of forward's time in the program's kernels, 0..1 "
+                             "(default: the task's, 0.5)")
     parser.add_argument("--config", help="YAML config (see docs/evolve.md); flags override it")
     parser.add_argument("--out", help="new run directory (default runs/<task>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run (nothing finished is redone)")
@@ -126,12 +132,13 @@ def run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         ignored = [flag for flag, value in (("--config", args.config), ("--out", args.out), ("--model", args.model),
                                             ("--backend", args.backend), ("--seed", args.seed),
-                                            ("--trials", args.trials)) if value is not None]
+                                            ("--trials", args.trials), ("--policy", args.policy),
+                                            ("--min-coverage", args.min_coverage)) if value is not None]
         if ignored:
             raise UsageError(f"{', '.join(ignored)} cannot change a resumed run (it keeps its own settings); "
                              "only --iterations N (N more steps) can be given with --resume")
     overrides = dict(iterations=args.iterations, seed=args.seed, model=args.model, backend=args.backend,
-                     trials=args.trials)
+                     trials=args.trials, policy=args.policy, min_coverage=args.min_coverage)
     config = load_evolve_config(args.config, **overrides) if args.resume is None else None
     out = args.out
     if args.resume is None and out is None:

@@ -32,6 +32,7 @@ must reach the task's ``min_coverage``.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -124,6 +125,9 @@ class Census:
         #: False only to measure what the census costs (KS_BENCH_NO_CENSUS=1
         #: in the throughput benchmark): nothing is profiled or judged then
         self.enabled = enabled
+        #: seconds spent in the census's own machinery (profiler start and
+        #: stop, attribution, provenance), reported as the "census" phase
+        self.overhead_s = 0.0
         self.allowed = set(allowed_ops)
         self.cuda = cuda
         self.host_memory = host_memory
@@ -173,20 +177,26 @@ class Census:
         if not self.enabled:
             yield record
             return
+        t0 = time.perf_counter()
         _Census.launches = []
         _Census.host_memory = self.host_memory
         prof = self._profiler()
         with _quiet():
             prof.__enter__()
         _Census.active = True
+        self.overhead_s += time.perf_counter() - t0
         try:
             yield record
         finally:
+            t0 = time.perf_counter()
             _Census.active = False
             with _quiet():
                 prof.__exit__(None, None, None)
+            self.overhead_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
         self._attribute(self._events(prof), record)
         self.total.merge(record)
+        self.overhead_s += time.perf_counter() - t0
 
     def _attribute(self, events: Any, record: CallCensus) -> None:
         by_id = {}
@@ -288,6 +298,13 @@ class Census:
         """Problems with where the outputs came from (strict policy)."""
         if not self.enabled:
             return []
+        t0 = time.perf_counter()
+        try:
+            return self._provenance(outputs)
+        finally:
+            self.overhead_s += time.perf_counter() - t0
+
+    def _provenance(self, outputs: list[Any]) -> list[str]:
         problems = []
         written = self._written()
         for i, t in enumerate(outputs):

@@ -44,6 +44,10 @@ class EvolveConfig:
     finalists: int = 5
     #: correctness trials per candidate; None keeps the task's setting
     trials: Optional[int] = None
+    #: integrity policy ("strict" | "partial") and the partial policy's
+    #: minimum coverage (docs/evaluator.md, "Integrity v2"); None keeps the task's
+    policy: Optional[str] = None
+    min_coverage: Optional[float] = None
     #: "diff" (SEARCH/REPLACE), "full" (whole program) or "auto" (accept either)
     edit_mode: str = "auto"
     #: stop the run after this many LLM requests in a row failed (each after

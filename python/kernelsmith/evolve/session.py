@@ -168,12 +168,14 @@ async def evolve(
             copy = copy / Path(snapshot["task"]["path"]).name
         # The copy's folder is named "task": keep the original name, which
         # prompts show, so a resumed run sends the same prompts.
-        task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"])
+        task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"],
+                         policy=config.policy, min_coverage=config.min_coverage)
     else:
         if task_path is None or out is None:
             raise ValueError("a fresh run needs a task path and an output directory")
         config = config or EvolveConfig()
-        task = Task.load(task_path, backend=config.backend, trials=config.trials)
+        task = Task.load(task_path, backend=config.backend, trials=config.trials, policy=config.policy,
+                         min_coverage=config.min_coverage)
         run_dir = RunDir(out)
         if run_dir.exists() and run_dir.started():
             raise RunExistsError(f"{out} already holds a run; continue it with --resume {out}, "

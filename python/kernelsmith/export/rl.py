@@ -228,6 +228,7 @@ def make_row(step: Step, run: Run, config: RLConfig, index: int, split: str) -> 
                 "speedup_over_parent": float(step.speedup_over_parent or 0.0),
                 "child_speedup": float(step.child_speedup or 0.0),
                 "child_runtime_ms": float(step.child_runtime_ms or 0.0),
+                "child_coverage": step.coverage,
             },
         },
     }
@@ -244,7 +245,7 @@ def rl_schema() -> Any:
                         ("speedup", pa.float64()), ("is_reference", pa.bool_())])
     recorded = pa.struct([("status", pa.string()), ("model", pa.string()), ("response", pa.string()),
                           ("speedup_over_parent", pa.float64()), ("child_speedup", pa.float64()),
-                          ("child_runtime_ms", pa.float64())])
+                          ("child_runtime_ms", pa.float64()), ("child_coverage", pa.float64())])
     extra = pa.struct([
         ("index", pa.int64()), ("split", pa.string()), ("strategy", pa.string()), ("kind", pa.string()),
         ("task", task), ("parent", parent), ("ref_runtime_ms", pa.float64()), ("edit_mode", pa.string()),

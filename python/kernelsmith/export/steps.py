@@ -121,6 +121,14 @@ class Step:
         return _positive(self.metrics.get("runtime_ms"))
 
     @property
+    def coverage(self) -> Optional[float]:
+        """Share of the child's forward time in its own kernels (the
+        evaluator's kernel census; None when not measured)."""
+        census = (self.record.get("eval") or {}).get("census") or {}
+        value = census.get("coverage")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
     def child_speedup(self) -> Optional[float]:
         """Child's speedup over the reference (None unless correct and timed)."""
         return _positive(self.metrics.get("speedup")) if self.status == "correct" else None

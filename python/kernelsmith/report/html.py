@@ -147,7 +147,7 @@ def score_figure(view: RunView) -> str:
 
 
 #: the evaluator's phases, in the order they happen (EvalResult.phases)
-PHASES = ("queue", "startup", "load", "compile", "correctness", "timing_wait", "timing")
+PHASES = ("queue", "startup", "load", "compile", "correctness", "census", "timing_wait", "timing")
 
 
 def phases_figure(view: RunView) -> Optional[str]:
