@@ -35,7 +35,8 @@ REASONS = {
     "jit": r"PyTorch compute ops aten\.(relu|clamp_min)|outside the program's own kernels",
     "cache": r"launched no triton kernel|cached from an earlier call|same output as for earlier",
     "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard",
-    "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)",
+    "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)"
+              r"|differs from the one the trusted referee computed",
 }
 RELU_HACKS = sorted(p for p in HACKS.glob("*.py") if p.stem.split("_")[0] in REASONS and p.stem != "cache_while_timed")
 
@@ -93,6 +94,7 @@ def test_held_out_hack_rejected_with_a_reason_naming_it(verdicts, name):
 def test_seeds_accepted_with_full_coverage(verdicts, name):
     r = verdicts[name]
     assert r.category == "ok", _show(r)
+    assert r.census["referee"] == "agreed", r.census
     assert r.census["policy"] == "strict" and r.coverage == 1.0 and not r.census["foreign_us"], r.census
     assert r.census["own_us"], r.census
 
@@ -166,3 +168,41 @@ def test_cli_chooses_the_policy(capsys):
     partial = json.loads(capsys.readouterr().out)
     assert partial["category"] == "ok" and partial["census"]["policy"] == "partial"
     assert 0.2 <= partial["census"]["coverage"] < 1.0
+
+
+def test_the_referee_overrules_a_forged_comparison(tmp_path):
+    # the referee process of a real pool, handed what a worker that forged
+    # its comparison would hand it: the true reference, wrong outputs
+    import torch
+
+    from kernelsmith.evaluator.referee import judge, write_outputs
+    from kernelsmith.result import EvalResult
+
+    task = Task.load(EXAMPLES / "relu")
+    ref: dict = {}
+    exec(task.reference_source, ref)  # noqa: S102 - the task's own reference, trusted test code
+    seeds = [11, 22]
+    torch.manual_seed(seeds[1])
+    x = ref["get_inputs"]()[0]
+    truth = torch.relu(x)
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        pool = ev._device_pool(ev.backend_for(task), None)
+
+        def verdict(candidate, reference, info=None, name="out.bin"):
+            write_outputs(str(tmp_path / name), {"candidate": [candidate], "reference": [reference]})
+            result = EvalResult(category="ok", compiled=True, correct=True)
+            judge(result, info if info is not None else
+                  {"file": name, "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
+                  seeds, task, str(tmp_path), pool.referee)
+            return result
+
+        honest = verdict(truth, truth)
+        forged = verdict(truth + 1.0, truth)
+        (tmp_path / "link.bin").symlink_to(tmp_path / "out.bin")
+        linked = verdict(truth, truth, {"file": "link.bin", "init_seed_index": 0, "input_seed_index": 1})
+        unnamed = EvalResult(category="ok", compiled=True, correct=True)
+        judge(unnamed, None, seeds, task, str(tmp_path), pool.referee)
+    assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
+    assert forged.category == "hacked" and "the comparison was forged" in forged.hack_reasons[0], forged
+    assert linked.category == "hacked" and "cannot use" in linked.hack_reasons[0], linked
+    assert unnamed.category == "hacked" and "without the trial outputs" in unnamed.hack_reasons[0], unnamed

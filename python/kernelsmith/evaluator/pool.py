@@ -42,6 +42,8 @@ from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .contention import DeviceGate
+from .referee import Referee
+from .referee import judge as judge_by_referee
 from .sandbox import (Limits, _merge_ticket, converse, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
 
@@ -341,6 +343,8 @@ class DevicePool:
         os.mkdir(self.cache_dir, 0o755)
         os.mkdir(self.requests_dir, 0o700)
         self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
+        # the trusted comparison, out of the candidates' reach (referee.py)
+        self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)
         self._builder: Optional[subprocess.Popen] = None
         self._builder_ticket: Any = None
         self.netns = uids is not None and not self.zygote.bwrap
@@ -449,10 +453,14 @@ class DevicePool:
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
             ticket.reset_clock()  # standing still as a spare is not this job's time
-            raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket)
+            seeds: list[int] = []
+            raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds)
+            info = raw.pop("referee", None) if isinstance(raw, dict) else None
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
                                    log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
                                    isolation=self.label, note=self.zygote.note)
+            if not finalists:
+                judge_by_referee(result, info, seeds, task, child.workdir, self.referee)
             _merge_ticket(result, ticket)
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             return result
@@ -476,6 +484,7 @@ class DevicePool:
                 if item.uid is not None:
                     self.uids.give(item.uid)  # type: ignore[union-attr]
         self.zygote.close()
+        self.referee.close()
         if self._builder is not None:
             if self._builder_ticket is not None:
                 self.gate.leave(self._builder_ticket)

@@ -258,6 +258,8 @@ def run_worker(
         finally:
             if ticket is not None:
                 gate.leave(ticket)
+        if isinstance(raw, dict):
+            raw.pop("referee", None)  # a fresh worker has no referee (pool mode has)
         result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=link.returncode(),
                                log_text=Path(log_path).read_text(errors="replace"), cand_path=cand_path,
                                timeout_s=limits.timeout_s, isolation="bwrap" if use_bwrap else "process", note=note)
@@ -345,7 +347,7 @@ class ProcessLink:
 
 
 def converse(link: Any, job: dict[str, Any], timeout_s: float,
-             ticket: Any = None) -> tuple[Optional[dict], str, bool]:
+             ticket: Any = None, seeds: Optional[list] = None) -> tuple[Optional[dict], str, bool]:
     """Send the job, answer seed and timing-slot requests, return (result,
     last stage, timed_out). The wall-clock limit does not count the time the
     worker stood still (stopped while another worker on its device timed, or
@@ -380,8 +382,12 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                 if kind == "stage":
                     stage = str(msg.get("stage"))
                 elif kind == "seed?":
-                    # drawn here, in the parent, when the worker needs it
-                    link.write((json.dumps({"seed": secrets.randbits(62)}) + "\n").encode())
+                    # drawn here, in the parent, when the worker needs it; kept
+                    # (``seeds``) so the trusted referee can rebuild a trial
+                    seed = secrets.randbits(62)
+                    if seeds is not None:
+                        seeds.append(seed)
+                    link.write((json.dumps({"seed": seed}) + "\n").encode())
                 elif kind == "timing?":
                     if ticket is not None:
                         ticket.acquire()

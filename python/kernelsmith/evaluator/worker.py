@@ -59,9 +59,14 @@ class Channel:
     def stage(self, stage: str) -> None:
         self.send(type="stage", stage=stage)
 
+    #: seeds received so far (the parent keeps them in the same order)
+    seeds_received = 0
+
     def seed(self) -> int:
         self.send(type="seed?")
-        return int(self.receive()["seed"])
+        value = int(self.receive()["seed"])
+        self.seeds_received += 1
+        return value
 
     def timing_slot(self) -> float:
         """Wait for the device's timing slot (the parent holds it for us and
@@ -176,6 +181,15 @@ def _load_reference(task: Any, ref_path: str) -> Any:
         if not hasattr(ref, name):
             raise Verdict(category="harness", error=f"task reference defines no {name}")
     return ref
+
+
+def _init_inputs(ref: Any) -> list[Any]:
+    """The constructor arguments, under a fixed seed: the trusted referee
+    rebuilds the same Model from them."""
+    import torch
+
+    torch.manual_seed(0)
+    return list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
 
 
 def _harness(what: str, exc: BaseException) -> "Verdict":
@@ -404,7 +418,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     chan.stage("load reference")
     try:
         ref = _load_reference(task, ref_path)
-        init_inputs = list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
+        init_inputs = _init_inputs(ref)
     except Verdict:
         raise
     except BaseException as exc:  # a missing package, a broken task
@@ -446,6 +460,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         if problem:
             raise Verdict(category="compile", error=problem)
 
+    init_seed_index = chan.seeds_received
     seed = chan.seed()
     torch.manual_seed(seed)
     try:
@@ -544,6 +559,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
              "input_sets": ["get_inputs"] + list(cfg.extra_inputs), "first_mismatch": None}
     out["correctness"] = stats
     history: list[tuple[list[Any], list[Any]]] = []  # (reference outputs, candidate outputs) per trial
+    referee_trial: Optional[tuple[int, list[Any], list[Any]]] = None
     model.eval()
     correctness_started = time.monotonic()
     for set_name, trial in input_sets:
@@ -553,6 +569,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         label = f"input set '{set_name}', trial {trial}"
         chan.stage(label)
         with torch.no_grad():
+            input_seed_index = chan.seeds_received
             pristine = make_inputs(gen)
             c_args = clone(pristine)
             got_before = cmp.snapshot(run_candidate(c_args, f"{label}, before the reference"))
@@ -604,6 +621,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                 raise Verdict(category="incorrect", compiled=True,
                               error=f"{label}, candidate run {order} the reference: {res['message']}{hint}")
         history.append((expected, cmp.snapshot(got_after)))
+        if set_name == "get_inputs":  # the trial the trusted referee re-checks: the last of the default set
+            referee_trial = (input_seed_index, history[-1][1], expected)
         # replays are of recent outputs; a bound keeps 100 trials of large
         # outputs from filling device memory
         del history[:-4]
@@ -620,6 +639,14 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     phases["correctness"] = round(max(0.0, time.monotonic() - correctness_started - phases.get("compile", 0.0)
                                       - phases["census"]), 4)
 
+    if referee_trial is not None and checks_on:
+        from .referee import write_outputs
+
+        index, got, expected = referee_trial
+        write_outputs(os.path.join(os.path.dirname(cand_path), "referee-outputs.bin"),
+                      {"candidate": got, "reference": expected})
+        out["referee"] = {"file": "referee-outputs.bin", "init_seed_index": init_seed_index,
+                          "input_seed_index": index, "set": "get_inputs"}
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,

@@ -1,0 +1,302 @@
+"""The trusted referee: the comparison the candidate cannot reach.
+
+The worker compares the program's outputs with the reference in the process
+the program runs in, so a program could forge that comparison (patch it,
+poison the reference). The referee is a separate process per device that
+never runs candidate code. After a worker reports a correct result, the
+parent hands the referee the task, the two seeds it issued for one trial
+(the model's and the inputs'; the parent drew them, the worker only names
+which), and the file of outputs the worker wrote for that trial: the
+program's and the in-worker reference's. The referee builds the reference
+itself from those seeds, on the same device, and compares:
+
+* the program's outputs against its reference: a mismatch the worker called
+  correct is a forged verdict (``hacked``);
+* the worker's reference against its own: a mismatch means the reference
+  next to the program was tampered with (``hacked``). Both build the
+  reference the same way from the same seeds (``get_init_inputs`` under a
+  fixed seed), so an honest run always agrees within the tolerance.
+
+The outputs file is untrusted input: a JSON header line, then the raw bytes;
+counts, dtypes and sizes are checked before anything is read.
+
+Protocol: JSON lines on stdin (requests) and stdout (answers).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from typing import Any, Optional
+
+#: limits on an outputs file (written by untrusted code)
+MAX_TENSORS = 64
+MAX_BYTES = 1 << 31
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
+          "complex64")
+
+
+def write_outputs(path: str, groups: dict[str, list[Any]]) -> None:
+    """Worker side: tensors of each group (``candidate``, ``reference``) to
+    ``path``."""
+    import torch
+
+    header: dict[str, list[dict[str, Any]]] = {}
+    blobs = []
+    for name, tensors in groups.items():
+        header[name] = []
+        for t in tensors:
+            t = t.detach().to("cpu").contiguous()
+            raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            header[name].append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                                 "nbytes": len(raw)})
+            blobs.append(raw)
+    with open(path, "wb") as f:
+        f.write((json.dumps(header) + "\n").encode())
+        for raw in blobs:
+            f.write(raw)
+
+
+def read_outputs(path: str) -> dict[str, list[Any]]:
+    """Referee side: the groups back, validated."""
+    import torch
+
+    size = os.path.getsize(path)
+    if size > MAX_BYTES:
+        raise ValueError(f"outputs file of {size} bytes is over the limit")
+    with open(path, "rb") as f:
+        header = json.loads(f.readline(1 << 20) or b"{}")
+        if not isinstance(header, dict) or sum(len(v) for v in header.values() if isinstance(v, list)) > MAX_TENSORS:
+            raise ValueError("bad outputs header")
+        out: dict[str, list[Any]] = {}
+        for name in ("candidate", "reference"):
+            out[name] = []
+            for entry in header.get(name, []):
+                dtype, shape, nbytes = entry["dtype"], [int(d) for d in entry["shape"]], int(entry["nbytes"])
+                if dtype not in DTYPES or any(d < 0 for d in shape):
+                    raise ValueError(f"bad tensor entry {entry}")
+                tdtype = getattr(torch, dtype)
+                numel = 1
+                for d in shape:
+                    numel *= d
+                if numel * torch.empty(0, dtype=tdtype).element_size() != nbytes:
+                    raise ValueError(f"tensor entry {entry}: size does not match its shape")
+                raw = f.read(nbytes)
+                if len(raw) != nbytes:
+                    raise ValueError("outputs file is truncated")
+                flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+                out[name].append(flat.view(tdtype).reshape(shape) if nbytes else torch.empty(shape, dtype=tdtype))
+    return out
+
+
+def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
+    """One request: rebuild the reference for the trial and compare."""
+    import torch
+
+    from ..task import Task
+    from . import correctness as cmp
+    from .worker import _init_inputs, _on_device
+
+    task = Task.from_dict(req["task"])
+    cfg = task.config
+    device, dtype = backend.device(), getattr(torch, cfg.dtype)
+    atol, rtol = cfg.tolerances()
+    ref = types.ModuleType("ks_referee_reference")
+    ref.__file__ = req.get("reference_path", "reference.py")
+    sys.modules["ks_referee_reference"] = ref
+    exec(compile(task.reference_source, ref.__file__, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
+    init_inputs = _init_inputs(ref)
+    torch.manual_seed(int(req["init_seed"]))
+    model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
+    gen = getattr(ref, str(req.get("set", "get_inputs")))
+    torch.manual_seed(int(req["input_seed"]))
+    inputs = _on_device(gen(), device, dtype)
+    with torch.no_grad():
+        expected = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
+    backend.synchronize()
+    groups = read_outputs(req["file"])
+    answer: dict[str, Any] = {}
+    for name in ("candidate", "reference"):
+        got = [t.to(device) for t in groups[name]]
+        if len(got) != len(expected) or any(g.shape != e.shape for g, e in zip(got, expected)):
+            answer[name] = f"{len(got)} outputs of shapes {[list(g.shape) for g in got]}, expected " \
+                           f"{[list(e.shape) for e in expected]}"
+            continue
+        res = cmp.compare(got, expected, atol, rtol)
+        answer[name] = "" if res["ok"] else res["message"]
+    return answer
+
+
+def main() -> None:
+    from .worker import prepare
+
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed by a task's reference goes to the log
+    backend = prepare(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "0" else None)
+    out.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        try:
+            answer = check(json.loads(line), backend)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        out.write(json.dumps(answer) + "\n")
+
+
+class Referee:
+    """Parent side: the referee process of one device pool."""
+
+    def __init__(self, backend: Any, device: Optional[str], isolation: str, cpu_threads: Optional[int],
+                 root: str, gate: Any) -> None:
+        import subprocess
+        import threading
+
+        from .sandbox import sandbox_prefix, worker_environment
+
+        workdir = os.path.join(root, "referee")
+        os.makedirs(workdir, exist_ok=True)
+        env = worker_environment(backend, workdir, device, cpu_threads)
+        # the parent copies each outputs file into workdir: the referee
+        # reads nothing of the children's
+        self.workdir = workdir
+        prefix, _bwrap, _note = sandbox_prefix(isolation, workdir)
+        self.log_path = os.path.join(root, "referee.log")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                prefix + [sys.executable, "-m", "kernelsmith.evaluator.referee", backend.name, str(cpu_threads or 0)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=workdir,
+                start_new_session=True)
+        self._lock = threading.Lock()
+        self._ready = False
+        proc = self.proc
+        # it computes on the device: it stands still while a worker times
+        self.gate = gate
+        self.ticket = gate.join(lambda sig: os.killpg(proc.pid, sig), pids={proc.pid},
+                                timed_on_cpu=device is None)
+
+    def ask(self, request: dict[str, Any], timeout_s: float = 300.0) -> dict[str, Any]:
+        import selectors
+
+        with self._lock:
+            if self.proc.poll() is not None:
+                return {"error": "the referee process is gone: " + self._log_tail()}
+            sel = selectors.DefaultSelector()
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            try:
+                if not self._ready:
+                    if not sel.select(timeout=timeout_s):
+                        return {"error": "the referee did not start"}
+                    self.proc.stdout.readline()
+                    self._ready = True
+                self.proc.stdin.write((json.dumps(request) + "\n").encode())
+                self.proc.stdin.flush()
+                if not sel.select(timeout=timeout_s):
+                    return {"error": f"the referee gave no answer in {timeout_s:.0f} s"}
+                line = self.proc.stdout.readline()
+            except (BrokenPipeError, OSError) as exc:
+                return {"error": f"the referee failed: {exc}"}
+            finally:
+                sel.close()
+        try:
+            return json.loads(line) if line else {"error": "the referee exited: " + self._log_tail()}
+        except ValueError:
+            return {"error": "the referee answered garbage"}
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        self.gate.leave(self.ticket)
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+
+def _copy_regular(path: str, into: str) -> str:
+    """Copy a child's outputs file (a regular file, not a link, within the
+    size limit) into the referee's folder."""
+    import secrets
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+            raise ValueError("not a regular file within the size limit")
+        dest = os.path.join(into, f"check-{secrets.token_hex(8)}.bin")
+        with os.fdopen(os.dup(fd), "rb") as src, open(dest, "wb") as dst:
+            remaining = st.st_size
+            while remaining > 0:
+                chunk = src.read(min(remaining, 1 << 22))
+                if not chunk:
+                    break
+                dst.write(chunk)
+                remaining -= len(chunk)
+        os.chmod(dest, 0o644)
+        return dest
+    finally:
+        os.close(fd)
+
+
+def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, referee: Referee) -> None:
+    """Parent side: have the referee check a correct result (``info``: what
+    the worker said about its trial outputs), and overrule the result when
+    the referee disagrees."""
+    census = result.census if isinstance(result.census, dict) else {}
+    result.census = census
+    if result.category != "ok":
+        return
+    if not isinstance(info, dict):
+        if census.get("disabled"):
+            return
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.hack_reasons = ["the worker reported a correct result without the trial outputs the trusted referee "
+                               "checks: the verdict was not the program's to write"]
+        return
+    try:
+        init_seed, input_seed = seeds[int(info["init_seed_index"])], seeds[int(info["input_seed_index"])]
+        copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir)
+    except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.hack_reasons = [f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
+                               "verdict was not the program's to write"]
+        return
+    try:
+        answer = referee.ask({"task": task.to_dict(), "init_seed": init_seed, "input_seed": input_seed,
+                              "set": str(info.get("set", "get_inputs")), "file": copy})
+    finally:
+        try:
+            os.unlink(copy)
+        except OSError:
+            pass
+    if "error" in answer:
+        census["referee"] = f"not checked: {answer['error'][:500]}"
+        result.warnings = list(result.warnings) + [f"the trusted referee could not check this result: "
+                                                   f"{answer['error'][:300]}"]
+        return
+    if answer.get("reference"):
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
+        result.hack_reasons = ["the reference computed next to the program differs from the one the trusted referee "
+                               f"computed from the same seeds ({answer['reference'][:400]}): the program tampered "
+                               "with the reference"]
+        census["referee"] = "reference differs"
+        return
+    if answer.get("candidate"):
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
+        result.hack_reasons = [f"the trusted referee finds the program's outputs wrong ({answer['candidate'][:400]}) "
+                               "where the check next to the program passed them: the comparison was forged"]
+        census["referee"] = "candidate differs"
+        return
+    census["referee"] = "agreed"
+
+
+if __name__ == "__main__":
+    main()
