@@ -510,6 +510,9 @@ class KernelEnv:
             lines.append(f"Correct. Speedup over the reference as paid: {s_ref:.3g}x"
                          + ("" if turn.info.get("reliable") else " (timing not reliable: paid at most 1x)")
                          + ". Make it faster.")
+        elif turn.status == "untimed":
+            lines.append("")
+            lines.append("Correct (not timed). Make it faster.")
         elif turn.status == "edit-failed":
             lines.append("")
             lines.append("Your answer could not be applied; the program below is unchanged. Fix the answer's format.")
