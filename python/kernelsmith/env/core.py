@@ -307,8 +307,6 @@ class KernelEnv:
                  record_dir: Union[str, Path, None] = None, model: str = "policy") -> None:
         self.config = config or EnvConfig()
         items = tasks if isinstance(tasks, (list, tuple)) else [tasks]
-        if not items:
-            raise ValueError("KernelEnv needs at least one task")
         self.starts = [EpisodeStart.of(t) for t in items]
         self._own_evaluator = evaluator is None
         if evaluator is None:
@@ -330,6 +328,8 @@ class KernelEnv:
     # -- starts ---------------------------------------------------------
     def _start(self, which: Any) -> EpisodeStart:
         if which is None:
+            if not self.starts:
+                raise ValueError("this environment has no tasks: pass a task or an EpisodeStart")
             with self._lock:
                 start = self.starts[self._cursor % len(self.starts)]
                 self._cursor += 1
@@ -371,11 +371,16 @@ class KernelEnv:
         return prompt.messages, prompt.meta
 
     # -- episodes -------------------------------------------------------
-    def new_episode(self, task: Any = None) -> Episode:
+    def new_episode(self, task: Any = None, messages: Optional[list[dict[str, str]]] = None) -> Episode:
         """A new episode on ``task`` (an index, a task id or name, a Task or
-        EpisodeStart; None: the next start in turn)."""
+        EpisodeStart; None: the next start in turn). ``messages``: the first
+        prompt when the trainer already has it (e.g. an exported RL row's
+        prompt, built by the loop); by default it is built here."""
         start = self._start(task)
-        messages, meta = self.first_prompt(start)
+        if messages is not None:
+            messages, meta = [dict(m) for m in messages], {"given": True}
+        else:
+            messages, meta = self.first_prompt(start)
         episode = Episode(start, messages, meta, self.config.max_turns)
         if self.recorder is not None:
             self.recorder.begin(episode)
