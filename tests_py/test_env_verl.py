@@ -38,7 +38,6 @@ class ScriptedServer:
 
 
 def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
-    pytest.importorskip("verl.experimental.agent_loop.agent_loop", reason="verl's agent loop needs cachetools, fastapi, uvicorn")
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
