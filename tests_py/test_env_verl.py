@@ -40,10 +40,11 @@ class ScriptedServer:
 def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
+    import hydra
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from kernelsmith.env.verl_agent import KernelAgentLoop
+    from kernelsmith.env.verl_agent import KernelAgentLoop, close_shared
 
     with Evaluator(workers=2) as evaluator:
         # A recorded one-turn episode (the answer is no program), exported as verl rows.
@@ -61,13 +62,21 @@ def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
         trainer_config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 20000,
                                                                              "response_length": 20000}}})
         server = ScriptedServer(tokenizer, [CORRECT, "I give up."])
-        loop = KernelAgentLoop(trainer_config=DictConfigWrap(trainer_config), server_manager=server,
-                               tokenizer=tokenizer, processor=None, dataset_cls=RLHFDataset,
-                               data_config=DictConfigWrap(OmegaConf.create({})), max_turns=2, evaluator=evaluator,
-                               record_dir=str(tmp_path / "verl_episodes"))
-        # verl runs an agent loop on the event loop it took at construction (AgentLoopBase.loop).
-        output = loop.loop.run_until_complete(
-            loop.run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"]))
+        # Built as verl's AgentLoopWorker builds an agent loop: hydra instantiates the entry of the
+        # agent loop config file (as docs/rl_environment.md gives it) with the worker's objects.
+        entry = OmegaConf.create({"name": "kernelsmith", "_target_": "kernelsmith.env.verl_agent.KernelAgentLoop",
+                                  "max_turns": 2, "eval_workers": 2, "record_dir": str(tmp_path / "verl_episodes")})
+        loop = hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(trainer_config),
+                                       server_manager=server, tokenizer=tokenizer, processor=None,
+                                       hf_model_type=None, dataset_cls=RLHFDataset,
+                                       data_config=DictConfigWrap(OmegaConf.create({})), tools=ToolListWrap([]))
+        assert isinstance(loop, KernelAgentLoop)
+        try:
+            # verl runs an agent loop on the event loop it took at construction (AgentLoopBase.loop).
+            output = loop.loop.run_until_complete(
+                loop.run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"]))
+        finally:
+            close_shared()
 
     statuses = output.extra_fields["turn_statuses"]
     rewards = output.extra_fields["turn_scores"]

@@ -35,10 +35,19 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from .core import EnvConfig, EpisodeStart, KernelEnv
 
-__all__ = ["KernelAgentLoop", "start_from_row"]
+__all__ = ["KernelAgentLoop", "close_shared", "start_from_row"]
 
 _shared_lock = threading.Lock()
 _shared: dict[tuple, KernelEnv] = {}
+
+
+def close_shared() -> None:
+    """Close the environments (and the evaluation pools they built) of this process."""
+    with _shared_lock:
+        envs = list(_shared.values())
+        _shared.clear()
+    for env in envs:
+        env.close()
 
 
 def start_from_row(extra_info: dict[str, Any]) -> EpisodeStart:
@@ -69,12 +78,14 @@ class KernelAgentLoop(AgentLoopBase):
         with _shared_lock:  # one environment (one evaluation pool) per worker process and setting
             env = _shared.get(key)
             if env is None:
-                if evaluator is None:
+                owned = evaluator is None
+                if owned:
                     from ..evaluator import Evaluator
 
                     evaluator = Evaluator(workers=eval_workers)
                 env = KernelEnv([], evaluator, EnvConfig(max_turns=max_turns, gamma=gamma, trials=trials),
                                 record_dir=record_dir)
+                env._own_evaluator = owned  # closed by close_shared()
                 _shared[key] = env
         self.env = env
 
