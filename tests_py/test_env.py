@@ -142,6 +142,7 @@ def test_batched_steps_evaluate_together_and_export(evaluator, tmp_path):
     messages, _ = env.first_prompt(start)
     assert start.source.rstrip("\n")[-200:] in messages[1]["content"]
     assert "speedup=" in messages[1]["content"]
+    assert len(start.history) == 6 and "## Previous attempts" in messages[1]["content"]
 
 
 def _result(**fields) -> EvalResult:

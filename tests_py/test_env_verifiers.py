@@ -42,6 +42,7 @@ def test_verifiers_multiturn_rollouts_with_a_scripted_client(mock_llm, monkeypat
                                           max_concurrent=2, on_progress=lambda *a, **k: None,
                                           state_columns=["ks_rewards"]))
 
+    assert vf_env._episodes == {}  # dropped when each rollout ended
     outputs = out["outputs"] if isinstance(out, dict) else out.outputs
     assert len(outputs) == 2
     # Two turns each: the loop's prompt, then the feedback of the first (real) evaluation.

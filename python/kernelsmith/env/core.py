@@ -114,6 +114,10 @@ class EpisodeStart:
     name: str = ""
     #: other programs shown as "Top programs" in the first prompt, as the loop does
     top_programs: list[dict[str, Any]] = field(default_factory=list)
+    #: earlier attempts shown as "Previous attempts" (the loop's history entries)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    #: the start program's id in its run (shown in the prompt; None: 0)
+    program_id: Optional[int] = None
 
     @property
     def from_reference(self) -> bool:
@@ -181,8 +185,15 @@ class EpisodeStart:
         tops = sorted((p for p in correct if p.id != chosen.id),
                       key=lambda p: -float(p.metrics.get("speedup") or 0.0))[:top_programs]
         top = [{"id": p.id, "source": p.source, "metrics": dict(p.metrics), "status": p.status} for p in tops]
+        # The run's last attempts, as the loop shows an island's recent history.
+        from ..evolve.loop import history_entry
+        from ..evolve.session import HISTORY_PER_PROMPT
+
+        history = [history_entry(s.record, s.record.get("child")) for s in run.steps
+                   if s.status != "llm-error"][-HISTORY_PER_PROMPT:]
         return cls(task=task, source=chosen.source, metrics=dict(chosen.metrics),
-                   name=f"{Path(run_dir).name}:{chosen.id}", top_programs=top)
+                   name=f"{Path(run_dir).name}:{chosen.id}", top_programs=top, history=history,
+                   program_id=chosen.id)
 
 
 @dataclass
@@ -362,12 +373,13 @@ class KernelEnv:
     def first_prompt(self, start: EpisodeStart) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """The prompt the evolve loop builds for a request whose parent is the start program."""
         current = {
-            "id": 0, "source": start.program_source(), "parent_id": -1, "island": 0, "iteration": 0,
+            "id": start.program_id if start.program_id is not None else 0, "source": start.program_source(),
+            "parent_id": -1, "island": 0, "iteration": 0,
             "metrics": dict(start.metrics) if start.source else {"score": 0.0},
             "status": "correct", "feedback": {} if start.source else {"note": REFERENCE_NOTE},
         }
         request = SimpleNamespace(island=0, parent=current, inspirations=[], mode=self.config.mode, iteration=1)
-        prompt = self.builder(start.task).build(request, top_programs=start.top_programs)
+        prompt = self.builder(start.task).build(request, history=start.history, top_programs=start.top_programs)
         return prompt.messages, prompt.meta
 
     # -- episodes -------------------------------------------------------

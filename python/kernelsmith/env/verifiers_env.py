@@ -30,7 +30,7 @@ from typing import Any
 
 import verifiers as vf
 
-from .core import Episode, KernelEnv
+from .core import Episode, KernelEnv, discounted_returns
 
 __all__ = ["KernelMultiTurnEnv", "load_environment"]
 
@@ -63,6 +63,8 @@ class KernelMultiTurnEnv(vf.MultiTurnEnv):
         self._episodes[state["trajectory_id"]] = self.kernel_env.new_episode(int(info.get("ks_start", 0)))
         state["ks_done"] = False
         state["ks_rewards"] = []
+        state["ks_statuses"] = []
+        state["ks_speedups"] = []
         return state
 
     async def add_trajectory_step(self, state: Any, trajectory_step: Any) -> None:
@@ -79,7 +81,10 @@ class KernelMultiTurnEnv(vf.MultiTurnEnv):
                                      "ks_status": step.info["status"], "ks_terms": {
                                          k: v for k, v in step.info.items() if isinstance(v, (int, float, str, bool))}}
         state["trajectory"].append(trajectory_step)
+        # Plain values in the state: the rubric scores from them after the episode object is dropped.
         state["ks_rewards"] = state["ks_rewards"] + [step.reward]
+        state["ks_statuses"] = state["ks_statuses"] + [step.info["status"]]
+        state["ks_speedups"] = state["ks_speedups"] + [float(step.info.get("speedup_ref", 0.0) or 0.0)]
         state["ks_feedback"] = step.observation
         state["ks_done"] = step.done
 
@@ -90,17 +95,24 @@ class KernelMultiTurnEnv(vf.MultiTurnEnv):
     async def episode_done(self, state: Any) -> bool:
         return bool(state.get("ks_done"))
 
+    @vf.cleanup
+    async def drop_episode(self, state: Any) -> None:
+        """However the rollout ended (done, verifiers' own limits, an error)."""
+        self._episodes.pop(state.get("trajectory_id"), None)
+
     # -- rubric ---------------------------------------------------------
     async def episode_return(self, state: Any, **_: Any) -> float:
         """The episode's discounted return G_0 (docs/rl_environment.md)."""
-        return self.episode(state).returns(self.kernel_env.config.gamma)[0]
+        returns = discounted_returns(state.get("ks_rewards") or [], self.kernel_env.config.gamma)
+        return returns[0] if returns else 0.0
 
     async def turns_correct(self, state: Any, **_: Any) -> float:
-        return float(sum(t.status in ("correct", "untimed") for t in self.episode(state).turns))
+        return float(sum(s in ("correct", "untimed") for s in state.get("ks_statuses") or []))
 
     async def best_speedup(self, state: Any, **_: Any) -> float:
-        return max((float(t.info.get("speedup_ref", 0.0)) for t in self.episode(state).turns
-                    if t.status == "correct"), default=0.0)
+        """The best speedup over the reference paid in the episode (0: none correct and timed)."""
+        return max((s for s, status in zip(state.get("ks_speedups") or [], state.get("ks_statuses") or [])
+                    if status == "correct"), default=0.0)
 
 
 def load_environment(env: KernelEnv, **kwargs: Any) -> KernelMultiTurnEnv:
