@@ -183,3 +183,17 @@ def test_reward_never_exceeds_the_evaluators_verdict(evaluator):
     with pytest.raises(KeyError, match="no task or start named"):
         env.new_episode("nope")
     assert math.isclose(discounted_returns([1.0, 1.0], 0.5)[0], 1.5)
+
+
+def test_a_start_never_timed_is_measured_against_the_reference(evaluator):
+    env = KernelEnv(EpisodeStart.from_seed(SOFTMAX), evaluator, EnvConfig(max_turns=1))
+    episode = env.new_episode()
+    assert episode.current_source == SEED and episode.baseline_speedup is None
+    assert "WORK_GROUP = 64" in episode.messages[1]["content"]
+    from kernelsmith.edit import apply_response
+
+    edit = apply_response(episode.current_source, CORRECT_32)
+    reward, status, terms = env.turn_reward(episode, edit, _result(speedup=2.0, speedup_ci_low=1.9,
+                                                                    speedup_ci_high=2.1))
+    assert status == "correct" and terms["speedup_prev"] == pytest.approx(2.0)
+    assert reward == pytest.approx(0.3 + 2.0 + 2.0)

@@ -449,8 +449,11 @@ class KernelEnv:
             base = compute_reward(None, config=cfg, edit_error=edit.error or "no program")
             return base.reward, base.status, {"penalty": base.reward, "edit_error": edit.error}
         plain = dataclasses.replace(cfg, correct_bonus=0.0)
+        baseline = episode.baseline_speedup
+        if baseline is None and not episode.baseline_runtime_ms:
+            baseline = 1.0  # a start never timed (e.g. a task's seed): measured against the reference
         base = compute_reward(result, parent_runtime_ms=episode.baseline_runtime_ms, config=plain,
-                              parent_speedup=episode.baseline_speedup)
+                              parent_speedup=baseline)
         if base.status != "correct":
             if base.status == "untimed":
                 return cfg.untimed + cfg.correct_bonus, "untimed", {"bonus": cfg.correct_bonus}
