@@ -6,9 +6,11 @@ over the given tasks (round robin), stepped in lockstep through
 evaluator's pool, as a trainer's rollout would hand it over. The policy is
 scripted and replays known programs: episode e's turn t answers with the
 task's seed (``seed.py``) with its ``# tune:`` values set to the
-(e + t)-th combination (each a known-correct program for the examples and
-the KernelBench seeds this repository ships), or, with ``--replay RUN_DIR``,
-the raw answers recorded in runs of that task, in order. No model runs: the
+(e + t)-th combination (known-correct programs for the examples this
+repository ships), or, for a task with ``--replay RUN_DIR`` runs (e.g.
+KernelBench problems, which have no seed), the answers recorded in its runs,
+in order (whole-program answers replay as they are; a SEARCH/REPLACE answer
+applies only where the episode's program matches its parent). No model runs: the
 figure is the environment's (edit, evaluation, reward, feedback, recording)
 cost per turn, the ceiling a trainer's rollout sees on this evaluator.
 
@@ -21,12 +23,15 @@ Running it:
 
   # CPU, OpenCL through PoCL (the figure in docs/rl_environment.md)
   PYTHONPATH=python python3 benchmarks/bench_env.py examples/opencl/softmax \
-      --episodes 4 --turns 3 --trials 2
+      --episodes 8 --turns 3 --trials 2
 
-  # H200: 64 concurrent 3-turn episodes over KernelBench level-1 Triton tasks
-  # (task directories with a seed.py each; --workers defaults to 4 per GPU)
-  PYTHONPATH=python python3 benchmarks/bench_env.py TASK_DIR [TASK_DIR ...] \
+  # H200: 64 concurrent 3-turn episodes over level-1 Triton tasks: the
+  # single-op examples (seeded), or KernelBench level-1 problems with
+  # --replay of runs on them (--workers defaults to 4 per GPU)
+  PYTHONPATH=python python3 benchmarks/bench_env.py examples/triton/{relu,softmax,layernorm,vector_add} \
       --episodes 64 --turns 3 --json bench_env_h200.json
+  PYTHONPATH=python python3 benchmarks/bench_env.py KB/level1/19_ReLU.py ... \
+      --replay runs/kb_19 ... --episodes 64 --turns 3
 
 On the CPU the Triton interpreter or PoCL sets the pace; the figure says
 what the environment costs around the evaluator there, not GPU speed.
@@ -70,13 +75,15 @@ def seed_variants(task: Task, limit: int = 64) -> list[str]:
     return out
 
 
-def replay_answers(run_dir: str) -> list[str]:
+def replay_answers(run_dir: str) -> tuple[str, list[str]]:
+    """(task name, the answers recorded in the run, in step order)."""
     from kernelsmith.export import load_run
 
-    answers = [s.response for s in load_run(run_dir).steps if s.response]
+    run = load_run(run_dir)
+    answers = [s.response for s in run.steps if s.response]
     if not answers:
         raise SystemExit(f"{run_dir}: no recorded answers to replay")
-    return answers
+    return run.task.name, answers
 
 
 def pct(values: list[float], q: float) -> float:
@@ -91,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="evaluator workers (default: 4 per GPU, 2 on a CPU host)")
     parser.add_argument("--trials", type=int, default=None, help="correctness trials per evaluation (default: the task's)")
-    parser.add_argument("--replay", action="append", default=[], help="run directory whose answers are replayed")
+    parser.add_argument("--replay", action="append", default=[],
+                        help="run directory of one of the tasks: its recorded answers are replayed (repeatable)")
     parser.add_argument("--record", default=None, help="record the episodes under this folder")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     args = parser.parse_args(argv)
@@ -100,11 +108,15 @@ def main(argv: list[str] | None = None) -> int:
 
     tasks = [Task.load(p, trials=args.trials) for p in args.tasks]
     answers: dict[str, list[str]] = {}
-    for task in tasks:
-        if args.replay:
-            answers[task.id] = [a for r in args.replay for a in replay_answers(r)]
-        else:
-            answers[task.id] = [f"```python\n{src}```" for src in seed_variants(task)]
+    replayed: dict[str, list[str]] = {}
+    for run_dir in args.replay:  # a task with runs (matched by name) replays their answers ...
+        name, recorded = replay_answers(run_dir)
+        replayed.setdefault(name, []).extend(recorded)
+    unknown = sorted(set(replayed) - {t.name for t in tasks})
+    if unknown:
+        parser.error(f"--replay runs of tasks not given: {', '.join(unknown)}")
+    for task in tasks:  # ... the others their seed's tuned variants
+        answers[task.id] = replayed.get(task.name) or [f"```python\n{src}```" for src in seed_variants(task)]
 
     with Evaluator(workers=args.workers) as evaluator:
         env = KernelEnv(tasks, evaluator, EnvConfig(max_turns=args.turns, trials=args.trials), record_dir=args.record)

@@ -37,3 +37,9 @@ def test_bench_env_counts_turns_and_records(tmp_path, capsys):
     trajectory = next((tmp_path / "rec").iterdir()) / "trajectory.jsonl"
     steps = [json.loads(line) for line in trajectory.read_text().splitlines() if '"kind": "step"' in line]
     assert len(steps) == 4
+
+    # The recorded answers replay: a run directory of the task given with --replay.
+    out2 = tmp_path / "replay.json"
+    assert bench.main([str(ROOT / "examples" / "opencl" / "softmax"), "--episodes", "1", "--turns", "1",
+                       "--trials", "1", "--workers", "1", "--json", str(out2), "--replay", str(trajectory.parent)]) == 0
+    assert json.loads(out2.read_text())["statuses"] == {"correct": 1}
