@@ -17,7 +17,8 @@ from kernelsmith.task import Task
 from tiny_lm import build_tiny_lm
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
-TASK = Task.load(SOFTMAX, trials=2)
+# Few correctness trials and timing samples keep the tests quick (the timing protocol is the evaluator's, tested there).
+TASK = Task.load(SOFTMAX, trials=2, timing={"warmup": 1, "repeats": 3, "cpu_max_samples": 6, "cpu_time_budget_s": 0.2})
 SEED = TASK.seed_source
 CORRECT = f"```python\n{SEED.replace('WORK_GROUP = 64', 'WORK_GROUP = 32')}```"
 
