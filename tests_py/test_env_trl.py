@@ -72,3 +72,28 @@ def test_trl_grpo_one_step_with_two_turn_episodes(tmp_path, monkeypatch):
              if json.loads(line)["kind"] == "step"]
     assert len(steps) == 1 + 4 * len(seen)
     assert all(s["status"] == "edit-failed" for s in steps)
+
+
+def test_feedback_tokens_continue_the_chat_template_exactly(tmp_path):
+    """prompt + answer + feedback tokens are the template's rendering of the
+    whole conversation, whether or not the model ended its turn itself."""
+    from transformers import AutoTokenizer
+
+    from kernelsmith.env.trl_rollout import _feedback_ids, _ids, _render
+
+    messages = [{"role": "system", "content": "You write kernels."}, {"role": "user", "content": "Make softmax fast."}]
+    answer, feedback = "```python\nprint(1)\n```", "## Result of your answer\n- compiled: no"
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_lm([answer, feedback, "You write kernels. Make softmax fast."],
+                                                            tmp_path / "tok"))
+    prompt_ids = _ids(tokenizer, _render(tokenizer, messages, True))
+    expected = _render(tokenizer, messages + [{"role": "assistant", "content": answer},
+                                              {"role": "user", "content": feedback}], True)
+    for ended in (False, True):
+        answer_ids = _ids(tokenizer, answer) + ([tokenizer.eos_token_id] if ended else [])
+        extra = _feedback_ids(tokenizer, messages, answer, feedback, answer_ids)
+        assert tokenizer.decode(prompt_ids + answer_ids + extra) == expected
+    # A template that rewrites earlier turns cannot be continued: refused with the reason.
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] }}:{{ m['content'] }}"
+                               "{% if loop.last %}[last]{% endif %}\n{% endfor %}")
+    with pytest.raises(ValueError, match="only appends"):
+        _feedback_ids(tokenizer, messages, answer, feedback, [])
