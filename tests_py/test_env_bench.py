@@ -21,25 +21,31 @@ def _bench():
 
 def test_bench_env_counts_turns_and_records(tmp_path, capsys):
     bench = _bench()
+    from kernelsmith.env import EnvConfig, KernelEnv
+    from kernelsmith.evaluator import Evaluator
     from kernelsmith.task import Task
 
-    task = Task.load(ROOT / "examples" / "opencl" / "softmax")
+    softmax, layernorm = ROOT / "examples" / "opencl" / "softmax", ROOT / "examples" / "opencl" / "layernorm"
+    task = Task.load(softmax)
     variants = bench.seed_variants(task)
     assert variants[0] == task.seed_source and len(set(variants)) == len(variants) > 4
+    # A recorded run of layernorm (one answer with no program; nothing evaluated) to replay.
+    with Evaluator(workers=1) as evaluator:
+        recorder = KernelEnv(Task.load(layernorm), evaluator, EnvConfig(max_turns=1), record_dir=tmp_path / "runs")
+        recorder.reset()
+        recorder.step("no program here")
     out = tmp_path / "bench.json"
-    assert bench.main([str(ROOT / "examples" / "opencl" / "softmax"), "--episodes", "2", "--turns", "2",
-                       "--trials", "1", "--workers", "2", "--json", str(out), "--record", str(tmp_path / "rec")]) == 0
+    assert bench.main([str(softmax), str(layernorm), "--episodes", "4", "--turns", "2", "--trials", "1",
+                       "--workers", "2", "--json", str(out), "--record", str(tmp_path / "rec"),
+                       "--replay", str(recorder.recorder.run_dirs()[0])]) == 0
     report = json.loads(out.read_text())
-    assert report["turns"] == 4 and report["episodes"] == 2 and report["turns_per_episode"] == 2
-    assert report["statuses"] == {"correct": 4}  # known-correct programs, every one evaluated
-    assert report["turns_per_minute"] == round(60.0 * 4 / report["wall_s"], 2) > 0
+    assert report["turns"] == 8 and report["episodes"] == 4 and report["turns_per_episode"] == 2
+    # softmax: its seed's known-correct variants, evaluated; layernorm: the replayed answer, never applied.
+    assert report["statuses"] == {"correct": 4, "edit-failed": 4}
+    assert report["turns_per_minute"] == round(60.0 * 8 / report["wall_s"], 2) > 0
     assert "turns/minute" in capsys.readouterr().out
-    trajectory = next((tmp_path / "rec").iterdir()) / "trajectory.jsonl"
-    steps = [json.loads(line) for line in trajectory.read_text().splitlines() if '"kind": "step"' in line]
-    assert len(steps) == 4
-
-    # The recorded answers replay: a run directory of the task given with --replay.
-    out2 = tmp_path / "replay.json"
-    assert bench.main([str(ROOT / "examples" / "opencl" / "softmax"), "--episodes", "1", "--turns", "1",
-                       "--trials", "1", "--workers", "1", "--json", str(out2), "--replay", str(trajectory.parent)]) == 0
-    assert json.loads(out2.read_text())["statuses"] == {"correct": 1}
+    recorded = sorted((tmp_path / "rec").iterdir())
+    assert len(recorded) == 2
+    steps = [json.loads(line) for run in recorded for line in (run / "trajectory.jsonl").read_text().splitlines()
+             if '"kind": "step"' in line]
+    assert len(steps) == 8
