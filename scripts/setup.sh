@@ -47,6 +47,16 @@ fi
 "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps \
   "verl==0.9.1" "tensordict==0.10.0" torchdata "openrlhf==0.11.2"
 
+# The RL environment's adapters (tests_py/test_env_*.py, docs/rl_environment.md).
+# verl's agent loop imports cachetools, fastapi and uvicorn. verifiers 0.3.1 is
+# the newest release with MultiTurnEnv (0.4 replaced that API with verifiers.v1);
+# its full dependency set pins openai<3 (and sandbox, MCP and GEPA packages), so
+# it is installed without dependencies plus the modules its MultiTurnEnv imports.
+"$PYTHON" -m pip install -q --disable-pip-version-check cachetools fastapi uvicorn rich msgpack pyzmq
+"$PYTHON" -m pip install -q --disable-pip-version-check --no-deps \
+  "verifiers==0.3.1" renderers httpx httpcore prime-pydantic-config tenacity aiolimiter aiofiles \
+  setproctitle prime-sandboxes "connectrpc==0.11.1" pyqwest "protobuf-py==0.1.1" "protobuf-py-ext==0.1.1"
+
 echo "setup: building and installing kernelsmith"
 "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
 "$PYTHON" -c "import kernelsmith; print('setup: kernelsmith', kernelsmith.__version__, 'installed')"
