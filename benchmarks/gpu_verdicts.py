@@ -77,6 +77,24 @@ SUITE += [
     (FIX / "tasks" / "broken_import", CAND / "relu_correct.py", "harness"),
     (FIX / "tasks" / "reference_oom", CAND / "relu_correct.py", "harness"),
 ]
+# No false positives (issue 14): honest KernelBench level-1 style programs
+# written for the test (tl.dot, autotune, heuristics, several kernels per
+# forward), each in its task folder as candidate.py, all expected "ok" with
+# full coverage. matmul_autotune can only be judged on a GPU: autotune
+# benchmarks its configs through Triton's GPU driver, which the interpreter
+# lacks (RuntimeError: 0 active drivers), so under TRITON_INTERPRET=1 its
+# expected verdict is that runtime error, not a judgement of the program.
+# The level-2 task (convolution left to PyTorch, the cheap ops fused):
+# "hacked" under the strict policy, "ok" with its coverage under the
+# partial one (its coverage is in --json's census)
+KB = FIX / "kb_honest"
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+SUITE += [(p, p / "candidate.py", "runtime" if _INTERPRETED and p.name == "matmul_autotune" else "ok")
+          for p in sorted(KB.iterdir()) if (p / "candidate.py").exists() and not p.name.startswith("l2_")]
+SUITE += [
+    (KB / "l2_conv_bias_relu_scale", KB / "l2_conv_bias_relu_scale" / "candidate.py", "hacked"),
+    (KB / "l2_conv_bias_relu_scale_partial", KB / "l2_conv_bias_relu_scale" / "candidate.py", "ok"),
+]
 
 
 def main() -> int:
