@@ -135,8 +135,9 @@ def main() -> int:
     print("-" * len(header))
     mismatches = 0
     for (task, cand, expected), r in zip(SUITE, results):
-        if Path(cand).stem in ("hack_timing_switch", "cache_while_timed") and not timing:
-            expected = "ok"  # its switch only shows while being timed
+        if Path(cand).stem == "cache_while_timed" and not timing:
+            expected = "ok"  # its cache only shows while being timed (hack_timing_switch is caught
+            # without timing too, by the refill check after the trials)
         good = matches(r.category, expected)
         mismatches += not good
         why = reason(r)
