@@ -46,7 +46,8 @@ SUITE = [
     (EX / "relu", CAND / "hack_input_mutation.py", "hacked"),
     (EX / "relu", CAND / "hack_replay.py", "hacked"),
     (EX / "relu", CAND / "hack_ref_buffer.py", "incorrect|hacked"),
-    # only caught when timing runs (GPU default, --timing on a CPU)
+    # honest for its first 12 calls: the refill check after the trials (or,
+    # when timed, the check of the timed calls' output) catches it
     (EX / "relu", CAND / "hack_timing_switch.py", "hacked"),
     (EX / "relu", CAND / "syntax_error.py", "compile"),
     (EX / "relu", CAND / "no_modelnew.py", "compile"),
