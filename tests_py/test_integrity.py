@@ -134,6 +134,9 @@ def test_work_on_every_timed_call(tmp_path):
     assert r.category == "hacked", _show(r)
     assert re.search(r"timed call #\d+ of \d+ launched no triton kernel", r.hack_reasons[0]), r.hack_reasons
     assert honest.category == "ok", _show(honest)
+    # the parent's view of the timing slot bounds what the report may claim
+    check = honest.census["timing_cross_check"]
+    assert 0 < check["claimed_s"] <= check["slot_s"], check
     per_call = honest.census["per_call"]
     assert per_call["distinct"] == 1 and per_call["calls"] >= 4 and per_call["kernels"], per_call
 
@@ -206,3 +209,20 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
     assert forged.category == "hacked" and "the comparison was forged" in forged.hack_reasons[0], forged
     assert linked.category == "hacked" and "cannot use" in linked.hack_reasons[0], linked
     assert unnamed.category == "hacked" and "without the trial outputs" in unnamed.hack_reasons[0], unnamed
+
+
+def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():
+    from kernelsmith.evaluator.referee import cross_check_timing
+    from kernelsmith.result import EvalResult
+
+    def result(ref_min_ms: float) -> EvalResult:
+        return EvalResult(category="ok", compiled=True, correct=True, speedup=5.0, timing={
+            "n_pairs": 100, "launches_per_sample": 10,
+            "reference": {"min": ref_min_ms}, "candidate": {"min": 0.1}})
+
+    honest, forged = result(0.4), result(40.0)  # 100 pairs x 10 calls x 0.5 ms = 0.5 s; x 40.1 ms = 40 s
+    cross_check_timing(honest, [(100.0, 101.0)])
+    cross_check_timing(forged, [(100.0, 101.0)])
+    assert honest.category == "ok" and honest.census["timing_cross_check"] == {"claimed_s": 0.5, "slot_s": 1.0}
+    assert forged.category == "hacked" and forged.speedup is None
+    assert "the timing slot was held for 1.000 s" in forged.hack_reasons[0], forged.hack_reasons

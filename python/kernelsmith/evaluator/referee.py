@@ -298,5 +298,33 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
     census["referee"] = "agreed"
 
 
+
+def cross_check_timing(result: Any, slots: list, slack: float = 1.05, grace_s: float = 0.05) -> None:
+    """Parent side: the timing the worker reports against the time the parent
+    saw it hold the device's timing slot. Every pair timed at least the
+    fastest sample of each side, ``launches_per_sample`` calls each; a report
+    whose pairs add up to more than the slot lasted (a reference made to look
+    slow, a candidate made to look fast against it) was not measured."""
+    timing = result.timing if isinstance(result.timing, dict) else {}
+    if result.category != "ok" or not slots or not timing.get("n_pairs"):
+        return
+    import time
+
+    held = sum((end if end is not None else time.monotonic()) - start for start, end in slots)
+    try:
+        per_pair_ms = float(timing["reference"]["min"]) + float(timing["candidate"]["min"])
+        claimed = int(timing["n_pairs"]) * int(timing.get("launches_per_sample") or 1) * per_pair_ms / 1e3
+    except (KeyError, TypeError, ValueError):
+        return
+    census = result.census if isinstance(result.census, dict) else {}
+    result.census = census
+    census["timing_cross_check"] = {"claimed_s": round(claimed, 4), "slot_s": round(held, 4)}
+    if claimed > held * slack + grace_s:
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
+        result.hack_reasons = [f"the reported timing adds up to {claimed:.3f} s of timed calls, but the timing slot "
+                               f"was held for {held:.3f} s: the statistics were not measured"]
+
+
 if __name__ == "__main__":
     main()
