@@ -94,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     save_config(config, out)
-    task = load_inplace(out)  # InplaceError names what is missing (exit 2 via the CLI)
+    try:
+        task = load_inplace(out)  # InplaceError names what is missing (exit 2 via the CLI)
+    except Exception:
+        out.unlink()  # no half-valid config left behind
+        raise
     print(f"wrote {out}: target {config.target.function} in {config.target.file} (module {task.spec.module}), "
           f"EVOLVE block over {', '.join(config.target.region or [config.target.function])}")
     if args.no_check:

@@ -14,14 +14,14 @@ from typing import Any, Optional
 import yaml
 
 from ..config import ConfigError, from_dict, to_dict
-from ..task import DTYPES
+from ..task import DTYPES, TaskError
 
 #: the file name ``kernelsmith task init`` writes and ``evolve`` recognises
 CONFIG_NAME = "inplace.yaml"
 KIND = "inplace"
 
 
-class InplaceError(ValueError):
+class InplaceError(TaskError):
     """An in-place task cannot be set up; the message names the file and what is wrong."""
 
 
