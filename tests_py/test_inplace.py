@@ -51,7 +51,7 @@ def task_file(workspace):
     out = workspace / "inplace.yaml"
     rc = main(["task", "init", "--tree", str(workspace / "scalepkg"), "--file", "scalepkg/ops.py",
                "--function", "scale_add", "--region", "GRID_DIV,_scale_add_kernel,scale_add", "--tests", TESTS,
-               "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "4096",
+               "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "1024",
                "--compare-shapes", "1,100,3x77", "--dtypes", "float32,float16", "-o", str(out)])
     assert rc == 0
     return out

@@ -30,7 +30,7 @@ def test_llm_run_writes_a_patch_that_applies_and_exports(tmp_path, mock_llm, mon
         "tree": "scalepkg", "target": {"file": "scalepkg/ops.py", "function": "scale_add",
                                        "region": ["GRID_DIV", "_scale_add_kernel", "scale_add"]},
         "tests": "python -m pytest -q -p no:cacheprovider tests/test_ops.py", "inputs": "inputs.py:make_inputs",
-        "compare": {"shapes": [[100]], "trials": 1}, "benchmark": {"shapes": [[2048]]}})
+        "compare": {"shapes": [[100]], "trials": 1}, "benchmark": {"shapes": [[512]]}})
     task_file = save_config(config, tmp_path / "inplace.yaml")
     seed = load_inplace(task_file).seed_source
     answer = seed.replace("block = block_for(n)", "block = 256")
@@ -38,8 +38,7 @@ def test_llm_run_writes_a_patch_that_applies_and_exports(tmp_path, mock_llm, mon
     monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     run = tmp_path / "run"
-    summary = evolve_sync(task_file, EvolveConfig(iterations=1, seed=0, model="openai:m", proposal_concurrency=1,
-                                                  finalists=0), run)
+    summary = evolve_sync(task_file, EvolveConfig(iterations=1, seed=0, model="openai:m", proposal_concurrency=1), run)
     assert summary.status_counts.get("correct", 0) >= 2, summary.status_counts  # the seed and the answer
 
     # the prompt: the in-place templates, the target file, its caller, the project's test file
@@ -52,26 +51,26 @@ def test_llm_run_writes_a_patch_that_applies_and_exports(tmp_path, mock_llm, mon
     # best.patch: git format, applies to the original tree, the tests pass there
     patch = (run / "best.patch").read_text()
     summary_md = (run / "summary.md").read_text()
-    if summary.best_program_id == 0 or not patch:  # the seed stayed best (a timing under load can say so)
-        assert "No improvement found" in summary_md
-    else:
-        assert patch.startswith("diff --git a/scalepkg/ops.py b/scalepkg/ops.py")
-        assert "-    block = block_for(n)\n+    block = 256\n" in patch
-        assert "EVOLVE-BLOCK" not in patch
-        clean = tmp_path / "clean"
-        shutil.copytree(FIXTURE / "scalepkg", clean)
-        subprocess.run(["git", "apply", str(run / "best.patch")], cwd=clean, check=True)
-        assert "block = 256" in (clean / "scalepkg" / "ops.py").read_text()
-        assert "## Speedup per benchmark shape" in summary_md and "| [2048] | float32 |" in summary_md
-        assert "applied with `git apply` to a fresh copy of the original tree: the project's tests passed" in summary_md
+    # the finalists' re-timing picks the best: 256-element blocks run 4x fewer
+    # program instances than 64 in Triton's interpreter, a clear win
+    assert summary.best_program_id != 0, summary.best_confirmation
+    assert patch.startswith("diff --git a/scalepkg/ops.py b/scalepkg/ops.py")
+    assert "-    block = block_for(n)\n+    block = 256\n" in patch
+    assert "EVOLVE-BLOCK" not in patch
+    clean = tmp_path / "clean"
+    shutil.copytree(FIXTURE / "scalepkg", clean)
+    subprocess.run(["git", "apply", str(run / "best.patch")], cwd=clean, check=True)
+    assert "block = 256" in (clean / "scalepkg" / "ops.py").read_text()
+    assert "## Speedup per benchmark shape" in summary_md and "| [512] | float32 |" in summary_md
+    assert "applied with `git apply` to a fresh copy of the original tree: the project's tests passed" in summary_md
     info = json.loads((run / "inplace_summary.json").read_text())
     assert info["target"] == "scalepkg/ops.py:scale_add"
 
     # the export tools read the run like any other
     assert main(["export", "sft", str(run), "-o", str(tmp_path / "sft"), "--min-speedup", "0", "--json"]) == 0
     assert main(["export", "rl", str(run), "-o", str(tmp_path / "rl"), "--json"]) == 0
-    sft_rows = [json.loads(line) for f in (tmp_path / "sft").glob("*.jsonl") for line in f.read_text().splitlines()]
-    assert sft_rows, list((tmp_path / "sft").iterdir())
+    sft_rows = [json.loads(line) for line in (tmp_path / "sft" / "kernelsmith_sft.jsonl").read_text().splitlines()]
+    assert sft_rows
     text = json.dumps(sft_rows[0])
     assert "scale_add" in text and "inside a real code base" in text
     assert list((tmp_path / "rl").glob("*.parquet"))

@@ -64,7 +64,7 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
     home = root / ".ks-home"
     home.mkdir(exist_ok=True)
     prefix, bwrap, _note = sandbox_prefix(isolation, str(root))
-    command = with_interpreter(spec.config.tests)
+    command = with_interpreter(spec.command(spec.config.tests))
     started = time.monotonic()
     timeout = timeout_s or spec.config.tests_timeout_s
     proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=test_environment(spec, root, home),

@@ -60,7 +60,7 @@ def _command_benchmark(task: InplaceTask, patched_text: str, isolation: str) -> 
             home = root / ".ks-home"
             home.mkdir(exist_ok=True)
             prefix, _, _ = sandbox_prefix(isolation, str(root))
-            proc = subprocess.run(prefix + ["/bin/sh", "-c", with_interpreter(bench.command)], cwd=root, capture_output=True, text=True,
+            proc = subprocess.run(prefix + ["/bin/sh", "-c", with_interpreter(spec.command(bench.command))], cwd=root, capture_output=True, text=True,
                                   env=test_environment(spec, root, home), timeout=spec.config.tests_timeout_s)
             text = proc.stdout + proc.stderr
             match = pattern.search(text)

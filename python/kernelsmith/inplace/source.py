@@ -132,12 +132,111 @@ def _header(tree_paths: Sequence[str]) -> str:
             "        _ks_sys.path.insert(0, _ks_path)\n")
 
 
+def split_block(text: str) -> tuple[str, str, str]:
+    """(before the first EVOLVE-BLOCK-START line, the block's lines, after
+    the last EVOLVE-BLOCK-END line); the marker lines themselves are dropped."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, ln in enumerate(lines) if ln.strip().startswith(START)]
+    ends = [i for i, ln in enumerate(lines) if ln.strip().startswith(END)]
+    if not starts or not ends or ends[-1] < starts[0]:
+        return "", text, ""
+    inner = [ln for ln in lines[starts[0] + 1: ends[-1]] if not ln.strip().startswith((START, END))]
+    return "".join(lines[: starts[0]]), "".join(inner), "".join(lines[ends[-1] + 1:])
+
+
+def _bound_names(body: Sequence[ast.stmt]) -> list[str]:
+    """Names a module's top-level statements bind (through if/try/with blocks)."""
+    names: list[str] = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.Import):
+            names += [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names += [a.asname or a.name for a in node.names if a.name != "*"]
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for field in ("body", "orelse", "finalbody"):
+                names += _bound_names(getattr(node, field, []) or [])
+            for handler in getattr(node, "handlers", []) or []:
+                names += _bound_names(handler.body)
+    return list(dict.fromkeys(n for n in names if n != "__future__"))
+
+
+def context_module(prefix: str, module: str, folder: str | None = None) -> tuple[str, str, list[str]]:
+    """The part of the file before the EVOLVE block as a module of its own
+    (written once under ``folder``, named by its content's hash): (module
+    name, folder, the names it binds). The candidate imports those names, so
+    the evaluator's static checks see the block and what follows it, not the
+    project's own code before it (which may use try/except and the like)."""
+    import hashlib
+    import os
+    import tempfile
+
+    text = absolute_imports(prefix, module)
+    digest = hashlib.sha256((module + "\n" + text).encode()).hexdigest()[:12]
+    name = f"_ks_ctx_{digest}"
+    folder = folder or os.path.join(tempfile.gettempdir(), "kernelsmith-inplace-ctx")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name + ".py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    try:
+        names = _bound_names(ast.parse(text).body)
+    except SyntaxError:
+        names = []
+    return name, folder, names
+
+
+def _plain_imports(text: str) -> list[tuple[str, list[str]]]:
+    """(source line, names bound) of the module-level import statements."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
+                isinstance(node, ast.ImportFrom) and (node.module == "__future__" or node.level)):
+            if any(a.name == "*" for a in node.names):
+                continue
+            out.append((ast.unparse(node), _bound_names([node])))
+    return out
+
+
 def candidate_program(file_text: str, *, module: str, function: str, tree_paths: Sequence[str]) -> str:
-    """The program the evaluator runs for a candidate file: the file's own
-    code (relative imports made absolute, the rest of the package imported
-    from the tree) and a ``ModelNew`` whose forward is the target function."""
-    future, body = hoist_future(absolute_imports(strip_markers(file_text), module))
-    return ("\n".join(future) + ("\n" if future else "") + _header(tree_paths) + body.rstrip("\n")
+    """The program the evaluator runs for a candidate file: the file's code
+    before the EVOLVE block imported from a module of its own (see
+    :func:`context_module`), the block and the rest of the file (relative
+    imports made absolute, the rest of the package imported from the tree),
+    and a ``ModelNew`` whose forward is the target function."""
+    future, _ = hoist_future(file_text)
+    prefix, block, suffix = split_block(file_text)
+    imports = ""
+    paths = list(tree_paths)
+    if prefix.strip():
+        ctx, folder, names = context_module(prefix, module)
+        paths.append(folder)
+        # plain top-level imports are repeated as they are, so the static
+        # checks know torch, triton, ... as modules; the rest comes from ctx
+        direct = _plain_imports(absolute_imports(prefix, module))
+        imports = "".join(line + "\n" for line, _ in direct)
+        bound = {name for _, names_ in direct for name in names_}
+        names = [n for n in names if n not in bound]
+        if names:
+            imports += f"from {ctx} import (  # the file's code before the EVOLVE block\n" + "".join(
+                f"    {n},\n" for n in names) + ")\n"
+            imports = f"from {ctx} import (  # the file's code before the EVOLVE block\n" + "".join(
+                f"    {n},\n" for n in names) + ")\n"
+    _, body = hoist_future(absolute_imports(block + suffix, module))
+    body = imports + "\n" + body
+    return ("\n".join(sorted(set(future))) + ("\n" if future else "") + _header(paths) + body.rstrip("\n")
             + "\n\n\n# -- kernelsmith in-place wrapper: the target as the evaluated forward --\n"
             "import torch as _ks_torch\n\n\n"
             "class ModelNew(_ks_torch.nn.Module):\n"

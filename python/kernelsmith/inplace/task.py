@@ -41,7 +41,7 @@ class InplaceSpec:
 
     def seed(self) -> str:
         t = self.config.target
-        return seed_program(self.original, t.function, t.region, t.file)
+        return seed_program(self.original, t.function.split(".")[0], t.region, t.file)
 
     def file_text(self, candidate: str) -> str:
         """What the candidate writes into the target file (kernelsmith's markers removed)."""
@@ -79,7 +79,7 @@ class InplaceSpec:
     # -- prompt context ---------------------------------------------------
     def callers(self) -> list[tuple[str, str]]:
         """(location, excerpt) of places in the tree that call the target."""
-        name = self.config.target.function
+        name = self.config.target.function.split(".")[0]
         pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
         found: list[tuple[str, str]] = []
         for path in sorted(self.tree.rglob("*.py")):
@@ -102,11 +102,16 @@ class InplaceSpec:
     def test_files(self) -> list[Path]:
         """Files of the tree named in the test command (e.g. a pytest selection)."""
         out = []
-        for word in self.config.tests.split():
+        for word in self.command(self.config.tests).split():
             candidate = self.tree / word.split("::")[0]
             if candidate.suffix == ".py" and candidate.is_file():
                 out.append(candidate)
         return out
+
+    def command(self, text: str) -> str:
+        """A configured command with ``{config_dir}`` (the config file's folder,
+        e.g. for tests kept outside an installed package's tree) filled in."""
+        return text.replace("{config_dir}", str(self.base))
 
     def prompt_context(self) -> str:
         """What the prompt shows in place of a reference module: the target
@@ -129,7 +134,8 @@ class InplaceSpec:
             text = test.read_text(errors="replace")
             if len(text) > MAX_TEST_CHARS:
                 text = text[:MAX_TEST_CHARS] + "\n# ... (cut)"
-            parts += ["", f"### Test file `{test.relative_to(self.tree).as_posix()}`", "```python", text.rstrip("\n"), "```"]
+            shown = test.relative_to(self.tree).as_posix() if test.is_relative_to(self.tree) else test.name
+            parts += ["", f"### Test file `{shown}`", "```python", text.rstrip("\n"), "```"]
         parts += ["", "### Inputs generator (shape, dtype) -> arguments", "```python", self.inputs_source.rstrip("\n"), "```"]
         return "\n".join(parts)
 
@@ -171,8 +177,10 @@ def load_inplace(path: str | Path, *, tree: Optional[str | Path] = None) -> Inpl
                        inputs_function=inputs_function, module=module_name(config.target.file, config.python_path))
     if not re.search(rf"^def\s+{re.escape(inputs_function)}\s*\(", spec.inputs_source, re.MULTILINE):
         raise InplaceError(f"{inputs_path}: defines no top-level function {inputs_function}(shape, dtype)")
-    if not re.search(rf"^(async\s+)?def\s+{re.escape(config.target.function)}\s*\(", spec.original, re.MULTILINE):
-        raise InplaceError(f"{target}: defines no top-level function {config.target.function}")
+    head = config.target.function.split(".")[0]
+    if not re.search(rf"^((async\s+)?def|class)\s+{re.escape(head)}\s*[(:]", spec.original, re.MULTILINE):
+        raise InplaceError(f"{target}: defines no top-level function or class {head} "
+                           f"(target.function {config.target.function})")
     base_task = spec.comparison_task()
     return InplaceTask(reference_source=base_task.reference_source, config=base_task.config,
                        seed_source=spec.seed(), path=str(spec.config_path), spec=spec)
