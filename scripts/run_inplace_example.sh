@@ -18,6 +18,10 @@ cat "$out/summary.md"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r examples/inplace/tinyops "$work/tinyops"
-(cd "$work/tinyops" && git apply --verbose "$OLDPWD/$out/best.patch")
+if [ -s "$out/best.patch" ]; then
+    (cd "$work/tinyops" && git apply --verbose "$OLDPWD/$out/best.patch")
+    echo "best.patch applies to examples/inplace/tinyops; the package's tests with it:"
+else
+    echo "no improvement found (best.patch is empty); the package's tests on the original:"
+fi
 (cd "$work/tinyops" && PYTHONPATH=. "$py" -m pytest -q -p no:cacheprovider tests)
-echo "best.patch applies to examples/inplace/tinyops and the package's tests pass with it"

@@ -65,6 +65,9 @@ def test_llm_run_writes_a_patch_that_applies_and_exports(tmp_path, mock_llm, mon
     assert "applied with `git apply` to a fresh copy of the original tree: the project's tests passed" in summary_md
     info = json.loads((run / "inplace_summary.json").read_text())
     assert info["target"] == "scalepkg/ops.py:scale_add"
+    # the run's own copy of the task (what --resume loads) is the same task
+    again = load_inplace(run / "task" / "inplace.yaml")
+    assert again.id == load_inplace(task_file).id and again.seed_source == seed
 
     # the export tools read the run like any other
     assert main(["export", "sft", str(run), "-o", str(tmp_path / "sft"), "--min-speedup", "0", "--json"]) == 0

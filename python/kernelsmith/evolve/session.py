@@ -168,11 +168,11 @@ async def evolve(
             from ..inplace import load_inplace
 
             task = load_inplace(copy / "inplace.yaml")
-        elif not (copy / "reference.py").exists():
-            copy = copy / Path(snapshot["task"]["path"]).name
-        # The copy's folder is named "task": keep the original name, which
-        # prompts show, so a resumed run sends the same prompts.
-        if not (copy / "inplace.yaml").exists():
+        else:
+            if not (copy / "reference.py").exists():
+                copy = copy / Path(snapshot["task"]["path"]).name
+            # The copy's folder is named "task": keep the original name, which
+            # prompts show, so a resumed run sends the same prompts.
             task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"])
     else:
         if task_path is None or out is None:
