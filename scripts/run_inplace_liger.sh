@@ -6,6 +6,11 @@
 #
 #   bash scripts/run_inplace_liger.sh WHEEL [evolve args...]
 #
+# liger's code has no '# tune:' values (calculate_settings computes them), so
+# --annotate gives the offline mutator one: num_warps of the forward launch;
+# the original stays the reference everything is compared and timed against.
+# With an LLM (--model openai:NAME ...) the model may change the kernels too.
+#
 # WHEEL: liger_kernel-*.whl (pip download liger-kernel --no-deps; carry it to a
 # machine without network). On an NVIDIA GPU the shapes are GPU-sized; with
 # TRITON_INTERPRET=1 on a CPU they are tiny (a check that it runs, no timing
@@ -31,6 +36,7 @@ fi
 "$py" -m kernelsmith task init --tree "$tree" --file liger_kernel/ops/softmax.py \
     --function LigerSoftmaxFunction.apply \
     --region _softmax_single_block_forward_kernel,_softmax_multi_block_forward_kernel,_softmax_forward \
+    --annotate 'BLOCK_SIZE, num_warps = calculate_settings(n_cols)=>BLOCK_SIZE, num_warps = calculate_settings(n_cols)\nnum_warps = 4  # tune: [1, 2, 4, 8, 16, 32]' \
     --tests "python -m pytest -q -p no:cacheprovider $PWD/examples/inplace/liger/test_liger_softmax.py" \
     --inputs "$PWD/examples/inplace/liger/softmax_inputs.py:make_inputs" \
     --bench-shapes "$bench" --compare-shapes "$compare" --dtypes "$dtypes" \

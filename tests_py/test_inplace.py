@@ -133,6 +133,32 @@ def test_markers_and_relative_imports():
     assert "from pkg import u" in program and "return f(*args)" in program
 
 
+def test_annotate_gives_the_mutator_a_tunable(tmp_path):
+    """Code without '# tune:' values (a published package) gets one for the
+    offline mutator; the original file stays what is compared and checked."""
+    from kernelsmith.inplace import save_config
+    from kernelsmith.inplace.config import InplaceConfig
+    from kernelsmith.config import from_dict
+    from kernelsmith.proposers.mutate import parse_tunables
+
+    shutil.copytree(FIXTURE / "scalepkg", tmp_path / "scalepkg")
+    shutil.copy(FIXTURE / "inputs.py", tmp_path / "inputs.py")
+    data = {"tree": "scalepkg", "tests": TESTS, "inputs": "inputs.py:make_inputs", "benchmark": {"shapes": [[64]]},
+            "target": {"file": "scalepkg/ops.py", "function": "scale_add", "region": ["_scale_add_kernel", "scale_add"],
+                       "annotate": [{"line": "block = block_for(n)",
+                                     "replace": "block = block_for(n)\nblock = 64  # tune: [32, 64, 128]"}]}}
+    task = load_inplace(save_config(from_dict(InplaceConfig, data), tmp_path / "inplace.yaml"))
+    assert "    block = block_for(n)\n    block = 64  # tune: [32, 64, 128]\n" in task.seed_source
+    assert [t.name for t in parse_tunables(task.seed_source)] == ["block"]  # GRID_DIV is outside this block
+    assert "tune" not in task.spec.marked_original().split("EVOLVE-BLOCK-START")[1]
+    data["target"]["annotate"] = [{"line": "no such line", "replace": "x = 1  # tune: [1, 2]"}]
+    with pytest.raises(InplaceError, match="found 0 times"):
+        load_inplace(save_config(from_dict(InplaceConfig, data), tmp_path / "inplace.yaml"))
+    data["target"]["annotate"] = [{"line": "block = block_for(n)", "replace": "block = 64"}]
+    with pytest.raises(ConfigError, match="tune"):
+        from_dict(InplaceConfig, data)
+
+
 def test_patch_applies_with_git(tmp_path):
     tree = tmp_path / "t"
     (tree / "pkg").mkdir(parents=True)

@@ -28,6 +28,15 @@ def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
+def _annotation(text: str) -> dict[str, str]:
+    from . import UsageError
+
+    line, sep, replace = text.partition("=>")
+    if not sep or not line.strip() or not replace.strip():
+        raise UsageError(f"--annotate {text!r}: write LINE=>REPLACEMENT")
+    return {"line": line.strip(), "replace": replace.strip().replace("\\n", "\n")}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     init = sub.add_parser("init", help="write an in-place task config and check it on the unmodified tree",
@@ -45,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     init.add_argument("--compare-shapes", type=_shapes, default=[], help="extra shapes of the randomized comparison")
     init.add_argument("--dtypes", type=_names, default=["float32"], help="comparison dtypes, the first timed")
     init.add_argument("--trials", type=int, default=2, help="comparison trials with fresh inputs (default 2)")
+    init.add_argument("--annotate", action="append", default=[], metavar="LINE=>REPLACEMENT",
+                      help="a tunable for the offline mutator: replace the block's line LINE by REPLACEMENT "
+                           "(with a '# tune:' annotation; '\\n' starts a new line); repeatable")
     init.add_argument("--bench-command", default="", help="optional: the project's benchmark command printing a time")
     init.add_argument("--time-regex", default=None, help="regex whose first group is the printed time (default: N ms)")
     init.add_argument("--python-path", type=_names, default=["."], help="tree folders put on PYTHONPATH (default .)")
@@ -83,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         benchmark["time_regex"] = args.time_regex
     data = {
         "name": args.name, "tree": _rel(args.tree, base), "python_path": args.python_path,
-        "target": {"file": args.file, "function": args.function, "region": args.region},
+        "target": {"file": args.file, "function": args.function, "region": args.region,
+                   "annotate": [_annotation(a) for a in args.annotate]},
         "tests": args.tests, "inputs": f"{_rel(inputs_file, base)}:{inputs_fn}",
         "compare": {"shapes": args.compare_shapes, "dtypes": args.dtypes, "trials": args.trials},
         "benchmark": {**BenchmarkConfig().__dict__, **benchmark},
@@ -105,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("checking it on the unmodified tree: the project's tests, the comparison, the timing ...", flush=True)
     with InplaceEvaluator(isolation=args.isolation, workers=1) as ev:
-        result = ev.evaluate(task, task.seed_source or "")
+        result = ev.evaluate(task, task.spec.marked_original())
     tests = result.correctness.get("project_tests") or {}
     print(f"project tests: {'passed' if tests.get('passed') else 'FAILED'} ({tests.get('seconds', '?')} s, "
           f"{tests.get('isolation', '?')})")

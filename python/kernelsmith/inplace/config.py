@@ -36,6 +36,13 @@ class TargetConfig:
     # EVOLVE block spans, from the first to the last; empty: ``function``
     # alone. Ignored when the file already holds EVOLVE-BLOCK markers.
     region: list = field(default_factory=list)
+    # tunables for the offline mutator in code that has none: each entry
+    # {line: "the exact text of a line in the block", replace: "its
+    # replacement, with a '# tune:' annotation"} (the replacement may add
+    # lines, e.g. "num_warps = 4  # tune: [2, 4, 8, 16]" after a computed
+    # value). The search then starts from the annotated program, the original
+    # stays the reference it is compared and timed against.
+    annotate: list = field(default_factory=list)
 
 
 @dataclass
@@ -114,6 +121,12 @@ class InplaceConfig:
             raise ConfigError(f"compare.trials: an integer in 1..100, got {self.compare.trials!r}")
         if not isinstance(self.target.region, list) or not all(isinstance(n, str) for n in self.target.region):
             raise ConfigError("target.region: a list of top-level names")
+        for i, entry in enumerate(self.target.annotate):
+            if not isinstance(entry, dict) or set(entry) != {"line", "replace"} or not all(
+                    isinstance(v, str) and v.strip() for v in entry.values()):
+                raise ConfigError(f"target.annotate[{i}]: a mapping with the keys line and replace (strings)")
+            if "tune:" not in entry["replace"]:
+                raise ConfigError(f"target.annotate[{i}].replace: must hold a '# tune:' annotation")
         if self.benchmark.repeats < 1:
             raise ConfigError("benchmark.repeats: must be >= 1")
 

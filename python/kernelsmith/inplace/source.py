@@ -68,12 +68,38 @@ def strip_markers(text: str) -> str:
     return "".join(kept)
 
 
-def seed_program(original: str, target_function: str, region: Sequence[str], filename: str) -> str:
+def seed_program(original: str, target_function: str, region: Sequence[str], filename: str,
+                 annotate: Sequence[dict] = ()) -> str:
     """The program the search starts from: the target file, with markers
-    inserted around the region unless the file already has its own."""
+    inserted around the region unless the file already has its own, and the
+    ``annotate`` line replacements (tunables for the mutator) made inside the
+    block."""
     if has_markers(original):
-        return original if original.endswith("\n") else original + "\n"
-    return insert_markers(original, list(region) or [target_function], filename)
+        program = original if original.endswith("\n") else original + "\n"
+    else:
+        program = insert_markers(original, list(region) or [target_function], filename)
+    if not annotate:
+        return program
+    lines = program.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.strip().startswith(START)]
+    ends = [i for i, ln in enumerate(lines) if ln.strip().startswith(END)]
+    lo, hi = starts[0], ends[-1]
+    for entry in annotate:
+        hits = [i for i in range(lo + 1, hi) if lines[i].strip() == entry["line"].strip()]
+        if len(hits) != 1:
+            raise InplaceError(f"{filename}: target.annotate line {entry['line']!r} is found "
+                               f"{len(hits)} times inside the EVOLVE block (must be exactly once)")
+        i = hits[0]
+        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        new = [indent + part for part in entry["replace"].splitlines()]
+        lines[i: i + 1] = new
+        hi += len(new) - 1
+    program = "\n".join(lines) + "\n"
+    try:
+        ast.parse(program)
+    except SyntaxError as exc:
+        raise InplaceError(f"{filename}: target.annotate makes the file invalid: {exc.msg} (line {exc.lineno})") from None
+    return program
 
 
 def module_name(file: str, python_path: Sequence[str]) -> str:

@@ -41,6 +41,12 @@ class InplaceSpec:
 
     def seed(self) -> str:
         t = self.config.target
+        return seed_program(self.original, t.function.split(".")[0], t.region, t.file, t.annotate)
+
+    def marked_original(self) -> str:
+        """The unmodified file with its EVOLVE block (no annotations): what
+        ``task init`` checks."""
+        t = self.config.target
         return seed_program(self.original, t.function.split(".")[0], t.region, t.file)
 
     def file_text(self, candidate: str) -> str:
