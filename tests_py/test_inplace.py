@@ -151,6 +151,10 @@ def test_annotate_gives_the_mutator_a_tunable(tmp_path):
     assert "    block = block_for(n)\n    block = 64  # tune: [32, 64, 128]\n" in task.seed_source
     assert [t.name for t in parse_tunables(task.seed_source)] == ["block"]  # GRID_DIV is outside this block
     assert "tune" not in task.spec.marked_original().split("EVOLVE-BLOCK-START")[1]
+    # the file that goes into the tree (and the patch) has no '# tune:' comment of ours
+    written = task.spec.file_text(task.seed_source.replace("block = 64  # tune", "block = 128  # tune"))
+    assert "    block = 128\n" in written and "tune" not in written.split("def scale_add")[1]
+    assert "GRID_DIV = 1  # tune: [1, 2]" in written  # the project's own annotation stays
     data["target"]["annotate"] = [{"line": "no such line", "replace": "x = 1  # tune: [1, 2]"}]
     with pytest.raises(InplaceError, match="found 0 times"):
         load_inplace(save_config(from_dict(InplaceConfig, data), tmp_path / "inplace.yaml"))

@@ -50,8 +50,21 @@ class InplaceSpec:
         return seed_program(self.original, t.function.split(".")[0], t.region, t.file)
 
     def file_text(self, candidate: str) -> str:
-        """What the candidate writes into the target file (kernelsmith's markers removed)."""
-        return strip_markers(candidate)
+        """What the candidate writes into the target file: kernelsmith's
+        markers removed, and the ``# tune:`` comments that ``target.annotate``
+        added (lines the original does not have) dropped, so the patch reads
+        as the maintainers' code."""
+        text = strip_markers(candidate)
+        if not self.config.target.annotate:
+            return text
+        own = set(self.original.splitlines())
+        out = []
+        for line in text.splitlines(keepends=True):
+            body = line.rstrip("\r\n")
+            if body not in own and re.search(r"\s*#\s*tune\s*:", body):
+                line = re.sub(r"\s*#\s*tune\s*:.*$", "", body) + line[len(body):]
+            out.append(line)
+        return "".join(out)
 
     def program(self, candidate: str) -> str:
         """The evaluator's program for a candidate file (ModelNew = the candidate's target)."""
