@@ -152,7 +152,9 @@ def finish_run(run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[
     (run_path / "best.patch").write_text(patch_text)
     info: dict[str, Any] = {"target": f"{spec.config.target.file}:{spec.config.target.function}",
                             "tree": str(spec.tree), "git_head": git_head(spec.tree), "tests": spec.config.tests,
-                            "changed": bool(patch_text), "run": summary}
+                            "changed": bool(patch_text), "run": summary,
+                            "compare": {"shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1],
+                                        "dtypes": spec.config.compare.dtypes, "trials": spec.config.compare.trials}}
     if patch_text:
         info["what_changed"] = _changed_summary(spec.original, patched)
         info["patch_check"] = _check_patch(task, patch_text, isolation)
@@ -215,8 +217,11 @@ def render_summary(info: dict[str, Any]) -> str:
                        f"{_fmt(bench['speedup'])}x [{_fmt(bench['ci_low'])}, {_fmt(bench['ci_high'])}] ({bench['verdict']}).")
     check = info.get("patch_check") or {}
     out += ["", "## Tests run", ""]
+    compare = info.get("compare") or {}
     out.append(f"- every candidate: the project's tests `{info['tests']}` in a sandboxed copy of the tree, then "
-               "kernelsmith's randomized comparison with the original (see the task's comparison shapes and dtypes)")
+               f"kernelsmith's randomized comparison with the original on fresh random inputs of shapes "
+               f"{compare.get('shapes', '?')} in {', '.join(compare.get('dtypes', []))}, with the evaluator's "
+               "integrity checks on the target's forward")
     if check.get("applies"):
         out.append(f"- `best.patch` applied with `git apply` to a fresh copy of the original tree: the project's tests "
                    f"{'passed' if check.get('tests_passed') else 'FAILED'} ({check.get('tests_seconds')} s)")
