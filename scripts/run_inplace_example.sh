@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 export TRITON_INTERPRET=1
 py="${PYTHON:-python3}"
 out="${OUT:-runs/inplace-rms_norm-$(date +%Y%m%d-%H%M%S)}"
-"$py" -m kernelsmith evolve examples/inplace/rms_norm.yaml --iterations 8 --out "$out" "$@"
+"$py" -m kernelsmith evolve examples/inplace/rms_norm.yaml --iterations 16 --out "$out" "$@"
 echo "--- $out/summary.md"
 cat "$out/summary.md"
 # the patch on a clean copy of the package, then the package's own tests
