@@ -163,6 +163,25 @@ def test_annotate_gives_the_mutator_a_tunable(tmp_path):
         from_dict(InplaceConfig, data)
 
 
+def test_project_code_before_the_block_is_not_judged_as_the_candidates():
+    """A file that opens with a try/except import guard (as liger-kernel's
+    swiglu.py does): the static checks see the block and what follows."""
+    from kernelsmith.backends import get_backend
+
+    text = ("import torch\nimport triton\nimport triton.language as tl\n"
+            "try:\n    import torch.distributed.tensor  # noqa\nexcept ImportError:\n    pass\n\n"
+            "SCALE = 2.0\n\n\n@triton.jit\ndef _k(x_ptr, n, BLOCK: tl.constexpr):\n"
+            "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n\n\n"
+            "def f(x):\n    _k[(1,)](x, x.numel(), BLOCK=64)\n    return x\n")
+    marked = insert_markers(text, ["_k", "f"])
+    program = candidate_program(marked, module="pkg.ops", function="f", tree_paths=["/nowhere"])
+    report = get_backend("triton").static_check(program)
+    assert not report.hacks and not report.errors, report
+    assert "import torch\n" in program and "SCALE," in program  # module imports repeated, the rest from ctx
+    whole = candidate_program(text, module="pkg.ops", function="f", tree_paths=["/nowhere"])  # no block
+    assert any("try/except" in h for h in get_backend("triton").static_check(whole).hacks)
+
+
 def test_patch_applies_with_git(tmp_path):
     tree = tmp_path / "t"
     (tree / "pkg").mkdir(parents=True)
@@ -206,7 +225,7 @@ def test_passing_candidate(task_file, evaluator):
 
 def test_failing_project_tests(task_file, evaluator):
     task = load_inplace(task_file)
-    result = evaluator.evaluate(task, task.seed_source.replace("x * alpha + y", "x * alpha - y"))
+    result = evaluator.evaluate(task, task.seed_source.replace("offs, x * alpha + y", "offs, x * alpha - y"))
     assert not result.correct and result.category == "incorrect"
     assert "the project's tests failed" in result.error and "test_scale_add" in result.error
     assert result.speedup is None  # never compared nor timed
@@ -229,6 +248,9 @@ def test_crashing_candidate(task_file, evaluator):
     assert not result.correct and result.category == "crash", result.error
     syntax = evaluator.evaluate(task, task.seed_source.replace("def scale_add(", "def scale_add(("))
     assert syntax.category == "compile" and "syntax error" in syntax.error
+    # code outside the EVOLVE block is the project's: a change there is refused before anything runs
+    outside = evaluator.evaluate(task, task.seed_source.replace("import torch\n", "import torch\nimport os\n", 1))
+    assert outside.category == "edit" and "outside the EVOLVE block" in outside.error
 
 
 def test_a_hack_in_the_target_is_caught(task_file, evaluator):

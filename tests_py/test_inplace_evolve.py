@@ -28,7 +28,7 @@ def test_llm_run_writes_a_patch_that_applies_and_exports(tmp_path, mock_llm, mon
     shutil.copy(FIXTURE / "inputs.py", tmp_path / "inputs.py")
     config = from_dict(InplaceConfig, {
         "tree": "scalepkg", "target": {"file": "scalepkg/ops.py", "function": "scale_add",
-                                       "region": ["GRID_DIV", "_scale_add_kernel", "scale_add"]},
+                                       "region": ["_scale_add_kernel", "scale_add"]},  # GRID_DIV: from the context module
         "tests": "python -m pytest -q -p no:cacheprovider tests/test_ops.py", "inputs": "inputs.py:make_inputs",
         "compare": {"shapes": [[100]], "trials": 1}, "benchmark": {"shapes": [[512]]}})
     task_file = save_config(config, tmp_path / "inplace.yaml")

@@ -119,6 +119,12 @@ class InplaceEvaluator:
         spec = task.spec
         assert spec is not None, "an InplaceTask carries its spec"
         started = time.monotonic()
+        outside = _outside_block(source) != _outside_block(task.seed_source or "")
+        if outside:
+            # what the loop's edit step enforces, checked again here: the code
+            # around the block is the project's (and outside the static checks)
+            return EvalResult(category="edit", error="the program changes code outside the EVOLVE block; only the "
+                                                     "block may change", wall_s=0.0)
         file_text = spec.file_text(source)
         try:
             ast.parse(file_text, filename=spec.config.target.file)
@@ -168,6 +174,13 @@ class InplaceEvaluator:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _outside_block(text: str) -> tuple[str, str]:
+    from .source import split_block
+
+    prefix, _, suffix = split_block(text)
+    return prefix, suffix
 
 
 def _tests_record(tests: dict[str, Any]) -> dict[str, Any]:

@@ -258,8 +258,6 @@ def candidate_program(file_text: str, *, module: str, function: str, tree_paths:
         if names:
             imports += f"from {ctx} import (  # the file's code before the EVOLVE block\n" + "".join(
                 f"    {n},\n" for n in names) + ")\n"
-            imports = f"from {ctx} import (  # the file's code before the EVOLVE block\n" + "".join(
-                f"    {n},\n" for n in names) + ")\n"
     _, body = hoist_future(absolute_imports(block + suffix, module))
     body = imports + "\n" + body
     return ("\n".join(sorted(set(future))) + ("\n" if future else "") + _header(paths) + body.rstrip("\n")
