@@ -207,6 +207,16 @@ def test_summary_says_no_improvement_for_an_unchanged_program():
     text = render_summary({"target": "a.py:f", "tree": "/t", "git_head": "", "tests": "pytest", "changed": False,
                            "run": {"steps": 3, "stop_reason": "iterations", "wall_time_s": 10}})
     assert "No improvement found" in text
+    row = {"shape": [64], "dtype": "float32", "correct": True, "speedup": 1.02, "ci_low": 0.9, "ci_high": 1.15,
+           "verdict": "indistinguishable", "runtime_ms": 1.0, "ref_runtime_ms": 1.02}
+    info = {"target": "a.py:f", "tree": "/t", "git_head": "", "tests": "pytest", "changed": True, "run": {},
+            "what_changed": ["`A = 1` -> `A = 2`"], "shapes": [row], "patch_check": {"applies": True, "tests_passed": True}}
+    text = render_summary(info)
+    assert "No improvement found" in text and "| [64] | float32 |" in text and "[0.900, 1.150]" in text
+    info["shapes"] = [row, {**row, "shape": [128], "speedup": 1.5, "ci_low": 1.3, "ci_high": 1.7, "verdict": "faster"}]
+    assert "faster on 1 of 2 benchmark shapes" in render_summary(info)
+    info["shapes"] = [{**row, "speedup": 0.5, "ci_low": 0.4, "ci_high": 0.6, "verdict": "slower"}]
+    assert "do not merge it as a speed-up" in render_summary(info)
 
 
 # -- evaluating candidates ----------------------------------------------------

@@ -186,12 +186,16 @@ def render_summary(info: dict[str, Any]) -> str:
     faster = [r for r in shapes if r.get("correct") and (r.get("ci_low") or 0) > 1]
     slower = [r for r in shapes if r.get("correct") and (r.get("ci_high") or 2) < 1]
     if shapes and len(faster) == len(shapes):
-        verdict = "faster than the original on every benchmark shape (95% CI above 1)"
+        verdict = "Verdict: faster than the original on every benchmark shape (95% CI above 1)."
     elif slower:
-        verdict = "slower than the original on some shape: do not merge as a speed-up"
+        verdict = "Verdict: slower than the original on some shape: do not merge it as a speed-up."
+    elif not faster:
+        verdict = ("**No improvement found**: the best candidate is not shown faster than the original on any "
+                   "benchmark shape (every CI contains 1); `best.patch` holds it for inspection, not as a speed-up.")
     else:
-        verdict = "not distinguishable from the original on some shape (CI contains 1): no improvement shown there"
-    out += [f"Verdict: {verdict}.", "", "## What changed", ""]
+        verdict = (f"Verdict: faster on {len(faster)} of {len(shapes)} benchmark shapes (CI above 1), not "
+                   "distinguishable from the original on the others.")
+    out += [verdict, "", "## What changed", ""]
     out += [f"- {line}" for line in info.get("what_changed", [])] + ["", "See `best.patch` (`git apply best.patch` in the tree).", ""]
     out += ["## Speedup per benchmark shape", "",
             "Paired, interleaved timing of the patched target against the original on the same inputs "
