@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_evolve_config(args.config, **overrides) if args.resume is None else None
     out = args.out
     if args.resume is None and out is None:
-        out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py')}-{time.strftime('%Y%m%d-%H%M%S')}")
+        out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py').removesuffix('.yaml')}-{time.strftime('%Y%m%d-%H%M%S')}")
     progress = Progress(enabled=not args.json)
     try:
         summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations

@@ -164,18 +164,26 @@ async def evolve(
         # The run's own copy of the task, so a moved or edited original
         # cannot change what a resumed run evaluates.
         copy = run_dir.path / "task"
-        if not (copy / "reference.py").exists():
-            copy = copy / Path(snapshot["task"]["path"]).name
-        # The copy's folder is named "task": keep the original name, which
-        # prompts show, so a resumed run sends the same prompts.
-        task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"],
-                         policy=config.policy, min_coverage=config.min_coverage)
+        if (copy / "inplace.yaml").exists():  # an in-place task (docs/in_place.md)
+            from ..inplace import load_inplace
+
+            task = load_inplace(copy / "inplace.yaml")
+        else:
+            if not (copy / "reference.py").exists():
+                copy = copy / Path(snapshot["task"]["path"]).name
+            # The copy's folder is named "task": keep the original name, which
+            # prompts show, so a resumed run sends the same prompts.
+            task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"],
+                             policy=config.policy, min_coverage=config.min_coverage)
     else:
         if task_path is None or out is None:
             raise ValueError("a fresh run needs a task path and an output directory")
         config = config or EvolveConfig()
-        task = Task.load(task_path, backend=config.backend, trials=config.trials, policy=config.policy,
-                         min_coverage=config.min_coverage)
+        from ..inplace import is_inplace, load_inplace
+
+        task = load_inplace(task_path) if is_inplace(task_path) else \
+            Task.load(task_path, backend=config.backend, trials=config.trials, policy=config.policy,
+                      min_coverage=config.min_coverage)
         run_dir = RunDir(out)
         if run_dir.exists() and run_dir.started():
             raise RunExistsError(f"{out} already holds a run; continue it with --resume {out}, "
@@ -204,6 +212,11 @@ async def evolve(
         from ..evaluator import make_evaluator
 
         evaluator = make_evaluator(executor, config.eval_concurrency)
+    inplace = getattr(task, "spec", None) is not None
+    if inplace and not hasattr(evaluator, "inner"):
+        from ..inplace import InplaceEvaluator
+
+        evaluator = InplaceEvaluator(evaluator)
     proposer = None
     created = False
     try:
@@ -213,7 +226,12 @@ async def evolve(
             raise ConfigError(f"backend: {exc}") from exc
         proposer, meter = make_proposer(config, engine, config.seed)
         if resume is None:
-            run_dir.create(_config_snapshot(config, task, str(task_path)), _task_files(Path(task_path)))
+            run_dir.create(_config_snapshot(config, task, str(task_path)),
+                           [] if inplace else _task_files(Path(task_path)))
+            if inplace:
+                from ..inplace import write_task_copy
+
+                write_task_copy(run_dir.path, task)
             created = True
         evolution = Evolution(
             task=task, config=config, engine=engine, proposer=proposer, evaluator=evaluator,
@@ -234,16 +252,27 @@ async def evolve(
         # was evaluated; asking the backend here would initialize the device
         # in the driver, which only needs it for the prompt.
         hardware = _measured_hardware(records) or backend.hardware_info()
+        prompt_config = config.prompt_config()
+        if inplace and prompt_config.template_dir is None:
+            from ..inplace import TEMPLATE_DIR
+
+            prompt_config = dataclasses.replace(prompt_config, template_dir=str(TEMPLATE_DIR))
         builder = PromptBuilder(
-            config.prompt_config(),
-            reference_source=task.reference_source,
+            prompt_config,
+            reference_source=task.spec.prompt_context() if inplace else task.reference_source,
             backend=backend.name,
             backend_tips=backend.prompt_tips(hardware),
             hardware=hardware,
             task_name=task.name,
         )
         evolution.prompt_builder = make_prompt_fn(builder, engine)
-        return await evolution.run()
+        summary = await evolution.run()
+        if inplace:  # best.patch and summary.md (docs/in_place.md)
+            from ..inplace import finish_run
+
+            await asyncio.to_thread(finish_run, run_dir.path, task, evaluator, summary.to_dict(),
+                                    getattr(evaluator, "isolation", "auto"))
+        return summary
     except BaseException:
         if created and not run_dir.started():
             run_dir.remove_run_files()

@@ -1,0 +1,131 @@
+"""``kernelsmith task init``: write an in-place task (``inplace.yaml``) from a
+few flags and check it on the unmodified tree (docs/in_place.md)."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def _shapes(text: str) -> list[list[int]]:
+    """'32x128,8x512' -> [[32, 128], [8, 512]]."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            dims = [int(d) for d in part.lower().split("x")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"shape {part!r}: write shapes as 32x128 (comma-separated)") from None
+        if any(d <= 0 for d in dims):
+            raise argparse.ArgumentTypeError(f"shape {part!r}: dimensions must be positive")
+        out.append(dims)
+    return out
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _annotation(text: str) -> dict[str, str]:
+    from . import UsageError
+
+    line, sep, replace = text.partition("=>")
+    if not sep or not line.strip() or not replace.strip():
+        raise UsageError(f"--annotate {text!r}: write LINE=>REPLACEMENT")
+    return {"line": line.strip(), "replace": replace.strip().replace("\\n", "\n")}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    init = sub.add_parser("init", help="write an in-place task config and check it on the unmodified tree",
+                          description="Write an in-place task (inplace.yaml) and check that it runs on the "
+                                      "unmodified tree: the project's tests pass, the comparison and the timing run.")
+    init.add_argument("--tree", required=True, help="the source tree (a checkout, or an installed package's folder)")
+    init.add_argument("--file", required=True, help="the target file, relative to the tree")
+    init.add_argument("--function", required=True, help="the target function (compared and timed)")
+    init.add_argument("--region", type=_names, default=[],
+                      help="comma-separated top-level names the EVOLVE block spans (default: the function)")
+    init.add_argument("--tests", required=True, help="the project's correctness command, run in the tree "
+                                                     "(e.g. 'python -m pytest -q tests/test_x.py')")
+    init.add_argument("--inputs", required=True, help="FILE.py:FUNCTION returning the target's arguments for (shape, dtype)")
+    init.add_argument("--bench-shapes", type=_shapes, required=True, help="shapes timed, e.g. 32x128,8x512")
+    init.add_argument("--compare-shapes", type=_shapes, default=[], help="extra shapes of the randomized comparison")
+    init.add_argument("--dtypes", type=_names, default=["float32"], help="comparison dtypes, the first timed")
+    init.add_argument("--trials", type=int, default=2, help="comparison trials with fresh inputs (default 2)")
+    init.add_argument("--annotate", action="append", default=[], metavar="LINE=>REPLACEMENT",
+                      help="a tunable for the offline mutator: replace the block's line LINE by REPLACEMENT "
+                           "(with a '# tune:' annotation; '\\n' starts a new line); repeatable")
+    init.add_argument("--bench-command", default="", help="optional: the project's benchmark command printing a time")
+    init.add_argument("--time-regex", default=None, help="regex whose first group is the printed time (default: N ms)")
+    init.add_argument("--python-path", type=_names, default=["."], help="tree folders put on PYTHONPATH (default .)")
+    init.add_argument("--backend", default="triton")
+    init.add_argument("--allowed-torch-ops", type=_names, default=[], help="torch ops the target may run")
+    init.add_argument("--name", default="")
+    init.add_argument("-o", "--out", default="inplace.yaml", help="the config to write (default ./inplace.yaml)")
+    init.add_argument("--force", action="store_true", help="replace an existing config")
+    init.add_argument("--no-check", action="store_true", help="write the config without running it")
+    init.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+
+
+def _rel(path: str, base: Path) -> str:
+    return os.path.relpath(Path(path).resolve(), base.resolve())
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, from_dict
+    from ..inplace import InplaceConfig, InplaceEvaluator, load_inplace, save_config
+    from ..inplace.config import BenchmarkConfig
+    from . import UsageError
+
+    if args.action != "init":
+        raise UsageError("give an action: kernelsmith task init --tree ... (see kernelsmith task init -h)")
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists; give --force to replace it or -o another file")
+    inputs_file, sep, inputs_fn = args.inputs.rpartition(":")
+    if not sep or not inputs_file or not inputs_fn:
+        raise UsageError(f"--inputs {args.inputs!r}: write FILE.py:FUNCTION")
+    if not Path(args.tree).is_dir():
+        raise UsageError(f"--tree {args.tree}: not a folder")
+    base = out.parent if str(out.parent) else Path(".")
+    benchmark = {"shapes": args.bench_shapes, "command": args.bench_command}
+    if args.time_regex:
+        benchmark["time_regex"] = args.time_regex
+    data = {
+        "name": args.name, "tree": _rel(args.tree, base), "python_path": args.python_path,
+        "target": {"file": args.file, "function": args.function, "region": args.region,
+                   "annotate": [_annotation(a) for a in args.annotate]},
+        "tests": args.tests, "inputs": f"{_rel(inputs_file, base)}:{inputs_fn}",
+        "compare": {"shapes": args.compare_shapes, "dtypes": args.dtypes, "trials": args.trials},
+        "benchmark": {**BenchmarkConfig().__dict__, **benchmark},
+        "backend": args.backend, "allowed_torch_ops": args.allowed_torch_ops,
+    }
+    try:
+        config = from_dict(InplaceConfig, data)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    save_config(config, out)
+    try:
+        task = load_inplace(out)  # InplaceError names what is missing (exit 2 via the CLI)
+    except Exception:
+        out.unlink()  # no half-valid config left behind
+        raise
+    print(f"wrote {out}: target {config.target.function} in {config.target.file} (module {task.spec.module}), "
+          f"EVOLVE block over {', '.join(config.target.region or [config.target.function])}")
+    if args.no_check:
+        return 0
+    print("checking it on the unmodified tree: the project's tests, the comparison, the timing ...", flush=True)
+    with InplaceEvaluator(isolation=args.isolation, workers=1) as ev:
+        result = ev.evaluate(task, task.spec.marked_original())
+    tests = result.correctness.get("project_tests") or {}
+    print(f"project tests: {'passed' if tests.get('passed') else 'FAILED'} ({tests.get('seconds', '?')} s, "
+          f"{tests.get('isolation', '?')})")
+    print(result.render_feedback())
+    if not result.correct or result.hacked:
+        print(f"the task does not run on the unmodified tree ({result.category}); fix {out} or the tree "
+              "(the original must pass its own tests and match itself)")
+        return 1
+    print(f"ok: evolve it with: kernelsmith evolve {out}")
+    return 0

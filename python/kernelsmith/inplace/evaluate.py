@@ -1,0 +1,187 @@
+"""Evaluating one candidate of an in-place task.
+
+1. The candidate file must parse (else ``compile``).
+2. A throwaway copy of the tree with the candidate written into the target
+   file; the project's own test command runs there, in the evaluator's
+   sandbox (``sandbox_prefix``: bwrap with only the copy writable, no
+   network; a scrubbed environment; a hard timeout). Exit status 0 passes;
+   a failure is ``incorrect``, a signal ``crash``, the time limit ``timeout``.
+3. Our randomized comparison, through kernelsmith's :class:`Evaluator`: the
+   candidate's target (``ModelNew``) against the original (``Model``) on
+   fresh random inputs of every comparison shape, in every comparison dtype,
+   with the evaluator's integrity checks (static and run-time guards) on the
+   target's forward; then paired, interleaved timing against the original on
+   the same inputs (the first benchmark shape).
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..evaluator.sandbox import sandbox_prefix, scrub_env
+from ..result import EvalResult
+from .task import InplaceSpec, InplaceTask
+
+_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".mypy_cache")
+#: characters of the test command's output kept in a failing result
+OUTPUT_TAIL = 3000
+
+
+def copy_tree(tree: Path, dest: Path) -> Path:
+    shutil.copytree(tree, dest, ignore=_IGNORE, symlinks=True)
+    return dest
+
+
+def with_interpreter(command: str) -> str:
+    """A leading ``python``/``python3`` is this interpreter (the one with torch and the project's deps)."""
+    words = command.split(" ", 1)
+    if words and words[0] in ("python", "python3"):
+        return " ".join([sys.executable] + words[1:])
+    return command
+
+
+def test_environment(spec: InplaceSpec, root: Path, home: Path) -> dict[str, str]:
+    env = scrub_env(dict(os.environ))
+    paths = [str((root / p).resolve()) for p in spec.config.python_path]
+    rest = env.get("PYTHONPATH", "")
+    env.update(PYTHONPATH=os.pathsep.join(paths + ([rest] if rest else [])), HOME=str(home), TMPDIR=str(home),
+               PYTHONDONTWRITEBYTECODE="1", TRITON_CACHE_DIR=str(home / ".triton"))
+    return env
+
+
+def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
+              timeout_s: Optional[float] = None) -> dict[str, Any]:
+    """Run the project's test command in ``root`` (a copy of the tree),
+    sandboxed. Returns {passed, returncode, category, output, seconds, isolation}."""
+    home = root / ".ks-home"
+    home.mkdir(exist_ok=True)
+    prefix, bwrap, _note = sandbox_prefix(isolation, str(root))
+    command = with_interpreter(spec.command(spec.config.tests))
+    started = time.monotonic()
+    timeout = timeout_s or spec.config.tests_timeout_s
+    proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=test_environment(spec, root, home),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        rc: Optional[int] = proc.returncode
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+        rc, timed_out = None, True
+    if bwrap and rc is not None and rc > 128:
+        rc = -(rc - 128)  # bwrap's init reports a signal death as 128 + signal
+    text = out.decode(errors="replace")
+    if timed_out:
+        category = "timeout"
+    elif rc == 0:
+        category = "ok"
+    elif rc is not None and (rc < 0 or rc in (134, 139)):
+        category = "crash"  # killed by a signal (the shell reports 128 + signal)
+    else:
+        category = "incorrect"
+    return {"passed": rc == 0, "returncode": rc, "category": category, "output": text[-OUTPUT_TAIL:],
+            "seconds": round(time.monotonic() - started, 2), "command": spec.config.tests,
+            "isolation": "bwrap" if bwrap else "process"}
+
+
+class InplaceEvaluator:
+    """The evaluator of in-place tasks, with the interface the evolve loop
+    uses (``evaluate_async``, ``backend_for``, ``confirm_best``, ``workers``,
+    ``close``). ``inner``: kernelsmith's :class:`Evaluator` (a pool of
+    sandboxed workers) for the comparison and timing."""
+
+    def __init__(self, inner: Any = None, *, isolation: str = "auto", workers: Optional[int] = None) -> None:
+        if inner is None:
+            from ..evaluator import Evaluator
+
+            inner = Evaluator(workers=workers, isolation=isolation)
+        self.inner = inner
+        self.isolation = isolation
+        self.workers = getattr(inner, "workers", 1)
+        self.tests_log: list[dict[str, Any]] = []
+
+    def backend_for(self, task: Any) -> Any:
+        return self.inner.backend_for(task)
+
+    async def evaluate_async(self, task: InplaceTask, source: str, trials: Optional[int] = None) -> EvalResult:
+        return await asyncio.to_thread(self.evaluate, task, source)
+
+    def evaluate(self, task: InplaceTask, source: str) -> EvalResult:
+        spec = task.spec
+        assert spec is not None, "an InplaceTask carries its spec"
+        started = time.monotonic()
+        outside = _outside_block(source) != _outside_block(task.seed_source or "")
+        if outside:
+            # what the loop's edit step enforces, checked again here: the code
+            # around the block is the project's (and outside the static checks)
+            return EvalResult(category="edit", error="the program changes code outside the EVOLVE block; only the "
+                                                     "block may change", wall_s=0.0)
+        file_text = spec.file_text(source)
+        try:
+            ast.parse(file_text, filename=spec.config.target.file)
+        except SyntaxError as exc:
+            return EvalResult(category="compile", error=f"{spec.config.target.file}: syntax error: {exc.msg} "
+                                                        f"(line {exc.lineno})", wall_s=0.0)
+        with tempfile.TemporaryDirectory(prefix="ks-inplace-") as tmp:
+            root = copy_tree(spec.tree, Path(tmp) / "tree")
+            (root / spec.config.target.file).write_text(file_text)
+            tests = run_tests(spec, root, isolation=self.isolation)
+        if not tests["passed"]:
+            what = {"timeout": "the project's tests timed out", "crash": "the project's tests crashed"}.get(
+                tests["category"], "the project's tests failed")
+            result = EvalResult(compiled=tests["category"] != "crash", category=tests["category"],
+                                error=f"{what} (`{tests['command']}`, exit status {tests['returncode']}):\n"
+                                      + tests["output"][-1500:])
+            result.correctness = {"project_tests": _tests_record(tests)}
+            result.wall_s = round(time.monotonic() - started, 3)
+            return result
+        program = spec.program(source)
+        result = self.inner.evaluate(task, program)
+        for dtype in spec.config.compare.dtypes[1:]:
+            if not result.correct or result.hacked:
+                break
+            other = self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
+            if not other.correct or other.hacked:
+                other.error = f"[{dtype}] " + other.error
+                other.correctness = {**other.correctness, "dtype": dtype}
+                result = other
+                break
+        result.correctness = {**result.correctness, "project_tests": _tests_record(tests),
+                              "dtypes": list(spec.config.compare.dtypes),
+                              "shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1]}
+        result.wall_s = round(time.monotonic() - started, 3)
+        return result
+
+    def confirm_best(self, task: InplaceTask, sources: Sequence[str]) -> dict[str, Any]:
+        """The finalists (each already through the tests) re-timed head to head."""
+        assert task.spec is not None
+        return self.inner.confirm_best(task, [task.spec.program(s) for s in sources])
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> "InplaceEvaluator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _outside_block(text: str) -> tuple[str, str]:
+    from .source import split_block
+
+    prefix, _, suffix = split_block(text)
+    return prefix, suffix
+
+
+def _tests_record(tests: dict[str, Any]) -> dict[str, Any]:
+    return {k: tests[k] for k in ("command", "passed", "returncode", "seconds", "isolation")}

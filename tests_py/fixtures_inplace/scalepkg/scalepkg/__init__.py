@@ -1,0 +1,3 @@
+from .ops import scale_add
+
+__all__ = ["scale_add"]
