@@ -16,12 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default=None, help="evaluation backend (default: the task's, else triton)")
     parser.add_argument("--trials", type=int, default=None, help="correctness trials, 1..100 (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds (default: the task's)")
-    parser.add_argument("--policy", choices=("strict", "partial"), default=None,
-                        help="integrity policy: strict = only the program's own kernels do the work; partial = "
-                             "foreign work allowed, coverage reported (default: the task's, strict)")
-    parser.add_argument("--min-coverage", type=float, default=None,
-                        help="partial policy: least share of forward's time in the program's kernels, 0..1 "
-                             "(default: the task's, 0.5)")
+    from . import add_policy_arguments
+
+    add_policy_arguments(parser)
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
     parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")

@@ -18,12 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="proposal steps (default 40); with --resume: this many steps more")
     parser.add_argument("--seed", type=int, help="random seed of the engine and proposers (default 0)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
-    parser.add_argument("--policy", choices=("strict", "partial"), default=None,
-                        help="integrity policy: strict = only the program's own kernels do the work; partial = "
-                             "foreign work allowed, coverage reported (default: the task's, strict)")
-    parser.add_argument("--min-coverage", type=float, default=None,
-                        help="partial policy: least share of forward's time in the program's kernels, 0..1 "
-                             "(default: the task's, 0.5)")
+    from . import add_policy_arguments
+
+    add_policy_arguments(parser)
     parser.add_argument("--config", help="YAML config (see docs/evolve.md); flags override it")
     parser.add_argument("--out", help="new run directory (default runs/<task>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run (nothing finished is redone)")
