@@ -59,7 +59,8 @@ def curate_corpus(label: str, src: Path, out: Path, args: argparse.Namespace, al
     print(f"\n== {label}: {src}", flush=True)
     print(f"load before: {_uptime()}", flush=True)
     cfg = CurateConfig(allow_import=allow, resume=not args.fresh, seed=0,
-                       runner=RunnerConfig(module_timeout_s=args.timeout, jobs=args.jobs))
+                       runner=RunnerConfig(module_timeout_s=args.timeout, jobs=args.jobs,
+                                           modules_per_worker=args.modules_per_worker))
     t0 = time.monotonic()
     rep = curate(src, out, cfg, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True), progress=True)
     wall = time.monotonic() - t0
@@ -102,6 +103,8 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/kernelsmith-curation", help="output root (one folder per corpus)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds per module in the execution filter")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="sandboxed workers")
+    ap.add_argument("--modules-per-worker", type=int, default=1000,
+                    help="a worker is replaced after this many modules (each start imports torch and transformers)")
     ap.add_argument("--verify", type=int, default=0, help="tasks re-checked per corpus (0: all)")
     ap.add_argument("--only", choices=["transformers", "torch.nn"], default=None)
     ap.add_argument("--fresh", action="store_true", help="ignore verdicts of an earlier run (no resume)")

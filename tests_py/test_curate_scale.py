@@ -271,3 +271,21 @@ def test_variants_share_one_model_and_verdicts_carry_cpu_per_stage() -> None:
     assert verdicts["fresh"]["output_shapes"] == [[4, 2]]  # other constructor arguments: built again
     assert {"import", "init", "forward", "check"} <= set(shared["cpu_s"])
     assert all(v >= 0 for v in shared["cpu_s"].values())
+
+
+def test_lazy_layers_are_traced_after_materialising_like_their_eager_twins() -> None:
+    # the first probe forward is the traced one, except for lazy layers: their
+    # first forward creates the weights, so they are traced on a second run
+    # and LazyConv1d has the operator graph of Conv1d (a structural duplicate)
+    def task(layer: str) -> str:
+        return (f"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+                f"        super().__init__()\n        self.conv = {layer}\n\n    def forward(self, x):\n"
+                f"        return self.conv(x)\n\n\ndef get_inputs():\n    return [torch.randn(2, 8, 32)]\n\n\n"
+                f"def get_init_inputs():\n    return []\n")
+    verdicts = run_checks([{"id": "eager", "variants": [task("nn.Conv1d(8, 16, 3)")]},
+                           {"id": "lazy", "variants": [task("nn.LazyConv1d(16, 3)")]}],
+                          RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
+    eager, lazy = verdicts["eager"], verdicts["lazy"]
+    assert eager["status"] == lazy["status"] == "ok", verdicts
+    assert eager["trace"] == lazy["trace"] == "dispatch"
+    assert eager["op_graph_hash"] == lazy["op_graph_hash"] and eager["ops"] == lazy["ops"]

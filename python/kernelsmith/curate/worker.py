@@ -336,9 +336,10 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 finally:
                     torch.use_deterministic_algorithms(False)
                 model.eval()
-            # lazy layers take their shapes from the first input: never reused
-            reusable = bool(item.get("same_init")) and not any(
-                isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters())
+            # lazy layers take their shapes from the first input: never reused,
+            # and traced after a first forward has materialised them (as Conv)
+            lazy = any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters())
+            reusable = bool(item.get("same_init")) and not lazy
             stage = _enter("forward")
             probe = getattr(mod, probe_fn)
             with torch.no_grad():
@@ -347,10 +348,16 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 # the first forward is the traced one (operator graph, family features)
                 trace_method, graph, trace_error, ops = "dispatch", None, "", []
                 try:
-                    ops, graph, raw1 = _trace_ops(model, in1)
+                    if lazy:
+                        trace_method = "later"
+                        raw1 = model(*in1)
+                    else:
+                        ops, graph, raw1 = _trace_ops(model, in1)
                 except ModuleTimeout:
                     raise
                 except Exception as exc:
+                    if lazy:
+                        raise
                     trace_error = f"{type(exc).__name__}: {exc}"[:300]
                     trace_method = "none"
                     torch.manual_seed(seeds[0])
@@ -393,6 +400,15 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                         if _same(out1, _tensors(model(*mixed))):
                             raise _Drop("ignores_input", f"the output does not depend on input {k}")
             stage = _enter("trace")
+            if trace_method == "later":
+                trace_method = "dispatch"
+                try:
+                    torch.manual_seed(seeds[0])
+                    ops, graph, _ = _trace_ops(model, probe())
+                except ModuleTimeout:
+                    raise
+                except Exception as exc:
+                    trace_error, trace_method = f"{type(exc).__name__}: {exc}"[:300], "none"
             if trace_method == "none":
                 try:
                     trace_method, ops = "fx", _fx_ops(model)
