@@ -69,10 +69,37 @@ def curate_corpus(label: str, src: Path, out: Path, args: argparse.Namespace, al
     report = json.loads((out / "report.json").read_text())
     rows = read_index(out)
     print(f"wall {wall / 60:.1f} min (stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["stage_s"].items()) + ")")
+    print(cpu_by_stage(out))
     print("difficulty: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(r["difficulty"] for r in rows).items())))
     print("size class of get_inputs(): " + ", ".join(f"{k} {v}" for k, v in
                                                      sorted(Counter(str(r["size_class"]) for r in rows).items())))
     return {"label": label, "tasks": len(rows), "wall_s": wall, "rows": rows, "out": out}
+
+
+def cpu_by_stage(out: Path) -> str:
+    """Where the execution filter's CPU time went: the workers' CPU seconds
+    per stage of the check (``cpu_s`` of each verdict), summed over modules."""
+    total: Counter = Counter()
+    by_status: dict[str, Counter] = {}
+    path = out / "work" / "verdicts.jsonl"
+    if not path.exists():
+        return "cpu per stage: no verdicts"
+    n = 0
+    for line in path.read_text().splitlines():
+        try:
+            v = json.loads(line)["verdict"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        n += 1
+        for k, sec in (v.get("cpu_s") or {}).items():
+            total[k] += sec
+            by_status.setdefault(str(v.get("status")), Counter())[k] += sec
+    all_s = sum(total.values()) or 1.0
+    lines = [f"worker CPU over {n} modules: {all_s:.0f} s ({all_s / max(1, n) * 1000:.0f} ms per module); by stage: "
+             + ", ".join(f"{k} {s:.0f} s ({100 * s / all_s:.0f}%)" for k, s in total.most_common())]
+    for status, c in sorted(by_status.items(), key=lambda kv: -sum(kv[1].values()))[:6]:
+        lines.append(f"  {status}: {sum(c.values()):.0f} s")
+    return "\n".join(lines)
 
 
 def verify(corpus: dict, n: int, args: argparse.Namespace) -> Counter:

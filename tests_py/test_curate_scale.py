@@ -289,3 +289,21 @@ def test_lazy_layers_are_traced_after_materialising_like_their_eager_twins() -> 
     assert eager["status"] == lazy["status"] == "ok", verdicts
     assert eager["trace"] == lazy["trace"] == "dispatch"
     assert eager["op_graph_hash"] == lazy["op_graph_hash"] and eager["ops"] == lazy["ops"]
+
+
+def test_a_worker_poisoned_by_a_cut_short_import_is_replaced_and_the_module_checked_again() -> None:
+    # the first module leaves the worker's interpreter in the state a timeout
+    # in the middle of a native extension's import does: importing it again
+    # fails with pybind11's "already registered". The modules after it get
+    # their verdicts from a fresh worker, not the poisoned one
+    def task(k: int) -> str:
+        return ("import builtins\nimport torch\nimport torch.nn as nn\n\n"
+                "if getattr(builtins, '_ks_half_imported', False):\n"
+                "    raise ImportError('generic_type: type \"ObjSense\" is already registered!')\n"
+                + ("builtins._ks_half_imported = True\n" if k == 0 else "") + "\n\n"
+                "class Model(nn.Module):\n    def forward(self, x):\n"
+                f"        return torch.tanh(x) * {k + 2}\n\n\n"
+                "def get_inputs():\n    return [torch.randn(4, 16)]\n\n\ndef get_init_inputs():\n    return []\n")
+    verdicts = run_checks([{"id": f"m{k}", "variants": [task(k)]} for k in range(3)],
+                          RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
+    assert {k: v["status"] for k, v in verdicts.items()} == {"m0": "ok", "m1": "ok", "m2": "ok"}, verdicts
