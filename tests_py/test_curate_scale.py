@@ -216,6 +216,20 @@ def test_uninitialised_parameters_are_dropped_under_every_seed(tmp_path: Path) -
                 return torch.tanh(x @ self.w)
 
 
+        class Unrouted(nn.Module):
+            """An expert the probe inputs never reach: its output is finite, its weight garbage."""
+
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(256, 256) * 0.02)
+                self.expert = nn.Parameter(torch.empty(256, 256))
+
+            def forward(self, x):
+                if x.abs().max() > 1e6:
+                    return x @ self.expert
+                return torch.sin(x @ self.w)
+
+
         class Initialised(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -231,6 +245,7 @@ def test_uninitialised_parameters_are_dropped_under_every_seed(tmp_path: Path) -
     rows = {r["class_name"]: r for r in map(json.loads, (out / "dropped.jsonl").read_text().splitlines())}
     assert rows["Forgotten"]["reason"] == "non_finite"
     assert "uninitialised" in rows["Forgotten"]["detail"] and ": w" in rows["Forgotten"]["detail"]
+    assert rows["Unrouted"]["reason"] == "non_finite" and rows["Unrouted"]["detail"].endswith(": expert")
 
 
 def test_variants_share_one_model_and_verdicts_carry_cpu_per_stage() -> None:

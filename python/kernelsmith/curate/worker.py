@@ -336,6 +336,12 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 finally:
                     torch.use_deterministic_algorithms(False)
                 model.eval()
+                # checked before any forward: an expert the probe inputs do not
+                # route to still holds allocator garbage in the evaluator
+                empty = _uninitialised(model)
+                if empty:
+                    raise _Drop("non_finite", "parameters left uninitialised by the constructor (torch.empty): "
+                                + ", ".join(empty[:5]))
             # lazy layers take their shapes from the first input: never reused,
             # and traced after a first forward has materialised them (as Conv)
             lazy = any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters())
