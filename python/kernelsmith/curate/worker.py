@@ -287,6 +287,8 @@ def _uninitialised(model: Any) -> list[str]:
 
     bad = []
     for name, p in model.named_parameters():
+        if isinstance(p, torch.nn.parameter.UninitializedParameter):
+            continue  # a lazy layer's: created by its first forward
         if (p.is_floating_point() or p.is_complex()) and p.numel() and bool(torch.isnan(p).any()):
             bad.append(name)
     return bad
