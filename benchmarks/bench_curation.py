@@ -59,7 +59,8 @@ def curate_corpus(label: str, src: Path, out: Path, args: argparse.Namespace, al
     print(f"\n== {label}: {src}", flush=True)
     print(f"load before: {_uptime()}", flush=True)
     cfg = CurateConfig(allow_import=allow, resume=not args.fresh, seed=0,
-                       runner=RunnerConfig(module_timeout_s=args.timeout, jobs=args.jobs))
+                       runner=RunnerConfig(module_timeout_s=args.timeout, jobs=args.jobs,
+                                           modules_per_worker=args.modules_per_worker))
     t0 = time.monotonic()
     rep = curate(src, out, cfg, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True), progress=True)
     wall = time.monotonic() - t0
@@ -68,10 +69,37 @@ def curate_corpus(label: str, src: Path, out: Path, args: argparse.Namespace, al
     report = json.loads((out / "report.json").read_text())
     rows = read_index(out)
     print(f"wall {wall / 60:.1f} min (stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["stage_s"].items()) + ")")
+    print(cpu_by_stage(out))
     print("difficulty: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(r["difficulty"] for r in rows).items())))
     print("size class of get_inputs(): " + ", ".join(f"{k} {v}" for k, v in
                                                      sorted(Counter(str(r["size_class"]) for r in rows).items())))
     return {"label": label, "tasks": len(rows), "wall_s": wall, "rows": rows, "out": out}
+
+
+def cpu_by_stage(out: Path) -> str:
+    """Where the execution filter's CPU time went: the workers' CPU seconds
+    per stage of the check (``cpu_s`` of each verdict), summed over modules."""
+    total: Counter = Counter()
+    by_status: dict[str, Counter] = {}
+    path = out / "work" / "verdicts.jsonl"
+    if not path.exists():
+        return "cpu per stage: no verdicts"
+    n = 0
+    for line in path.read_text().splitlines():
+        try:
+            v = json.loads(line)["verdict"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        n += 1
+        for k, sec in (v.get("cpu_s") or {}).items():
+            total[k] += sec
+            by_status.setdefault(str(v.get("status")), Counter())[k] += sec
+    all_s = sum(total.values()) or 1.0
+    lines = [f"worker CPU over {n} modules: {all_s:.0f} s ({all_s / max(1, n) * 1000:.0f} ms per module); by stage: "
+             + ", ".join(f"{k} {s:.0f} s ({100 * s / all_s:.0f}%)" for k, s in total.most_common())]
+    for status, c in sorted(by_status.items(), key=lambda kv: -sum(kv[1].values()))[:6]:
+        lines.append(f"  {status}: {sum(c.values()):.0f} s")
+    return "\n".join(lines)
 
 
 def verify(corpus: dict, n: int, args: argparse.Namespace) -> Counter:
@@ -102,6 +130,8 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/kernelsmith-curation", help="output root (one folder per corpus)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds per module in the execution filter")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="sandboxed workers")
+    ap.add_argument("--modules-per-worker", type=int, default=1000,
+                    help="a worker is replaced after this many modules (each start imports torch and transformers)")
     ap.add_argument("--verify", type=int, default=0, help="tasks re-checked per corpus (0: all)")
     ap.add_argument("--only", choices=["transformers", "torch.nn"], default=None)
     ap.add_argument("--fresh", action="store_true", help="ignore verdicts of an earlier run (no resume)")

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per module in the execution filter")
     parser.add_argument("--modules-per-worker", type=int, default=400,
                         help="a sandboxed worker is replaced after this many modules")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes at once")
+    parser.add_argument("--jobs", type=int, default=2, help="sandboxed worker processes at once (also the extraction processes for trees of 200+ files)")
     parser.add_argument("--memory-mb", type=int, default=8192, help="address-space limit per worker (0: none)")
     parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random test inputs")

@@ -39,6 +39,8 @@ class Extracted:
     imported: list[str] = field(default_factory=list)  # imports of the mined package, from the installed one
     config_class: Optional[str] = None  # the constructor's config class (local name in source)
     config_fields: dict[str, Any] = field(default_factory=dict)  # its fields and literal defaults
+    # a composite config's sub-configs: key -> {"model_type", "auto", "init_kwargs", "fields"}
+    config_subs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # constructor / forward inherited from a class of another file (signatures only)
     ext_init: Any = field(default=None, repr=False)
     ext_forward: Any = field(default=None, repr=False)
@@ -49,6 +51,14 @@ class Extracted:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def _plain_value(v: Any) -> bool:
+    """A config default a task can write literally: None, a number, a string,
+    a bool, or a list / tuple of ints (``eos_token_id=[1, 2]``)."""
+    if v is None or isinstance(v, (int, float, str, bool)):
+        return True
+    return isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
@@ -438,13 +448,18 @@ class FileAnalysis:
             todo += self.index.base_refs(defmod, c)
         return None
 
-    def config_fields(self, local: str) -> dict[str, Any]:
+    def config_ref(self, local: str) -> Optional[tuple[str, str]]:
+        """(absolute module, name) of the config class bound to ``local``."""
         if local in self.imports:
             ref = self.info.imports.get(local)
             if ref is None or ref[1] is None:
-                return {}
-            return self.index.config_fields(ref[0], ref[1])
-        return self.index.config_fields(self.modname, local)
+                return None
+            return ref[0], ref[1]
+        return self.modname, local
+
+    def config_fields(self, local: str) -> dict[str, Any]:
+        ref = self.config_ref(local)
+        return self.index.config_fields(*ref) if ref is not None else {}
 
     # -- dependency closure ----------------------------------------------------
     def extract(self, repo: str, path: str, cls: ast.ClassDef) -> Extracted:
@@ -502,8 +517,12 @@ class FileAnalysis:
         ex.imported = sorted(self._import_line(n) for n in import_names if self._import_action(n) == "absolute")
         if config_name:
             ex.config_class = config_name
-            ex.config_fields = {k: v for k, v in self.config_fields(config_name).items()
-                                if v is None or isinstance(v, (int, float, str, bool))}
+            ex.config_fields = {k: v for k, v in self.config_fields(config_name).items() if _plain_value(v)}
+            ref = self.config_ref(config_name)
+            if ref is not None:
+                ex.config_subs = {k: {**v, "fields": {f: d for f, d in v["fields"].items() if _plain_value(d)},
+                                      "init_kwargs": {f: d for f, d in v["init_kwargs"].items() if _plain_value(d)}}
+                                  for k, v in self.index.sub_configs(*ref).items()}
         ex.source = self._emit(cls.name, needed_stmts, needed_imports)
         ex.normalized = self.last_normalized
         if not any(isinstance(s, ast.FunctionDef) and s.name == "__init__" for c in self._in_file_chain(cls)
@@ -519,7 +538,7 @@ class FileAnalysis:
         classes = {c.name: c for c in self.module_classes.values()}
         classes["Model"] = cls
         try:
-            spec = ConfigSpec(ex.config_class, ex.config_fields) if ex.config_class else None
+            spec = ConfigSpec(ex.config_class, ex.config_fields, ex.config_subs) if ex.config_class else None
             ex.variants = guess_inputs("", self.max_variants, config=spec, ext_init=ex.ext_init,
                                        ext_forward=ex.ext_forward, classes=classes)
         except (GuessError, RecursionError) as exc:

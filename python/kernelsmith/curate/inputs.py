@@ -151,13 +151,24 @@ class ConfigSpec:
     and its fields with their defaults (from the package's own source)."""
     class_name: str
     fields: dict[str, Any]
+    # a composite config's sub-configs (``kernelsmith.curate.resolve.PackageIndex.sub_configs``)
+    subs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backbone: bool = False  # a vision backbone inside a composite model: its stage widths shrink too
 
     def overrides(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, default in self.fields.items():
             if name.endswith("_config") and default is None and name not in ("quantization_config",):
                 # a composite model's towers: built from these instead of their full-size defaults
-                out[name] = dict(SUB_CONFIG_SIZES)
+                out[name] = self._sub_config(name)
+                continue
+            if self.backbone and isinstance(default, (list, tuple)) and default and \
+                    all(isinstance(x, int) and not isinstance(x, bool) for x in default):
+                if name == "depths":  # one block per stage
+                    out[name] = [1] * len(default)
+                elif name in ("hidden_sizes", "embed_dims", "widths") and max(default) > 256:
+                    f = 256 / max(default)
+                    out[name] = [max(8, int(round(x * f / 8)) * 8) for x in default]
                 continue
             if isinstance(default, bool) or not (default is None or isinstance(default, int)):
                 continue
@@ -165,6 +176,50 @@ class ConfigSpec:
                 if re.match(pattern, name):
                     out[name] = value
                     break
+        # special token ids follow the vocabulary down: an id past the shrunk
+        # vocabulary is an out-of-range padding_idx (or lookup); a classifier
+        # of a batch needs a padding token
+        vocab = out.get("vocab_size", self.fields.get("vocab_size"))
+        if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 8:
+            k = 0
+            for name in sorted(self.fields):
+                if not _TOKEN_ID.match(name):
+                    continue
+                default = self.fields[name]
+                ids = [default] if isinstance(default, int) and not isinstance(default, bool) else \
+                    list(default) if isinstance(default, (list, tuple)) else None
+                if ids is None:
+                    if default is None and name == "pad_token_id":
+                        out[name] = 0
+                    continue
+                if all(0 <= i < vocab for i in ids):
+                    continue
+                fixed = []
+                for i in ids:
+                    if 0 <= i < vocab:
+                        fixed.append(i)
+                    else:
+                        k += 1
+                        fixed.append(vocab - k)
+                out[name] = fixed[0] if isinstance(default, int) else fixed
+        return out
+
+    def _sub_config(self, name: str) -> dict[str, Any]:
+        sub = self.subs.get(name)
+        if not sub or not sub.get("fields"):
+            out = dict(SUB_CONFIG_SIZES)
+            if sub and sub.get("auto") and sub.get("model_type"):
+                out = {"model_type": sub["model_type"], **out}
+            return out
+        # the sub-config class's own fields, sized like a top-level config; the
+        # spec's init_kwargs are its defaults (a dict given replaces them)
+        fields = {**sub["fields"], **sub.get("init_kwargs", {})}
+        spec = ConfigSpec(name, fields, backbone=name == "backbone_config")
+        out = {k: v for k, v in sub.get("init_kwargs", {}).items()
+               if name == "backbone_config" or not isinstance(v, int) or isinstance(v, bool)}
+        out.update(spec.overrides())
+        if sub.get("auto") or name == "backbone_config":
+            out = {"model_type": sub.get("model_type"), **out}
         return out
 
     def values(self) -> dict[str, Any]:
@@ -173,6 +228,9 @@ class ConfigSpec:
     def expr(self) -> str:
         kw = ", ".join(f"{k}={v!r}" for k, v in sorted(self.overrides().items()))
         return f"{self.class_name}({kw})"
+
+
+_TOKEN_ID = re.compile(r"^(pad|bos|eos|sep|cls|unk|mask|decoder_start|padding)_(token_)?(id|idx|index)$")
 
 
 class GuessError(ValueError):
@@ -441,8 +499,7 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     vocab = cfg_values.get("vocab_size") if isinstance(cfg_values.get("vocab_size"), int) else None
     # layers anywhere in the program (also inside custom submodules the input
     # goes through) hint at the input's rank: Conv2d -> 4 dimensions
-    layer_names = {ast.unparse(n.func).rpartition(".")[2] for c in classes.values() for n in ast.walk(c)
-                   if isinstance(n, ast.Call)}
+    layer_names = set().union(*(_call_names(c) for c in classes.values()))
     src_rank = max((LAYERS_RANK[n] for n in layer_names if n in LAYERS_RANK and LAYERS_RANK[n] >= 3), default=0)
     calls = sorted((n for n in ast.walk(forward) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
     class_rank = _class_rank(model, classes)
@@ -548,6 +605,16 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         if all(v.inputs != w.inputs for w in variants):
             variants.append(v)
     return variants
+
+
+def _call_names(cls: ast.ClassDef) -> frozenset[str]:
+    """Last components of the callables a class calls; cached on the node
+    (every class of a file asks about every other one)."""
+    got = getattr(cls, "_ks_call_names", None)
+    if got is None:
+        got = frozenset(ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(cls) if isinstance(n, ast.Call))
+        cls._ks_call_names = got  # type: ignore[attr-defined]
+    return got
 
 
 def _class_rank(model: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> int:

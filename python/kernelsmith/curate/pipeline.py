@@ -93,6 +93,50 @@ class CurateConfig:
             raise ValueError(f"jobs must be >= 1, got {self.runner.jobs}")
 
 
+# extraction in forked processes: what each needs, set before the fork
+_EXTRACT_STATE: dict[str, Any] = {}
+PARALLEL_EXTRACT_MIN_FILES = 200  # smaller trees: one process (no fork, the same order of parsing)
+EXTRACT_CHUNK = 40  # consecutive files per task (a model folder's files share parsed imports)
+
+
+def _extract_range(bounds: tuple[int, int]) -> list[tuple[list[Extracted], Optional[str]]]:
+    st = _EXTRACT_STATE
+    out = []
+    for i in range(*bounds):
+        f, (modname, is_pkg) = st["files"][i], st["mods"][i]
+        out.append(extract_file(f.text, f.repo, f.path, st["repo_names"][f.repo], modname=modname, is_pkg=is_pkg,
+                                index=st["index"], allowed=st["allowed"], mined=st["mined"]))
+    return out
+
+
+def _extract_all(state: dict[str, Any], cfg: "CurateConfig"):
+    """(extracted classes, parse error) per file, in file order: in this
+    process for small trees or with --max-modules (it stops early), otherwise
+    split over ``jobs`` forked processes (extraction is pure-Python AST work;
+    each process parses the imports its files need)."""
+    n = len(state["files"])
+    jobs = max(1, cfg.runner.jobs)
+    _EXTRACT_STATE.clear()
+    _EXTRACT_STATE.update(state)
+    if jobs == 1 or n < PARALLEL_EXTRACT_MIN_FILES or cfg.max_modules is not None:
+        for i in range(n):
+            yield _extract_range((i, i + 1))[0]
+        return
+    import multiprocessing as mp
+
+    chunks = [(lo, min(n, lo + EXTRACT_CHUNK)) for lo in range(0, n, EXTRACT_CHUNK)]
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:  # no fork here: one process
+        for i in range(n):
+            yield _extract_range((i, i + 1))[0]
+        return
+    with ctx.Pool(jobs) as pool:
+        for part in pool.imap(_extract_range, chunks):
+            yield from part
+    _EXTRACT_STATE.clear()
+
+
 @dataclass
 class Report:
     stages: list[tuple[str, int]] = field(default_factory=list)
@@ -241,16 +285,17 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         mods.append((modname, is_pkg))
     mined = frozenset(r for r in index.roots)
     repo_names: dict[str, frozenset[str]] = {}
-    cands: list[Candidate] = []
-    n_classes = 0
-    for f, (modname, is_pkg) in zip(files, mods):
-        if cfg.max_modules is not None and n_classes >= cfg.max_modules:
-            break
+    for f in files:
         if f.repo not in repo_names:
             root = src / f.repo if f.repo != "." else src
             repo_names[f.repo] = frozenset(repo_module_names(root)) if f.repo != "." else frozenset()
-        exs, err = extract_file(f.text, f.repo, f.path, repo_names[f.repo], modname=modname, is_pkg=is_pkg,
-                                index=index, allowed=allowed, mined=mined)
+    cands: list[Candidate] = []
+    n_classes = 0
+    state = {"files": files, "mods": mods, "repo_names": repo_names, "index": index, "allowed": allowed,
+             "mined": mined}
+    for f, (exs, err) in zip(files, _extract_all(state, cfg)):
+        if cfg.max_modules is not None and n_classes >= cfg.max_modules:
+            break
         if err:
             dropped_file("parse", "syntax_error", err, f.repo, f.path)
             continue

@@ -12,6 +12,7 @@ on the top-level name, which imports nothing), and follows re-exports.
 from __future__ import annotations
 
 import ast
+import re
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
@@ -68,6 +69,10 @@ def _top_location(top: str) -> Optional[Path]:
     return None
 
 
+# class attributes of a config class that sub-config resolution reads
+CONFIG_CLASS_ATTRS = ("model_type", "sub_configs", "sub_configs_defaults")
+
+
 def _slim(cls: ast.ClassDef) -> ast.ClassDef:
     """What resolution needs of a class, so that thousands of parsed files stay
     small: its bases, annotated fields, and its methods' signatures."""
@@ -78,6 +83,9 @@ def _slim(cls: ast.ClassDef) -> ast.ClassDef:
                                         returns=None, type_comment=None, lineno=s.lineno, col_offset=0))
         elif isinstance(s, ast.AnnAssign):
             body.append(s)
+        elif isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id in CONFIG_CLASS_ATTRS
+                                               for t in s.targets):
+            body.append(s)  # a config's model_type and its sub-config classes
     return ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=body, decorator_list=[],
                         lineno=cls.lineno, col_offset=0)
 
@@ -132,6 +140,8 @@ class PackageIndex:
         self._is_module: dict[tuple[str, str], bool] = {}
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.tree_modules: set[str] = set()  # modules of the mined tree (registered, not looked up)
+        self._subs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self._model_types: dict[str, dict[str, tuple[str, str]]] = {}  # top package -> model_type -> class
 
     def add_root(self, top: str, parent: Path) -> None:
         self.roots.setdefault(top, parent)
@@ -266,6 +276,93 @@ class PackageIndex:
                             fields[p.arg] = _literal(d)
         self._fields[key] = fields
         return fields
+
+    def _class_attr(self, modname: str, name: str, attr: str, depth: int = 0) -> Optional[tuple[str, ast.AST]]:
+        """(defining module, value node) of a plain class attribute, bases followed."""
+        got = self.resolve(modname, name) if depth <= MAX_DEPTH else None
+        if got is None:
+            return None
+        defmod, cls = got
+        for s in cls.body:
+            if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in s.targets):
+                return defmod, s.value
+        for m, n in self.base_refs(defmod, cls):
+            found = self._class_attr(m, n, attr, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def model_type_class(self, top: str, model_type: str) -> Optional[tuple[str, str]]:
+        """The config class whose ``model_type`` is ``model_type`` in package
+        ``top`` (transformers' ``AutoConfig`` by name): configuration files
+        of ``top/models/*/`` scanned once, as text."""
+        table = self._model_types.get(top)
+        if table is None:
+            table = self._model_types[top] = {}
+            base = self.roots.get(top) or _top_location(top)
+            models = base / top / "models" if base is not None else None
+            if models is not None and models.is_dir():
+                pat = re.compile(r"^class (\w+)\(|^    model_type(?:\s*:\s*[^=]+)?\s*=\s*[\"']([^\"']+)[\"']", re.M)
+                for f in sorted(models.glob("*/configuration_*.py")):
+                    try:
+                        text = f.read_text(encoding="utf-8")
+                    except (OSError, UnicodeDecodeError):
+                        continue
+                    current = None
+                    for m in pat.finditer(text):
+                        if m.group(1):
+                            current = m.group(1)
+                        elif current is not None:
+                            table.setdefault(m.group(2), (f"{top}.models.{f.parent.name}.{f.stem}", current))
+        return table.get(model_type)
+
+    def sub_configs(self, modname: str, name: str) -> dict[str, dict[str, Any]]:
+        """A composite config's sub-configs (transformers' ``sub_configs_defaults``
+        of ``SubConfigSpec(config_class, model_type, init_kwargs)``, or the older
+        ``sub_configs = {key: class}``): key -> {"model_type", "auto" (resolved
+        by model type: the dict given must name it), "init_kwargs", "fields"
+        (the sub-config class's fields and defaults, {} when not found)}."""
+        key = (modname, name)
+        if key in self._subs:
+            return self._subs[key]
+        self._subs[key] = {}
+        out: dict[str, dict[str, Any]] = {}
+        for attr in ("sub_configs", "sub_configs_defaults"):  # the newer one wins
+            found = self._class_attr(modname, name, attr)
+            if found is None or not isinstance(found[1], ast.Dict):
+                continue
+            defmod, node = found
+            for k, v in zip(node.keys, node.values):
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                    continue
+                cc: Optional[ast.AST] = v
+                mt, init_kwargs = None, {}
+                if isinstance(v, ast.Call):
+                    cc = v.args[0] if v.args else None
+                    for kw in v.keywords:
+                        if kw.arg == "config_class":
+                            cc = kw.value
+                        elif kw.arg == "model_type":
+                            mt = _literal(kw.value)
+                        elif kw.arg == "init_kwargs":
+                            init_kwargs = _literal(kw.value) if isinstance(_literal(kw.value), dict) else {}
+                ccname = ast.unparse(cc).rpartition(".")[2] if cc is not None else ""
+                auto = ccname in ("AutoConfig", "") or not ccname.endswith("Config")
+                ref: Optional[tuple[str, str]] = None
+                if not auto:
+                    got = self.resolve(defmod, ccname)
+                    if got is not None:
+                        ref = (got[0], ccname)
+                        if mt is None:
+                            mtn = self._class_attr(got[0], ccname, "model_type")
+                            mt = _literal(mtn[1]) if mtn is not None else None
+                elif isinstance(mt, str):
+                    ref = self.model_type_class(modname.split(".")[0], mt)
+                out[k.value] = {"model_type": mt if isinstance(mt, str) else None, "auto": auto,
+                                "init_kwargs": init_kwargs,
+                                "fields": dict(self.config_fields(*ref)) if ref is not None else {}}
+        self._subs[key] = out
+        return out
 
 
 def _literal(node: Optional[ast.AST]) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import secrets
 import selectors
 import shutil
@@ -184,6 +185,18 @@ class _Worker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+# an import that an earlier module's timeout cut short leaves the worker's
+# interpreter half-initialised (a native extension registered, its Python
+# module not), and every later module importing it fails the same way: not
+# the module's fault
+POISONED_IMPORT = re.compile(r"is already registered|partially initialized module|initialization failed")
+
+
+def _poisoned(res: dict[str, Any]) -> bool:
+    return res.get("status") in ("import_error", "missing_import", "init_error", "forward_error") and \
+        bool(POISONED_IMPORT.search(str(res.get("detail", ""))))
+
+
 def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[int] = None,
                on_result: Optional[Callable[[str, dict[str, Any]], None]] = None,
                should_stop: Callable[[], bool] = lambda: False) -> dict[str, dict[str, Any]]:
@@ -201,6 +214,7 @@ def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[in
     lock = threading.Lock()
     hard = cfg.module_timeout_s * 1.5 + 5.0
     startup_failures = [0]
+    retried = [0]
 
     errors: list[BaseException] = []
 
@@ -233,6 +247,14 @@ def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[in
                         raise RuntimeError(f"curation workers fail to start: {res.get('detail')}")
                     todo.put(it)  # not the module's fault: try it again in a fresh worker
                     worker = None
+                    continue
+                if _poisoned(res) and worker.done > 1 and not it.get("_retried"):
+                    # checked again in a fresh worker; a fresh worker's verdict stands
+                    worker.close()
+                    worker = None
+                    todo.put({**it, "_retried": True})
+                    with lock:
+                        retried[0] += 1
                     continue
                 with lock:
                     out[it["id"]] = res

@@ -194,9 +194,10 @@ def _arg_sig(x: Any) -> Any:
     return type(x).__name__
 
 
-def _trace_ops(model: Any, inputs: list[Any]) -> tuple[list[str], str]:
+def _trace_ops(model: Any, inputs: list[Any]) -> tuple[list[str], str, Any]:
     """(aten operator names, signature of the graph: operators with their
-    tensor shapes and non-float arguments, in call order)."""
+    tensor shapes and non-float arguments, in call order, the output): the
+    first probe forward is this traced one, so tracing costs no extra run."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -210,8 +211,8 @@ def _trace_ops(model: Any, inputs: list[Any]) -> tuple[list[str], str]:
             return func(*args, **(kwargs or {}))
 
     with torch.no_grad(), Recorder():
-        model(*inputs)
-    return ops, hashlib.sha256("\n".join(sig).encode()).hexdigest()[:16]
+        out = model(*inputs)
+    return ops, hashlib.sha256("\n".join(sig).encode()).hexdigest()[:16], out
 
 
 def _fingerprint(outs: list[Any]) -> str:
@@ -236,29 +237,61 @@ def _nbytes(xs: list[Any]) -> int:
 _SHAPE_ERROR = re.compile(r"shape|size of tensor|must match|dimension|out of range|cannot be multiplied", re.I)
 
 
-def _size_check(mod: Any, fn: str) -> dict[str, Any]:
-    """Build the module and run ``fn``'s inputs on the meta device: the shapes
-    of a size class are consistent without computing anything."""
+def _size_checks(mod: Any, fns: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """Build the module once on the meta device and run each ``(function,
+    label)``'s inputs: the shapes of a size class are consistent without
+    computing anything. label -> {"ok": True/False/None, ...}."""
     import torch
 
+    out: dict[str, dict[str, Any]] = {}
+    if not fns:
+        return out
     try:
         with torch.device("meta"), torch.no_grad():
             model = mod.Model(*mod.get_init_inputs())
             model.eval()
-            ins = getattr(mod, fn)()
-            outs = _tensors(model(*ins))
-        params = sum(p.numel() * p.element_size() for p in model.parameters())
-        return {"ok": True, "bytes": _nbytes(ins) + _nbytes(outs) + int(params),
-                "output_shapes": [list(t.shape) for t in outs]}
-    except (NotImplementedError, TypeError) as exc:  # an operator without a meta kernel: not checkable here
-        return {"ok": None, "detail": f"{type(exc).__name__}: {exc}"[:200]}
-    except Exception as exc:
-        msg = f"{type(exc).__name__}: {exc}"
-        # only a shape error says the size class is wrong; anything else (an
-        # operator the meta device lacks, dtype handling) leaves it unverified
-        if _SHAPE_ERROR.search(msg) and "meta" not in msg.lower():
-            return {"ok": False, "detail": msg[:300]}
-        return {"ok": None, "detail": msg[:200]}
+        params = int(sum(p.numel() * p.element_size() for p in model.parameters()))
+    except Exception as exc:  # the constructor needs real data: nothing checkable here
+        return {label: _unverified(exc) for _, label in fns}
+    for fn, label in fns:
+        try:
+            with torch.device("meta"), torch.no_grad():
+                ins = getattr(mod, fn)()
+                outs = _tensors(model(*ins))
+            out[label] = {"ok": True, "bytes": _nbytes(ins) + _nbytes(outs) + params,
+                          "output_shapes": [list(t.shape) for t in outs]}
+        except (NotImplementedError, TypeError) as exc:  # an operator without a meta kernel: not checkable here
+            out[label] = {"ok": None, "detail": f"{type(exc).__name__}: {exc}"[:200]}
+        except Exception as exc:
+            out[label] = _unverified(exc)
+            if out[label]["ok"] is False:
+                break  # the caller drops the module
+    return out
+
+
+def _unverified(exc: BaseException) -> dict[str, Any]:
+    msg = f"{type(exc).__name__}: {exc}"
+    # only a shape error says the size class is wrong; anything else (an
+    # operator the meta device lacks, dtype handling) leaves it unverified
+    if not isinstance(exc, (NotImplementedError, TypeError)) and _SHAPE_ERROR.search(msg) \
+            and "meta" not in msg.lower():
+        return {"ok": False, "detail": msg[:300]}
+    return {"ok": None, "detail": msg[:200]}
+
+
+def _uninitialised(model: Any) -> list[str]:
+    """Floating parameters holding NaN right after construction: the
+    constructor left them as ``torch.empty`` (filled with NaN while it ran),
+    so their values would be whatever the allocator returned."""
+    import torch
+
+    bad = []
+    for name, p in model.named_parameters():
+        if isinstance(p, torch.nn.parameter.UninitializedParameter):
+            continue  # a lazy layer's: created by its first forward
+        if (p.is_floating_point() or p.is_complex()) and p.numel() and bool(torch.isnan(p).any()):
+            bad.append(name)
+    return bad
 
 
 def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float, workdir: str = ".",
@@ -268,38 +301,94 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
     import torch
 
     last: dict[str, Any] = {"status": "no_inputs", "detail": "no input variant"}
+    # CPU seconds per stage, over all variants (where the filter's time goes)
+    cpu: Counter[str] = Counter()
+    mark: list[Any] = [time.process_time(), "import"]
+
+    def _enter(st: str) -> str:
+        now = time.process_time()
+        cpu[mark[1]] += now - mark[0]
+        mark[0], mark[1] = now, st
+        return st
+
+    reuse: Any = None
+    reusable = False
     for vi, text in enumerate(item["variants"]):
         name = f"curated_{item['id']}_{vi}".replace("-", "_")
-        stage = "import"
+        stage = _enter("import")
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
         try:
             torch.set_default_dtype(torch.float32)
             mod = _load_plain(text, workdir, name)
             probe_fn = "get_inputs_small" if hasattr(mod, "get_inputs_small") else "get_inputs"
-            stage = "init"
-            torch.manual_seed(seeds[0])
-            model = mod.Model(*mod.get_init_inputs())
-            model.eval()
-            stage = "forward"
+            stage = _enter("init")
+            if reuse is not None:
+                # the variants differ only in their forward inputs (same
+                # program, same constructor arguments, same seed): the model
+                # the previous variant built is the one this one would build
+                model, reuse = reuse, None
+            else:
+                torch.manual_seed(seeds[0])
+                # memory the constructor leaves uninitialised (torch.empty) is NaN,
+                # not whatever the allocator returned: such a module is non-finite
+                # under every seed instead of only under some
+                torch.use_deterministic_algorithms(True, warn_only=True)
+                try:
+                    model = mod.Model(*mod.get_init_inputs())
+                finally:
+                    torch.use_deterministic_algorithms(False)
+                model.eval()
+                # checked before any forward: an expert the probe inputs do not
+                # route to still holds allocator garbage in the evaluator
+                empty = _uninitialised(model)
+                if empty:
+                    raise _Drop("non_finite", "parameters left uninitialised by the constructor (torch.empty): "
+                                + ", ".join(empty[:5]))
+            # lazy layers take their shapes from the first input: never reused,
+            # and traced after a first forward has materialised them (as Conv)
+            lazy = any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters())
+            reusable = bool(item.get("same_init")) and not lazy
+            stage = _enter("forward")
             probe = getattr(mod, probe_fn)
-            started = time.perf_counter()
             with torch.no_grad():
                 torch.manual_seed(seeds[0])
                 in1 = probe()
-                out1 = _tensors(model(*in1))
-                forward_s = time.perf_counter() - started
+                # the first forward is the traced one (operator graph, family features)
+                trace_method, graph, trace_error, ops = "dispatch", None, "", []
+                try:
+                    if lazy:
+                        trace_method = "later"
+                        raw1 = model(*in1)
+                    else:
+                        ops, graph, raw1 = _trace_ops(model, in1)
+                except ModuleTimeout:
+                    raise
+                except Exception as exc:
+                    if lazy:
+                        raise
+                    trace_error = f"{type(exc).__name__}: {exc}"[:300]
+                    trace_method = "none"
+                    torch.manual_seed(seeds[0])
+                    in1 = probe()
+                    raw1 = model(*in1)  # a module that fails untraced too: forward_error
+                out1 = _tensors(raw1)
                 torch.manual_seed(seeds[1])
                 in2 = probe()
                 out2 = _tensors(model(*in2))
                 torch.manual_seed(seeds[0])
                 in1b = probe()
+                started = time.perf_counter()
                 out1b = _tensors(model(*in1b))
-                stage = "check"
+                forward_s = time.perf_counter() - started
+                stage = _enter("check")
                 if not out1:
                     raise _Drop("no_tensor_output", "forward returned no tensor")
                 floats = [t for t in out1 + out2 if t.is_floating_point() or t.is_complex()]
                 if any(not bool(torch.isfinite(t).all()) for t in floats):
-                    raise _Drop("non_finite", "output has NaN or Inf")
+                    empty = _uninitialised(model)
+                    raise _Drop("non_finite", "output has NaN or Inf" + (
+                        f"; parameters left uninitialised by the constructor (torch.empty): {', '.join(empty[:5])}"
+                        if empty else ""))
                 if not _same(out1, out1b):
                     raise _Drop("nondeterministic", "different outputs for the same inputs")
                 if floats and all(t.numel() == 0 or float(t.abs().max()) <= trivial_atol for t in floats) \
@@ -318,34 +407,41 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                         mixed[k] = in2[k]
                         if _same(out1, _tensors(model(*mixed))):
                             raise _Drop("ignores_input", f"the output does not depend on input {k}")
-            stage = "trace"
-            trace_method, graph, trace_error = "dispatch", None, ""
-            try:
-                torch.manual_seed(seeds[0])
-                ops, graph = _trace_ops(model, probe())
-            except Exception as exc:
-                trace_error = f"{type(exc).__name__}: {exc}"[:300]
+            stage = _enter("trace")
+            if trace_method == "later":
+                trace_method = "dispatch"
+                try:
+                    torch.manual_seed(seeds[0])
+                    ops, graph, _ = _trace_ops(model, probe())
+                except ModuleTimeout:
+                    raise
+                except Exception as exc:
+                    trace_error, trace_method = f"{type(exc).__name__}: {exc}"[:300], "none"
+            if trace_method == "none":
                 try:
                     trace_method, ops = "fx", _fx_ops(model)
                     graph = hashlib.sha256("\n".join(ops).encode()).hexdigest()[:16] if ops else None
                 except Exception:
                     trace_method, ops = "none", []
-            stage = "size"
+            stage = _enter("size")
             sizes = {"small": {"ok": True, "bytes": _nbytes(in1) + _nbytes(out1) + int(
                 sum(p.numel() * p.element_size() for p in model.parameters()))}}
-            for fn, label in (("get_inputs", "default"), ("get_inputs_large", "large"), ("get_inputs_medium", "medium")):
-                if hasattr(mod, fn) and fn != probe_fn:
-                    sizes[label] = _size_check(mod, fn)
-                    if sizes[label]["ok"] is False:
-                        raise _Drop("size_error", f"{fn}: {sizes[label]['detail']}")
+            fns = [(fn, label) for fn, label in (("get_inputs", "default"), ("get_inputs_large", "large"),
+                                                 ("get_inputs_medium", "medium"))
+                   if hasattr(mod, fn) and fn != probe_fn]
+            for (fn, label), (_, got) in zip(fns, _size_checks(mod, fns).items()):
+                sizes[label] = got
+                if got["ok"] is False:
+                    raise _Drop("size_error", f"{fn}: {got['detail']}")
             signal.setitimer(signal.ITIMER_REAL, 0)
             compute = [o for o in ops if o not in VIEW_OPS]
-            return {
+            last = {
                 "status": "ok", "detail": "", "variant": vi, "forward_ms": round(forward_s * 1000, 3),
                 "ops": dict(Counter(ops)), "compute_ops": len(compute), "trace": trace_method,
                 "op_graph_hash": graph, "fingerprint": _fingerprint(out1), "sizes": sizes, "trace_error": trace_error,
                 "output_shapes": [list(t.shape) for t in out1], **_module_stats(model),
             }
+            break
         except _Drop as d:
             last = {"status": d.reason, "detail": d.detail, "variant": vi}
             if d.reason not in ("size_error",):
@@ -364,9 +460,13 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             last = {"status": f"{stage}_error", "detail": tb[:500], "variant": vi}
             if stage == "import" or (stage == "init" and item.get("same_init")):
                 break  # the other variants only change the forward inputs
+            if stage == "forward" and reusable:
+                reuse = model
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.modules.pop(name, None)
+            _enter("import")
+    last["cpu_s"] = {k: round(v, 4) for k, v in cpu.items()}
     return last
 
 
