@@ -12,6 +12,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from mock_llm_server import MockLLMServer  # noqa: E402
 
+# The fixture folders hold programs and whole packages under test (an
+# in-place task's package has its own tests/): data, not this suite's tests.
+collect_ignore_glob = ["fixtures*"]
+
 
 @pytest.fixture
 def mock_llm() -> Iterator[MockLLMServer]:
