@@ -204,7 +204,8 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
     with pytest.raises(worker.Verdict) as info:
         worker._time_candidate(Chan(), HostBackend(), task.config, Ref, model, model,
                                lambda gen: list(gen()), lambda v: [t.clone() for t in v], cmp, out,
-                               lambda *a, **k: AssertionError("not expected"), 1e-4, 1e-4)
+                               lambda *a, **k: AssertionError("not expected"), 1e-4, 1e-4,
+                               lambda args, where: cmp.flatten_outputs(model(*args)))
     fields = info.value.fields
     assert fields["category"] == "hacked" and fields["hacked"] and fields["speedup"] is None
     assert "timing rejected the candidate: hidden work" in fields["hack_reasons"][0]
