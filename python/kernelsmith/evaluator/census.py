@@ -217,6 +217,11 @@ class Census:
                 record.own[key] = record.own.get(key, 0.0) + _duration(e)
             return
         if name.startswith("ks::") or name.startswith(_RUNTIME_PREFIXES) or name.startswith("[memory]"):
+            # runtime calls and markers do no work of their own, but a
+            # program can name its own range like one: what ran inside it
+            # is judged all the same
+            for child in e.cpu_children:
+                self._host_event(child, record)
             return
         if name.startswith("aten::"):
             op = normalize_op(name[len("aten::"):])
