@@ -14,6 +14,9 @@ evaluated by each evaluator mode in turn, in one run:
          no kernel census, output provenance, integrity snapshot or refill
          checks), only to measure what they cost: compare its rate with
          pool's in one run (issue 14: at most 10% more time).
+  pool-cold  the pool with its spares not warmed beyond the device context
+         (KERNELSMITH_WARM_WORKERS=0: no Triton compile, cuBLAS or cuDNN
+         set-up ahead of demand), to measure what that warming saves.
 
 Each group is one batch (Evaluator.stream when the evaluator has it, else
 evaluate_many), timed from submission to the last result. Per mode and group
@@ -81,7 +84,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "benchmarks" / "eval_throughput"
 MANIFESTS = {"triton": HERE / "manifest.yaml", "opencl": HERE / "opencl" / "manifest.yaml"}
 CATEGORIES = ("ok", "incorrect", "compile", "runtime", "crash", "timeout", "hacked", "oom")
-MODES = ("fresh", "pool", "pool-nocensus")
+MODES = ("fresh", "pool", "pool-nocensus", "pool-cold")
 #: the phases issue 13 names, printed in this order; other keys follow sorted
 PHASES = ("queue", "startup", "load", "compile", "correctness", "census", "timing")
 
@@ -151,8 +154,12 @@ def make_evaluator(mode: str, backend: str, args: argparse.Namespace, tasks: Seq
         os.environ["KS_BENCH_NO_CENSUS"] = "1"
     else:
         os.environ.pop("KS_BENCH_NO_CENSUS", None)
+    if mode == "pool-cold":
+        os.environ["KERNELSMITH_WARM_WORKERS"] = "0"
+    else:
+        os.environ.pop("KERNELSMITH_WARM_WORKERS", None)
     if has_modes():
-        kwargs["mode"] = "pool" if mode == "pool-nocensus" else mode
+        kwargs["mode"] = "pool" if mode.startswith("pool") else mode
     ev = Evaluator(**kwargs)
     if hasattr(ev, "warm_up"):
         # the pool's zygote and spares start here, off the batch's clock (and
@@ -375,7 +382,8 @@ def repeat_one(args: argparse.Namespace, backend: str, cands: list[Candidate], m
                 print(f"{mode:<6} run {i + 1:>2}: {r.category:<9} speedup {fmt_speedup(r):<28} "
                       f"candidate {r.runtime_ms if r.runtime_ms is not None else float('nan'):.4f} ms  "
                       f"reference {r.ref_runtime_ms if r.ref_runtime_ms is not None else float('nan'):.4f} ms  "
-                      f"wall {r.wall_s:.2f} s", flush=True)
+                      f"wall {r.wall_s:.2f} s  attempts {len(r.load.get('attempts', []) if r.load else [])}"
+                      + ("" if r.timing_reliable else f"  UNRELIABLE: {'; '.join(r.unreliable_reasons)}"), flush=True)
         finally:
             ev.close()
         speedups = [r.speedup for r in runs if r.category == "ok" and r.speedup is not None]
@@ -390,6 +398,10 @@ def repeat_one(args: argparse.Namespace, backend: str, cands: list[Candidate], m
               f"max {hi:.4g}; spread max/min {hi / lo:.4f} ({(hi / lo - 1) * 100:.2f}%); "
               f"candidate median {statistics.median(cand_ms):.4f} ms; "
               f"median wall {statistics.median(r.wall_s for r in runs):.2f} s")
+        steady = [r.speedup for r in runs if r.category == "ok" and r.speedup is not None and r.timing_reliable]
+        if len(steady) >= 2 and len(steady) < len(speedups):
+            print(f"{mode}: the {len(steady)} runs marked reliable: spread max/min {max(steady) / min(steady):.4f} "
+                  f"({(max(steady) / min(steady) - 1) * 100:.2f}%)")
     if args.json:
         Path(args.json).write_text(json.dumps({"candidate": c.name, "repeat": count, "runs": out}, indent=1))
     return 1 if failed else 0

@@ -179,9 +179,11 @@ class Backend(abc.ABC):
         start no threads (a CUDA context or a thread pool does not survive
         fork)."""
 
-    def prepare_worker(self) -> None:
+    def prepare_worker(self, ahead: bool = False) -> None:
         """Called once in a fresh worker process before anything is loaded
-        (imports, device selection, installing launch hooks)."""
+        (imports, device selection, installing launch hooks). ``ahead``: the
+        worker is a pool's spare, prepared before any candidate waits for
+        it, so one-time costs (first compile, library handles) belong here."""
 
     @abc.abstractmethod
     def device(self) -> str:

@@ -217,7 +217,7 @@ class OpenCLBackend(Backend):
         # per worker, after the fork
         self._runtime()
 
-    def prepare_worker(self) -> None:
+    def prepare_worker(self, ahead: bool = False) -> None:
         # Creating the context here makes a missing or mis-selected device a
         # clear error before any candidate code runs.
         self._runtime().context()

@@ -122,7 +122,7 @@ class TritonBackend(Backend):
 
             driver.active.utils  # noqa: B018 - the property builds the helpers
 
-    def prepare_worker(self) -> None:
+    def prepare_worker(self, ahead: bool = False) -> None:
         import torch
 
         self._torch = torch
@@ -132,6 +132,24 @@ class TritonBackend(Backend):
             # pool keeps such workers ready ahead of demand)
             torch.cuda.init()
             torch.empty(1, device="cuda")
+            if ahead and os.environ.get("KERNELSMITH_WARM_WORKERS", "1") != "0":
+                self._warm_device(torch)
+
+    @staticmethod
+    def _warm_device(torch: Any) -> None:
+        """One-time costs of a process that every candidate would otherwise
+        pay on its clock: Triton's first compile and launch, the cuBLAS
+        handle (first matmul) and cuDNN (first convolution) that references
+        use. Off the clock in a pool's spare; ``KERNELSMITH_WARM_WORKERS=0``
+        turns it off (the throughput benchmark measures both)."""
+        from . import _triton_warm
+
+        _triton_warm.warm(torch)
+        a = torch.ones(16, 16, device="cuda")
+        (a @ a).sum().item()
+        if torch.backends.cudnn.is_available():
+            x = torch.ones(1, 1, 4, 4, device="cuda")
+            torch.nn.functional.conv2d(x, torch.ones(1, 1, 3, 3, device="cuda")).sum().item()
 
     def device(self) -> str:
         import torch

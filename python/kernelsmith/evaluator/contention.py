@@ -15,7 +15,13 @@ The gate also watches what the timing saw, from the trusted side:
 * foreign GPU processes (NVML) on the worker's device;
 * the reference's median against the task's running baseline on this
   device (the median of earlier accepted timings): a reference that drifts
-  beyond ``drift_tolerance`` means the machine changed under the timing.
+  beyond ``drift_tolerance`` means the machine changed under the timing;
+* the GPU's SM clock, sampled by the gate itself (NVML) every few
+  milliseconds while the slot is held: a timing during which the clock sat
+  more than ``clock_drop_tolerance`` below the highest clock seen on the
+  device for more than ``clock_low_share`` of the window was throttled
+  (power, heat, or another tenant), and a speedup of a memory-bound kernel
+  against a compute-bound reference shifts with the clock.
 
 A contended or drifting attempt is timed again (``max_retimes``, with a
 short back-off); if every attempt was bad the result is marked
@@ -92,6 +98,57 @@ def foreign_gpu_processes(device: Optional[str], own_pids: set[int]) -> Optional
     return [p for p in pids if p not in own_pids and p != os.getpid()]
 
 
+class ClockWatch:
+    """The SM clock of one GPU, sampled by a thread of the trusted parent
+    while a timing holds the slot (the worker's own readings could be
+    forged). ``stop()`` gives the samples in MHz; an empty list where NVML
+    cannot say."""
+
+    def __init__(self, device: Optional[str], period_s: float = 0.005) -> None:
+        self.period_s = period_s
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        try:
+            import pynvml  # type: ignore
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(device or 0))
+            pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        except Exception:  # noqa: BLE001 - no NVIDIA GPU, no pynvml: nothing to watch
+            return
+        self._nvml, self._handle = pynvml, handle
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ks-clock-watch")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(int(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM)))
+            except Exception:  # noqa: BLE001
+                return
+            self._stop.wait(self.period_s)
+
+    def stop(self) -> list[int]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        return list(self.samples)
+
+
+def clock_verdict(samples: list[int], device_max: int, tolerance: float, low_share: float) -> Optional[str]:
+    """A reason when the clock sat below ``(1 - tolerance) * device_max`` for
+    more than ``low_share`` of the samples, else None."""
+    if not samples or device_max <= 0:
+        return None
+    floor = (1.0 - tolerance) * device_max
+    low = sum(1 for s in samples if s < floor)
+    if low / len(samples) <= low_share:
+        return None
+    return (f"GPU clock throttled: SM clock below {floor:.0f} MHz for {100.0 * low / len(samples):.0f}% of the "
+            f"timing (min {min(samples)} MHz, highest seen on this device {device_max} MHz)")
+
+
 @dataclass
 class TimingPolicy:
     #: a reference median further than this from its baseline (ratio - 1) is drift
@@ -105,6 +162,11 @@ class TimingPolicy:
     #: a CPU timing is contended when the cores free of other work were fewer
     #: than this share of the threads it needed (each thread its own core)
     free_core_share: float = 0.9
+    #: a GPU timing is throttled when the SM clock was more than this share
+    #: below the device's highest seen clock ...
+    clock_drop_tolerance: float = 0.05
+    #: ... for more than this share of the timing window
+    clock_low_share: float = 0.2
 
 
 @dataclass
@@ -125,6 +187,7 @@ class TimingTicket:
     # (acquired, released) on this process's monotonic clock, per slot held
     slots: list = field(default_factory=list)
     _window: Optional[HostLoadWindow] = None
+    _clock: Optional["ClockWatch"] = None
 
     # -- pause bookkeeping (under the gate's lock) -----------------------
     def _pause(self) -> None:
@@ -187,6 +250,7 @@ class DeviceGate:
         self._slot = threading.Lock()
         self._members: list[TimingTicket] = []
         self._holder: Optional[TimingTicket] = None
+        self.max_sm_clock = 0  # the highest SM clock seen while timing on this device (MHz)
 
     def join(self, signal_fn: Any, *, key: str = "", pids: Optional[set] = None,
              timed_on_cpu: bool = True) -> TimingTicket:
@@ -215,10 +279,18 @@ class DeviceGate:
             for other in self._members:
                 if other is not ticket:
                     other._pause()
+        self._start_window(ticket)
+
+    def _start_window(self, ticket: TimingTicket) -> None:
         ticket._window = HostLoadWindow()
         ticket._window.start()
+        if not ticket.timed_on_cpu:
+            ticket._clock = ClockWatch(self.device)
 
     def _release(self, ticket: TimingTicket) -> None:
+        if ticket._clock is not None:  # a worker that died while timing: stop watching
+            ticket._clock.stop()
+            ticket._clock = None
         with self._lock:
             if not ticket.holding:
                 return
@@ -236,6 +308,8 @@ class DeviceGate:
             self._release(ticket)
             return False
         window = ticket._window.stop() if ticket._window is not None else {}
+        clock = ticket._clock.stop() if ticket._clock is not None else []
+        ticket._clock = None
         attempt: dict[str, Any] = {k: report.get(k) for k in ("speedup", "ref_ms", "cand_ms", "threads")}
         reasons: list[str] = []
         if window:
@@ -255,6 +329,16 @@ class DeviceGate:
                 attempt["foreign_gpu_processes"] = len(foreign)
                 if foreign:
                     reasons.append(f"{len(foreign)} other process(es) on the GPU (pids {', '.join(map(str, foreign[:5]))})")
+            if clock:
+                with self._lock:
+                    self.max_sm_clock = max(self.max_sm_clock, max(clock))
+                    device_max = self.max_sm_clock
+                attempt.update(sm_clock_mhz={"min": min(clock), "median": int(statistics.median(clock)),
+                                             "max": max(clock), "samples": len(clock), "device_max": device_max})
+                throttled = clock_verdict(clock, device_max, self.policy.clock_drop_tolerance,
+                                          self.policy.clock_low_share)
+                if throttled:
+                    reasons.append(throttled)
         ref_ms = report.get("ref_ms")
         baseline = self.baselines.get(ticket.key, self.device) if ticket.key else None
         if baseline is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
@@ -277,8 +361,7 @@ class DeviceGate:
             self._release(ticket)
             return False
         time.sleep(self.policy.retime_backoff_s * len(ticket.attempts))
-        ticket._window = HostLoadWindow()
-        ticket._window.start()
+        self._start_window(ticket)
         return True
 
 
@@ -304,5 +387,5 @@ class ReferenceBaselines:
             return statistics.median(values) if len(values) >= self.min_values else None
 
 
-__all__ = ["DeviceGate", "HostLoadWindow", "ReferenceBaselines", "TimingPolicy", "TimingTicket",
+__all__ = ["ClockWatch", "DeviceGate", "clock_verdict", "HostLoadWindow", "ReferenceBaselines", "TimingPolicy", "TimingTicket",
            "foreign_gpu_processes", "host_cpu_count"]

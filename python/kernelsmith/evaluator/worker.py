@@ -139,13 +139,14 @@ def _signature_problem(ref_cls: type, new_cls: type, method: str) -> Optional[st
     return None
 
 
-def prepare(backend_name: str, cpu_threads: Optional[int]) -> Any:
+def prepare(backend_name: str, cpu_threads: Optional[int], ahead: bool = False) -> Any:
     """What a worker does before it knows its candidate: import the backend,
-    create the device context, fix the host thread count."""
+    create the device context, fix the host thread count. ``ahead``: a
+    pool's spare, prepared before a candidate waits for it."""
     from ..backends.base import get_backend
 
     backend = get_backend(backend_name)
-    backend.prepare_worker()
+    backend.prepare_worker(ahead=ahead)
     if backend.device() == "cuda":
         from .census import warm_up
 

@@ -150,7 +150,7 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
 
         chan = Channel(sock.makefile("r", encoding="utf-8"), sock.makefile("w", encoding="utf-8", buffering=1))
         started = time.monotonic()
-        backend = prepare(backend_name, cpu_threads)
+        backend = prepare(backend_name, cpu_threads, ahead=True)
         chan.send(type="ready", pid=os.getpid(), prepare_s=round(time.monotonic() - started, 4))
         serve(chan, chan.receive(), backend)
     except BaseException:  # noqa: BLE001 - report on the log, never return into the zygote's loop
