@@ -9,6 +9,12 @@ the EvalResult. GRPO ranks a group's completions by reward, so a spread wider
 than the differences between completions turns the advantages into noise.
 Target: within 5% (max-min over mean) on the H200.
 
+Shared groups (`--group N`): N copies of the completion scored in one
+`score_many` call with RewardConfig(group="shared"): the group and the parent
+are re-timed head to head in one worker against one reference, as a GRPO
+group would be; prints the spread of the ci=point reward within each group
+and over all groups.
+
 Throughput: `--batch` completions scored in one `score_many` call (the path
 of verl's batch compute_score and of `serve`'s batch /reward), over the
 evaluator's worker pool; prints completions per second.
@@ -44,6 +50,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=10, help="scores of the same completion (default 10)")
     parser.add_argument("--batch", type=int, default=8, help="completions in the throughput batch (default 8; 0: skip)")
     parser.add_argument("--workers", type=int, default=None, help="evaluator workers (default: the evaluator's)")
+    parser.add_argument("--group", type=int, default=0,
+                        help="also score --group-batches groups of this many copies of the completion with "
+                             "RewardConfig(group='shared') and print the spread within and across groups (0: skip)")
+    parser.add_argument("--group-batches", type=int, default=3, help="groups for --group (default 3)")
     args = parser.parse_args()
 
     from kernelsmith.evaluator import Evaluator
@@ -94,6 +104,21 @@ def main() -> int:
             wall = time.perf_counter() - start
             print(f"batch scoring: {args.batch} completions in one score_many call: {wall:.2f} s, "
                   f"{args.batch / wall:.2f} completions/s; rewards {spread([r.reward for r in rewards])}")
+        if args.group:
+            shared = RewardConfig(group="shared", ci="point")
+            everything = []
+            for g in range(args.group_batches):
+                items = [{k: v for k, v in item.items() if k != "parent_runtime_ms"} for _ in range(args.group)]
+                start = time.perf_counter()
+                rewards = scorer.score_many(items, shared)
+                wall = time.perf_counter() - start
+                paid = [r.reward for r in rewards if r.status == "correct"]
+                head = sum("head to head" in r.detail for r in rewards)
+                everything += paid
+                print(f"shared group {g + 1}: {args.group} copies, {head} timed head to head, {wall:.2f} s; "
+                      f"reward ci=point {spread(paid) if paid else 'none correct'}")
+            if everything:
+                print(f"shared groups, all {len(everything)} rewards: ci=point {spread(everything)}")
     return 0
 
 

@@ -181,3 +181,23 @@ def test_trl_reward_slower_hacked_and_compile_error(scorer, row):
     details = scorer.score_many([{"completion": HACKED, "parent_source": SEED, "task": row["extra_info"]["task"],
                                   "parent_runtime_ms": row["parent_runtime"]}])
     assert details[0].status == "hacked" and any("torch" in r.lower() for r in details[0].result["hack_reasons"])
+
+
+def test_shared_group_timing_ranks_a_group_against_one_reference(scorer, row):
+    """group='shared': the group's correct completions and the parent are
+    re-timed head to head in one worker; the 40-launch completion is paid far
+    less than the rewrite, the broken one keeps its penalty, and every
+    correct reward names the shared timing."""
+    cfg = RewardConfig(group="shared", ci="point")
+    items = [{"completion": c, "parent_source": SEED, "task": row["extra_info"]["task"]}
+             for c in (CORRECT, SLOWER, COMPILE_ERROR)]
+    correct, slower, broken = scorer.score_many(items, cfg)
+    assert broken.status == "compile-failed"
+    for r in (correct, slower):
+        assert r.status == "correct" and "head to head" in r.detail, r
+        assert r.parent_runtime_ms and r.runtime_ms
+    # the parent's runtime came from the same worker for both
+    assert correct.parent_runtime_ms == slower.parent_runtime_ms
+    assert slower.speedup < 0.5 < correct.speedup
+    with pytest.raises(Exception, match="group must be one of"):
+        RewardConfig(group="pairs")

@@ -27,6 +27,7 @@ from ..result import EvalResult
 SHAPINGS = ("linear", "log", "log2")
 BASELINES = ("auto", "runtime", "relative")
 CI_MODES = ("snap", "lower", "point")
+GROUP_MODES = ("independent", "shared")
 
 #: error text of a kernel build failure that the evaluator reports as a runtime error
 KERNEL_BUILD_ERRORS = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed", "CompilationError")
@@ -66,12 +67,22 @@ class RewardConfig:
     #: "lower" (the interval's lower end: only a speedup the measurement
     #: supports is paid), "point" (the point estimate, ignoring the interval)
     ci: str = "snap"
+    #: how a batch's completions of the same task and parent are timed:
+    #: "independent" (each against the reference measured in its own
+    #: evaluation), or "shared" (GRPO groups: after the evaluations, the
+    #: group's correct completions and the parent are re-timed head to head
+    #: in one worker, on the same inputs, against one reference, and the
+    #: speedup over the parent is the ratio of those runtimes; one extra
+    #: evaluation per group)
+    group: str = "independent"
 
     def __post_init__(self) -> None:
         if self.shaping not in SHAPINGS:
             raise ConfigError(f"shaping must be one of {', '.join(SHAPINGS)}, got '{self.shaping}'")
         if self.baseline not in BASELINES:
             raise ConfigError(f"baseline must be one of {', '.join(BASELINES)}, got '{self.baseline}'")
+        if self.group not in GROUP_MODES:
+            raise ConfigError(f"group must be one of {', '.join(GROUP_MODES)}, got '{self.group}'")
         if self.ci not in CI_MODES:
             raise ConfigError(f"ci must be one of {', '.join(CI_MODES)}, got '{self.ci}'")
         if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:

@@ -197,14 +197,69 @@ class LocalScorer:
             results.update(zip(indices, self.evaluator.evaluate_many(pairs, trials)))
 
         run_parallel(run, list(by_trials.items()), len(by_trials))
+        shared: dict[int, tuple[EvalResult, Optional[float]]] = {}
+        if config.group == "shared":
+            shared = self._shared_timing(items, prepared, results)
         rewards = []
         for index, (item, (task, _, error)) in enumerate(zip(items, prepared)):
             if index not in results:
                 rewards.append(compute_reward(None, config=config, edit_error=error))
+            elif index in shared:
+                result, parent_rt = shared[index]
+                reward = compute_reward(result, parent_rt, config, parent_speedup=_number(item.get("parent_speedup")))
+                reward.detail = (reward.detail + "; " if reward.detail else "") + \
+                    "timed head to head with its group and the parent against one reference"
+                rewards.append(reward)
             else:
                 assert task is not None
                 rewards.append(self._reward(task, item, results[index], config))
         return rewards
+
+    def _shared_timing(self, items: Sequence[Mapping[str, Any]], prepared: list, results: dict[int, EvalResult]
+                       ) -> dict[int, tuple[EvalResult, Optional[float]]]:
+        """``group="shared"``: re-time each group (same task, same parent) of
+        correct, reliably timed completions head to head in one worker with
+        the parent, against one reference (``Evaluator.confirm_best``). A
+        completion whose own timing was unreliable is re-timed too; its
+        result keeps that flag.
+        Returns index -> (result with the head-to-head times, the parent's
+        runtime from the same worker or None)."""
+        confirm = getattr(self.evaluator, "confirm_best", None)
+        if confirm is None:
+            raise ValueError("group='shared' needs an evaluator with confirm_best (the local Evaluator)")
+        groups: dict[tuple[str, str], list[int]] = {}
+        for index, result in results.items():
+            task, source, _ = prepared[index]
+            if task is None or source is None or not result.correct or result.hacked or not result.runtime_ms:
+                continue
+            parent = str(items[index].get("parent_source") or "")
+            groups.setdefault((task.id, parent), []).append(index)
+        out: dict[int, tuple[EvalResult, Optional[float]]] = {}
+
+        def run(key_indices: tuple[tuple[str, str], list[int]]) -> None:
+            (_, parent), indices = key_indices
+            task = prepared[indices[0]][0]
+            sources = [prepared[i][1] for i in indices] + ([parent] if parent else [])
+            if len(sources) < 2:
+                return
+            confirmed = confirm(task, sources)
+            entries = {int(e["index"]): e for e in confirmed.get("finalists", [])}
+            parent_entry = entries.get(len(indices)) if parent else None
+            parent_rt = _number((parent_entry or {}).get("runtime_ms")) if parent_entry and parent_entry.get("correct") else None
+            if parent and parent_rt is None:
+                return  # the parent failed there: the group keeps its own evaluations' timings
+            for pos, index in enumerate(indices):
+                e = entries.get(pos)
+                if not e or not e.get("correct") or not _number(e.get("runtime_ms")) or e.get("suspicious"):
+                    continue  # keeps its own evaluation's timing
+                result = EvalResult.from_dict(results[index].to_dict())
+                result.runtime_ms, result.ref_runtime_ms = float(e["runtime_ms"]), _number(e.get("ref_runtime_ms"))
+                result.speedup = _number(e.get("speedup"))
+                result.speedup_ci_low, result.speedup_ci_high = _number(e.get("speedup_ci_low")), _number(e.get("speedup_ci_high"))
+                out[index] = (result, parent_rt if parent else _number(items[index].get("parent_runtime_ms")))
+
+        run_parallel(run, list(groups.items()), max(1, len(groups)))
+        return out
 
     # -- parent -----------------------------------------------------------
     def _reward(self, task: Task, item: Mapping[str, Any], result: EvalResult,
