@@ -226,3 +226,16 @@ def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():
     assert honest.category == "ok" and honest.census["timing_cross_check"] == {"claimed_s": 0.5, "slot_s": 1.0}
     assert forged.category == "hacked" and forged.speedup is None
     assert "the timing slot was held for 1.000 s" in forged.hack_reasons[0], forged.hack_reasons
+
+
+def test_timer_against_the_census_by_hand():
+    """The GPU cross-check of the timer (worker.timer_mismatch): kernels that
+    ran longer on the device than a whole timed call are a forged or blind
+    timing; kernels shorter than the call (launch overhead) are normal."""
+    from kernelsmith.evaluator.worker import timer_mismatch
+
+    assert timer_mismatch(0.020, 0.030) is None  # launch-bound: the call is longer than its kernels
+    assert timer_mismatch(0.100, 0.090) is None  # within the profiler's margin
+    reason = timer_mismatch(1.0, 0.1)
+    assert reason and "0.1 ms per call" in reason and "1 ms" in reason
+    assert timer_mismatch(0.5, 0.0) is None  # no timing to compare

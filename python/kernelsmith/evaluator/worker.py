@@ -525,6 +525,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             if first:  # Triton and OpenCL compile on the first call
                 phases["compile"] = round(time.monotonic() - t0, 4)
             out["census"].update(census.total.summary())
+        run_candidate.last = seen  # type: ignore[attr-defined]  # the timer cross-check reads it
         for k in launches.kernels:
             if k not in kernels:
                 kernels.append(k)
@@ -656,6 +657,19 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     return out
 
 
+def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, slack_ms: float = 0.01) -> Optional[str]:
+    """The timer against the census: the program's own kernels, as CUPTI saw
+    them in one call after the timing, must not take longer on the device
+    than the timer says a whole call takes (on one stream kernels run one
+    after another, so their durations add up to at most the call's time).
+    A mismatch means the timed calls were not the calls the census saw:
+    forged statistics, or work the timer could not see."""
+    if timed_ms <= 0 or own_device_ms <= timed_ms * ratio + slack_ms:
+        return None
+    return (f"the timing says {timed_ms:.4g} ms per call, but the program's own kernels ran {own_device_ms:.4g} ms "
+            "on the device in one call (profiler): the timed calls did not do the work that was checked")
+
+
 def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any, model_new: Any,
                     make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
                     out: dict[str, Any], fail_from: Callable[..., "Verdict"], atol: float, rtol: float,
@@ -734,6 +748,14 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         if os.environ.get("KS_BENCH_NO_CENSUS", "") != "1":
             _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
                            "after timing", held=input_sets[0], fresh=True)
+            seen = getattr(run_checked, "last", None)
+            if seen is not None and getattr(seen, "device_level", False) and outcome.runtime_ms:
+                own_ms = sum(seen.own.values()) / 1000.0
+                out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
+                problem = timer_mismatch(own_ms, float(outcome.runtime_ms))
+                if problem:
+                    raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
+                                  hack_reasons=[problem])
     out.update(outcome.result_fields())
     if outcome.rejected:
         # the times stay in `timing` for diagnosis; the speedup must not be used
