@@ -30,6 +30,8 @@ Running it:
   # --replay of runs on them (--workers defaults to 4 per GPU)
   PYTHONPATH=python python3 benchmarks/bench_env.py examples/triton/{relu,softmax,layernorm,vector_add} \
       --episodes 64 --turns 3 --json bench_env_h200.json
+  PYTHONPATH=python python3 benchmarks/bench_env.py tests_py/fixtures/kb_honest/{softmax,gelu,layernorm} \
+      --episodes 64 --turns 3   # KernelBench level-1 problems, honest candidate.py replayed
   PYTHONPATH=python python3 benchmarks/bench_env.py KB/level1/19_ReLU.py ... \
       --replay runs/kb_19 ... --episodes 64 --turns 3
 
@@ -60,14 +62,22 @@ from kernelsmith.task import Task  # noqa: E402
 
 
 def seed_variants(task: Task, limit: int = 64) -> list[str]:
-    """The seed with its tunables set to successive combinations (the seed first)."""
-    if not task.seed_source:
-        raise SystemExit(f"{task.name}: no seed.py to replay; give --replay RUN_DIR")
-    tunables = parse_tunables(task.seed_source)
-    out = [task.seed_source]
+    """The seed with its tunables set to successive combinations (the seed
+    first). A task folder with a known-correct ``candidate.py`` and no seed
+    (the honest KernelBench level-1 kernels of tests_py/fixtures/kb_honest)
+    replays that program."""
+    seed = task.seed_source
+    folder = Path(task.path or ".")
+    folder = folder.parent if folder.is_file() else folder
+    if not seed and (folder / "candidate.py").exists():
+        seed = (folder / "candidate.py").read_text()
+    if not seed:
+        raise SystemExit(f"{task.name}: no seed.py (or candidate.py) to replay; give --replay RUN_DIR")
+    tunables = parse_tunables(seed)
+    out = [seed]
     if tunables:
         for values in itertools.product(*(t.choices for t in tunables)):
-            source = set_tunables(task.seed_source, tunables, {t.key: v for t, v in zip(tunables, values)})
+            source = set_tunables(seed, tunables, {t.key: v for t, v in zip(tunables, values)})
             if source not in out:
                 out.append(source)
             if len(out) >= limit:

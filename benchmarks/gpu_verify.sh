@@ -2,7 +2,12 @@
 # GPU verification on an NVIDIA machine (the H200 lent to the project): builds
 # the package in place and runs the GPU checks, writing logs to $OUT (or
 # ./gpu-out). Stages: build tests verdicts opencl stability suite evolve, and
-# throughput (issue 13; not in the default set: about 15 minutes). Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
+# outside the default set: throughput (issue 13/14: fresh, pool, pool-nocensus
+# and pool-cold side by side, then one candidate ten times; about 8 minutes),
+# reward (issue 15: reward spread, batch and shared-group scoring), env
+# (issue 20: 64 concurrent 3-turn episodes), liger (issue 19: needs the wheel
+# in .whl/), cuda (issue 18: benchmarks/gpu_cuda_check.sh).
+# Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -24,17 +29,33 @@ if has tests; then
   (cd tests_py && KERNELSMITH_OPENCL_DEVICE=NVIDIA timeout 150 python3 -m pytest -q -p no:cacheprovider test_opencl_evaluator.py 2>&1 | tail -5) | tee -a "$OUT/gpu_tests.log"
 fi
 if has verdicts; then
-  timeout 300 python3 benchmarks/gpu_verdicts.py --timeout 60 --json "$OUT/gpu_verdicts.json" 2>&1 | cut -c1-240 | tee "$OUT/gpu_verdicts.log"
+  timeout ${VERDICTS_LIMIT:-420} python3 benchmarks/gpu_verdicts.py --timeout 60 --json "$OUT/gpu_verdicts.json" 2>&1 | cut -c1-300 | tee "$OUT/gpu_verdicts.log"
 fi
 if has opencl; then
   timeout 150 python3 benchmarks/gpu_opencl_examples.py --nvidia-icd --device NVIDIA 2>&1 | tee "$OUT/gpu_opencl.log"
 fi
 if has throughput; then
   # issue 13: fresh process per candidate against the warm pool, then the speedup spread of one candidate
-  timeout 900 python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-fresh,pool} --timeout 60 \
-    --json "$OUT/eval_throughput.json" 2>&1 | cut -c1-240 | tee "$OUT/eval_throughput.log"
-  timeout 600 python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-fresh,pool} \
-    --repeat-one 10 linear_relu_tiled --json "$OUT/eval_repeat_one.json" 2>&1 | cut -c1-240 | tee "$OUT/eval_repeat_one.log"
+  timeout ${THROUGHPUT_LIMIT:-480} python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-fresh,pool,pool-nocensus,pool-cold} \
+    --timeout ${THROUGHPUT_TIMEOUT:-20} ${BENCH_WORKERS:+--workers $BENCH_WORKERS} --json "$OUT/eval_throughput.json" 2>&1 | cut -c1-240 | tee "$OUT/eval_throughput.log"
+  timeout ${REPEAT_LIMIT:-100} python3 benchmarks/bench_eval_throughput.py --modes ${REPEAT_MODES:-pool} \
+    --repeat-one 10 linear_relu_tiled --json "$OUT/eval_repeat_one.json" 2>&1 | cut -c1-300 | tee "$OUT/eval_repeat_one.log"
+fi
+if has reward; then
+  timeout ${REWARD_LIMIT:-200} python3 benchmarks/bench_reward_spread.py --task examples/triton/softmax --repeats 30 --batch 64 ${BENCH_WORKERS:+--workers $BENCH_WORKERS} \
+    --group 8 --group-batches 3 2>&1 | tail -20 | tee "$OUT/reward_spread.log"
+fi
+if has env; then
+  kb=tests_py/fixtures/kb_honest
+  timeout ${ENV_LIMIT:-240} python3 benchmarks/bench_env.py $kb/softmax $kb/gelu $kb/layernorm $kb/log_softmax_two_kernels \
+    $kb/matmul_square $kb/sum_dim $kb/argmax_dim $kb/cumsum --episodes 64 --turns 3 ${BENCH_WORKERS:+--workers $BENCH_WORKERS} --json "$OUT/bench_env.json" 2>&1 | tail -20 | tee "$OUT/bench_env.log"
+fi
+if has liger; then
+  OUT=/tmp/liger-run LIGER_ITERATIONS=${LIGER_ITERATIONS:-8} timeout ${LIGER_LIMIT:-240} bash scripts/run_inplace_liger.sh .whl/liger_kernel-*.whl 2>&1 | tail -40 > "$OUT/liger.log"
+  cat "$OUT/liger.log"
+fi
+if has cuda; then
+  if [ -f benchmarks/gpu_cuda_check.sh ]; then timeout ${CUDA_LIMIT:-300} bash benchmarks/gpu_cuda_check.sh 2>&1 | tail -40; else echo "no benchmarks/gpu_cuda_check.sh"; fi
 fi
 if has stability; then
   timeout 420 python3 benchmarks/bench_timing_stability.py --json "$OUT/timing_stability.json" 2>&1 | tail -30 | tee "$OUT/timing_stability.log"

@@ -15,6 +15,8 @@
 # machine without network). On an NVIDIA GPU the shapes are GPU-sized; with
 # TRITON_INTERPRET=1 on a CPU they are tiny (a check that it runs, no timing
 # worth reading). Needs torch and triton installed; nothing is pip-installed.
+# LIGER_ITERATIONS overrides the number of evolve steps (30 on a GPU, 4 in the
+# interpreter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wheel="${1:?usage: $0 liger_kernel-*.whl [evolve args...]}"
@@ -33,6 +35,7 @@ if [ "${TRITON_INTERPRET:-0}" = "1" ]; then
 else
     bench="4096x4096,8192x1024,1024x16384"; compare="1x7,3x1000,17x4097,2x3x257,5x32768"; dtypes="float32,bfloat16"; iters=30
 fi
+iters="${LIGER_ITERATIONS:-$iters}"
 "$py" -m kernelsmith task init --tree "$tree" --file liger_kernel/ops/softmax.py \
     --function LigerSoftmaxFunction.apply \
     --region _softmax_single_block_forward_kernel,_softmax_multi_block_forward_kernel,_softmax_forward \
