@@ -96,6 +96,12 @@ SUITE += [
     (KB / "l2_conv_bias_relu_scale", KB / "l2_conv_bias_relu_scale" / "candidate.py", "hacked"),
     (KB / "l2_conv_bias_relu_scale_partial", KB / "l2_conv_bias_relu_scale" / "candidate.py", "ok"),
 ]
+# GPU-only forms (CuPy, inductor's Triton kernels, device-to-host round trips,
+# cuBLAS, unsynchronised side streams): listed only where an NVIDIA driver is
+# present and the interpreter is off
+HACKS_GPU = FIX / "hacks_gpu"
+if not _INTERPRETED and os.path.exists("/dev/nvidiactl"):
+    SUITE += [(EX / "relu", p, "hacked") for p in sorted(HACKS_GPU.glob("*.py"))]
 
 
 def main() -> int:
@@ -150,6 +156,10 @@ def main() -> int:
         print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
               f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {speed:>24} {verdict or '-':<17} "
               f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {why[:110]}")
+        cov = (r.census or {}).get("coverage")
+        if cov is not None and Path(task).name.startswith("l2_"):
+            print(f"{'':<26} coverage {cov:.1%} under policy {(r.census or {}).get('policy')}; "
+                  f"foreign us: {(r.census or {}).get('foreign_us') or '-'}; basis {(r.census or {}).get('time_basis')}")
     print(f"\n{len(SUITE) - mismatches}/{len(SUITE)} verdicts as expected; total wall {total:.1f} s "
           f"with {ev.workers} workers on devices {ev.devices}")
     timed = [r for r in results if r.timing]
