@@ -239,3 +239,16 @@ def test_timer_against_the_census_by_hand():
     reason = timer_mismatch(1.0, 0.1)
     assert reason and "0.1 ms per call" in reason and "1 ms" in reason
     assert timer_mismatch(0.5, 0.0) is None  # no timing to compare
+
+
+def test_fresh_mode_has_the_referee_too():
+    """mode='fresh' (one process per candidate) hands a correct result to a
+    trusted referee process as the pool does: an honest program is agreed,
+    a forged comparison still rejected."""
+    task = Task.load(EXAMPLES / "relu")
+    with Evaluator(backend="triton", workers=1, timeout_s=150, timing=False, mode="fresh") as ev:
+        honest = ev.evaluate(task, (EXAMPLES / "relu" / "seed.py").read_text(), trials=1)
+        forged = ev.evaluate(task, (HACKS / "forged_compare.py").read_text(), trials=1)
+        assert ev._referees, "fresh mode started no referee"
+    assert honest.category == "ok" and honest.census.get("referee") == "agreed", honest
+    assert forged.category == "hacked", forged

@@ -233,9 +233,13 @@ def run_worker(
     gate: Any = None,
     cpu_threads: Optional[int] = None,
     finalists: Sequence[str] = (),
+    referee: Any = None,
 ) -> EvalResult:
     """Evaluate ``source`` on ``task`` in a fresh sandboxed worker (the
-    ``mode="fresh"`` evaluator: one Python start-up per candidate)."""
+    ``mode="fresh"`` evaluator: one Python start-up per candidate). With a
+    ``referee`` (evaluator/referee.py) a correct result is re-checked by the
+    trusted process and the timing cross-checked against the slot, as in the
+    pool."""
     started = time.monotonic()
     private = tempfile.mkdtemp(prefix="ks-eval-")  # parent-only: the log
     workdir = tempfile.mkdtemp(prefix="ks-work-")  # the worker's only writable place
@@ -253,16 +257,22 @@ def run_worker(
             )
         link = ProcessLink(proc, bwrap=use_bwrap)
         ticket = gate.join(link.signal, key=task.id, pids={proc.pid}, timed_on_cpu=device is None) if gate else None
+        seeds: list[int] = []
         try:
-            raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket)
+            raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket, seeds)
         finally:
             if ticket is not None:
                 gate.leave(ticket)
-        if isinstance(raw, dict):
-            raw.pop("referee", None)  # a fresh worker has no referee (pool mode has)
+        info = raw.pop("referee", None) if isinstance(raw, dict) else None
         result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=link.returncode(),
                                log_text=Path(log_path).read_text(errors="replace"), cand_path=cand_path,
                                timeout_s=limits.timeout_s, isolation="bwrap" if use_bwrap else "process", note=note)
+        if referee is not None and not finalists:
+            from .referee import cross_check_timing, judge
+
+            judge(result, info, seeds, task, workdir, referee)
+            if ticket is not None:
+                cross_check_timing(result, list(ticket.slots))
         if ticket is not None:
             _merge_ticket(result, ticket)
         result.wall_s = round(time.monotonic() - started, 3)

@@ -19,6 +19,8 @@ import asyncio
 import concurrent.futures
 import os
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -132,6 +134,8 @@ class Evaluator(TaskBackends):
         self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="ks-eval")
         self._backends: dict[str, Backend] = {}
         self._device_pools: dict[tuple[str, Optional[str]], Any] = {}
+        self._referees: dict[tuple[str, Optional[str]], Any] = {}  # fresh mode's (the pool has its own)
+        self._referee_root: Optional[str] = None
         self._pools_lock = threading.Lock()
         self._uids: Any = None
 
@@ -153,6 +157,26 @@ class Evaluator(TaskBackends):
                                   spares=self.spares, gate=self.gates[device], uids=self._uids)
                 self._device_pools[key] = pool
             return pool
+
+    def _referee(self, backend: Backend, device: Optional[str]) -> Any:
+        """Fresh mode: one trusted referee process per (backend, device), as
+        each device pool has."""
+        from .referee import Referee
+
+        key = (backend.name, device)
+        with self._pools_lock:
+            ref = self._referees.get(key)
+            if ref is not None and ref.proc.poll() is not None:
+                ref.close()
+                ref = None
+            if ref is None:
+                if self._referee_root is None:
+                    self._referee_root = tempfile.mkdtemp(prefix="ks-referee-")
+                root = os.path.join(self._referee_root, f"{backend.name}-{device or 'cpu'}")
+                os.makedirs(root, exist_ok=True)
+                ref = Referee(backend, device, self.isolation, self.cpu_threads, root, self.gates[device])
+                self._referees[key] = ref
+            return ref
 
     def _evaluate(self, task: Task, source: str, trials: Optional[int], submitted: float,
                   finalists: Sequence[str] = ()) -> EvalResult:
@@ -187,7 +211,8 @@ class Evaluator(TaskBackends):
             else:
                 result = run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
                                     limits=limits, device=device, isolation=self.isolation,
-                                    gate=self.gates[device], cpu_threads=self.cpu_threads, finalists=finalists)
+                                    gate=self.gates[device], cpu_threads=self.cpu_threads, finalists=finalists,
+                                    referee=None if finalists else self._referee(backend, device))
         finally:
             self._slots.put(device)
         result.task_id = task.id
@@ -285,6 +310,12 @@ class Evaluator(TaskBackends):
             for pool in self._device_pools.values():
                 pool.close()
             self._device_pools.clear()
+            for ref in self._referees.values():
+                ref.close()
+            self._referees.clear()
+        if self._referee_root is not None:
+            shutil.rmtree(self._referee_root, ignore_errors=True)
+            self._referee_root = None
 
     def __enter__(self) -> "Evaluator":
         return self
