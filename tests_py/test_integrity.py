@@ -205,10 +205,13 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
         linked = verdict(truth, truth, {"file": "link.bin", "init_seed_index": 0, "input_seed_index": 1})
         unnamed = EvalResult(category="ok", compiled=True, correct=True)
         judge(unnamed, None, seeds, task, str(tmp_path), pool.referee)
+        odd_set = verdict(truth, truth, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1,
+                                         "set": "Model"})
     assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
     assert forged.category == "hacked" and "the comparison was forged" in forged.hack_reasons[0], forged
     assert linked.category == "hacked" and "cannot use" in linked.hack_reasons[0], linked
     assert unnamed.category == "hacked" and "without the trial outputs" in unnamed.hack_reasons[0], unnamed
+    assert odd_set.category == "hacked" and "input set the task does not have" in odd_set.hack_reasons[0], odd_set
 
 
 def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():
@@ -251,4 +254,6 @@ def test_fresh_mode_has_the_referee_too():
         forged = ev.evaluate(task, (HACKS / "forged_compare.py").read_text(), trials=1)
         assert ev._referees, "fresh mode started no referee"
     assert honest.category == "ok" and honest.census.get("referee") == "agreed", honest
+    # the last trial of every input set (get_inputs and the task's get_inputs_odd)
+    assert honest.census.get("referee_trials") == 2, honest.census
     assert forged.category == "hacked", forged

@@ -37,6 +37,9 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16"
           "complex64")
 
 
+_MODULES: dict[str, Any] = {}  # referee process: reference source -> its loaded module
+
+
 def write_outputs(path: str, groups: dict[str, list[Any]]) -> None:
     """Worker side: tensors of each group (``candidate``, ``reference``) to
     ``path``."""
@@ -102,10 +105,16 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     cfg = task.config
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
     atol, rtol = cfg.tolerances()
-    ref = types.ModuleType("ks_referee_reference")
-    ref.__file__ = req.get("reference_path", "reference.py")
-    sys.modules["ks_referee_reference"] = ref
-    exec(compile(task.reference_source, ref.__file__, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
+    key = task.reference_source
+    ref = _MODULES.get(key)
+    if ref is None:  # the task's trusted reference, loaded once per task
+        ref = types.ModuleType("ks_referee_reference")
+        ref.__file__ = req.get("reference_path", "reference.py")
+        sys.modules["ks_referee_reference"] = ref
+        exec(compile(task.reference_source, ref.__file__, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
+        if len(_MODULES) >= 64:
+            _MODULES.clear()
+        _MODULES[key] = ref
     init_inputs = _init_inputs(ref)
     torch.manual_seed(int(req["init_seed"]))
     model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
@@ -252,12 +261,34 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
     result.census = census
     if result.category != "ok":
         return
-    if not isinstance(info, dict):
+    entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         if census.get("disabled"):
             return
         result.category, result.hacked, result.correct = "hacked", True, False
         result.hack_reasons = ["the worker reported a correct result without the trial outputs the trusted referee "
                                "checks: the verdict was not the program's to write"]
+        return
+    if len(entries) > 16:
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.hack_reasons = [f"the worker named {len(entries)} trials for the referee (at most 16): the verdict "
+                               "was not the program's to write"]
+        return
+    for entry in entries:
+        _judge_trial(result, entry, seeds, task, workdir, referee, census)
+        if result.category != "ok":
+            return
+    census["referee_trials"] = len(entries)
+
+
+def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: str, referee: Referee,
+                 census: dict) -> None:
+    """One trial (the last of one input set) re-checked by the referee."""
+    sets = ["get_inputs"] + list(task.config.extra_inputs)
+    if str(info.get("set", "get_inputs")) not in sets:
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.hack_reasons = [f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
+                               "the verdict was not the program's to write"]
         return
     try:
         init_seed, input_seed = seeds[int(info["init_seed_index"])], seeds[int(info["input_seed_index"])]

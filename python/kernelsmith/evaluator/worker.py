@@ -561,7 +561,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
              "input_sets": ["get_inputs"] + list(cfg.extra_inputs), "first_mismatch": None}
     out["correctness"] = stats
     history: list[tuple[list[Any], list[Any]]] = []  # (reference outputs, candidate outputs) per trial
-    referee_trial: Optional[tuple[int, list[Any], list[Any]]] = None
+    # per input set, the last trial: what the trusted referee re-checks
+    referee_trials: dict[str, tuple[int, list[Any], list[Any]]] = {}
     model.eval()
     correctness_started = time.monotonic()
     for set_name, trial in input_sets:
@@ -623,8 +624,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                 raise Verdict(category="incorrect", compiled=True,
                               error=f"{label}, candidate run {order} the reference: {res['message']}{hint}")
         history.append((expected, cmp.snapshot(got_after)))
-        if set_name == "get_inputs":  # the trial the trusted referee re-checks: the last of the default set
-            referee_trial = (input_seed_index, history[-1][1], expected)
+        referee_trials[set_name] = (input_seed_index, history[-1][1], expected)
         # replays are of recent outputs; a bound keeps 100 trials of large
         # outputs from filling device memory
         del history[:-4]
@@ -641,14 +641,16 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     phases["correctness"] = round(max(0.0, time.monotonic() - correctness_started - phases.get("compile", 0.0)
                                       - phases["census"]), 4)
 
-    if referee_trial is not None and checks_on:
+    if referee_trials and checks_on:
         from .referee import write_outputs
 
-        index, got, expected = referee_trial
-        write_outputs(os.path.join(os.path.dirname(cand_path), "referee-outputs.bin"),
-                      {"candidate": got, "reference": expected})
-        out["referee"] = {"file": "referee-outputs.bin", "init_seed_index": init_seed_index,
-                          "input_seed_index": index, "set": "get_inputs"}
+        entries = []
+        for i, (set_name, (index, got, expected)) in enumerate(referee_trials.items()):
+            name = f"referee-outputs-{i}.bin"
+            write_outputs(os.path.join(os.path.dirname(cand_path), name), {"candidate": got, "reference": expected})
+            entries.append({"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
+                            "set": set_name})
+        out["referee"] = {"trials": entries}
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
