@@ -38,6 +38,8 @@ def test_correct_and_incorrect_candidates(ray_evaluator):
     assert good.speedup is not None and good.runtime_ms > 0
     assert good.hardware.get("backend") == "opencl"
     assert good.isolation == "process"  # the sandboxed worker ran, as in the local evaluator
+    # the node's evaluator has the trusted referee (fresh mode has one, as the pool does)
+    assert good.census.get("referee") == "agreed", good.census
     assert not wrong.correct and wrong.category == "incorrect"
     assert "mismatch" in wrong.render_feedback().lower() or wrong.correctness.get("max_abs_err", 0) > 0
 
