@@ -298,6 +298,10 @@ def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes:
                 for c, r in zip(batch, got):
                     results[mode][c.name] = r
                 stats[mode][g] = group_stats(got, wall)
+                s = stats[mode][g]  # as it happens, so a run cut short still says something
+                print(f"#   {mode} {g}: {s['evals_per_min']} evals/min, median {s['median_wall_s']} s, "
+                      f"p95 {s['p95_wall_s']} s, " + ", ".join(f"{c.name}={r.category}" for c, r in zip(batch, got)),
+                      file=sys.stderr, flush=True)
         finally:
             ev.close()
 
