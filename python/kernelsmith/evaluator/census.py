@@ -194,18 +194,29 @@ class Census:
                 prof.__exit__(None, None, None)
             self.overhead_s += time.perf_counter() - t0
         t0 = time.perf_counter()
-        self._attribute(self._events(prof), record)
+        # launches of the program's kernels seen by the backend's launch hook
+        # in this call, by kernel name: a device kernel whose launch the
+        # profiler could not link to a CPU range (Triton launches through the
+        # driver API, which CUPTI's runtime correlation does not cover) is the
+        # program's when its name is one of these, up to as many as were
+        # launched; any more of that name are foreign
+        launched: dict[str, int] = {}
+        for entry in _Census.launches:
+            key = str(entry.get("kernel", "")).rsplit(".", 1)[-1]
+            launched[key] = launched.get(key, 0) + 1
+        self._attribute(self._events(prof), record, launched)
         self.total.merge(record)
         self.overhead_s += time.perf_counter() - t0
 
-    def _attribute(self, events: Any, record: CallCensus) -> None:
+    def _attribute(self, events: Any, record: CallCensus, launched: Optional[dict[str, int]] = None) -> None:
         by_id = {}
         for e in events:
             if not _is_device(e):
                 by_id.setdefault(e.id, e)
+        budget = dict(launched or {})
         for e in events:
             if _is_device(e):
-                self._device_event(e, by_id, record)
+                self._device_event(e, by_id, record, budget)
             elif e.cpu_parent is None:
                 self._host_event(e, record)
 
@@ -239,7 +250,7 @@ class Census:
         for child in e.cpu_children:
             self._host_event(child, record)
 
-    def _device_event(self, e: Any, by_id: dict, record: CallCensus) -> None:
+    def _device_event(self, e: Any, by_id: dict, record: CallCensus, budget: Optional[dict[str, int]] = None) -> None:
         name = e.name
         front = by_id.get(getattr(e, "linked_correlation_id", 0) or -1)
         chain = []
@@ -247,6 +258,9 @@ class Census:
             chain.append(front.name)
             front = front.cpu_parent
         owner = next((n for n in chain if n.startswith(KERNEL_RANGE)), None)
+        if owner is None and not chain and budget and budget.get(name, 0) > 0 and not name.startswith("Mem"):
+            budget[name] -= 1  # an unlinked launch of one of the program's kernels (see watch)
+            owner = KERNEL_RANGE + name
         op = next((n for n in chain if n.startswith("aten::")), None)
         if name.startswith("Memcpy"):
             if "DtoH" in name and owner is None and normalize_op((op or "aten::?")[6:]) not in _SCALAR_READ_OPS:

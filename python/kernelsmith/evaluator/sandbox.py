@@ -128,7 +128,10 @@ def worker_environment(backend: Any, workdir: str, device: Optional[str],
     env = scrub_env(dict(os.environ))
     env.update(backend.worker_env(workdir, cpu_threads))
     env.update(HOME=workdir, TMPDIR=workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+               PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1",
+               # a pool child runs under a uid with no passwd entry: getpass
+               # (torch.compile's cache folder, among others) reads these first
+               USER="kernelsmith-worker", LOGNAME="kernelsmith-worker")
     if cpu_threads:
         # OpenMP/MKL pools sized before torch starts; torch.set_num_threads
         # in the worker makes it exact
