@@ -216,6 +216,10 @@ class Census:
         budget = dict(launched or {})
         for e in events:
             if _is_device(e):
+                if getattr(e, "is_user_annotation", False) or e.name.startswith(("ks::", "gpu_user_annotation")):
+                    # a profiler range mirrored on the GPU timeline (it spans
+                    # the kernels it launched; they are counted themselves)
+                    continue
                 self._device_event(e, by_id, record, budget)
             elif e.cpu_parent is None:
                 self._host_event(e, record)
