@@ -143,6 +143,7 @@ def test_split_keeps_torch_out_of_the_device_part():
     assert device.count("\n") == lines and host.count("\n") == lines  # the candidate's line numbers hold
     assert "torch" not in C._strip_comments(device).replace("#include <torch", "")
     assert "#include <torch/extension.h>" not in device
+    assert "#include <torch/extension.h>" not in host  # the precompiled torch/types.h + torch/python.h serve it
     assert "__global__" not in host and "ks_launch(relu_vec4_kernel," in host
     assert "void relu_vec4_kernel(const float4* __restrict__ x" in host  # the kernel's host stub, declared
     # a template launched from torch code (AT_DISPATCH) is built as one unit

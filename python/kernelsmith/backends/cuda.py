@@ -442,7 +442,9 @@ class Toolchain:
         return tc
 
     def identity(self) -> dict[str, Any]:
-        return {"build": BUILD_VERSION, "torch": self.torch_version, "cuda": self.cuda_version, "arch": self.arch,
+        recipe = hashlib.sha256("\0".join((_CU_PRELUDE, _PCH_HEADER, _FULL_HEADER, _HOST_LAUNCH_HELPER,
+                                            _LOAD_INLINE_CUDA_HEAD)).encode()).hexdigest()[:12]
+        return {"build": BUILD_VERSION, "recipe": recipe, "torch": self.torch_version, "cuda": self.cuda_version, "arch": self.arch,
                 "nvcc": self.nvcc_version, "cxx": self.cxx_version, "abi": self.abi_flags,
                 "python": sys.version.split()[0]}
 
@@ -499,7 +501,12 @@ def build_key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-_PCH_HEADER = "#include <torch/extension.h>\n#include <c10/cuda/CUDAStream.h>\n"
+#: the binding unit's torch headers, precompiled: torch::Tensor and the
+#: factories, the pybind11 casters and the current stream; not torch/all.h
+#: (nn, optim, data), which torch/extension.h adds and a wrapper rarely needs
+_PCH_HEADER = "#include <torch/types.h>\n#include <torch/python.h>\n#include <c10/cuda/CUDAStream.h>\n"
+#: the binding unit's headers in the "full" build: what load_inline uses
+_FULL_HEADER = "#include <torch/extension.h>\n#include <c10/cuda/CUDAStream.h>\n"
 
 
 def _pch_dir(root: str, toolchain: Toolchain) -> str:
@@ -729,7 +736,9 @@ def split_sources(cuda_sources: str) -> Optional[tuple[str, str]]:
         if ch.kind == "pre":
             if _TORCH_INCLUDE.match(text):
                 device.append(_blank(text))
-                host.append(text)
+                # torch/extension.h would add torch/all.h to the precompiled
+                # headers (types + python); the full build keeps it
+                host.append(_blank(text) if _TORCH_EXT_INCLUDE.match(text) else text)
             else:
                 device.append(text)
                 host.append(text)
@@ -790,11 +799,11 @@ static inline void ks_launch(void (*k)(P...), dim3 g, dim3 b, std::size_t s, cud
 
 
 def binding_translation_unit(spec: BuildSpec, module_name: str, pch: Optional[str],
-                             host_part: Optional[str] = None) -> str:
-    """The host C++ file: torch's extension header (precompiled when ``pch``),
-    the launch counter, the host part of a split CUDA source, the
-    candidate's declarations and the bindings."""
-    head = "" if pch else _PCH_HEADER
+                             host_part: Optional[str] = None, full: bool = False) -> str:
+    """The host C++ file: torch's headers (precompiled when ``pch``; all of
+    torch/extension.h when ``full``), the launch counter, the host part of a
+    split CUDA source, the candidate's declarations and the bindings."""
+    head = _FULL_HEADER if full else "" if pch else _PCH_HEADER
     defs = "\n".join(f'  m.def("{name}", torch::wrap_pybind_function({name}), {json.dumps(doc)});'
                      for name, doc in spec.functions)
     module = ""
@@ -806,9 +815,10 @@ def binding_translation_unit(spec: BuildSpec, module_name: str, pch: Optional[st
         split = (_HOST_LAUNCH_HELPER + "static inline cudaStream_t ks_internal_stream() { ++ks_internal_launches; "
                  "return ks_internal_current_stream(); }\nstatic inline cudaStream_t ks_internal_stream(cudaStream_t s) "
                  "{ ++ks_internal_launches; return s; }\n" + f'#line 1 "{CUDA_FILE}"\n{host_part}\n')
+    cpp = spec.cpp_sources if full else _TORCH_EXT_INCLUDE.sub("", spec.cpp_sources)
     return (f"{head}unsigned long long ks_internal_launches = 0;\n"
             "cudaStream_t ks_internal_current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }\n"
-            f'{split}#line 1 "{CPP_FILE}"\n{spec.cpp_sources}\n{module}')
+            f'{split}#line 1 "{CPP_FILE}"\n{cpp}\n{module}')
 
 
 @dataclass
@@ -854,10 +864,12 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
     reader sees the entry whole or not at all). The two translation units
     compile at the same time. ``modes``, fastest first: ``split`` (device
     code without torch's headers, when the source splits), ``narrowed``
-    (one nvcc unit with torch/types.h for torch/extension.h), ``full`` (the
-    source as written, as load_inline builds it); a host-side failure moves
-    on to the next mode, errors in device code that compiled without torch
-    are the program's and are reported at once."""
+    (one nvcc unit, torch/types.h for torch/extension.h), both with the
+    lighter precompiled binding headers; ``full`` (the source and the
+    bindings with torch/extension.h, as load_inline builds them). A failure
+    that the lighter build may have caused moves on to the next mode;
+    errors in device code that compiled without torch, or in a CUDA unit
+    compiled as written, are the program's and are reported at once."""
     text = key_text(spec, toolchain)
     key = build_key(text)
     final = os.path.join(out_dir, key)
@@ -882,10 +894,9 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
             main_text = binding_translation_unit(spec, module_name, pch, host_part=parts[1])
         else:
             cu_text, narrowed = cuda_translation_unit(spec.cuda_sources, light=mode == "narrowed")
-            if mode == "narrowed" and not narrowed:
-                continue
-            main_text = binding_translation_unit(spec, module_name, pch)
+            main_text = binding_translation_unit(spec, module_name, pch, full=mode == "full")
         tried.append(mode)
+        use_pch = pch if mode != "full" else None
         work = final + f".tmp{os.getpid()}-{threading.get_ident()}"
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
@@ -895,7 +906,7 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
             fh.write(main_text)
         failed = _run_pair(work, {
             "nvcc": [toolchain.nvcc, *toolchain.nvcc_flags(), *spec.extra_cuda_cflags, "-c", "cuda.cu", "-o", "cuda.o"],
-            "c++": [toolchain.cxx, *toolchain.cxx_flags(), *extra_c, *(["-include", pch] if pch else []),
+            "c++": [toolchain.cxx, *toolchain.cxx_flags(), *extra_c, *(["-include", use_pch] if use_pch else []),
                     "-c", "main.cpp", "-o", "main.o"]}, stop_on_failure=mode == "split")
         if not failed:
             link = subprocess.run([toolchain.cxx, "-shared", "main.o", "cuda.o", "-o", module_name + ".so",
@@ -913,12 +924,14 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
             except OSError:  # another process won the race: its entry is the same build
                 shutil.rmtree(work, ignore_errors=True)
             return BuildResult(so_path, module_name, key, seconds=time.monotonic() - started, mode=mode,
-                               pch=pch is not None)
+                               pch=use_pch is not None)
         shutil.rmtree(work, ignore_errors=True)
         if mode == "split" and "nvcc" in failed:
             break  # the device code compiled without torch: its errors are the program's
         if "link" in failed and len(failed) == 1 and mode != "split":
             break
+        if mode == "narrowed" and set(failed) == {"nvcc"} and not narrowed:
+            break  # the CUDA unit was compiled as written: the full build would fail the same way
     log = "\n".join(f"[{name}]\n{text}" for name, text in failed.items())
     diags = parse_diagnostics(log)
     sources = {CUDA_FILE: spec.cuda_sources, CPP_FILE: spec.cpp_sources}
