@@ -241,6 +241,8 @@ def test_flags_are_checked():
     ok = C.BuildSpec.from_load_inline(cpp_sources="", cuda_sources=_KERNEL, functions=["f"],
                                       extra_cflags=[""], extra_cuda_cflags=["-O3 --use_fast_math", "-DTILE=32"])
     assert ok.extra_cuda_cflags == ["-O3", "--use_fast_math", "-DTILE=32"] and ok.extra_cflags == []
+    arch = C.BuildSpec.from_load_inline(cuda_sources=_KERNEL, extra_cuda_cflags=["-arch=sm_80", "-O2"])
+    assert arch.extra_cuda_cflags == ["-O2"]  # the build targets the device's own architecture
     with pytest.raises(C.CompilationError, match="not allowed"):
         C.BuildSpec.from_load_inline(cuda_sources=_KERNEL, extra_cuda_cflags=["-Xlinker=/etc/passwd"])
     with pytest.raises(C.CompilationError, match="extra_ldflags"):

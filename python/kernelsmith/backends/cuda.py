@@ -106,6 +106,9 @@ _ALLOWED_FLAG = re.compile(
     r"-Xcompiler|-fopenmp)$"
 )
 
+#: architecture flags a program may pass; dropped (the build targets the device)
+_ARCH_FLAG = re.compile(r"^(-arch=\S+|--gpu-architecture=\S+|-gencode=\S+|--generate-code=\S+|-code=\S+)$")
+
 _lock = threading.Lock()
 
 
@@ -210,8 +213,8 @@ def _check_flags(flags: Sequence[str], what: str) -> list[str]:
     kept = []
     for flag in flags or []:
         for part in str(flag).split():
-            if not part:
-                continue
+            if not part or _ARCH_FLAG.match(part):
+                continue  # the build targets the device's own architecture
             if not _ALLOWED_FLAG.match(part):
                 raise CompilationError(
                     f"load_inline: {what} flag {part!r} is not allowed here (allowed: optimisation levels, "
