@@ -314,7 +314,13 @@ def test_wrapped_functions_count_launches_and_feed_the_census():
 
     module = type("M", (), {"g": staticmethod(launches_two), "h": staticmethod(launches_none),
                             "_ks_launch_count": staticmethod(lambda: counter["n"])})
-    ext = C.Extension(module, ["k"], ["g", "h"])
+    saved = set(_Census.kernel_names)
+    try:
+        ext = C.Extension(module, ["k"], ["g", "h"])
+        assert "k" in _Census.kernel_names  # the census learns the program's kernel names
+    finally:
+        _Census.kernel_names.clear()
+        _Census.kernel_names.update(saved)
     backend = C.CudaBackend()
     x = torch.ones(4)
     with backend.launch_guard() as rec:
@@ -328,6 +334,51 @@ def test_wrapped_functions_count_launches_and_feed_the_census():
         _Census.active = False
     spans = [s for e in _Census.launches for s in e["spans"]]
     assert (y.untyped_storage().data_ptr(), y.untyped_storage().nbytes()) in spans  # the C++-allocated output
+
+
+def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call():
+    """On a GPU the profiler links each device kernel to the host ranges it
+    was launched from; inside the program's ``ks::kernel::`` range only the
+    kernels its source declares are its own work. (The events are built by
+    hand here: the CPU profiler records no device kernels.)"""
+    from types import SimpleNamespace as NS
+
+    from kernelsmith.evaluator.census import KERNEL_RANGE, CallCensus, Census
+
+    rng = NS(name=KERNEL_RANGE + "relu_cuda", cpu_parent=None)
+    fill = NS(name="aten::fill_", cpu_parent=rng)
+    mm = NS(name="aten::mm", cpu_parent=rng)
+    by_id = {1: rng, 2: fill, 3: mm}
+
+    def kernel(name, link, us):
+        return NS(name=name, linked_correlation_id=link, time_range=NS(start=0.0, end=us), device_resource_id=7,
+                  device_type="DeviceType.CUDA")
+
+    from kernelsmith.evaluator.guards import DEFAULT_ALLOWED_OPS
+
+    census = Census(set(DEFAULT_ALLOWED_OPS), cuda=True, host_memory=False)
+    saved = set(_Census.kernel_names)
+    try:
+        _Census.kernel_names.clear()
+        _Census.kernel_names.update({"relu_vec4_kernel"})
+        record = CallCensus(device_level=True)
+        census._device_event(kernel("relu_vec4_kernel(float4 const*, float4*, long)", 1, 5.0), by_id, record)
+        census._device_event(kernel("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", 2, 1.0),
+                             by_id, record)
+        census._device_event(kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", 3, 9.0), by_id, record)
+        census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, record)  # cuBLAS called from C++
+        assert record.own == {"relu_cuda": 5.0}
+        assert record.housekeeping == {"aten::fill_": 1.0}
+        assert set(record.foreign) == {"kernel sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n (from aten::mm)",
+                                       "kernel ampere_sgemm_128x64_nn (launched outside any torch op: a library or a JIT)"}
+        # a backend that names no kernels: everything inside the range is the program's (Triton, OpenCL)
+        _Census.kernel_names.clear()
+        record = CallCensus(device_level=True)
+        census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, record)
+        assert record.own == {"relu_cuda": 4.0}
+    finally:
+        _Census.kernel_names.clear()
+        _Census.kernel_names.update(saved)
 
 
 # -- prompts and the offline mutator ------------------------------------------

@@ -999,6 +999,8 @@ class Extension:
     def __init__(self, module: Any, kernels: list[str], names: list[str]) -> None:
         counter = getattr(module, "_ks_launch_count", None)
         self.__ks_kernels__ = list(kernels)
+        # the census tells the program's own kernels from a library's by name
+        _Census.kernel_names.update(kernels)
         for name in names:
             fn = getattr(module, name, None)
             if callable(fn):
@@ -1224,7 +1226,7 @@ class CudaBackend(Backend):
 
         install_load_inline()
 
-    def prepare_worker(self) -> None:
+    def prepare_worker(self, ahead: bool = False) -> None:
         import torch
 
         install_load_inline()
