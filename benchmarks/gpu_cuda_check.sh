@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The CUDA C++ backend on an NVIDIA GPU host (issue 18), in one call of at
 # most about 7 minutes. Expects the extension built in place (PYTHONPATH=python),
-# nvcc, ninja and a CUDA build of torch. Writes at most 5 files to $OUT:
+# nvcc, ninja and a CUDA build of torch. Writes 6 files to $OUT:
 #   cuda_gpu.txt          the GPU, driver, toolkit and compilers
 #   cuda_compile.log/.json compile cost: the backend's build per distinct source
 #                         (cold, cache hit) and plain load_inline, same run
-#   cuda_verdicts.log     the CUDA rows of the verdict table (benchmarks/gpu_verdicts.py --only cuda)
+#   cuda_verdicts.log/.json the CUDA rows of the verdict table (benchmarks/gpu_verdicts.py --only cuda)
 #   cuda_tests.log        tests_py/test_backend_cuda.py, GPU test included
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +25,13 @@ export KERNELSMITH_CUDA_PCH_DIR=$CACHE/pch
 } > "$OUT/cuda_gpu.txt" 2>&1
 cat "$OUT/cuda_gpu.txt"
 echo "== compile cost"
-timeout 150 python3 benchmarks/bench_cuda_compile.py --n 4 --jobs 1 --cache "$CACHE" \
+timeout 150 python3 benchmarks/bench_cuda_compile.py --n 3 --jobs 1 --cache "$CACHE" \
   --json "$OUT/cuda_compile.json" > "$OUT/cuda_compile.log" 2>&1
 echo "rc=$?" >> "$OUT/cuda_compile.log"; tail -12 "$OUT/cuda_compile.log"
 echo "== verdicts"
-timeout 190 python3 benchmarks/gpu_verdicts.py --only cuda --timeout 120 > "$OUT/cuda_verdicts.log" 2>&1
+timeout 170 python3 benchmarks/gpu_verdicts.py --only cuda --timeout 100 --json "$OUT/cuda_verdicts.json" > "$OUT/cuda_verdicts.log" 2>&1
 echo "rc=$?" >> "$OUT/cuda_verdicts.log"; cut -c1-220 "$OUT/cuda_verdicts.log" | tail -16
 echo "== tests"
-(cd tests_py && timeout 70 python3 -m pytest -q -rs -p no:cacheprovider test_backend_cuda.py 2>&1 | tail -15) \
+(cd tests_py && timeout 90 python3 -m pytest -q -rs -p no:cacheprovider test_backend_cuda.py 2>&1 | tail -15) \
   > "$OUT/cuda_tests.log" 2>&1
 cat "$OUT/cuda_tests.log"

@@ -761,9 +761,10 @@ def split_sources(cuda_sources: str) -> Optional[tuple[str, str]]:
             return None  # torch in device code or in a declaration: one unit
         device.append(text)
         if ch.kind == "func":
-            if "template" in head or re.match(r"\s*(static|inline)\b", head) or (
-                    "__device__" in head and "__host__" not in head):
-                host.append(_blank(text))
+            if "__global__" in head and "template" in head or "__device__" in head and "__host__" not in head:
+                host.append(_blank(text))  # device code only
+            elif "__global__" not in head and (re.search(r"\b(static|inline|template)\b", head) or "__host__" in head):
+                host.append(text)  # a helper each unit gets its own copy of
             else:
                 decl = _LAUNCH_BOUNDS_RE.sub("", head)
                 decl = re.sub(r"__global__|__host__|__forceinline__", "", decl).rstrip() + ";"
