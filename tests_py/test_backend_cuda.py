@@ -96,6 +96,7 @@ def test_static_check_refuses_programs_without_cuda_kernels():
     ("cublasSgemm(h, a, b);", "vendor library"),
     ("cudaLaunchKernel((void*)k, 1, 1, 0, 0, 0);", "launch kernels with <<<"),
     ("std::thread t([]{});", "threads and processes"),
+    ("ks_internal_stream();", "launch accounting"),
 ])
 def test_static_check_finds_hacks_in_the_cuda_source(snippet, words):
     src = _program(_KERNEL + "torch::Tensor f(torch::Tensor x) {\n  " + snippet + "\n  return x;\n}\n")
@@ -367,7 +368,8 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
                              by_id, record)
         census._device_event(kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", 3, 9.0), by_id, record)
         census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, record)  # cuBLAS called from C++
-        assert record.own == {"relu_cuda": 5.0}
+        census._device_event(kernel("_Z16relu_vec4_kernelPK6float4PS_l", 1, 2.0), by_id, record)  # left mangled
+        assert record.own == {"relu_cuda": 7.0}
         assert record.housekeeping == {"aten::fill_": 1.0}
         assert set(record.foreign) == {"kernel sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n (from aten::mm)",
                                        "kernel ampere_sgemm_128x64_nn (launched outside any torch op: a library or a JIT)"}

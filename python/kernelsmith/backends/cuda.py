@@ -91,6 +91,8 @@ SOURCE_HACKS = [
      "the current stream (the default of <<<grid, block>>>)"),
     (re.compile(r"\b(cudaLaunchKernel\w*|cuLaunchKernel\w*|cudaLaunchCooperativeKernel\w*|cudaGraphLaunch)\b"),
      "launches through {0}: launch kernels with <<<grid, block>>> (those launches are the ones counted)"),
+    (re.compile(r"\b(ks_internal_\w+)"),
+     "uses {0}, the evaluator's launch accounting: launch with <<<grid, block>>> and let it count"),
     (re.compile(r"(std::thread|std::jthread|std::async|\bpthread_create\b|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\(|"
                 r"\bexec[lv]p?e?\s*\()"),
      "uses {0}: threads and processes are not allowed"),

@@ -337,7 +337,10 @@ def _declared(kernel: str) -> bool:
     the candidate's backend declared (``_Census.kernel_names``)."""
     import re
 
-    return any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", kernel) for n in _Census.kernel_names)
+    # demangled ("relu_kernel(float const*, ...)", "void k<float>(...)") or,
+    # where the profiler leaves it mangled, "_Z11relu_kernelPKfPfl"
+    return any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", kernel) or f"{len(n)}{n}" in kernel
+               for n in _Census.kernel_names)
 
 
 def judge(record: CallCensus, policy: str, min_coverage: float) -> list[str]:
