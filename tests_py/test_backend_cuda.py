@@ -410,6 +410,10 @@ def test_mutator_tunes_annotated_launch_parameters():
         seen.add(value)
         assert get_backend("cuda").static_check(child).hacks == []
     assert len(seen) >= 2
+    # the evolve seed's two launch parameters
+    seed = (L1 / "seed.py").read_text()
+    assert [t.name for t in parse_tunables(seed)] == ["THREADS", "MAX_BLOCKS"]
+    assert get_backend("cuda").static_check(seed).hacks == []
 
 
 # -- on a GPU -----------------------------------------------------------------
