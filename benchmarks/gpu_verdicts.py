@@ -215,9 +215,15 @@ def main() -> int:
     devices = args.devices.split(",") if args.devices else None
     os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
     mismatches, results = 0, []
+
+    def save() -> None:  # after each suite: a run stopped during the next keeps this one's
+        if args.json:
+            Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
+
     if args.only in (None, "triton"):
         m, r = run_suite("triton", SUITE, args, on_gpu, devices)
         mismatches, results = mismatches + m, results + r
+        save()
     if args.only in (None, "cuda"):
         why = cuda_unavailable()
         if why:
@@ -229,8 +235,7 @@ def main() -> int:
                 print()
             m, r = run_suite("cuda", CUDA_SUITE, args, True, devices)
             mismatches, results = mismatches + m, results + r
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
+            save()
     return 1 if mismatches else 0
 
 
