@@ -448,7 +448,8 @@ class Toolchain:
 
     def identity(self) -> dict[str, Any]:
         recipe = hashlib.sha256("\0".join((_CU_PRELUDE, _PCH_HEADER, _FULL_HEADER, _HOST_LAUNCH_HELPER,
-                                            _LOAD_INLINE_CUDA_HEAD)).encode()).hexdigest()[:12]
+                                            _LOAD_INLINE_CUDA_HEAD, *self.cxx_flags(), *self.nvcc_flags()))
+                                .encode()).hexdigest()[:12]
         return {"build": BUILD_VERSION, "recipe": recipe, "torch": self.torch_version, "cuda": self.cuda_version, "arch": self.arch,
                 "nvcc": self.nvcc_version, "cxx": self.cxx_version, "abi": self.abi_flags,
                 "python": sys.version.split()[0]}
