@@ -111,6 +111,11 @@ _ALLOWED_FLAG = re.compile(
 #: architecture flags a program may pass; dropped (the build targets the device)
 _ARCH_FLAG = re.compile(r"^(-arch=\S+|--gpu-architecture=\S+|-gencode=\S+|--generate-code=\S+|-code=\S+)$")
 
+#: nvcc messages that may come from narrowing torch/extension.h to
+#: torch/types.h (a name torch/all.h or pybind11 would have declared)
+_MISSING_HEADER_HINT = re.compile(r"torch|\bat::|c10|pybind|\bpy::|namespace|TORCH_|AT_|"
+                                  r"incomplete type|has no member")
+
 _lock = threading.Lock()
 
 
@@ -944,8 +949,12 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
             break  # the device code compiled without torch: its errors are the program's
         if "link" in failed and len(failed) == 1 and mode != "split":
             break
-        if mode == "narrowed" and set(failed) == {"nvcc"} and not narrowed:
-            break  # the CUDA unit was compiled as written: the full build would fail the same way
+        if mode == "narrowed" and set(failed) == {"nvcc"}:
+            if not narrowed:
+                break  # the CUDA unit was compiled as written: the full build would fail the same way
+            said = " ".join(d.message for d in parse_diagnostics(failed["nvcc"]))
+            if not _MISSING_HEADER_HINT.search(said):
+                break  # errors of the program's own code, not of what torch/types.h leaves out
     log = "\n".join(f"[{name}]\n{text}" for name, text in failed.items())
     diags = parse_diagnostics(log)
     sources = {CUDA_FILE: spec.cuda_sources, CPP_FILE: spec.cpp_sources}
