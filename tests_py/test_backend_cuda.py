@@ -97,6 +97,8 @@ def test_static_check_refuses_programs_without_cuda_kernels():
     ("cudaLaunchKernel((void*)k, 1, 1, 0, 0, 0);", "launch kernels with <<<"),
     ("std::thread t([]{});", "threads and processes"),
     ("ks_internal_stream();", "launch accounting"),
+    ("auto h = x.cpu();", "moves data to the host"),
+    ("cudaMemcpy(buf, x.data_ptr<float>(), 4, cudaMemcpyDeviceToHost);", "moves data to the host"),
 ])
 def test_static_check_finds_hacks_in_the_cuda_source(snippet, words):
     src = _program(_KERNEL + "torch::Tensor f(torch::Tensor x) {\n  " + snippet + "\n  return x;\n}\n")

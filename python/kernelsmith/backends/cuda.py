@@ -91,6 +91,9 @@ SOURCE_HACKS = [
      "the current stream (the default of <<<grid, block>>>)"),
     (re.compile(r"\b(cudaLaunchKernel\w*|cuLaunchKernel\w*|cudaLaunchCooperativeKernel\w*|cudaGraphLaunch)\b"),
      "launches through {0}: launch kernels with <<<grid, block>>> (those launches are the ones counted)"),
+    (re.compile(r"(cudaMemcpy\w*\([^;]*cudaMemcpyDeviceToHost|\.cpu\(\)|\b(?:torch|at|c10)::kCPU\b|"
+                r"torch::Device\(\s*\"cpu)"),
+     "moves data to the host ({0}): the work must be done on the device by the program's kernels"),
     (re.compile(r"\b(ks_internal_\w+)"),
      "uses {0}, the evaluator's launch accounting: launch with <<<grid, block>>> and let it count"),
     (re.compile(r"(std::thread|std::jthread|std::async|\bpthread_create\b|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\(|"
@@ -1039,7 +1042,7 @@ def _wrap_function(name: str, fn: Callable, counter: Optional[Callable[[], int]]
         if launched > 0:
             for record in list(_Records.records):
                 record.kernels.append(f"cuda.{name}")
-        if _Census.active:
+        if _Census.active and launched > 0:
             # outputs the C++ allocated are the kernels' memory too
             outs = result if isinstance(result, (tuple, list)) else [result]
             spans = [s for s in (_spans(o) for o in outs) if s is not None]
