@@ -4,6 +4,12 @@ On a GPU host this exercises real Triton compilation, CUDA launches and event
 timing; on a CPU it runs under the Triton interpreter (TRITON_INTERPRET=1).
 
     python benchmarks/gpu_verdicts.py [--workers N] [--devices 0,1] [--timing] [--json out.json]
+                                      [--only triton|cuda]
+
+Two suites: the Triton one (SUITE) and the CUDA C++ one (CUDA_SUITE,
+KernelBench's load_inline format, backends/cuda.py). The CUDA rows need an
+NVIDIA GPU, a CUDA build of PyTorch and nvcc; elsewhere they are listed as
+skipped with the reason, not failed.
 
 Each row: candidate, expected verdict, verdict got, the reason (first hack
 reason or first line of the error), candidate and reference runtime (ms), and
@@ -19,6 +25,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _verdicts import matches, reason
 
@@ -107,45 +114,65 @@ HACKS_GPU = FIX / "hacks_gpu"
 if not _INTERPRETED and os.path.exists("/dev/nvidiactl"):
     SUITE += [(EX / "relu", p, "hacked") for p in sorted(HACKS_GPU.glob("*.py"))]
 
+# CUDA C++ candidates (issue 18): a KernelBench level-1 and a level-2 task,
+# an honest kernel for each, and the failure and hack forms in CUDA
+CUDA_KB = FIX / "cuda_kb"
+CUDA_C = CUDA_KB / "candidates"
+CUDA_SUITE = [
+    (CUDA_KB / "l1_relu", CUDA_KB / "l1_relu" / "candidate.py", "ok"),
+    (CUDA_KB / "l2_gemm_bias_relu", CUDA_KB / "l2_gemm_bias_relu" / "candidate.py", "ok"),
+    (CUDA_KB / "l1_relu", CUDA_C / "compile_error.py", "compile"),
+    (CUDA_KB / "l1_relu", CUDA_C / "wrong_result.py", "incorrect"),
+    (CUDA_KB / "l1_relu", CUDA_C / "crash_illegal_address.py", "crash"),
+    (CUDA_KB / "l1_relu", CUDA_C / "hack_stream.py", "hacked"),
+    (CUDA_KB / "l1_relu", CUDA_C / "hack_cached.py", "hacked"),
+    (CUDA_KB / "l1_relu", CUDA_C / "hack_noop.py", "hacked"),
+    (CUDA_KB / "l1_relu", CUDA_C / "hack_pure_torch.py", "hacked"),
+]
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--devices", default=None, help="comma-separated device ids, one per worker")
-    parser.add_argument("--timing", action="store_true", help="also time correct candidates (default on GPU)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
-    parser.add_argument("--json", default=None, help="write all results here")
-    args = parser.parse_args()
-    if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
-        sys.path.insert(0, str(ROOT / "python"))
+
+def cuda_unavailable() -> str:
+    """Why the CUDA suite cannot run here ('' when it can)."""
+    import shutil
+
     import torch
 
+    if not torch.cuda.is_available():
+        return f"no CUDA device (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    from torch.utils import cpp_extension
+
+    home = cpp_extension.CUDA_HOME
+    if not (home and os.path.exists(os.path.join(home, "bin", "nvcc"))) and not shutil.which("nvcc"):
+        return "nvcc not found (the CUDA toolkit is needed to build CUDA C++ candidates)"
+    return ""
+
+
+def run_suite(backend: str, suite: list, args: argparse.Namespace, on_gpu: bool, devices: Any) -> tuple[int, list]:
+    """Evaluate one suite and print its table; (mismatches, results)."""
     from kernelsmith.evaluator import Evaluator
     from kernelsmith.task import Task
 
-    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
-    devices = args.devices.split(",") if args.devices else None
-    os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
     timing = on_gpu or args.timing
     # GPU: one worker per local GPU (the evaluator's default; two workers on
     # one GPU disturb each other's timings); CPU: two interpreter workers
     workers = args.workers or (len(devices) if devices else (None if on_gpu else 2))
-    ev = Evaluator(backend="triton", workers=workers, devices=devices, timeout_s=args.timeout, timing=timing)
-    items = [(Task.load(t), Path(c).read_text()) for t, c, _ in SUITE]
+    ev = Evaluator(backend=backend, workers=workers, devices=devices, timeout_s=args.timeout, timing=timing)
+    items = [(Task.load(t), Path(c).read_text()) for t, c, _ in suite]
     start = time.monotonic()
     results = ev.evaluate_many(items)
     total = time.monotonic() - start
     ev.close()
 
     hw = next((r.hardware for r in results if r.hardware), {})
-    print(f"# device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  triton {hw.get('triton', '?')}  "
+    print(f"# {backend} suite; device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  "
+          f"{'triton ' + str(hw.get('triton', '?')) if backend == 'triton' else 'cuda ' + str(hw.get('cuda', '?'))}  "
           f"driver {hw.get('driver', '-')}  isolation: {results[0].isolation if results else '?'}")
     header = (f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} "
               f"{'speedup [95% CI]':>24} {'verdict':<17} {'graph':<5} {'wall s':>7}  reason")
     print(header)
     print("-" * len(header))
     mismatches = 0
-    for (task, cand, expected), r in zip(SUITE, results):
+    for (task, cand, expected), r in zip(suite, results):
         if Path(cand).stem == "cache_while_timed" and not timing:
             expected = "ok"  # its cache only shows while being timed (hack_timing_switch is caught
             # without timing too, by the refill check after the trials)
@@ -164,15 +191,55 @@ def main() -> int:
         if cov is not None and Path(task).name.startswith("l2_"):
             print(f"{'':<26} coverage {cov:.1%} under policy {(r.census or {}).get('policy')}; "
                   f"foreign us: {(r.census or {}).get('foreign_us') or '-'}; basis {(r.census or {}).get('time_basis')}")
-    print(f"\n{len(SUITE) - mismatches}/{len(SUITE)} verdicts as expected; total wall {total:.1f} s "
+    print(f"\n{len(suite) - mismatches}/{len(suite)} verdicts as expected; total wall {total:.1f} s "
           f"with {ev.workers} workers on devices {ev.devices}")
     timed = [r for r in results if r.timing]
     if timed:
         t = timed[0].timing
         print(f"# timing: {t.get('timer')}, {t.get('input_sets')} input sets, L2 flush {t.get('l2_flush')}, "
               f"gpu state {t.get('gpu_state') or '-'}; * = suspicious (roofline or reference hidden work)")
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    return mismatches, results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--devices", default=None, help="comma-separated device ids, one per worker")
+    parser.add_argument("--timing", action="store_true", help="also time correct candidates (default on GPU)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
+    parser.add_argument("--json", default=None, help="write all results here")
+    parser.add_argument("--only", choices=("triton", "cuda"), default=None,
+                        help="run one suite (default: both; CUDA rows are skipped without a GPU and nvcc)")
+    args = parser.parse_args()
+    if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
+        sys.path.insert(0, str(ROOT / "python"))
+    import torch
+
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+    devices = args.devices.split(",") if args.devices else None
+    os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
+    mismatches, results = 0, []
+
+    def save() -> None:  # after each suite: a run stopped during the next keeps this one's
+        if args.json:
+            Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
+
+    if args.only in (None, "triton"):
+        m, r = run_suite("triton", SUITE, args, on_gpu, devices)
+        mismatches, results = mismatches + m, results + r
+        save()
+    if args.only in (None, "cuda"):
+        why = cuda_unavailable()
+        if why:
+            print(f"\n# cuda suite: {len(CUDA_SUITE)} rows skipped: {why}")
+            for task, cand, expected in CUDA_SUITE:
+                print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} skipped ({why})")
+        else:
+            if args.only is None:
+                print()
+            m, r = run_suite("cuda", CUDA_SUITE, args, True, devices)
+            mismatches, results = mismatches + m, results + r
+            save()
     return 1 if mismatches else 0
 
 

@@ -80,6 +80,11 @@ class _Census:
     active = False
     host_memory = False
     launches: list = []
+    #: the candidate's device-kernel names, where its backend knows them from
+    #: the source (empty: every kernel inside a ``ks::kernel::`` range is the
+    #: candidate's); a kernel inside the range that is none of them is judged
+    #: like one outside it
+    kernel_names: set = set()
 
 
 def _spans(value: Any) -> Optional[tuple[int, int, Any]]:

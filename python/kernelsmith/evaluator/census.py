@@ -275,6 +275,8 @@ class Census:
         if name.startswith("Memset"):
             record.housekeeping[name] = record.housekeeping.get(name, 0.0) + _duration(e)
             return
+        if owner is not None and _Census.kernel_names and not _declared(name):
+            owner = None  # launched from the program's code, but not one of its kernels (a library's)
         if owner is not None:
             key = owner[len(KERNEL_RANGE):]
             record.own[key] = record.own.get(key, 0.0) + _duration(e)
@@ -346,6 +348,17 @@ class Census:
                                 "written by host code or a library, not by the kernel")
         self._derived = []
         return problems
+
+
+def _declared(kernel: str) -> bool:
+    """Whether a device kernel's (demangled) name is one of the kernel names
+    the candidate's backend declared (``_Census.kernel_names``)."""
+    import re
+
+    # demangled ("relu_kernel(float const*, ...)", "void k<float>(...)") or,
+    # where the profiler leaves it mangled, "_Z11relu_kernelPKfPfl"
+    return any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", kernel) or f"{len(n)}{n}" in kernel
+               for n in _Census.kernel_names)
 
 
 def judge(record: CallCensus, policy: str, min_coverage: float) -> list[str]:
