@@ -209,10 +209,23 @@ class Census:
         self.overhead_s += time.perf_counter() - t0
 
     def _attribute(self, events: Any, record: CallCensus, launched: Optional[dict[str, int]] = None) -> None:
-        by_id = {}
+        # Two id spaces (torch.autograd.profiler._parse_kineto_results):
+        # frontend events (aten ops, record_function ranges) carry their
+        # external correlation id as ``id`` and linked id 0; runtime/driver
+        # calls (cudaLaunchKernel, cuLaunchKernelEx) carry CUPTI's
+        # correlation id as ``id`` and the frontend op's as linked id; a
+        # device kernel carries CUPTI's id as ``id`` and the frontend op's as
+        # linked id. Kept apart, since the two spaces overlap numerically.
+        by_id: dict[Any, Any] = {}
+        runtime_by_id: dict[Any, Any] = {}
         for e in events:
-            if not _is_device(e):
+            if _is_device(e):
+                continue
+            if (getattr(e, "linked_correlation_id", 0) or 0) > 0:
+                runtime_by_id.setdefault(e.id, e)
+            else:
                 by_id.setdefault(e.id, e)
+        self._runtime_by_id = runtime_by_id
         budget = dict(launched or {})
         for e in events:
             if _is_device(e):
@@ -257,6 +270,11 @@ class Census:
     def _device_event(self, e: Any, by_id: dict, record: CallCensus, budget: Optional[dict[str, int]] = None) -> None:
         name = e.name
         front = by_id.get(getattr(e, "linked_correlation_id", 0) or -1)
+        if front is None:
+            # the launching runtime call (same CUPTI correlation id as the
+            # kernel), placed in the CPU tree by time on its thread
+            launch = getattr(self, "_runtime_by_id", {}).get(e.id)
+            front = launch.cpu_parent if launch is not None else None
         chain = []
         while front is not None:
             chain.append(front.name)

@@ -1,0 +1,55 @@
+"""How the census links a device kernel to the code that launched it, on
+events shaped like torch.profiler's FunctionEvents on a GPU (the H200 showed
+each path: aten kernels linked through the frontend op's correlation id,
+driver-API launches linked only through the runtime call or not at all,
+profiler ranges mirrored on the GPU timeline). The events are built here
+because a CPU has no CUPTI; the attribution code is the real one."""
+from types import SimpleNamespace
+
+from kernelsmith.evaluator.census import KERNEL_RANGE, CallCensus, Census
+
+
+def ev(id, name, device="CPU", linked=0, parent=None, start=0.0, end=1.0, annotation=False):
+    e = SimpleNamespace(id=id, name=name, device_type=f"DeviceType.{device}", linked_correlation_id=linked,
+                        cpu_parent=parent, cpu_children=[], time_range=SimpleNamespace(start=start, end=end),
+                        device_resource_id=7, is_user_annotation=annotation)
+    if parent is not None:
+        parent.cpu_children.append(e)
+    return e
+
+
+def attribute(events, launched=None):
+    census = Census({"fill_", "zero_", "empty", "zeros"}, cuda=True, host_memory=False)
+    record = CallCensus(device_level=True)
+    census._attribute(events, record, launched or {})
+    return record
+
+
+def test_every_link_path():
+    fill = ev(5, "aten::fill_")  # frontend op, external id 5
+    rng = ev(6, KERNEL_RANGE + "relu_kernel")  # the program's launch range, external id 6
+    launch = ev(5, "cuLaunchKernelEx", linked=6, parent=rng)  # CUPTI id 5 collides with the fill's id
+    events = [
+        fill, rng, launch,
+        ev(900, "void at::native::vectorized_elementwise_kernel<FillFunctor>", "CUDA", linked=5),
+        ev(5, "relu_kernel", "CUDA", linked=0),  # linked only through the runtime call with CUPTI id 5
+        ev(901, KERNEL_RANGE + "relu_kernel", "CUDA", annotation=True),  # the range, mirrored: not a kernel
+    ]
+    record = attribute(events)
+    assert record.own == {"relu_kernel": 1.0}, record
+    assert "aten::fill_" in record.housekeeping and not record.foreign, record
+
+
+def test_unlinked_kernels_by_name_up_to_the_launch_count():
+    events = [ev(1, "mm_kernel", "CUDA"), ev(2, "mm_kernel", "CUDA"), ev(3, "cupy_maximum", "CUDA")]
+    record = attribute(events, {"mm_kernel": 1})
+    assert record.own == {"mm_kernel": 1.0}
+    foreign = " ".join(record.foreign)
+    assert "mm_kernel" in foreign and "cupy_maximum" in foreign, record.foreign  # one launch, two kernels
+
+
+def test_a_foreign_op_kernel_is_named_with_its_op():
+    relu = ev(8, "aten::relu")
+    record = attribute([relu, ev(50, "void at::native::relu_kernel", "CUDA", linked=8)])
+    assert any("(from aten::relu)" in k for k in record.foreign), record.foreign
+    assert not record.own
