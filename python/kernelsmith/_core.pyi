@@ -536,6 +536,12 @@ class timing:
         """
         ...
     @staticmethod
+    def linear_trend(samples: typing.Annotated[numpy.typing.ArrayLike, numpy.float64]) -> dict:
+        """
+        Least-squares line through the samples in the order taken: intercept, slope (per sample), r2, relative_change (slope * (n - 1) / mean level).
+        """
+        ...
+    @staticmethod
     def mad(samples: typing.Annotated[numpy.typing.ArrayLike, numpy.float64]) -> float:
         """
         Median absolute deviation (unscaled).
