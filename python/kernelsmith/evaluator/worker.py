@@ -382,6 +382,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
 
 
 def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: Any = None) -> dict[str, Any]:
+    from ..hardware import HardwareInfo
     from ..task import Task
 
     phases: dict[str, float] = out.setdefault("phases", {})
@@ -408,7 +409,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     atol, rtol = cfg.tolerances()
     trials = int(job.get("trials") or cfg.trials)
     allowed = list(backend.default_allowed_torch_ops) + list(cfg.allowed_torch_ops)
-    out["hardware"] = backend.hardware_info().to_dict()
+    # HardwareInfo.of: a backend written against the old dict interface still records the shared names.
+    out["hardware"] = HardwareInfo.of(backend.hardware_info()).to_dict()
 
     def fail_from(exc: BaseException, where: str, category: Optional[str] = None) -> Verdict:
         cat = category or classify_exception(exc)
