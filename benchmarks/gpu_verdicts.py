@@ -117,6 +117,7 @@ def main() -> int:
     import torch
 
     from kernelsmith.evaluator import Evaluator
+    from kernelsmith.hardware import HardwareInfo
     from kernelsmith.task import Task
 
     on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
@@ -134,8 +135,9 @@ def main() -> int:
     ev.close()
 
     hw = next((r.hardware for r in results if r.hardware), {})
-    print(f"# device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  triton {hw.get('triton', '?')}  "
-          f"driver {hw.get('driver', '-')}  isolation: {results[0].isolation if results else '?'}")
+    info = HardwareInfo.of(hw)
+    print(f"# device: {info.label('?')}  torch {info.versions.get('torch', '?')}  triton {info.versions.get('triton', '?')}  "
+          f"driver {info.driver or '-'}  isolation: {results[0].isolation if results else '?'}")
     header = (f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} "
               f"{'speedup [95% CI]':>24} {'verdict':<17} {'graph':<5} {'wall s':>7}  reason")
     print(header)
