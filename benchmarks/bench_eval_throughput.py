@@ -276,6 +276,7 @@ def print_throughput(modes: list[str], groups: list[str], stats: dict[str, dict[
 
 def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes: list[str],
           groups: list[str]) -> int:
+    from kernelsmith.hardware import HardwareInfo
     from kernelsmith.task import Task
 
     tasks: dict[Path, Any] = {}
@@ -307,8 +308,9 @@ def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes:
 
     first = [r for m in modes for r in results[m].values()]
     hw = next((r.hardware for r in first if r.hardware), {})
-    print(f"# device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  triton {hw.get('triton', '-')}  "
-          f"driver {hw.get('driver', '-')}  isolation: {first[0].isolation if first else '?'}  backend {backend}  "
+    info = HardwareInfo.of(hw)
+    print(f"# device: {info.label('?')}  torch {info.versions.get('torch', '?')}  triton {info.versions.get('triton', '-')}  "
+          f"driver {info.driver or '-'}  isolation: {first[0].isolation if first else '?'}  backend {backend}  "
           f"small shapes: {'yes' if args.small else 'no'}  timeout {args.timeout} s")
     cols = "".join(f" {m + ' got':<12} {m + ' s':>8}" for m in modes)
     agree_col = f" {'agree':<5}" if len(modes) > 1 else ""

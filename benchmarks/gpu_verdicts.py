@@ -163,10 +163,14 @@ def run_suite(backend: str, suite: list, args: argparse.Namespace, on_gpu: bool,
     total = time.monotonic() - start
     ev.close()
 
+    from kernelsmith.hardware import HardwareInfo
+
     hw = next((r.hardware for r in results if r.hardware), {})
-    print(f"# {backend} suite; device: {hw.get('device', '?')}  torch {hw.get('torch', '?')}  "
-          f"{'triton ' + str(hw.get('triton', '?')) if backend == 'triton' else 'cuda ' + str(hw.get('cuda', '?'))}  "
-          f"driver {hw.get('driver', '-')}  isolation: {results[0].isolation if results else '?'}")
+    info = HardwareInfo.of(hw)
+    versions = dict(info.versions)
+    print(f"# {backend} suite; device: {info.label('?')}  torch {versions.get('torch', '?')}  "
+          f"{'triton ' + str(versions.get('triton', '?')) if backend == 'triton' else 'cuda ' + str(versions.get('cuda', '?'))}  "
+          f"driver {info.driver or '-'}  isolation: {results[0].isolation if results else '?'}")
     header = (f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} "
               f"{'speedup [95% CI]':>24} {'verdict':<17} {'graph':<5} {'wall s':>7}  reason")
     print(header)

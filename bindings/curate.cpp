@@ -1,9 +1,9 @@
-// Bindings for curation's near-duplicate detection (cpp/include/kernelsmith/minhash.hpp).
+// Bindings for curation's near-duplicate detection (cpp/include/kernelsmith/curate/minhash.hpp).
 // The Python front end is kernelsmith.curate.dedupe.
 #include <pybind11/stl.h>
 
 #include "common.hpp"
-#include "kernelsmith/minhash.hpp"
+#include "kernelsmith/curate/minhash.hpp"
 
 namespace kernelsmith::bindings {
 

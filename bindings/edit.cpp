@@ -1,9 +1,9 @@
-// Bindings for the edit subsystem (cpp/include/kernelsmith/edit.hpp). The
+// Bindings for the edit subsystem (cpp/include/kernelsmith/edit/edit.hpp). The
 // Python front end is kernelsmith.edit; these are the raw pieces.
 #include <pybind11/stl.h>
 
 #include "common.hpp"
-#include "kernelsmith/edit.hpp"
+#include "kernelsmith/edit/edit.hpp"
 
 namespace kernelsmith::bindings {
 

@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "common.hpp"
-#include "kernelsmith/engine.hpp"
+#include "kernelsmith/engine/engine.hpp"
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace kernelsmith::bindings {
 

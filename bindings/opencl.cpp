@@ -10,7 +10,7 @@
 
 #include "common.hpp"
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/opencl.hpp"
+#include "kernelsmith/opencl/opencl.hpp"
 
 namespace kernelsmith::bindings {
 

@@ -6,9 +6,9 @@
 #include <pybind11/stl.h>
 
 #include "common.hpp"
-#include "kernelsmith/compare.hpp"
-#include "kernelsmith/sampler.hpp"
-#include "kernelsmith/stats.hpp"
+#include "kernelsmith/timing/compare.hpp"
+#include "kernelsmith/timing/sampler.hpp"
+#include "kernelsmith/timing/stats.hpp"
 
 namespace kernelsmith::bindings {
 
@@ -97,6 +97,25 @@ void init_timing(py::module_& root) {
   m.def("stddev", &unary<stddev>, py::arg("samples"), "Sample standard deviation (n - 1).");
   m.def("cv", &unary<cv>, py::arg("samples"), "Coefficient of variation: stddev / mean.");
   m.def("mad", &unary<mad>, py::arg("samples"), "Median absolute deviation (unscaled).");
+  m.def(
+      "linear_trend",
+      [](const InArray& a) {
+        Samples x = to_samples(a);
+        LinearTrend t;
+        {
+          py::gil_scoped_release release;
+          t = linear_trend(x);
+        }
+        py::dict d;
+        d["intercept"] = t.intercept;
+        d["slope"] = t.slope;
+        d["r2"] = t.r2;
+        d["relative_change"] = t.relative_change;
+        return d;
+      },
+      py::arg("samples"),
+      "Least-squares line through the samples in the order taken: intercept, slope (per sample), r2, "
+      "relative_change (slope * (n - 1) / mean level).");
   m.def(
       "quantile",
       [](const InArray& a, double q) {
@@ -251,6 +270,7 @@ void init_timing(py::module_& root) {
     d["n_outlier_pairs"] = r.n_outlier_pairs;
     d["reference_median"] = interval_dict(r.reference_median);
     d["candidate_median"] = interval_dict(r.candidate_median);
+    d["ratio_drift"] = r.ratio_drift;
     d["elapsed_s"] = r.elapsed_s;
     return d;
   };

@@ -2,9 +2,9 @@
 
 #include <memory>
 
-#include "kernelsmith/archive.hpp"
+#include "kernelsmith/engine/archive.hpp"
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace ks = kernelsmith;
 

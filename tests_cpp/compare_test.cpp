@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kernelsmith/compare.hpp"
+#include "kernelsmith/timing/compare.hpp"
 #include "kernelsmith/error.hpp"
 #include "timing_synthetic.hpp"
 
@@ -128,4 +128,20 @@ TEST(Compare, BadInputIsRejected) {
   PairedComparator c;
   EXPECT_THROW(c.add(Samples{1, 2}, Samples{1}), ks::InvalidArgument);
   EXPECT_THROW(c.result(), ks::InvalidArgument);
+}
+
+TEST(Compare, RatioDriftIsWhatAlternationCouldNotCancel) {
+  // The shared drift of run() hits both sides alike: the ratio does not drift.
+  EXPECT_NEAR(run(1.0, 0.01, 3).ratio_drift, 0.0, 0.02);
+  // A candidate that slows down 20% over the run (it heats up, a cache it
+  // relies on fills): the ratio falls by 1/1.2 from the first pair to the last.
+  synthetic::Normal normal(9);
+  Samples ref, cand;
+  for (int i = 0; i < 1000; ++i) {
+    ref.push_back(100.0 * (1.0 + normal(0.0, 0.01)));
+    cand.push_back(50.0 * (1.0 + 0.2 * i / 999.0) * (1.0 + normal(0.0, 0.01)));
+  }
+  const ComparisonResult r = compare_pairs(ref, cand);
+  EXPECT_NEAR(r.ratio_drift, 1.0 / 1.2 - 1.0, 0.02);
+  EXPECT_EQ(r.verdict, Verdict::kFaster);
 }

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernelsmith/edit.hpp"
+#include "kernelsmith/edit/edit.hpp"
 #include "kernelsmith/error.hpp"
 
 namespace ke = kernelsmith::edit;

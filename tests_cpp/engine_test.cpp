@@ -7,9 +7,9 @@
 #include <set>
 #include <thread>
 
-#include "kernelsmith/engine.hpp"
+#include "kernelsmith/engine/engine.hpp"
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace ks = kernelsmith;
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/minhash.hpp"
+#include "kernelsmith/curate/minhash.hpp"
 
 namespace mh = kernelsmith::minhash;
 

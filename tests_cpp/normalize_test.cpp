@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace ks = kernelsmith;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/opencl.hpp"
+#include "kernelsmith/opencl/opencl.hpp"
 
 namespace ocl = kernelsmith::opencl;
 

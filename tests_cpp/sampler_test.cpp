@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/sampler.hpp"
+#include "kernelsmith/timing/sampler.hpp"
 #include "timing_synthetic.hpp"
 
 namespace ks = kernelsmith;

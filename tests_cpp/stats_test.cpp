@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/stats.hpp"
+#include "kernelsmith/timing/stats.hpp"
 #include "timing_synthetic.hpp"
 
 namespace ks = kernelsmith;
@@ -157,4 +157,35 @@ TEST(Stats, OutliersDoNotMoveTheMedian) {
   EXPECT_NEAR(median(t.kept), 50.0, 0.005 * 50.0);
   // The mean is dragged far off, which is why the harness reports the median.
   EXPECT_GT(mean(dirty), 1.3 * mean(clean));
+}
+
+TEST(Stats, LinearTrendFitsALineByLeastSquares) {
+  Samples line;
+  for (int i = 0; i < 10; ++i) line.push_back(3.0 + 0.5 * i);
+  const LinearTrend t = linear_trend(line);
+  EXPECT_NEAR(t.intercept, 3.0, 1e-12);
+  EXPECT_NEAR(t.slope, 0.5, 1e-12);
+  EXPECT_NEAR(t.r2, 1.0, 1e-12);
+  EXPECT_NEAR(t.relative_change, 0.5 * 9 / 5.25, 1e-12);  // across the run / the mean level
+  const LinearTrend flat = linear_trend(Samples(50, 7.0));
+  EXPECT_NEAR(flat.slope, 0.0, 1e-12);
+  EXPECT_EQ(flat.r2, 0.0);
+  EXPECT_NEAR(flat.intercept, 7.0, 1e-12);
+  EXPECT_EQ(linear_trend(Samples{4.0}).intercept, 4.0);
+  EXPECT_THROW(linear_trend(Samples{}), ks::InvalidArgument);
+}
+
+TEST(Stats, LinearTrendFindsDriftTheMedianHides) {
+  // 2000 noisy timings whose level rises 10% over the run (a warming clock):
+  // the fit recovers the drift; without it the same noise shows none.
+  synthetic::Normal normal(5);
+  Samples drifting, steady;
+  for (int i = 0; i < 2000; ++i) {
+    const double noise = normal(0.0, 0.02);
+    drifting.push_back(100.0 * (1.0 + 0.10 * i / 1999.0) * (1.0 + noise));
+    steady.push_back(100.0 * (1.0 + noise));
+  }
+  EXPECT_NEAR(linear_trend(drifting).relative_change, 0.10 / 1.05, 0.01);
+  EXPECT_NEAR(linear_trend(steady).relative_change, 0.0, 0.01);
+  EXPECT_DOUBLE_EQ(compute_statistic("drift", drifting), linear_trend(drifting).relative_change);
 }

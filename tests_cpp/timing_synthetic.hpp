@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernelsmith/stats.hpp"
+#include "kernelsmith/timing/stats.hpp"
 
 namespace kernelsmith::timing::synthetic {
 

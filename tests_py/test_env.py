@@ -70,7 +70,7 @@ def test_episode_prompt_rewards_feedback_and_record(evaluator, tmp_path):
         paid = min(s, 1.0)
     # From the reference, the previous program's speedup is 1: both terms pay the same speedup.
     assert reward == pytest.approx(cfg.correct_bonus + config.w_prev * paid + config.w_ref * paid)
-    assert "- correct: yes" in obs and "## Current program" in obs and "WORK_GROUP = 64" in obs
+    assert "Verdict: CORRECT" in obs and "## Current program" in obs and "WORK_GROUP = 64" in obs
     assert env.episode.messages[-1] == {"role": "user", "content": obs}
 
     # Turn 2: no code -> the edit-failure penalty, nothing evaluated, the program unchanged.

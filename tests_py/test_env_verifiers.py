@@ -51,7 +51,7 @@ def test_verifiers_multiturn_rollouts_with_a_scripted_client(mock_llm, monkeypat
     assert len(second_turns) == 2
     for messages in second_turns:
         assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-        assert "- correct: yes" in messages[-1]["content"] and "## Current program" in messages[-1]["content"]
+        assert "Verdict: CORRECT" in messages[-1]["content"] and "## Current program" in messages[-1]["content"]
     for output in outputs:
         get = output.get if isinstance(output, dict) else lambda k, d=None: getattr(output, k, d)
         episode_rewards = get("ks_rewards")  # the per-turn rewards, also set on verifiers' trajectory steps

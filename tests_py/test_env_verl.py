@@ -87,7 +87,7 @@ def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
     # Two generations; the second saw the first answer and the evaluation's feedback in its prompt.
     assert len(server.prompts) == 2 and server.prompts[1][: len(server.prompts[0])] == server.prompts[0]
     second_prompt = tokenizer.decode(server.prompts[1])
-    assert "- correct: yes" in second_prompt and "## Current program" in second_prompt
+    assert "Verdict: CORRECT" in second_prompt and "## Current program" in second_prompt
     # The response: answer 1 (mask 1), the feedback turn (mask 0), answer 2 (mask 1).
     mask = output.response_mask
     assert len(mask) == len(output.response_ids) and mask[0] == 1 and mask[-1] == 1 and 0 in mask
@@ -95,7 +95,7 @@ def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
     last_zero = len(mask) - 1 - mask[::-1].index(0)
     assert all(m == 1 for m in mask[:first_zero]) and all(m == 0 for m in mask[first_zero:last_zero + 1])
     assert tokenizer.decode(output.prompt_ids) == tokenizer.decode(server.prompts[0])
-    assert "- correct: yes" in tokenizer.decode(output.response_ids[first_zero:last_zero + 1])
+    assert "Verdict: CORRECT" in tokenizer.decode(output.response_ids[first_zero:last_zero + 1])
     # The verl episode was recorded too, its first turn's parent the exported row's parent (the reference).
     run = (tmp_path / "verl_episodes")
     steps = [s for s in read_jsonl(next(run.iterdir()) / "trajectory.jsonl") if s["kind"] == "step"]

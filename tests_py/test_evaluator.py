@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelsmith.evaluator import EvalResult, Evaluator, bwrap_status
+from kernelsmith.hardware import HardwareInfo
 from kernelsmith.task import Task
 
 pytestmark = pytest.mark.skipif(
@@ -87,7 +88,8 @@ def test_correct_candidates_pass(results, name):
     c = r.correctness
     assert c["trials"] == 5 + 1  # five trials plus the task's extra input set
     assert c["max_abs_err"] <= c["atol"] + c["rtol"] * 10
-    assert r.hardware["triton"] and r.hardware["torch"]
+    hw = HardwareInfo.from_dict(r.hardware)
+    assert hw.backend == "triton" and hw.versions["triton"] and hw.versions["torch"] and hw.name
 
 
 def test_wrong_kernel_is_incorrect_with_first_mismatch(results):

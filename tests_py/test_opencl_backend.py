@@ -10,6 +10,7 @@ from kernelsmith import opencl as ocl
 from kernelsmith.backends import get_backend
 from kernelsmith.backends.base import available_backends
 from kernelsmith.backends.opencl import OpenCLBackend, opencl_prompt_tips
+from kernelsmith.hardware import HardwareInfo
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures_opencl"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "opencl"
@@ -92,10 +93,10 @@ def test_event_timing_uses_profiled_device_time(monkeypatch: pytest.MonkeyPatch)
     backend = OpenCLBackend()
     program = ocl.build(SCALE)
     y = np.ones(1 << 16, np.float32)
-    ms = backend.time_call(lambda: program.scale(y.size, 64, y, 1.0, y.size))
-    assert ms > 0
+    sample = backend.sample_source(lambda: program.scale(y.size, 64, y, 1.0, y.size))
+    assert sample is not None and sample() > 0
     # A call that launches no kernel (the PyTorch reference) falls back to the host clock.
-    assert backend.time_call(lambda: sum(range(10000))) > 0
+    assert backend.sample_source(lambda: sum(range(10000)))() > 0
     monkeypatch.setenv("KERNELSMITH_OPENCL_TIMING", "bogus")
     with pytest.raises(ValueError, match="KERNELSMITH_OPENCL_TIMING"):
         OpenCLBackend()
@@ -105,14 +106,17 @@ def test_hardware_info_and_prompt_tips_come_from_the_device() -> None:
     backend = OpenCLBackend()
     hw = backend.hardware_info()
     device = ocl.context().device
-    assert hw["name"] == device["name"] and hw["backend"] == "opencl"
+    assert hw.name == device["name"] and hw.backend == "opencl" and hw.kind == device["type"].lower()
+    assert hw.compute_units == device["max_compute_units"] and hw.versions["torch"]
+    assert HardwareInfo.from_dict(hw.to_dict()) == hw  # what EvalResult.hardware stores reads back the same
     tips = backend.prompt_tips(hw)
     assert device["name"] in tips
     assert f"max work-group size {device['max_work_group_size']}" in tips
     assert f"{device['local_mem_size'] // 1024} KiB local memory" in tips
-    gpu = opencl_prompt_tips({"name": "Fake GPU", "type": "gpu", "vendor": "NVIDIA Corporation",
-                              "max_compute_units": 132, "max_work_group_size": 1024, "local_mem_size": 49152,
-                              "local_mem_is_dedicated": True, "preferred_vector_width_float": 1})
+    gpu = opencl_prompt_tips(HardwareInfo(
+        backend="opencl", name="Fake GPU", kind="gpu", vendor="NVIDIA Corporation", compute_units=132,
+        properties={"max_work_group_size": 1024, "local_mem_size": 49152, "local_mem_is_dedicated": True,
+                    "preferred_vector_width_float": 1}))
     assert "multiples of 32" in gpu and "Coalescing" in gpu and "132 compute units" in gpu
     assert "ocl.build" in opencl_prompt_tips({})
 

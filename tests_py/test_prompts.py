@@ -47,13 +47,13 @@ FAILED_FEEDBACK = {
     "compiled": True,
     "correct": False,
     "hacked": False,
-    "error_category": "mismatch",
+    "category": "incorrect",
     "correctness": {"max_abs_err": 0.5, "max_rel_err": 0.25,
                     "first_mismatch": {"index": [0, 3], "expected": 1.0, "got": 1.5}},
     "runtime_ms": 0.8,
     "ref_runtime_ms": 1.2,
     "timing": {"median_ms": 0.8, "iqr_ms": 0.01},
-    "error_log": "Traceback\n" + "noise line\n" * 2000 + "AssertionError: outputs differ\n",
+    "error": "Traceback\n" + "noise line\n" * 2000 + "AssertionError: outputs differ\n",
 }
 
 
@@ -94,7 +94,7 @@ def test_user_prompt_has_every_section():
     assert "Top programs" in user and "def f4" in user
     assert "Inspirations" in user and "def f7" in user
     assert "Current program" in user and "def f5" in user
-    assert "max_abs_err=0.5" in user and "first mismatch" in user
+    assert "max abs error 0.5" in user and "first mismatch" in user and "got 1.5, expected 1.0" in user
     assert "AssertionError: outputs differ" in user
     assert "characters omitted" in user  # the long log was trimmed
     assert "Explore" in user
@@ -187,15 +187,17 @@ def test_hardware_family_detection():
 
 def test_render_feedback_is_robust():
     assert render_feedback(None) == "Not evaluated yet."
-    text = render_feedback({"compiled": False, "error_category": "compile", "error_log": "E: bad\n",
+    # An evaluator's new keys are ignored, never an error.
+    text = render_feedback({"compiled": False, "category": "compile", "error": "E: bad\n",
                             "new_key": 3, "nested": {"a": 1}})
-    assert "compiled: no" in text and "compile" in text and "E: bad" in text and "new_key=3" in text
+    assert "COMPILE ERROR" in text and "E: bad" in text and "new_key" not in text
+    assert render_feedback({"compiled": False}).startswith("- compiled: no")
     hacked = render_feedback({"compiled": True, "correct": True, "hacked": True,
                               "hack_reasons": ["called torch.matmul"]})
     assert "called torch.matmul" in hacked
     assert "could not be applied" in render_feedback({"edit_error": "block 1 did not apply"})
     timing = render_feedback({"runtime_ms": 0.5, "ref_runtime_ms": 1.0, "speedup": 2.0, "correct": None})
-    assert "speedup 2x" in timing and "correct: unknown" in timing
+    assert "speedup 2x" in timing and "reference 1 ms" in timing
 
 
 def test_hardware_family_reads_what_the_backends_report():
@@ -224,7 +226,7 @@ def test_history_lines_are_cut_on_word_or_line_boundaries():
     attempts = [
         Prog(id="e1", source="x", iteration=1, status="edit-failed", feedback={"edit_error": words}),
         Prog(id="e2", source="y", iteration=2, status="incorrect",
-             feedback={"correct": False, "error_log": "Traceback:\n  " + words}),
+             feedback={"correct": False, "error": "Traceback:\n  " + words}),
     ]
     prompt = make_builder().build(Req(parent=program(1, 1.0)), history=attempts)
     history = prompt.user[prompt.user.index("## Previous attempts"):].split("\n\n")[0]
@@ -263,3 +265,85 @@ def test_tips_follow_the_backend_and_device_in_use():
 def make_builder_for(hardware: dict) -> PromptBuilder:
     return PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend=hardware.get("backend", "opencl"),
                          hardware=hardware)
+
+
+def test_max_log_chars_trims_a_long_error_in_the_prompt():
+    """The evaluator's result (EvalResult.to_dict(), what the loop stores as a
+    program's feedback) carries its log as ``error``: the prompt cuts it to
+    max_log_chars, head and tail kept."""
+    from kernelsmith.result import EvalResult
+
+    log = "Traceback (most recent call last):\n" + "".join(f"  frame {i}\n" for i in range(3000)) + "ValueError: last\n"
+    result = EvalResult(category="runtime", compiled=True, error=log)
+    current = program(1, 1.0)
+    current.feedback = result.to_dict()
+    prompt = make_builder(max_log_chars=1000, max_input_tokens=10**6).build(Req(parent=current))
+    assert "Verdict: RUNTIME ERROR" in prompt.user
+    assert "Traceback (most recent call last)" in prompt.user and "ValueError: last" in prompt.user
+    assert "characters omitted" in prompt.user and "frame 1500" not in prompt.user
+    assert len(prompt.user) < len(log) // 10
+    # The same renderer, untrimmed, for a person at the command line.
+    assert "frame 1500" in result.render_feedback()
+    assert "frame 1500" not in result.render_feedback(max_log_chars=1000)
+
+
+def test_one_renderer_and_one_set_of_feedback_names():
+    from kernelsmith.feedback import Feedback
+    from kernelsmith.prompts import feedback as prompt_feedback
+    from kernelsmith.result import EvalResult
+
+    assert prompt_feedback.render_feedback is render_feedback
+    r = EvalResult(category="incorrect", compiled=True, error="output 0 differs", runtime_ms=1.0)
+    fb = Feedback.from_dict(r.to_dict())
+    assert (fb.category, fb.compiled, fb.correct, fb.error) == ("incorrect", True, False, "output 0 differs")
+    assert render_feedback(fb) == render_feedback(r.to_dict()) == r.render_feedback()
+    edit = Feedback(category="edit", edit_error="block 1 did not apply", compiled=False)
+    assert Feedback.from_dict(edit.to_dict()) == edit
+    assert "could not be applied" in render_feedback(edit) and "EDIT ERROR" in render_feedback(edit)
+
+
+def test_triton_prompt_names_the_real_device():
+    """What the Triton backend reports (here: the interpreter on this CPU)
+    is what the system prompt names: never "the target device"."""
+    import platform
+
+    from kernelsmith.backends import get_backend
+    from kernelsmith.hardware import HardwareInfo
+
+    backend = get_backend("triton")
+    hw = backend.hardware_info()
+    assert isinstance(hw, HardwareInfo) and hw.backend == "triton" and hw.name
+    builder = PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend="triton",
+                            backend_tips=backend.prompt_tips(hw), hardware=hw)
+    system = builder.system_prompt()
+    assert hw.name in system and "the target device" not in system
+    if hw.interpreter:
+        assert (platform.processor() or platform.machine()) in system
+        assert hardware_family(hw) == "triton_interpreter"
+    # The dict stored in EvalResult.hardware gives the same prompt.
+    again = PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend="triton",
+                          backend_tips=backend.prompt_tips(hw), hardware=hw.to_dict())
+    assert again.system_prompt() == system
+    # An H200 as the Triton backend reports it.
+    h200 = HardwareInfo(backend="triton", name="NVIDIA H200", kind="gpu", compute_capability="9.0", compute_units=132)
+    tips = backend.prompt_tips(h200)
+    assert "Target: NVIDIA H200 (compute capability 9.0, 132 SMs)" in tips
+    assert "NVIDIA H200" in make_builder_for(h200.to_dict()).system_prompt() and hardware_family(h200) == "hopper"
+
+
+def test_hardware_info_reads_old_records_and_rejects_unknown_keys():
+    from kernelsmith.hardware import HardwareInfo
+
+    old_triton = HardwareInfo.from_dict({"backend": "triton", "device": "NVIDIA H200", "compute_capability": "9.0",
+                                         "sm_count": 132, "interpreter": False, "torch": "2.5", "cuda": "12.4"})
+    assert (old_triton.name, old_triton.compute_units, old_triton.versions) == ("NVIDIA H200", 132,
+                                                                                 {"torch": "2.5", "cuda": "12.4"})
+    old_opencl = HardwareInfo.from_dict({"backend": "opencl", "name": "pthread-x", "type": "cpu",
+                                         "device": "pthread-x (Portable Computing Language, OpenCL cpu)",
+                                         "max_compute_units": 2, "local_mem_size": 4096})
+    assert (old_opencl.name, old_opencl.kind, old_opencl.compute_units) == ("pthread-x", "cpu", 2)
+    assert old_opencl.properties == {"local_mem_size": 4096}
+    with pytest.raises(ValueError, match="unknown HardwareInfo keys: device"):
+        HardwareInfo.from_dict({**HardwareInfo(name="x").to_dict(), "device": "x"})
+    with pytest.raises(ValueError, match="kind"):
+        HardwareInfo(kind="tpu-ish")

@@ -33,6 +33,24 @@ def test_statistics_by_hand_from_lists_and_arrays():
     np.testing.assert_array_equal(t["kept"], [1, 2, 3, 4])
 
 
+def test_linear_trend_and_ratio_drift_match_numpy_least_squares():
+    """The C++ least-squares fit (Eigen) agrees with numpy's, and the paired
+    comparison reports the drift of the ratio that alternation cannot cancel."""
+    rng = np.random.default_rng(4)
+    y = 10.0 + 0.03 * np.arange(300) + rng.normal(0.0, 0.5, 300)
+    slope, intercept = np.polyfit(np.arange(300), y, 1)
+    fit = stats.linear_trend(y)
+    assert fit["slope"] == pytest.approx(slope, rel=1e-9) and fit["intercept"] == pytest.approx(intercept, rel=1e-9)
+    assert fit["relative_change"] == pytest.approx(slope * 299 / y.mean(), rel=1e-6)
+    assert stats.statistic("drift", y) == fit["relative_change"]
+    ref = 100.0 * (1.0 + rng.normal(0.0, 0.01, 500))
+    cand = 50.0 * np.linspace(1.0, 1.25, 500) * (1.0 + rng.normal(0.0, 0.01, 500))
+    drifting = stats.compare_pairs(ref, cand)
+    assert drifting["ratio_drift"] == pytest.approx(1 / 1.25 - 1, abs=0.02)
+    steady = stats.compare_pairs(ref, 50.0 * (1.0 + rng.normal(0.0, 0.01, 500)))
+    assert abs(steady["ratio_drift"]) < 0.02
+
+
 def test_statistic_registry_and_bad_input():
     assert {"median", "mean", "trimmed_mean", "cv", "mad"} <= set(stats.statistic_names())
     assert stats.statistic("median", [3, 1, 2]) == 2.0

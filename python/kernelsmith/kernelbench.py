@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
+from .hardware import HardwareInfo
 from .result import EvalResult
 
 US_PER_MS = 1000.0
@@ -21,14 +22,14 @@ def _us(value: Any) -> float:
     return float(value) * US_PER_MS if isinstance(value, (int, float)) and not isinstance(value, bool) else -1.0
 
 
-def _stats(side: Mapping[str, Any], hardware: Mapping[str, Any], device: Optional[str]) -> dict[str, Any]:
+def _stats(side: Mapping[str, Any], hardware: HardwareInfo, device: Optional[str]) -> dict[str, Any]:
     if not side:
         return {}
     out: dict[str, Any] = {key: round(_us(side[key]), 3) for key in ("mean", "std", "min", "max", "median")
                            if key in side}
     if "n" in side:
         out["num_trials"] = int(side["n"])
-    out["hardware"] = hardware.get("name") or hardware.get("device") or ""
+    out["hardware"] = hardware.name
     out["device"] = device or ""
     return out
 
@@ -38,10 +39,9 @@ def to_kernelbench(result: Union[EvalResult, Mapping[str, Any]]) -> dict[str, An
     -1.0 when not measured, as KernelBench writes them)."""
     if not isinstance(result, EvalResult):
         result = EvalResult.from_dict(dict(result))
-    hardware = result.hardware or {}
-    device = str(hardware.get("device_index", hardware.get("device", "")) or "")
-    metadata: dict[str, Any] = {"hardware": hardware.get("name") or hardware.get("device") or "",
-                                "device": device}
+    hardware = HardwareInfo.from_dict(result.hardware)
+    device = str(hardware.properties.get("device_index", "") or hardware.name)
+    metadata: dict[str, Any] = {"hardware": hardware.name, "device": device}
     checks = result.correctness or {}
     if "trials" in checks:
         passed = checks.get("passed_trials", checks["trials"] if result.correct else 0)

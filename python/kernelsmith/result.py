@@ -2,13 +2,16 @@
 
 A result is JSON-serialisable (:meth:`EvalResult.to_dict` /
 :meth:`EvalResult.from_dict`) and renders itself as feedback for the next
-prompt (:meth:`EvalResult.render_feedback`).
+prompt (:meth:`EvalResult.render_feedback`, through the one renderer in
+:mod:`kernelsmith.feedback`).
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from .feedback import render_feedback
 
 # 2: speedup CI, timing verdict, suspicious flags, paired timing details
 # 3: per-phase times, the load the timing saw, timing reliability
@@ -123,69 +126,8 @@ class EvalResult:
             raise ValueError(f"unknown EvalResult keys: {', '.join(unknown)}")
         return cls(**data)
 
-    def render_feedback(self) -> str:
-        """Feedback for the next generation: what failed and what to change."""
-        lines: list[str] = []
-        verdict = {
-            "ok": "CORRECT",
-            "compile": "COMPILE ERROR",
-            "runtime": "RUNTIME ERROR",
-            "timeout": "TIMEOUT",
-            "crash": "CRASH",
-            "oom": "OUT OF MEMORY",
-            "incorrect": "INCORRECT OUTPUT",
-            "hacked": "REJECTED (reward hack)",
-            "edit": "EDIT ERROR",
-            "harness": "NOT EVALUATED (the task's reference failed)",
-        }[self.category]
-        lines.append(f"Verdict: {verdict}")
-        if self.hack_reasons:
-            lines.append("The program was rejected because:")
-            lines += [f"- {r}" for r in self.hack_reasons]
-            lines.append("Compute the result with your own kernels inside forward; do not fall back to PyTorch or game the measurement.")
-        if self.error:
-            lines.append("Error:" if self.category != "incorrect" else "Mismatch:")
-            lines.append(self.error.rstrip())
-        c = self.correctness
-        if c and self.category in ("incorrect", "ok"):
-            if c.get("max_abs_err") is not None:
-                lines.append(
-                    f"max abs error {c['max_abs_err']:.3g}, max rel error {c.get('max_rel_err', 0.0):.3g} "
-                    f"(atol {c.get('atol')}, rtol {c.get('rtol')}) over {c.get('trials', 0)} trials"
-                )
-            fm = c.get("first_mismatch")
-            if fm:
-                lines.append(
-                    f"first mismatch: input set '{fm.get('input_set')}', trial {fm.get('trial')}, output {fm.get('output')}, "
-                    f"index {fm.get('index')}: got {fm.get('got')}, expected {fm.get('expected')}"
-                )
-        if self.warnings:
-            lines.append("Warnings:")
-            lines += [f"- {w}" for w in self.warnings]
-        if self.runtime_ms is not None:
-            text = f"Runtime: {self.runtime_ms:.4g} ms"
-            if self.ref_runtime_ms is not None:
-                text += f" (reference {self.ref_runtime_ms:.4g} ms"
-                if self.speedup is not None:
-                    text += f", speedup {self.speedup:.3g}x"
-                    if self.speedup_ci_low is not None and self.speedup_ci_high is not None:
-                        conf = self.timing.get("confidence", 0.95) if isinstance(self.timing, dict) else 0.95
-                        text += f", {conf:.0%} CI {self.speedup_ci_low:.3g}-{self.speedup_ci_high:.3g}"
-                text += ")"
-            if self.timing_verdict and self.timing_verdict != "rejected":
-                text += f": {self.timing_verdict} than the reference" if self.timing_verdict in ("faster", "slower") \
-                    else ": indistinguishable from the reference"
-            lines.append(text)
-        census = self.census or {}
-        if self.category == "ok" and census.get("foreign_us"):
-            foreign = ", ".join(f"{k} {v / 1000:.3g} ms" for k, v in list(census["foreign_us"].items())[:4])
-            cov = census.get("coverage")
-            lines.append(f"Coverage: your kernels did {cov:.0%} of forward's work ({census.get('time_basis', 'host')} time); "
-                         f"the rest ran outside them: {foreign}" if cov is not None else f"Foreign work in forward: {foreign}")
-        if not self.timing_reliable and self.unreliable_reasons:
-            lines.append("The timing is unreliable (measured under load; not counted as the best):")
-            lines += [f"- {r}" for r in self.unreliable_reasons]
-        if self.suspicious_reasons:
-            lines.append("The timing is suspicious (not counted as fast):")
-            lines += [f"- {r}" for r in self.suspicious_reasons]
-        return "\n".join(lines)
+    def render_feedback(self, max_log_chars: int = 0) -> str:
+        """Feedback for the next generation: what failed and what to change
+        (:func:`kernelsmith.feedback.render_feedback`, the one renderer;
+        ``max_log_chars`` > 0 trims the error log to its head and tail)."""
+        return render_feedback(self, max_log_chars)

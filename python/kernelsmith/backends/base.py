@@ -16,10 +16,11 @@ import importlib.util
 import pkgutil
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterator, Optional
+
+from ..hardware import HardwareInfo
 
 
 @dataclass
@@ -221,16 +222,6 @@ class Backend(abc.ABC):
     def synchronize(self) -> None:
         """Wait for all work this backend queued."""
 
-    def time_call(self, fn: Callable[[], Any]) -> float:
-        """Milliseconds of one call of ``fn`` including its device work. The
-        default is a host timer around fn + synchronize; GPU backends use
-        device events."""
-        self.synchronize()
-        start = time.perf_counter()
-        fn()
-        self.synchronize()
-        return (time.perf_counter() - start) * 1e3
-
     def timing_device(self) -> str:
         """Where the evaluator's timing harness (kernelsmith.timing.compare)
         measures this backend's calls when :meth:`sample_source` gives no
@@ -247,11 +238,13 @@ class Backend(abc.ABC):
         kernelsmith.timing.compare_samples instead of timing ``fn`` itself."""
         return None
 
-    def hardware_info(self) -> dict[str, Any]:
-        """Device name, driver and library versions (stored with results)."""
-        return {}
+    def hardware_info(self) -> HardwareInfo:
+        """The device: name, kind, driver and library versions, in the shared
+        names of :class:`~kernelsmith.hardware.HardwareInfo` (stored with
+        results as ``to_dict()``, read by the prompt builder and reports)."""
+        return HardwareInfo(backend=self.name)
 
-    def prompt_tips(self, hardware: dict[str, Any] | None = None) -> str:
+    def prompt_tips(self, hardware: HardwareInfo | None = None) -> str:
         """Optimization advice for the system prompt, specific to the device."""
         return ""
 

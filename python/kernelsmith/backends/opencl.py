@@ -21,6 +21,7 @@ import platform
 import time
 from typing import Any, Callable, Iterator, Optional
 
+from ..hardware import HardwareInfo
 from .base import Backend, LaunchRecord, StaticReport
 
 TIMING_ENV_VAR = "KERNELSMITH_OPENCL_TIMING"
@@ -246,23 +247,6 @@ class OpenCLBackend(Backend):
             return self._runtime().context().device["type"] != "cpu"
         return self._timing == "events"
 
-    def time_call(self, fn: Callable[[], Any]) -> float:
-        """Milliseconds of one call. With event timing: the profiled device
-        time of every kernel and transfer the call enqueued; a call that
-        enqueues nothing (the PyTorch reference) is timed on the host clock."""
-        if not self._use_events():
-            return super().time_call(fn)
-        ocl = self._runtime()
-        ctx = ocl.context()
-        ctx.finish()
-        start = time.perf_counter()
-        with ocl.recording(ctx) as record:
-            fn()
-        wall = time.perf_counter() - start
-        if not record.kernels:
-            return wall * 1e3
-        return record.total_seconds() * 1e3
-
     def sample_source(self, fn: Callable[[], Any]) -> Optional[Callable[[], float]]:
         """With event timing (GPUs by default): one sample = the profiled
         device seconds of every kernel and transfer one call enqueued; a call
@@ -288,35 +272,39 @@ class OpenCLBackend(Backend):
 
         return sample
 
-    def hardware_info(self) -> dict[str, Any]:
+    def hardware_info(self) -> HardwareInfo:
         import torch
 
         ocl = self._runtime()
         d = ocl.context().device
+        # OpenCL's own facts that the shared fields do not cover (prompt tips read them).
         keys = (
-            "name", "vendor", "type", "platform_name", "platform_version", "version", "driver_version",
-            "opencl_c_version", "max_compute_units", "max_clock_mhz", "max_work_group_size",
-            "max_work_item_sizes", "local_mem_size", "local_mem_is_dedicated", "global_mem_size",
-            "preferred_vector_width_float", "preferred_vector_width_half", "has_fp64", "has_fp16",
+            "type", "platform_name", "platform_version", "version", "opencl_c_version", "max_clock_mhz",
+            "max_work_group_size", "max_work_item_sizes", "local_mem_size", "local_mem_is_dedicated",
+            "global_mem_size", "preferred_vector_width_float", "preferred_vector_width_half", "has_fp64", "has_fp16",
         )
-        info: dict[str, Any] = {k: d[k] for k in keys}
-        info.update(
+        kind = str(d["type"]).lower()
+        return HardwareInfo(
             backend="opencl",
-            device=f"{d['name']} ({d['platform_name']}, OpenCL {d['type']})",
-            driver=d["driver_version"],
-            timing="events" if self._use_events() else "wall",
-            torch=torch.__version__,
-            python=platform.python_version(),
+            name=str(d["name"]),
+            kind=kind if kind in ("gpu", "cpu", "accelerator") else "accelerator",
+            vendor=str(d["vendor"]),
+            compute_units=int(d["max_compute_units"]),
+            memory_gb=round(int(d["global_mem_size"]) / 2**30, 1),
+            driver=str(d["driver_version"]),
+            versions={"torch": torch.__version__, "python": platform.python_version()},
+            properties={**{k: d[k] for k in keys}, "timing": "events" if self._use_events() else "wall"},
         )
-        return info
 
-    def prompt_tips(self, hardware: dict[str, Any] | None = None) -> str:
-        return opencl_prompt_tips(hardware or {})
+    def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
+        return opencl_prompt_tips(HardwareInfo.of(hardware))
 
 
-def opencl_prompt_tips(hw: dict[str, Any]) -> str:
+def opencl_prompt_tips(hardware: HardwareInfo | dict[str, Any] | None) -> str:
     """Advice for the system prompt from a device's reported properties
-    (:meth:`OpenCLBackend.hardware_info`; an empty dict gives the generic part)."""
+    (:meth:`OpenCLBackend.hardware_info`; an empty HardwareInfo gives the generic part)."""
+    hw = HardwareInfo.of(hardware)
+    props = hw.properties
     tips = [
         "Write OpenCL C kernels as Python strings and build and launch them from ModelNew.forward with "
         "`from kernelsmith import opencl as ocl`: `program = ocl.build(SOURCE, defines={'TILE': 16})` "
@@ -332,25 +320,26 @@ def opencl_prompt_tips(hw: dict[str, Any]) -> str:
         "No try/except, threads, NumPy or torch compute in forward; allocation and views (torch.empty, view, "
         "reshape, contiguous) are fine.",
     ]
-    if hw.get("name"):
-        local_kib = int(hw.get("local_mem_size", 0)) // 1024
-        dedicated = hw.get("local_mem_is_dedicated")
+    units = hw.compute_units if hw.compute_units is not None else "?"
+    local_kib = int(props.get("local_mem_size", 0)) // 1024
+    if hw.name:
+        dedicated = props.get("local_mem_is_dedicated")
         tips.append(
-            f"Target device: {hw['name']} ({hw.get('type', '?')}, {hw.get('platform_name', '?')}, "
-            f"{hw.get('version', '')}): {hw.get('max_compute_units', '?')} compute units, max work-group size "
-            f"{hw.get('max_work_group_size', '?')}, {local_kib} KiB local memory"
+            f"Target device: {hw.name} ({hw.kind or '?'}, {props.get('platform_name', '?')}, "
+            f"{props.get('version', '')}): {units} compute units, max work-group size "
+            f"{props.get('max_work_group_size', '?')}, {local_kib} KiB local memory"
             + (" (on-chip)" if dedicated else " (emulated in global memory)" if dedicated is not None else "")
-            + f", preferred float vector width {hw.get('preferred_vector_width_float', '?')}"
-            + ("; fp64 supported" if hw.get("has_fp64") else "; no fp64")
-            + ("; fp16 (cl_khr_fp16) supported." if hw.get("has_fp16") else ".")
+            + f", preferred float vector width {props.get('preferred_vector_width_float', '?')}"
+            + ("; fp64 supported" if props.get("has_fp64") else "; no fp64")
+            + ("; fp16 (cl_khr_fp16) supported." if props.get("has_fp16") else ".")
         )
-    kind = hw.get("type")
-    vendor = f"{hw.get('vendor', '')} {hw.get('platform_name', '')}".lower()
+    kind = hw.kind
+    vendor = f"{hw.vendor} {props.get('platform_name', '')}".lower()
     if kind == "gpu":
         warp = 32 if ("nvidia" in vendor or "cuda" in vendor) else 64 if ("amd" in vendor) else 32
         tips += [
             f"Work-groups: use sizes that are multiples of {warp} (the hardware's SIMD width), typically "
-            f"128-256 work-items, and launch enough work-groups to fill all {hw.get('max_compute_units', '?')} compute units several times over.",
+            f"128-256 work-items, and launch enough work-groups to fill all {units} compute units several times over.",
             "Coalescing: consecutive work-items (get_local_id(0)) must read consecutive addresses; map the "
             "fastest-varying index of a row-major tensor to dimension 0.",
             "Reductions (softmax, norms): one work-group per row, each work-item accumulates a strided slice, "
@@ -360,11 +349,11 @@ def opencl_prompt_tips(hw: dict[str, Any]) -> str:
             "Host<->device copies are timed too: pass read-only tensors in inputs=[...] so they are not copied back.",
         ]
     elif kind == "cpu":
-        width = hw.get("preferred_vector_width_float", 8)
+        width = props.get("preferred_vector_width_float", 8)
         tips += [
             "This OpenCL device is a CPU (e.g. PoCL): each work-group runs on one core and the compiler "
             f"vectorizes across work-items in dimension 0 ({width} floats per SIMD register). Launch at least "
-            f"{hw.get('max_compute_units', '?')} work-groups so every core is busy, with 8-64 work-items per group.",
+            f"{units} work-groups so every core is busy, with 8-64 work-items per group.",
             "Local memory is ordinary cached memory here; barriers are costly. Prefer each work-item "
             f"processing a contiguous chunk with float{width if width in (2, 4, 8, 16) else 4} vector loads (vload) "
             "and few barriers.",

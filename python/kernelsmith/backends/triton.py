@@ -12,6 +12,7 @@ import types
 from typing import Any, Callable, Iterator, Optional
 
 from ..evaluator.static import common_checks, dotted
+from ..hardware import HardwareInfo
 from .base import Backend, LaunchRecord, StaticReport, backend_internal, census_launch
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
@@ -215,58 +216,39 @@ class TritonBackend(Backend):
         if self.device() == "cuda":
             torch.cuda.synchronize()
 
-    def time_call(self, fn: Callable[[], Any]) -> float:
-        import torch
-
-        if self.device() != "cuda":
-            return super().time_call(fn)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
-
-    def hardware_info(self) -> dict[str, Any]:
+    def hardware_info(self) -> HardwareInfo:
         import platform
 
         import torch
         import triton
 
-        info: dict[str, Any] = {
-            "backend": "triton",
-            "torch": torch.__version__,
-            "triton": triton.__version__,
-            "python": platform.python_version(),
-            "interpreter": _interpret(),
-        }
+        versions = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
         if self.device() == "cuda":
             props = torch.cuda.get_device_properties(0)
-            info.update(
-                device=props.name,
+            return HardwareInfo(
+                backend="triton", name=props.name, kind="gpu", vendor="NVIDIA",
                 compute_capability=f"{props.major}.{props.minor}",
-                sm_count=props.multi_processor_count,
+                compute_units=props.multi_processor_count,
                 memory_gb=round(props.total_memory / 2**30, 1),
-                cuda=torch.version.cuda,
                 driver=_nvidia_driver(),
+                versions={**versions, "cuda": torch.version.cuda},
             )
-        else:
-            info.update(device=f"CPU ({platform.processor() or platform.machine()}), Triton interpreter")
-        return info
+        # No device: the interpreter runs the kernels on the host's CPU.
+        return HardwareInfo(backend="triton", kind="interpreter", versions=versions,
+                            name=f"CPU ({platform.processor() or platform.machine()}), Triton interpreter")
 
-    def prompt_tips(self, hardware: dict[str, Any] | None = None) -> str:
-        hw = hardware or {}
+    def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
+        hw = HardwareInfo.of(hardware)
         tips = [
             "Write @triton.jit kernels and launch them from ModelNew.forward; every output must come from your kernels.",
             "Use BLOCK sizes that are powers of two, mask loads/stores at the edges (mask=offs < n), and pass sizes as arguments, not constants: the program is checked on other shapes too.",
             "Fuse elementwise work into one kernel to save memory traffic; accumulate reductions in float32.",
             "Do not use try/except, threads, extra CUDA streams, or torch compute ops in forward; allocation and views (torch.empty, view, reshape) are fine.",
         ]
-        if hw.get("device") and not hw.get("interpreter"):
-            sm = hw.get("sm_count")
+        if hw.name and not hw.interpreter:
+            sm = hw.compute_units
             tips.append(
-                f"Target: {hw['device']} (compute capability {hw.get('compute_capability', '?')}"
+                f"Target: {hw.name} (compute capability {hw.compute_capability or '?'}"
                 + (f", {sm} SMs" if sm else "")
                 + "); size grids to fill every SM and prefer tl.dot with bf16/fp16 inputs and fp32 accumulation for matmuls when the task's tolerance allows."
             )

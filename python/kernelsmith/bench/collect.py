@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..evolve.rundir import iter_trajectory
+from ..hardware import HardwareInfo
 from .metrics import TaskResult
 
 
 def hardware_name(hardware: dict[str, Any] | None) -> str:
     """A short device name from an EvalResult's hardware block."""
-    hw = hardware or {}
-    return str(hw.get("device") or hw.get("name") or hw.get("gpu") or "unknown")
+    return HardwareInfo.of(hardware).label("unknown")
 
 
 def load_steps(run_dir: str | Path) -> list[dict[str, Any]]:

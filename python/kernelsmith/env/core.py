@@ -37,7 +37,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 from ..config import ConfigError
 from ..edit import MODES as EDIT_MODES
 from ..edit import EditResult, apply_response
-from ..prompts import PromptBuilder, PromptConfig, render_feedback
+from ..feedback import Feedback, render_feedback
+from ..prompts import PromptBuilder, PromptConfig
 from ..result import EvalResult
 from ..rewards.core import RewardConfig, apply_ci, compute_reward, shape, speedup_interval
 from ..task import Task
@@ -376,7 +377,7 @@ class KernelEnv:
             "id": start.program_id if start.program_id is not None else 0, "source": start.program_source(),
             "parent_id": -1, "island": 0, "iteration": 0,
             "metrics": dict(start.metrics) if start.source else {"score": 0.0},
-            "status": "correct", "feedback": {} if start.source else {"note": REFERENCE_NOTE},
+            "status": "correct", "feedback": {} if start.source else Feedback(note=REFERENCE_NOTE).to_dict(),
         }
         request = SimpleNamespace(island=0, parent=current, inspirations=[], mode=self.config.mode, iteration=1)
         prompt = self.builder(start.task).build(request, history=start.history, top_programs=start.top_programs)
@@ -518,10 +519,10 @@ class KernelEnv:
         (the loop's renderer), then the program the next answer edits."""
         cfg = self.config
         if turn.result is None:
-            feedback = {"category": "edit", "edit_error": turn.edit.error if turn.edit else "no program",
-                        "compiled": False}
+            feedback = Feedback(category="edit", edit_error=turn.edit.error if turn.edit else "no program",
+                                compiled=False)
         else:
-            feedback = turn.result.to_dict()
+            feedback = Feedback.of(turn.result)
         lines = [f"## Result of your answer (turn {turn.index + 1} of {episode.max_turns})",
                  render_feedback(feedback, cfg.prompt.max_log_chars)]
         if turn.status == "correct":

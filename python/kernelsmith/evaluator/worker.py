@@ -382,6 +382,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
 
 
 def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: Any = None) -> dict[str, Any]:
+    from ..hardware import HardwareInfo
     from ..task import Task
 
     phases: dict[str, float] = out.setdefault("phases", {})
@@ -408,7 +409,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     atol, rtol = cfg.tolerances()
     trials = int(job.get("trials") or cfg.trials)
     allowed = list(backend.default_allowed_torch_ops) + list(cfg.allowed_torch_ops)
-    out["hardware"] = backend.hardware_info()
+    # HardwareInfo.of: a backend written against the old dict interface still records the shared names.
+    out["hardware"] = HardwareInfo.of(backend.hardware_info()).to_dict()
 
     def fail_from(exc: BaseException, where: str, category: Optional[str] = None) -> Verdict:
         cat = category or classify_exception(exc)
@@ -681,12 +683,13 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
     right, and work hidden from the timer rejects the candidate."""
     import torch
 
+    from ..hardware import HardwareInfo
     from .timing import CandidateTimingError, measure
 
     chan.stage("timing")
     timing_cfg = cfg.timing
-    hw = out.get("hardware") or {}
-    on_gpu = backend.timing_device() == "cuda" or hw.get("type") == "gpu"
+    hw = HardwareInfo.from_dict(out.get("hardware"))
+    on_gpu = backend.timing_device() == "cuda" or hw.kind == "gpu"
     with torch.no_grad():
         # Fresh input sets (new seeds from the parent) that the timed calls
         # rotate over, so no side enjoys the same inputs in cache every call.
@@ -722,7 +725,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
             cpu0, wall0 = _cpu_seconds(), time.monotonic()
             try:
                 outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
-                                  device_name=str(hw.get("device") or hw.get("name") or "") if on_gpu else "",
+                                  device_name=hw.name if on_gpu else "",
                                   work=work if timing_cfg.roofline else None)
             except CandidateTimingError as exc:
                 raise fail_from(exc.original, "ModelNew.forward raised while being timed")

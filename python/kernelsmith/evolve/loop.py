@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..engine import normalized_hash
+from ..feedback import Feedback, clip
 from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
@@ -160,7 +161,7 @@ class Evolution:
         child = {
             "source": source, "parent_id": -1, "island": -1,
             "iteration": 0, "metrics": {"score": 0.0}, "status": "correct",
-            "feedback": {"note": "the PyTorch reference; no kernel yet"},
+            "feedback": Feedback(note="the PyTorch reference; no kernel yet").to_dict(),
         }
         ids = self.engine.add_seed(self._make_program(child))
         record = {
@@ -347,7 +348,7 @@ class Evolution:
         edit = apply_response(parent_source, proposal.text or "", mode=self.config.edit_mode)
         record["edit"] = _to_dict(edit)
         if not edit.ok:
-            feedback = {"category": "edit", "edit_error": edit.error, "compiled": False}
+            feedback = Feedback(category="edit", edit_error=edit.error, compiled=False).to_dict()
             # The program a repair starts from: the model's text when it only
             # failed to parse (it already keeps the EVOLVE-block rules), else
             # the parent unchanged, never a rule-breaking or partial text, so
@@ -610,14 +611,10 @@ class Evolution:
 def history_entry(record: dict[str, Any], child: dict[str, Any] | None) -> dict[str, Any]:
     """A step as the prompt's history shows it (the full record stays in the
     trajectory): ids, status, metrics and a short outcome."""
-    feedback = (child or {}).get("feedback") or {}
-    keep = ("edit_error", "hacked", "hack_reasons", "compiled", "correct", "category")
-    compact = {k: feedback[k] for k in keep if k in feedback}
-    log = feedback.get("error") or ""
-    if log:
-        from ..prompts.feedback import clip
-
-        compact["error_log"] = clip(str(log), 400, keep="tail")
+    feedback = Feedback.from_dict((child or {}).get("feedback"))
+    compact = Feedback(category=feedback.category, compiled=feedback.compiled, correct=feedback.correct,
+                       hacked=feedback.hacked, hack_reasons=feedback.hack_reasons, edit_error=feedback.edit_error,
+                       error=clip(feedback.error, 400, keep="tail")).to_dict()
     return {
         "id": record.get("child_id"), "step": record.get("step"), "iteration": record.get("iteration"),
         "island": record.get("island"), "parent_id": record.get("parent_id"),

@@ -6,8 +6,8 @@ Layout::
     RUN_DIR/
       config.yaml        snapshot of the run config, with the task's path and id
       task/              copy of the task files, so the run stands on its own
-      checkpoint/        engine checkpoint (written atomically by the engine)
-      run_state.json     loop counters belonging to that checkpoint (atomic)
+      checkpoint/        step-NNNNNN/{engine/, run_state.json}: the engine's checkpoint and the
+                         loop counters belonging to it (each written atomically), and LATEST
       trajectory.jsonl   one record per step, appended and fsynced per record
       evaluations.jsonl  each evaluation's result the moment it ends (reused on resume)
       proposals.jsonl    prompt and answer of each open request (reused on resume)
@@ -33,7 +33,7 @@ log = logging.getLogger("kernelsmith.evolve")
 TRAJECTORY_SCHEMA_VERSION = 1
 #: what a run writes into its directory; a run that never reached its first
 #: checkpoint is replaced by removing exactly these, nothing else
-RUN_FILES = ("config.yaml", "task", "checkpoint", "run_state.json", "trajectory.jsonl", "evaluations.jsonl", "proposals.jsonl",
+RUN_FILES = ("config.yaml", "task", "checkpoint", "trajectory.jsonl", "evaluations.jsonl", "proposals.jsonl",
              "best_program.py", "summary.json")
 
 
@@ -77,10 +77,6 @@ class RunDir:
     @property
     def checkpoint_dir(self) -> Path:
         return self.path / "checkpoint"
-
-    @property
-    def state_path(self) -> Path:
-        return self.path / "run_state.json"
 
     def exists(self) -> bool:
         return (self.path / "config.yaml").exists()
@@ -168,15 +164,6 @@ class RunDir:
         kept = [r for r in self.read_proposals() if int(r["request_id"]) in request_ids]
         text = "".join(json.dumps(r, default=_json_default) + "\n" for r in kept)
         atomic_write_text(self.proposals_path, text)
-
-    # -- loop state -------------------------------------------------------
-    def write_state(self, state: dict[str, Any]) -> None:
-        atomic_write_text(self.state_path, json.dumps(state, indent=2, default=_json_default))
-
-    def read_state(self) -> dict[str, Any] | None:
-        if not self.state_path.exists():
-            return None
-        return json.loads(self.state_path.read_text())
 
     def write_best(self, source: str) -> None:
         atomic_write_text(self.path / "best_program.py", source)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import ConfigError
+from ..hardware import HardwareInfo
 from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary, latest_checkpoint
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
@@ -67,11 +68,11 @@ def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any
     return LLMProposer(client, propagate=(BudgetExceeded,)), getattr(client, "meter", None)
 
 
-def _measured_hardware(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _measured_hardware(records: list[dict[str, Any]]) -> HardwareInfo | None:
     for record in records:
         hardware = (record.get("eval") or {}).get("hardware") if record.get("kind") == "seed" else None
         if hardware:
-            return dict(hardware)
+            return HardwareInfo.from_dict(hardware)
     return None
 
 

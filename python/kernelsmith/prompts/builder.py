@@ -18,7 +18,8 @@ from pathlib import Path
 from string import Template
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .feedback import clip, format_metrics, render_feedback
+from ..feedback import Feedback, clip, format_metrics, render_feedback
+from ..hardware import HardwareInfo
 
 __all__ = [
     "Prompt",
@@ -112,39 +113,33 @@ def estimate_tokens(text: str, tokenizer: Any = None) -> int:
     return int(out) if isinstance(out, (int, float)) else len(out)
 
 
-def hardware_family(hardware: Mapping[str, Any] | None) -> str:
+def hardware_family(hardware: HardwareInfo | Mapping[str, Any] | None) -> str:
     """Which hardware tips apply: hopper, blackwell, ampere, ada, amd_cdna,
     triton_interpreter, cpu (an OpenCL CPU device such as PoCL) or generic."""
-    if not hardware:
-        return "generic"
-    # The Triton backend's report on the CPU: no device to tune for, only
-    # the interpreter, whose costs are nothing like an OpenCL CPU device's.
-    if hardware.get("interpreter"):
+    hw = HardwareInfo.of(hardware)
+    # No device to tune for, only an interpreter on the host (Triton's),
+    # whose costs are nothing like an OpenCL CPU device's.
+    if hw.interpreter:
         return "triton_interpreter"
-    # Backends name the device "name" (OpenCL) or "device" (Triton).
-    name = str(hardware.get("name") or hardware.get("device") or "").lower()
-    arch = str(hardware.get("arch", hardware.get("gcn_arch", ""))).lower()
-    cc = hardware.get("compute_capability", hardware.get("capability"))
-    major = None
-    if isinstance(cc, (tuple, list)) and cc:
-        major = int(cc[0])
-    elif cc is not None:
-        try:
-            major = int(str(cc).split(".")[0])
-        except ValueError:
-            major = None
-    kind = str(hardware.get("type", hardware.get("device_type", ""))).lower()
+    name = hw.name.lower()
+    arch = hw.arch.lower()
+    cc = hw.compute_capability
+    try:
+        major: Optional[int] = int(cc.split(".")[0]) if cc else None
+    except ValueError:
+        major = None
+    kind = hw.kind
     if any(t in name for t in ("h100", "h200", "h800", "h20", "gh200")) or major == 9:
         return "hopper"
     if any(t in name for t in ("b200", "b100", "gb200", "b300")) or major == 10:
         return "blackwell"
     if any(t in name for t in ("mi300", "mi250", "mi210", "mi325", "instinct")) or arch.startswith("gfx9"):
         return "amd_cdna"
-    if any(t in name for t in ("l40", "l4", "4090", "4080", "ada")) or cc in ("8.9", (8, 9), [8, 9]):
+    if any(t in name for t in ("l40", "l4", "4090", "4080", "ada")) or cc == "8.9":
         return "ada"
     if any(t in name for t in ("a100", "a800", "a10", "a30", "a40", "3090", "a6000")) or major == 8:
         return "ampere"
-    if "cpu" in kind or "pocl" in name or "cpu" in name:
+    if kind == "cpu" or "pocl" in name or "cpu" in name:
         return "cpu"
     return "generic"
 
@@ -202,18 +197,16 @@ def _program_header(program: Any) -> str:
 
 def _outcome_line(program: Any, max_chars: int = 200) -> str:
     """One line on why an attempt failed, if it did."""
-    fb = _get(program, "feedback") or {}
-    if not isinstance(fb, Mapping):
-        return ""
-    if fb.get("edit_error"):
-        first = str(fb["edit_error"]).strip().splitlines()[0] if str(fb["edit_error"]).strip() else ""
+    fb = Feedback.of(_get(program, "feedback"))
+    if fb.edit_error:
+        first = str(fb.edit_error).strip().splitlines()[0] if str(fb.edit_error).strip() else ""
         return f"edit failed: {clip(first, max_chars)}"
-    if fb.get("hacked") or fb.get("hack_reasons"):
-        reasons = fb.get("hack_reasons") or []
-        return "rejected as a shortcut: " + clip("; ".join(str(r) for r in reasons), max_chars)
-    if fb.get("compiled") is False or fb.get("correct") is False or fb.get("error_category"):
-        what = fb.get("error_category") or ("compile error" if fb.get("compiled") is False else "incorrect")
-        log_text = str(fb.get("error_log") or "").strip()
+    if fb.hacked or fb.hack_reasons:
+        return "rejected as a shortcut: " + clip("; ".join(str(r) for r in fb.hack_reasons), max_chars)
+    failed = fb.category not in ("", "ok")
+    if fb.compiled is False or fb.correct is False or failed:
+        what = fb.category if failed else ("compile" if fb.compiled is False else "incorrect")
+        log_text = str(fb.error or "").strip()
         last = log_text.splitlines()[-1] if log_text else ""
         return f"{what}" + (f": {clip(last, max_chars, keep='tail')}" if last else "")
     return ""
@@ -233,8 +226,9 @@ class PromptBuilder:
     """Builds ``[system, user]`` messages for one request.
 
     ``reference_source``: the task's PyTorch reference module. ``backend_tips``:
-    ``Backend.prompt_tips(hardware)``. ``hardware``: e.g. ``{"name": "NVIDIA
-    H200", "compute_capability": "9.0"}``. ``tokenizer``: optional, see
+    ``Backend.prompt_tips(hardware)``. ``hardware``: the backend's
+    :class:`~kernelsmith.hardware.HardwareInfo` (or its dict; records of the
+    old per-backend shapes are read too). ``tokenizer``: optional, see
     :func:`estimate_tokens`.
     """
 
@@ -245,7 +239,7 @@ class PromptBuilder:
         reference_source: str,
         backend: str = "triton",
         backend_tips: str = "",
-        hardware: Mapping[str, Any] | None = None,
+        hardware: HardwareInfo | Mapping[str, Any] | None = None,
         task_name: str = "",
         task_description: str = "",
         tokenizer: Any = None,
@@ -254,7 +248,7 @@ class PromptBuilder:
         self.reference_source = reference_source
         self.backend = backend
         self.backend_tips = backend_tips
-        self.hardware = dict(hardware or {})
+        self.hardware = HardwareInfo.of(hardware)
         self.task_name = task_name
         self.task_description = task_description
         self.tokenizer = tokenizer
@@ -276,8 +270,7 @@ class PromptBuilder:
 
     def system_prompt(self) -> str:
         family = hardware_family(self.hardware)
-        # Backends name the device "name" (OpenCL) or "device" (Triton).
-        device = str(self.hardware.get("name") or self.hardware.get("device") or "the target device")
+        device = self.hardware.label("the target device")
         values = {
             "backend": self.backend,
             "backend_tips": self.backend_tips.strip() or "No backend-specific tips.",

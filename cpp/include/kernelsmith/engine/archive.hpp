@@ -20,7 +20,7 @@
 #include <ext/pb_ds/tree_policy.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kernelsmith/program.hpp"
+#include "kernelsmith/engine/program.hpp"
 
 namespace kernelsmith {
 

@@ -1,4 +1,4 @@
-#include "kernelsmith/compare.hpp"
+#include "kernelsmith/timing/compare.hpp"
 
 #include <cmath>
 
@@ -62,7 +62,7 @@ ComparisonResult compare_pairs(const Samples& reference, const Samples& candidat
                                                                       << candidate[i] << ")");
     log_ratio.push_back(std::log(reference[i] / candidate[i]));
   }
-  Samples ref_kept, cand_kept, ratio_kept;
+  Samples ref_kept, cand_kept, ratio_kept, log_ratio_kept;
   ComparisonResult r;
   double lo = -INFINITY, hi = INFINITY;
   if (options.reject_outliers && reference.size() >= kMinPairsForTukey) {
@@ -76,6 +76,7 @@ ComparisonResult compare_pairs(const Samples& reference, const Samples& candidat
     ref_kept.push_back(reference[i]);
     cand_kept.push_back(candidate[i]);
     ratio_kept.push_back(reference[i] / candidate[i]);
+    log_ratio_kept.push_back(log_ratio[i]);
   }
   r.n_pairs = ratio_kept.size();
   if (options.method == "pair_ratio") {
@@ -88,6 +89,8 @@ ComparisonResult compare_pairs(const Samples& reference, const Samples& candidat
   r.verdict = verdict_for(r.speedup);
   r.reference_median = median_ci_order_statistics(ref_kept, options.confidence);
   r.candidate_median = median_ci_order_statistics(cand_kept, options.confidence);
+  const LinearTrend trend = linear_trend(log_ratio_kept);
+  r.ratio_drift = std::expm1(trend.slope * static_cast<double>(log_ratio_kept.size() - 1));
   return r;
 }
 

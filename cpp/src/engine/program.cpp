@@ -1,4 +1,4 @@
-#include "kernelsmith/program.hpp"
+#include "kernelsmith/engine/program.hpp"
 
 #include <cmath>
 #include <limits>

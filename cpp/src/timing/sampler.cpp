@@ -1,4 +1,4 @@
-#include "kernelsmith/sampler.hpp"
+#include "kernelsmith/timing/sampler.hpp"
 
 #include <algorithm>
 #include <chrono>

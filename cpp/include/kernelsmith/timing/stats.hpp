@@ -44,6 +44,19 @@ struct TukeyResult {
 };
 TukeyResult reject_outliers_tukey(const Samples& x, double k = 1.5);
 
+// Least-squares line through the samples in the order they were taken,
+// y_i ~ intercept + slope * i (i = 0..n-1): slow drift of a machine (clocks,
+// temperature, a neighbour starting up) shows as a slope that the median
+// hides. relative_change = slope * (n - 1) / |mean of the fit|, the drift
+// across the whole run as a fraction of the level (0 when n < 2).
+struct LinearTrend {
+  double intercept = 0.0;
+  double slope = 0.0;
+  double r2 = 0.0;               // share of the variance the line explains
+  double relative_change = 0.0;
+};
+LinearTrend linear_trend(const Samples& y);
+
 // A point estimate with a two-sided confidence interval.
 struct Interval {
   double estimate = 0.0;

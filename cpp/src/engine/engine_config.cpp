@@ -2,7 +2,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernelsmith/engine.hpp"
+#include "kernelsmith/engine/engine.hpp"
 #include "kernelsmith/error.hpp"
 
 namespace kernelsmith {

@@ -15,7 +15,7 @@
 #include <limits>
 #include <string>
 
-#include "kernelsmith/stats.hpp"
+#include "kernelsmith/timing/stats.hpp"
 
 namespace kernelsmith::timing {
 

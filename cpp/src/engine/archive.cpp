@@ -1,10 +1,10 @@
-#include "kernelsmith/archive.hpp"
+#include "kernelsmith/engine/archive.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace kernelsmith {
 

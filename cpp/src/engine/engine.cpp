@@ -1,4 +1,4 @@
-#include "kernelsmith/engine.hpp"
+#include "kernelsmith/engine/engine.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "kernelsmith/error.hpp"
 #include "kernelsmith/log.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace kernelsmith {
 

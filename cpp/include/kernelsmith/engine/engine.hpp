@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernelsmith/archive.hpp"
-#include "kernelsmith/program.hpp"
+#include "kernelsmith/engine/archive.hpp"
+#include "kernelsmith/engine/program.hpp"
 
 namespace kernelsmith {
 

@@ -1,4 +1,4 @@
-#include "kernelsmith/minhash.hpp"
+#include "kernelsmith/curate/minhash.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace kernelsmith::minhash {
 

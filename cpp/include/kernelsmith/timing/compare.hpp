@@ -10,8 +10,8 @@
 #include <limits>
 #include <string>
 
-#include "kernelsmith/sampler.hpp"
-#include "kernelsmith/stats.hpp"
+#include "kernelsmith/timing/sampler.hpp"
+#include "kernelsmith/timing/stats.hpp"
 
 namespace kernelsmith::timing {
 
@@ -50,6 +50,11 @@ struct ComparisonResult {
   std::size_t n_outlier_pairs = 0;
   Interval reference_median;       // times, same unit as the samples
   Interval candidate_median;
+  // Drift of the speedup over the run: exp of the least-squares change of
+  // log(reference / candidate) from the first kept pair to the last, minus 1
+  // (0.1: the ratio rose 10% while measuring). Alternation cancels drift that
+  // hits both sides alike; this is what it could not cancel.
+  double ratio_drift = 0.0;
   double elapsed_s = 0.0;
 };
 

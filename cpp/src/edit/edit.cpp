@@ -1,4 +1,4 @@
-#include "kernelsmith/edit.hpp"
+#include "kernelsmith/edit/edit.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -15,9 +15,9 @@
 #include <iomanip>
 #include <sstream>
 
-#include "kernelsmith/engine.hpp"
+#include "kernelsmith/engine/engine.hpp"
 #include "kernelsmith/error.hpp"
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 namespace fs = std::filesystem;
 

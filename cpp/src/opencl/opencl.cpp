@@ -1,4 +1,4 @@
-#include "kernelsmith/opencl.hpp"
+#include "kernelsmith/opencl/opencl.hpp"
 
 #include <algorithm>
 #include <cctype>

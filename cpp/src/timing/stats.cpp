@@ -1,10 +1,12 @@
-#include "kernelsmith/stats.hpp"
+#include "kernelsmith/timing/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
+
+#include <Eigen/Dense>
 
 #include "kernelsmith/error.hpp"
 
@@ -64,6 +66,7 @@ double p25(const Samples& x) { return quantile(x, 0.25); }
 double p75(const Samples& x) { return quantile(x, 0.75); }
 double p95(const Samples& x) { return quantile(x, 0.95); }
 double trimmed_mean_default(const Samples& x) { return trimmed_mean(x, 0.1); }
+double drift(const Samples& x) { return linear_trend(x).relative_change; }
 
 const std::map<std::string, StatisticFn>& registry() {
   static const std::map<std::string, StatisticFn> table = {
@@ -71,11 +74,40 @@ const std::map<std::string, StatisticFn>& registry() {
       {"stddev", &stddev}, {"cv", &cv},         {"mad", &mad},
       {"min", &min},       {"max", &max},       {"p05", &p05},
       {"p25", &p25},       {"p75", &p75},       {"p95", &p95},
+      {"drift", &drift},
   };
   return table;
 }
 
 }  // namespace
+
+LinearTrend linear_trend(const Samples& y) {
+  KS_REQUIRE(!y.empty(), "linear_trend: needs at least one sample, got none");
+  const auto n = static_cast<Eigen::Index>(y.size());
+  LinearTrend out;
+  if (n < 2) {
+    out.intercept = y[0];
+    return out;
+  }
+  // Design matrix [1, i] with the index centred, so the two columns are
+  // orthogonal and the fit stays well conditioned for long runs; solved by
+  // a column-pivoting QR (rank-revealing: a constant column cannot break it).
+  const double centre = static_cast<double>(n - 1) / 2.0;
+  Eigen::MatrixXd design(n, 2);
+  design.col(0).setOnes();
+  design.col(1) = Eigen::VectorXd::LinSpaced(n, -centre, centre);
+  const Eigen::Map<const Eigen::VectorXd> values(y.data(), n);
+  const Eigen::Vector2d coef = design.colPivHouseholderQr().solve(values);
+  out.slope = coef(1);
+  out.intercept = coef(0) - coef(1) * centre;
+  const Eigen::VectorXd residual = values - design * coef;
+  const double total = (values.array() - values.mean()).square().sum();
+  out.r2 = total > 0.0 ? 1.0 - residual.squaredNorm() / total : 0.0;
+  // coef(0) is the fitted value at the centre: the mean level of the run.
+  out.relative_change =
+      coef(0) != 0.0 ? out.slope * static_cast<double>(n - 1) / std::abs(coef(0)) : 0.0;
+  return out;
+}
 
 std::uint64_t SplitMix64::next() {
   std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);

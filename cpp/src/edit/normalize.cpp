@@ -1,4 +1,4 @@
-#include "kernelsmith/normalize.hpp"
+#include "kernelsmith/edit/normalize.hpp"
 
 #include <algorithm>
 #include <cctype>
