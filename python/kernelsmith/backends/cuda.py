@@ -1244,6 +1244,11 @@ class CudaBackend(Backend):
 
     # -- worker ---------------------------------------------------------
     def prepare_zygote(self) -> None:
+        # torch.cuda.is_available() (cpp_extension calls it when it looks for
+        # CUDA_HOME) would initialise the CUDA runtime here and poison every
+        # forked child ("Cannot re-initialize CUDA in forked subprocess", seen
+        # on the H200); through NVML it creates no context
+        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         import torch  # noqa: F401
         from torch.utils import cpp_extension  # noqa: F401
 
