@@ -3,7 +3,7 @@
 # the package in place and runs the GPU checks, writing logs to $OUT (or
 # ./gpu-out). Stages: build tests verdicts opencl stability suite evolve, and
 # outside the default set: throughput (issue 13/14: fresh, pool, pool-nocensus
-# and pool-cold side by side, then one candidate ten times; about 8 minutes),
+# and pool-warm side by side, then one candidate ten times; about 8 minutes),
 # reward (issue 15: reward spread, batch and shared-group scoring), env
 # (issue 20: 64 concurrent 3-turn episodes), liger (issue 19: needs the wheel
 # in .whl/), cuda (issue 18: benchmarks/gpu_cuda_check.sh).
@@ -36,7 +36,7 @@ if has opencl; then
 fi
 if has throughput; then
   # issue 13: fresh process per candidate against the warm pool, then the speedup spread of one candidate
-  timeout ${THROUGHPUT_LIMIT:-480} python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-fresh,pool,pool-nocensus,pool-cold} \
+  timeout ${THROUGHPUT_LIMIT:-480} python3 benchmarks/bench_eval_throughput.py --modes ${THROUGHPUT_MODES:-pool,pool-nocensus,pool-warm,fresh} \
     --timeout ${THROUGHPUT_TIMEOUT:-20} ${BENCH_WORKERS:+--workers $BENCH_WORKERS} --json "$OUT/eval_throughput.json" 2>&1 | cut -c1-240 | tee "$OUT/eval_throughput.log"
   timeout ${REPEAT_LIMIT:-100} python3 benchmarks/bench_eval_throughput.py --modes ${REPEAT_MODES:-pool} \
     --repeat-one 10 linear_relu_tiled --json "$OUT/eval_repeat_one.json" 2>&1 | cut -c1-300 | tee "$OUT/eval_repeat_one.log"

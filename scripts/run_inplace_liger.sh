@@ -24,6 +24,7 @@ shift
 py="${PYTHON:-python3}"
 out="${OUT:-runs/liger-softmax-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"  # absolute: the patch is applied from another folder below
 tree="$out/liger-tree"
 rm -rf "$tree" && mkdir -p "$tree"
 "$py" -m zipfile -e "$wheel" "$tree"
@@ -50,7 +51,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$tree" "$work/tree"
 if [ -s "$out/run/best.patch" ]; then
-    (cd "$work/tree" && git apply --verbose "$OLDPWD/$out/run/best.patch")
+    (cd "$work/tree" && git apply --verbose "$out/run/best.patch")
     echo "best.patch applies to liger-kernel's files; their tests with it:"
 else
     echo "no improvement found (best.patch is empty); the tests on the original files:"

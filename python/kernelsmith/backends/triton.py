@@ -157,7 +157,7 @@ class TritonBackend(Backend):
             # pool keeps such workers ready ahead of demand)
             torch.cuda.init()
             torch.empty(1, device="cuda")
-            if ahead and os.environ.get("KERNELSMITH_WARM_WORKERS", "1") != "0":
+            if ahead and os.environ.get("KERNELSMITH_WARM_WORKERS", "0") == "1":
                 self._warm_device(torch)
 
     @staticmethod
@@ -165,8 +165,11 @@ class TritonBackend(Backend):
         """One-time costs of a process that every candidate would otherwise
         pay on its clock: Triton's first compile and launch, the cuBLAS
         handle (first matmul) and cuDNN (first convolution) that references
-        use. Off the clock in a pool's spare; ``KERNELSMITH_WARM_WORKERS=0``
-        turns it off (the throughput benchmark measures both)."""
+        use. Off the candidate's clock in a pool's spare, but it makes a
+        spare slower to create, which is on the clock of a burst that uses
+        up the spares: measured on the H200 it lost (36 against 41
+        evaluations/min on the small kernels), so it is opt-in:
+        ``KERNELSMITH_WARM_WORKERS=1``."""
         from . import _triton_warm
 
         _triton_warm.warm(torch)
