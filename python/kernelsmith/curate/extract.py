@@ -408,21 +408,24 @@ class FileAnalysis:
             if not (p.arg.lower() in CONFIG_ARG or p.arg.lower().endswith("_config") or ann_name.endswith("Config")):
                 continue
             candidates = [n for n in list(self.imports) + list(self.defs) if n.endswith("Config") and n[:1].isupper()]
-            if ann_name.endswith("Config") and ann_name in candidates:
-                return ann_name, init
             if candidates:
                 # the config whose fields cover the attributes the class reads
                 # (AltRobertaPooler reads hidden_size: AltCLIPTextConfig, not
-                # AltCLIPConfig); then the longest shared name prefix
-                # (LlamaAttention -> LlamaConfig)
+                # AltCLIPConfig); the annotated class when it covers as many
+                # (CLIPEncoder is annotated CLIPConfig but reads
+                # num_hidden_layers, a field of CLIPTextConfig and
+                # CLIPVisionConfig, not of the composite); then the longest
+                # shared name prefix (LlamaAttention -> LlamaConfig)
                 used = {n.attr for c in self._in_file_chain(cls) for n in ast.walk(c)
                         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == p.arg}
+                if not used and ann_name in candidates:
+                    return ann_name, init
 
-                def score(n: str) -> tuple[int, int, int]:
+                def score(n: str) -> tuple[int, int, int, int]:
                     k = 0
                     while k < min(len(n), len(cls.name)) and n[k] == cls.name[k]:
                         k += 1
-                    return len(used & set(self.config_fields(n))), k, -len(n)
+                    return len(used & set(self.config_fields(n))), int(n == ann_name), k, -len(n)
                 return max(candidates, key=score), init
             return None, init
         return None, init
