@@ -50,6 +50,10 @@ CONFIG_SIZES: list[tuple[str, Any]] = [
     (r"^(num_experts_per_tok|top_k|moe_topk)$", 2),
 ]
 
+# per-stage block counts of a vision config: one block per stage at the top
+# level too (the stage widths stay: a group norm's groups must divide them)
+STAGE_FIELDS = ("depths",)
+
 SUB_CONFIG_SIZES = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
                     "num_key_value_heads": 4, "head_dim": 64}
 
@@ -162,11 +166,15 @@ class ConfigSpec:
                 # a composite model's towers: built from these instead of their full-size defaults
                 out[name] = self._sub_config(name)
                 continue
-            if self.backbone and isinstance(default, (list, tuple)) and default and \
+            # a vision model's stages are one block deep, as a backbone's (also
+            # at the top level: ConvNext's 3-3-9-3 blocks at full width made
+            # its probe forward outlast the module timeout); only a backbone's
+            # widths shrink
+            if (self.backbone or name in STAGE_FIELDS) and isinstance(default, (list, tuple)) and default and \
                     all(isinstance(x, int) and not isinstance(x, bool) for x in default):
                 if name == "depths":  # one block per stage
                     out[name] = [1] * len(default)
-                elif name in ("hidden_sizes", "embed_dims", "widths") and max(default) > 256:
+                elif self.backbone and name in ("hidden_sizes", "embed_dims", "widths") and max(default) > 256:
                     f = 256 / max(default)
                     out[name] = [max(8, int(round(x * f / 8)) * 8) for x in default]
                 continue

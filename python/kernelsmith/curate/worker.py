@@ -477,16 +477,15 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             if stage == "forward" and reusable:
                 reuse = model
             if stage == "forward" and repairs_left > 0:
-                at = vi + 1
+                # after the heuristic variants (a module one of them fits keeps it)
                 for ins in _repairs(specs[vi], tb):
                     if repairs_left <= 0 or tuple(ins) in tried:
                         continue
                     tried.add(tuple(ins))
                     repairs_left -= 1
                     spec = {**specs[vi], "inputs": ins, "note": "repaired"}
-                    texts.insert(at, _render_repair(text, spec, item.get("size", "medium")))
-                    specs.insert(at, spec)
-                    at += 1
+                    texts.append(_render_repair(text, spec, item.get("size", "medium")))
+                    specs.append(spec)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.modules.pop(name, None)
