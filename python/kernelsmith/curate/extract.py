@@ -566,12 +566,21 @@ class FileAnalysis:
         if got is None:
             stmt = self.stmts[i]
             skip = _annotation_nodes(stmt)
-            loads = {n.id for n in ast.walk(stmt)
-                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip}
+            # one walk over the statement (was four: a fifth of extraction's time)
+            loads: set[str] = set()
+            ann: set[str] = set()
+            names: set[str] = set()
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Name):
+                    names.add(n.id)
+                    if id(n) in skip:
+                        ann.add(n.id)
+                    elif isinstance(n.ctx, ast.Load):
+                        loads.add(n.id)
+                elif isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(n.name)
             _, bound = _loads_and_locals(stmt)
-            ann = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and id(n) in skip}
-            names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} | _stmt_binds(stmt) | {
-                n.name for n in ast.walk(stmt) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+            names |= _stmt_binds(stmt)
             got = (loads, bound, ann, names)
             self._names_cache[i] = got
         return got[0], got[1]
