@@ -176,3 +176,13 @@ def test_repaired_inputs_config_by_reads_and_none_masks_curate_into_standalone_t
             y = model(*mod.get_inputs_small())
         assert torch.isfinite(y).all()
     assert rep.count("tasks") == len(idx)
+
+
+def test_vision_stages_are_one_block_deep_at_the_top_level_and_widths_shrink_only_in_backbones() -> None:
+    from kernelsmith.curate.inputs import ConfigSpec
+
+    fields = {"num_channels": 3, "hidden_sizes": [96, 192, 384, 768], "depths": [3, 3, 9, 3], "num_groups": 32}
+    top = ConfigSpec("ConvNextConfig", fields).overrides()
+    assert top["depths"] == [1, 1, 1, 1] and "hidden_sizes" not in top  # a group norm's groups still divide them
+    back = ConfigSpec("backbone_config", fields, backbone=True).overrides()
+    assert back["depths"] == [1, 1, 1, 1] and back["hidden_sizes"] == [32, 64, 128, 256]
