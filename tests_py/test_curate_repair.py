@@ -48,6 +48,8 @@ def test_a_layers_error_message_repairs_the_input_it_rejected(layer: nn.Module, 
         except Exception as exc:
             todo = [f[0] for f in repair_inputs([t], f"{type(exc).__name__}: {exc}")] + todo
     assert ok and ok[0] != bad, tried
+    # the batch and the sequence / spatial sides stay size-class dimensions
+    assert any(d in ok[0] for d in ("{S}", "{N}", "{L}", "{P}", "{Q}")), ok[0]
     # still templates over the size classes: every class follows the repair
     assert all("{" in t for t in ok)
 

@@ -792,9 +792,11 @@ def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
         for i in tensor_ix:
             dims = parsed[i][0]  # type: ignore[index]
             if len(dims) == len(got) and len(dims) >= 2:
+                # the spatial or length dimensions are size-class dimensions
+                # (a (B, S, 256) guess becomes (B, C, L), not (B, C, 256))
+                change(i, _rank_shape(rank, None, ch))
                 if len(dims) == rank:
                     change(i, [dims[0], ch] + dims[2:])
-                change(i, _rank_shape(rank, None, ch))
                 break
     m = _RE_CONV_RANK.search(error)
     if m:
