@@ -50,6 +50,10 @@ CONFIG_SIZES: list[tuple[str, Any]] = [
     (r"^(num_experts_per_tok|top_k|moe_topk)$", 2),
 ]
 
+# per-stage block counts of a vision config: one block per stage at the top
+# level too (the stage widths stay: a group norm's groups must divide them)
+STAGE_FIELDS = ("depths",)
+
 SUB_CONFIG_SIZES = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
                     "num_key_value_heads": 4, "head_dim": 64}
 
@@ -162,11 +166,15 @@ class ConfigSpec:
                 # a composite model's towers: built from these instead of their full-size defaults
                 out[name] = self._sub_config(name)
                 continue
-            if self.backbone and isinstance(default, (list, tuple)) and default and \
+            # a vision model's stages are one block deep, as a backbone's (also
+            # at the top level: ConvNext's 3-3-9-3 blocks at full width made
+            # its probe forward outlast the module timeout); only a backbone's
+            # widths shrink
+            if (self.backbone or name in STAGE_FIELDS) and isinstance(default, (list, tuple)) and default and \
                     all(isinstance(x, int) and not isinstance(x, bool) for x in default):
                 if name == "depths":  # one block per stage
                     out[name] = [1] * len(default)
-                elif name in ("hidden_sizes", "embed_dims", "widths") and max(default) > 256:
+                elif self.backbone and name in ("hidden_sizes", "embed_dims", "widths") and max(default) > 256:
                     f = 256 / max(default)
                     out[name] = [max(8, int(round(x * f / 8)) * 8) for x in default]
                 continue
@@ -577,8 +585,7 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         if shared is not None and not shapes and not hint:
             # a second tensor the module gives no hint about (a loss's target,
             # a gate): shaped like the first one
-            per_param.append([_randn(sh) if not re.search("mask", p.arg.lower()) else f"({_randn(sh)} > 0)"
-                              for sh in shared])
+            per_param.append(_tensor_options(p.arg, shared, k_param))
             continue
         if shared is not None and not shapes:
             shapes = list(shared)
@@ -596,15 +603,29 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
                         shapes.append(sh)
         if shared is None:
             shared = shapes
-        per_param.append([_randn(sh) if not re.search("mask", p.arg.lower()) else f"({_randn(sh)} > 0)"
-                          for sh in shapes])
+        per_param.append(_tensor_options(p.arg, shapes, k_param))
     variants: list[InputVariant] = []
-    for k in range(max_variants):
-        ins = [opts[min(k, len(opts) - 1)] for opts in per_param]
+    # a required mask after the first argument is None first (a transformers
+    # layer takes ``attention_mask`` without a default and accepts None: the
+    # unmasked kernel; a random boolean mask shaped like the hidden states is
+    # no attention mask at all), then the variants with masks
+    masks = [i for i, p in enumerate(passed) if i > 0 and re.search("mask", p.arg.lower())
+             and per_param[i] != ["None"]]
+    combos = [[opts[min(k, len(opts) - 1)] for opts in per_param] for k in range(max_variants)]
+    if masks and combos:
+        combos.insert(0, ["None" if i in masks else x for i, x in enumerate(combos[0])])
+    for ins in combos[:max_variants]:
         v = InputVariant(list(init_args), ins, pins=dict(pins))
         if all(v.inputs != w.inputs for w in variants):
             variants.append(v)
     return variants
+
+
+def _tensor_options(arg: str, shapes: list[list[Dim]], k_param: int) -> list[str]:
+    """A tensor argument's options (a mask: boolean, shaped like the first input)."""
+    if not re.search("mask", arg.lower()):
+        return [_randn(sh) for sh in shapes]
+    return [f"({_randn(sh)} > 0)" for sh in shapes]
 
 
 def _call_names(cls: ast.ClassDef) -> frozenset[str]:
@@ -669,3 +690,134 @@ def _numeric_uses(fn: ast.FunctionDef) -> set[str]:
                     if isinstance(a, ast.Name):
                         names.add(a.id)
     return names
+
+
+# -- repairs from the module's own error message -------------------------------
+# A forward that rejects a guessed input says what it expected: a LayerNorm its
+# normalized shape, a Linear its in_features, a convolution its channels and
+# rank. ``repair_inputs`` turns such a message into new input templates (still
+# over the size-class dimensions, so every size class follows); the execution
+# filter tries them on the model it already built, and a repaired variant is
+# kept only if it passes every check, exactly as written.
+_RANDN = re.compile(r"^(\(?)torch\.randn\((.*?)\)( > 0\))?$")
+_SIZE_DIMS = ("{B}", "{S}", "{N}", "{P}", "{Q}", "{L}")
+_RE_NORM = re.compile(r"normalized_shape=\[([\d, ]+)\], expected input with shape \[\*, [\d, ]+\], but got input of "
+                      r"size\s?\[([\d, ]+)\]")
+_RE_MM = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_RE_CONV = re.compile(r"weight of size \[([\d, ]+)\], expected input\[([\d, ]+)\] to have (\d+) channels")
+_RE_CONV_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to conv")
+_RE_UNPACK = re.compile(r"(too many|not enough) values to unpack \(expected (\d+)(?:, got (\d+))?\)")
+_RE_MATCH = re.compile(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def _parse_randn(t: str) -> Optional[tuple[list[str], bool]]:
+    """(shape tokens, is a mask) of a ``torch.randn(...)`` input template."""
+    m = _RANDN.match(t.strip())
+    if not m or bool(m.group(1)) != bool(m.group(3)):
+        return None
+    dims = [d.strip() for d in m.group(2).split(",") if d.strip()]
+    if not dims or not all(d in _SIZE_DIMS or d.isdigit() for d in dims):
+        return None
+    return dims, bool(m.group(3))
+
+
+def _randn_t(dims: list[str], mask: bool) -> str:
+    t = f"torch.randn({', '.join(dims)})"
+    return f"({t} > 0)" if mask else t
+
+
+def _rank_shape(rank: int, width: Optional[str], channels: Optional[str] = None) -> list[str]:
+    if rank <= 1:
+        return [width or str(DEFAULT_FEATURES)]
+    if rank == 2:
+        return ["{N}", width or str(DEFAULT_FEATURES)]
+    if rank == 3:
+        return ["{B}", "{S}", width or str(DEFAULT_FEATURES)] if channels is None else ["{B}", channels, "{L}"]
+    side = "{P}" if rank == 4 else "{Q}"
+    return ["{B}", channels or str(CHANNELS)] + [side] * (rank - 2)
+
+
+def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
+    """New input templates that the forward's error message asks for, best
+    first (empty when the message says nothing usable about the inputs). Only
+    the tensor inputs built with ``torch.randn`` change; inputs shaped like
+    the changed one (masks, a second operand) follow it."""
+    parsed = [_parse_randn(t) for t in inputs]
+    tensor_ix = [i for i, p in enumerate(parsed) if p is not None and not p[1]]
+    if not tensor_ix:
+        return []
+    out: list[list[str]] = []
+
+    def change(i: int, dims: list[str], follow: bool = True) -> None:
+        old = parsed[i]
+        assert old is not None
+        if dims == old[0]:
+            return
+        new = list(inputs)
+        for j, p in enumerate(parsed):
+            if p is not None and (j == i or follow and p[0] == old[0]):
+                new[j] = _randn_t(dims, p[1])
+        if new not in out and new != inputs:
+            out.append(new)
+
+    first = tensor_ix[0]
+    dims0 = parsed[first][0]  # type: ignore[index]
+    m = _RE_NORM.search(error)
+    if m:
+        want = [d.strip() for d in m.group(1).split(",") if d.strip()]
+        got = [d.strip() for d in m.group(2).split(",") if d.strip()]
+        for i in tensor_ix:
+            dims = parsed[i][0]  # type: ignore[index]
+            if len(dims) == len(got):
+                change(i, ["{B}", "{S}"] + want if len(want) == 1 else ["{B}"] + want)
+                if len(dims) >= 3 and len(want) == 1:
+                    # channels last (B, H, W, C): keep the spatial sides
+                    change(i, dims[:-1] + want)
+                break
+    m = _RE_MM.search(error)
+    if m:
+        k, k2 = m.group(2), m.group(3)
+        for i in tensor_ix:
+            dims = parsed[i][0]  # type: ignore[index]
+            if dims[-1] == k:
+                change(i, dims[:-1] + [k2])
+        if not out:
+            change(first, dims0[:-1] + [k2])
+    m = _RE_CONV.search(error)
+    if m:
+        weight = [d.strip() for d in m.group(1).split(",")]
+        got = [d.strip() for d in m.group(2).split(",")]
+        ch = m.group(3)
+        rank = len(weight)
+        for i in tensor_ix:
+            dims = parsed[i][0]  # type: ignore[index]
+            if len(dims) == len(got) and len(dims) >= 2:
+                # the spatial or length dimensions are size-class dimensions
+                # (a (B, S, 256) guess becomes (B, C, L), not (B, C, 256))
+                change(i, _rank_shape(rank, None, ch))
+                if len(dims) == rank:
+                    change(i, [dims[0], ch] + dims[2:])
+                break
+    m = _RE_CONV_RANK.search(error)
+    if m:
+        rank = int(m.group(2))
+        ch = dims0[1] if len(dims0) >= 3 and dims0[1].isdigit() else None
+        change(first, _rank_shape(rank, None, ch))
+    m = _RE_UNPACK.search(error)
+    if m and "tuple" not in error:
+        want = int(m.group(2))
+        if 2 <= want <= 5 and len(dims0) != want:
+            width = dims0[-1] if dims0[-1].isdigit() else None
+            change(first, _rank_shape(want, width, dims0[1] if want >= 4 and len(dims0) >= 3 and dims0[1].isdigit()
+                                      else None))
+    m = _RE_MATCH.search(error)
+    if m:
+        a, b = m.group(1), m.group(2)
+        # a literal width of one input that another tensor of the module has
+        # the other size of: the later inputs first (a residual, a gate)
+        for i in reversed(tensor_ix):
+            dims = parsed[i][0]  # type: ignore[index]
+            for x, y in ((a, b), (b, a)):
+                if x in dims and x not in _SIZE_DIMS and not (len(dims) > 1 and dims.index(x) == 0):
+                    change(i, [y if d == x else d for d in dims], follow=False)
+    return out

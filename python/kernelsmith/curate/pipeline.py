@@ -57,6 +57,7 @@ class CurateConfig:
     format: str = "jsonl"  # index format: "jsonl" or "parquet"
     seed: Optional[int] = 0  # random input seeds of the execution filter (None: fresh)
     max_variants: int = 6  # heuristic input variants tried per module
+    max_repairs: int = 4  # variants repaired from a forward's shape error, per module (0: none)
     size: str = "medium"  # size class of get_inputs(); the others become get_inputs_<class>()
     # packages whose own modules a task may import from the installed package
     # (torch always); others' cross-file imports drop the class
@@ -388,13 +389,16 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         if cfg.allow_import and not runner_cfg.preload:
             runner_cfg = RunnerConfig(**{**asdict(runner_cfg), "preload": sorted(cfg.allow_import)})
         verdicts = run_checks([{"id": c.key, "variants": c.texts,
-                                "same_init": all(v.init_args == c.variants[0].init_args for v in c.variants)}
+                                "same_init": all(v.init_args == c.variants[0].init_args for v in c.variants),
+                                "specs": [v.to_dict() for v in c.variants], "size": cfg.size,
+                                "max_repairs": cfg.max_repairs}
                                for c in todo], runner_cfg, seed=cfg.seed,
                               on_result=on_result,
                               should_stop=(lambda: time.monotonic() > deadline) if deadline else (lambda: False))
     known.update(verdicts)
     for c in with_inputs:
         c.verdict = known.get(c.key) or {"status": "time_limit", "detail": "not checked before --time-limit"}
+        _adopt_repair(c, cfg.size)
     lap("execute")
     if cfg.model:
         retry = [c for c in uniq if c.verdict.get("status") in LLM_RETRY_STATUSES][: cfg.llm_max_modules]
@@ -546,6 +550,24 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
 _CONFIG_READ = re.compile(r"\b(?:config|cfg)\.(\w+)")
 _DEF = re.compile(r"^(?:class|def|async def)\s+(\w+)|^(\w+)\s*[:=]|^from\s+\S+\s+import\s+(\w+)(?:\s+as\s+(\w+))?"
                   r"|^import\s+\S+\s+as\s+(\w+)", re.M)
+
+
+def _adopt_repair(c: Candidate, size: str) -> None:
+    """A verdict won by a variant the worker repaired from a forward error:
+    that variant becomes the candidate's own, rendered exactly as checked."""
+    rep = c.verdict.get("repaired")
+    if c.verdict.get("status") != "ok" or not rep:
+        return
+    v = InputVariant.from_dict(rep)
+    text = task_text(c, v.render(size))
+    if hashlib.sha256(text.encode()).hexdigest()[:16] != c.verdict.get("text_sha"):
+        c.verdict = {**c.verdict, "status": "harness_error",
+                     "detail": "the repaired inputs do not render to the file that was checked"}
+        return
+    c.variants.append(v)
+    c.texts.append(text)
+    c.inputs_source = "repaired"
+    c.verdict = {**c.verdict, "variant": len(c.variants) - 1}
 
 
 def _canonical(c: Candidate) -> str:

@@ -313,7 +313,20 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
 
     reuse: Any = None
     reusable = False
-    for vi, text in enumerate(item["variants"]):
+    errors: list[str] = []  # each failed variant's error (the verdict's detail is the last one's)
+    texts: list[str] = list(item["variants"])
+    # the variants' input templates: a forward error that says what input it
+    # expected (normalized shape, in_features, channels, rank) becomes a
+    # repaired variant, tried next on the same model (at most max_repairs)
+    specs: list[dict[str, Any]] = [dict(s) for s in item.get("specs") or []]
+    if len(specs) != len(texts):
+        specs = []
+    repairs_left = int(item.get("max_repairs", 4)) if specs else 0
+    tried = {tuple(s["inputs"]) for s in specs}
+    vi = -1
+    while vi + 1 < len(texts):
+        vi += 1
+        text = texts[vi]
         name = f"curated_{item['id']}_{vi}".replace("-", "_")
         stage = _enter("import")
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
@@ -458,16 +471,56 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 break
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             last = {"status": f"{stage}_error", "detail": tb[:500], "variant": vi}
+            errors.append(f"v{vi} {stage}: {tb[:300]}")
             if stage == "import" or (stage == "init" and item.get("same_init")):
                 break  # the other variants only change the forward inputs
             if stage == "forward" and reusable:
                 reuse = model
+            if stage == "forward" and repairs_left > 0:
+                # after the heuristic variants (a module one of them fits keeps it)
+                for ins in _repairs(specs[vi], tb):
+                    if repairs_left <= 0 or tuple(ins) in tried:
+                        continue
+                    tried.add(tuple(ins))
+                    repairs_left -= 1
+                    spec = {**specs[vi], "inputs": ins, "note": "repaired"}
+                    texts.append(_render_repair(text, spec, item.get("size", "medium")))
+                    specs.append(spec)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.modules.pop(name, None)
             _enter("import")
+    if last.get("status") == "ok" and specs and specs[last["variant"]].get("note") == "repaired":
+        last["repaired"] = specs[last["variant"]]
+        last["text_sha"] = hashlib.sha256(texts[last["variant"]].encode()).hexdigest()[:16]
     last["cpu_s"] = {k: round(v, 4) for k, v in cpu.items()}
+    if errors and last.get("status") != "ok":
+        last["errors"] = errors
     return last
+
+
+_INPUTS_START = "def get_inputs():\n    # size class"
+
+
+def _repairs(spec: dict[str, Any], error: str) -> list[list[str]]:
+    from .inputs import repair_inputs
+
+    try:
+        return repair_inputs(list(spec["inputs"]), error)
+    except Exception:  # a message the parser did not expect: no repair
+        return []
+
+
+def render_repair(text: str, spec: dict[str, Any], size: str) -> str:
+    """The task file of a repaired variant: the checked file's program, the
+    new inputs rendered as every variant is (the pipeline writes the same)."""
+    from .inputs import InputVariant
+
+    cut = text.rindex(_INPUTS_START)
+    return text[:cut] + InputVariant.from_dict(spec).render(size)
+
+
+_render_repair = render_repair
 
 
 class _Drop(Exception):
