@@ -257,3 +257,25 @@ def test_fresh_mode_has_the_referee_too():
     # the last trial of every input set (get_inputs and the task's get_inputs_odd)
     assert honest.census.get("referee_trials") == 2, honest.census
     assert forged.category == "hacked", forged
+
+
+def test_a_lazy_layer_in_the_task_is_not_a_harness_error(tmp_path):
+    """Curated torch.nn tasks include Lazy* layers, whose parameters have no
+    shape until the first call; the seeding check after construction must
+    skip them (it raised, and LazyConv1d's run was a harness error)."""
+    (tmp_path / "reference.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.conv = nn.LazyConv1d(4, 3)\n\n    def forward(self, x):\n"
+        "        return self.conv(x)\n\n\ndef get_inputs():\n    return [torch.randn(2, 3, 16)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    (tmp_path / "task.yaml").write_text("name: lazy_conv\nbackend: triton\ntrials: 1\n")
+    candidate = (
+        "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def k(x_ptr, n, B: tl.constexpr):\n    o = tl.arange(0, B)\n    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n), mask=o < n)\n\n\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.conv = nn.LazyConv1d(4, 3)\n\n"
+        "    def forward(self, x):\n        k[(1,)](x, 1, B=16)\n        return self.conv(x)\n")
+    with Evaluator(backend="triton", workers=1, timeout_s=150, timing=False) as ev:
+        result = ev.evaluate(Task.load(tmp_path), candidate, trials=1)
+    # past construction and seeding: judged on what forward ran (PyTorch's convolution)
+    assert result.category == "hacked", (result.category, result.error)
+    assert any("convolution" in r for r in result.hack_reasons), result.hack_reasons

@@ -485,8 +485,11 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     model_new = model_new.to(device=device, dtype=dtype)
     # Same seed, so matching parameter shapes should hold matching values; a
     # difference means ModelNew initialised its weights in another order.
-    ref_params = dict(model.named_parameters())
+    lazy = torch.nn.parameter.UninitializedParameter  # a Lazy* layer's weights before its first call
+    ref_params = {n: p for n, p in model.named_parameters() if not isinstance(p, lazy)}
     for name, p in model_new.named_parameters():
+        if isinstance(p, lazy):
+            continue
         if name in ref_params and ref_params[name].shape == p.shape and not torch.equal(ref_params[name], p):
             out.setdefault("warnings", []).append(
                 f"parameter {name} differs from the reference's after seeding; create parameters in the same order as Model"
