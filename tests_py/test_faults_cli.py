@@ -183,7 +183,7 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["evolve", "--resume", tmp_path / "nowhere"], "does not exist"),
         (["evolve", TASK, "--model", "gpt4"], "model must be"),
         (["evolve", TASK, "--model", "openai:m"], "no API key: set OPENAI_API_KEY"),
-        (["evolve", TASK, "--backend", "cuda"], "unknown backend 'cuda'"),
+        (["evolve", TASK, "--backend", "rocm"], "unknown backend 'rocm'"),
         (["evolve", TASK, "--iterations", "-3"], "iterations must be >= 0"),
         (["evolve", TASK, "--model", "replay:" + str(tmp_path / "noref")], "no trajectory"),
         (["evolve"], "give a TASK"),
