@@ -171,6 +171,9 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
     (tmp_path / "unknown.yaml").write_text("iteratons: 3\n")
     (tmp_path / "engine.yaml").write_text("engine:\n  num_islands: 0\n")
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "types.yaml").write_text("iterations: abc\n")
+    (tmp_path / "section.yaml").write_text("llm: 5\n")
+    (tmp_path / "nested.yaml").write_text("prompt:\n  max_history: many\n")
     return [
         (["evolve", tmp_path / "missing-task"], "missing-task: no such task"),
         (["evolve", tmp_path / "noref"], "needs reference.py"),
@@ -179,11 +182,16 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["evolve", TASK, "--config", tmp_path / "unknown.yaml"], "unknown.yaml: unknown config key 'iteratons'"),
         (["evolve", TASK, "--config", tmp_path / "engine.yaml"], "engine.yaml: engine: config key 'num_islands'"),
         (["evolve", TASK, "--config", tmp_path / "list.yaml"], "expected a mapping"),
+        (["evolve", TASK, "--config", tmp_path / "types.yaml"],
+         "types.yaml: config key 'iterations' must be an integer, got 'abc'"),
+        (["evolve", TASK, "--config", tmp_path / "section.yaml"], "section.yaml: config key 'llm' must be a mapping"),
+        (["evolve", TASK, "--config", tmp_path / "nested.yaml"],
+         "nested.yaml: config key 'prompt.max_history' must be an integer"),
         (["evolve", "--resume", tmp_path / "noref"], "is not a run directory"),
         (["evolve", "--resume", tmp_path / "nowhere"], "does not exist"),
         (["evolve", TASK, "--model", "gpt4"], "model must be"),
         (["evolve", TASK, "--model", "openai:m"], "no API key: set OPENAI_API_KEY"),
-        (["evolve", TASK, "--backend", "cuda"], "unknown backend 'cuda'"),
+        (["evolve", TASK, "--backend", "vulkan"], "unknown backend 'vulkan'"),
         (["evolve", TASK, "--iterations", "-3"], "iterations must be >= 0"),
         (["evolve", TASK, "--model", "replay:" + str(tmp_path / "noref")], "no trajectory"),
         (["evolve"], "give a TASK"),
