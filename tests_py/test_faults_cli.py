@@ -240,16 +240,23 @@ def test_a_start_that_never_reached_a_checkpoint_does_not_block_a_rerun(tmp_path
 
 def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_path):
     out = tmp_path / "run"
-    first = cli("evolve", TASK, "--iterations", 4, "--out", out, "--json")
+    # The first part is the long one (0.5 s per evaluation), the last a short
+    # one: a summary that timed only the last part would be far below the sum.
+    first = cli("evolve", TASK, "--iterations", 4, "--out", out, "--json", env=_env(KS_STANDIN_DELAY="0.5"))
     assert first.returncode == 0, first.stderr[-3000:]
     part1 = json.loads(first.stdout)
     finished = cli("evolve", "--resume", out, "--json")  # a finished run: says how to extend it
     assert finished.returncode == 0 and "--iterations N" in finished.stderr
+    part2 = json.loads(finished.stdout)
     more = cli("evolve", "--resume", out, "--iterations", 3, "--json")
     assert more.returncode == 0, more.stderr[-3000:]
     part3 = json.loads(more.stdout)
     assert part1["steps"] == 5 and part3["steps"] == 8  # the seed, 4 steps, then 3 more
-    assert part3["parts"] == 3 and part3["wall_time_s"] > part1["wall_time_s"]
+    assert part1["wall_time_s"] >= 2.0 and part2["parts"] == 2 and part3["parts"] == 3
+    new_steps = [s["time"] for s in _steps(out) if s["step"] > 4]
+    assert len(new_steps) == 3
+    assert part2["wall_time_s"] >= part1["wall_time_s"]
+    assert part3["wall_time_s"] >= part2["wall_time_s"] + (max(new_steps) - min(new_steps))
     import yaml
 
     assert yaml.safe_load((out / "config.yaml").read_text())["config"]["iterations"] == 7
