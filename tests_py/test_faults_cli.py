@@ -262,6 +262,32 @@ def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_
     assert yaml.safe_load((out / "config.yaml").read_text())["config"]["iterations"] == 7
 
 
+def test_resume_past_a_corrupt_checkpoint_falls_back_to_the_one_before(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("checkpoint_every: 2\nproposal_concurrency: 1\n")
+    out, whole = tmp_path / "run", tmp_path / "whole"
+    first = cli("evolve", TASK, "--config", config, "--iterations", 6, "--out", out, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    latest = (out / "checkpoint" / "LATEST").read_text().strip()
+    for file in (out / "checkpoint" / latest / "engine").rglob("*"):
+        if file.is_file():
+            file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2])  # a torn write
+    more = cli("evolve", "--resume", out, "--iterations", 2, "--json")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "Traceback" not in more.stderr and ".cpp" not in more.stderr
+    assert f"checkpoint {latest} is unreadable" in more.stderr and "trying an older one" in more.stderr
+    reference = cli("evolve", TASK, "--config", config, "--iterations", 8, "--out", whole, "--json")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    # The steps after the older checkpoint came back from the trajectory: the
+    # run ends as one that was never interrupted, each request recorded once.
+    summary, expected = json.loads(more.stdout), json.loads(reference.stdout)
+    for key in ("steps", "status_counts", "best_speedup", "best_program_id", "archive"):
+        assert summary[key] == expected[key], key
+    assert [s["request_id"] for s in _steps(out)] == list(range(8))
+    assert [s["child_source"] for s in _steps(out) if "child_source" in s] == \
+        [s["child_source"] for s in _steps(whole) if "child_source" in s]
+
+
 def test_core_errors_carry_no_cpp_source_path(tmp_path):
     from kernelsmith import CorruptStateError
     from kernelsmith.engine import Engine, EngineConfig
