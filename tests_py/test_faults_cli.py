@@ -238,6 +238,29 @@ def test_a_start_that_never_reached_a_checkpoint_does_not_block_a_rerun(tmp_path
     assert again.returncode == 2 and f"continue it with --resume {out}" in again.stderr
 
 
+@pytest.mark.slow
+def test_a_task_whose_reference_fails_is_a_failed_start_not_a_run(tmp_path):
+    """The seed cannot be evaluated because the reference raises: one error
+    line, exit 2, nothing left in --out, and once the task is fixed the same
+    command runs (the real CLI and evaluator: the stand-in runs no reference)."""
+    import shutil
+
+    task, out = tmp_path / "task", tmp_path / "run"
+    shutil.copytree(TASK, task)
+    good = (task / "reference.py").read_text()
+    (task / "reference.py").write_text(good.replace("return x * 2.0", "raise RuntimeError('reference is broken')"))
+    proc = cli("evolve", task, "--iterations", 1, "--out", out, real=True)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[-1].startswith("kernelsmith evolve: error: task: the seed program could not be evaluated")
+    assert "RuntimeError: reference is broken" in lines[-1] and "fix the task" in lines[-1]
+    assert not out.exists()
+    (task / "reference.py").write_text(good)
+    again = cli("evolve", task, "--iterations", 1, "--out", out, "--json", real=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["status_counts"].get("correct", 0) >= 1
+
+
 def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_path):
     out = tmp_path / "run"
     # The first part is the long one (0.5 s per evaluation), the last a short
