@@ -337,6 +337,8 @@ def test_other_commands_report_bad_input_the_same_way(tmp_path):
         (["bench", missing], "is not a directory"),
         (["curate", missing, tmp_path / "tasks"], "is not a directory"),
         (["demo", "--iterations", "0"], "must be >= 1"),
+        (["serve", "--task", missing, "--port", "0"], "no such task"),
+        (["serve", "--host", "0.0.0.0", "--port", "0"], "without a token"),
     ]
     failures = []
     for args, expected in cases:
