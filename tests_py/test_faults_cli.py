@@ -89,6 +89,12 @@ def test_revoked_key_stops_the_real_cli_at_once(mock_llm, tmp_path):
     assert _steps(out) == []  # nothing recorded as an attempt of the model
     # Not retried, not the whole budget: one request per step in flight.
     assert len(mock_llm.requests) <= 4
+    # The prompt that was sent: tips for the device in use (the Triton
+    # interpreter, not an OpenCL CPU device), and the seed shown once although
+    # every island holds a copy of it.
+    system, user = mock_llm.requests[0].system, mock_llm.requests[0].last_user
+    assert "Triton interpreter" in system and "PoCL" not in system and "work-group" not in system
+    assert user.count("def scale_kernel") == 1
     for path in out.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="ignore"), path
