@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -218,6 +219,25 @@ def test_bad_input_is_one_clear_message_with_exit_code_2(tmp_path):
         if not ok:
             failures.append((full, proc.returncode, proc.stderr[-1500:]))
     assert not failures, failures
+
+
+def test_config_values_of_the_wrong_type_name_the_key_and_numbers_written_as_yaml_strings_still_read():
+    import yaml
+
+    from kernelsmith.config import ConfigError, from_dict
+    from kernelsmith.evolve import load_evolve_config
+    from kernelsmith.task import TaskConfig
+
+    # YAML 1.1 reads 1e-3 as a string: still a number where a number is due.
+    task = from_dict(TaskConfig, yaml.safe_load("atol: 1e-3\ntrials: '3'\n"))
+    assert task.atol == 0.001 and task.trials == 3
+    for text, message in (("seed: 1.5", "config key 'seed' must be an integer, got 1.5"),
+                          ("model: 5", "config key 'model' must be a string, got 5"),
+                          ("checkpoint_every: true", "config key 'checkpoint_every' must be an integer, got True"),
+                          ("llm: {temperature: hot}", "config key 'llm.temperature' must be a number, got 'hot'"),
+                          ("engine: [1]", "config key 'engine' must be a mapping of keys, got [1]")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_evolve_config(**yaml.safe_load(text))
 
 
 def test_verbose_flag_adds_the_traceback(tmp_path):

@@ -37,15 +37,22 @@ def _dataclass_type(tp: Any) -> Any:
 _SCALARS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
-def _check_type(dotted: str, hint: Any, value: Any) -> None:
+def _check_type(dotted: str, hint: Any, value: Any) -> Any:
     """A YAML value of the wrong kind for a scalar or mapping field: one
     ConfigError naming the key, instead of whatever the code using it raises
-    later (a TypeError deep inside, or a value silently taken)."""
+    later (a TypeError deep inside, or a value silently taken). Returns the
+    value; YAML 1.1 reads ``1e-3`` as a string, so a number field takes a
+    string that is a number of its kind ("1e-3", "8")."""
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         if value is None:
-            return
+            return value
         hint = next(a for a in args if a is not type(None))
+    if hint in (int, float) and isinstance(value, str):
+        try:
+            return hint(value)
+        except ValueError:
+            pass
     if hint in _SCALARS:
         ok = {int: isinstance(value, int) and not isinstance(value, bool),
               float: isinstance(value, (int, float)) and not isinstance(value, bool),
@@ -55,9 +62,10 @@ def _check_type(dotted: str, hint: Any, value: Any) -> None:
     elif (typing.get_origin(hint) or hint) is dict:
         ok, what = value is None or isinstance(value, Mapping), "a mapping of keys"
     else:
-        return
+        return value
     if not ok:
         raise ConfigError(f"config key '{dotted}' must be {what}, got {value!r} ({type(value).__name__})")
+    return value
 
 
 def from_dict(cls: Type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
@@ -80,7 +88,7 @@ def from_dict(cls: Type[T], data: Mapping[str, Any] | None, path: str = "") -> T
         if nested is not None and isinstance(value, Mapping):
             value = from_dict(nested, value, dotted)
         elif nested is None:
-            _check_type(dotted, hints.get(key), value)
+            value = _check_type(dotted, hints.get(key), value)
         kwargs[key] = value
     try:
         return cls(**kwargs)
