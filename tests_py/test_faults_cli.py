@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,12 @@ def test_revoked_key_stops_the_real_cli_at_once(mock_llm, tmp_path):
     assert _steps(out) == []  # nothing recorded as an attempt of the model
     # Not retried, not the whole budget: one request per step in flight.
     assert len(mock_llm.requests) <= 4
+    # The prompt that was sent: tips for the device in use (the Triton
+    # interpreter, not an OpenCL CPU device), and the seed shown once although
+    # every island holds a copy of it.
+    system, user = mock_llm.requests[0].system, mock_llm.requests[0].last_user
+    assert "Triton interpreter" in system and "PoCL" not in system and "work-group" not in system
+    assert user.count("def scale_kernel") == 1
     for path in out.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="ignore"), path
@@ -171,6 +178,9 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
     (tmp_path / "unknown.yaml").write_text("iteratons: 3\n")
     (tmp_path / "engine.yaml").write_text("engine:\n  num_islands: 0\n")
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "types.yaml").write_text("iterations: abc\n")
+    (tmp_path / "section.yaml").write_text("llm: 5\n")
+    (tmp_path / "nested.yaml").write_text("prompt:\n  max_history: many\n")
     return [
         (["evolve", tmp_path / "missing-task"], "missing-task: no such task"),
         (["evolve", tmp_path / "noref"], "needs reference.py"),
@@ -179,11 +189,16 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["evolve", TASK, "--config", tmp_path / "unknown.yaml"], "unknown.yaml: unknown config key 'iteratons'"),
         (["evolve", TASK, "--config", tmp_path / "engine.yaml"], "engine.yaml: engine: config key 'num_islands'"),
         (["evolve", TASK, "--config", tmp_path / "list.yaml"], "expected a mapping"),
+        (["evolve", TASK, "--config", tmp_path / "types.yaml"],
+         "types.yaml: config key 'iterations' must be an integer, got 'abc'"),
+        (["evolve", TASK, "--config", tmp_path / "section.yaml"], "section.yaml: config key 'llm' must be a mapping"),
+        (["evolve", TASK, "--config", tmp_path / "nested.yaml"],
+         "nested.yaml: config key 'prompt.max_history' must be an integer"),
         (["evolve", "--resume", tmp_path / "noref"], "is not a run directory"),
         (["evolve", "--resume", tmp_path / "nowhere"], "does not exist"),
         (["evolve", TASK, "--model", "gpt4"], "model must be"),
         (["evolve", TASK, "--model", "openai:m"], "no API key: set OPENAI_API_KEY"),
-        (["evolve", TASK, "--backend", "rocm"], "unknown backend 'rocm'"),
+        (["evolve", TASK, "--backend", "vulkan"], "unknown backend 'vulkan'"),
         (["evolve", TASK, "--iterations", "-3"], "iterations must be >= 0"),
         (["evolve", TASK, "--model", "replay:" + str(tmp_path / "noref")], "no trajectory"),
         (["evolve"], "give a TASK"),
@@ -204,6 +219,25 @@ def test_bad_input_is_one_clear_message_with_exit_code_2(tmp_path):
         if not ok:
             failures.append((full, proc.returncode, proc.stderr[-1500:]))
     assert not failures, failures
+
+
+def test_config_values_of_the_wrong_type_name_the_key_and_numbers_written_as_yaml_strings_still_read():
+    import yaml
+
+    from kernelsmith.config import ConfigError, from_dict
+    from kernelsmith.evolve import load_evolve_config
+    from kernelsmith.task import TaskConfig
+
+    # YAML 1.1 reads 1e-3 as a string: still a number where a number is due.
+    task = from_dict(TaskConfig, yaml.safe_load("atol: 1e-3\ntrials: '3'\n"))
+    assert task.atol == 0.001 and task.trials == 3
+    for text, message in (("seed: 1.5", "config key 'seed' must be an integer, got 1.5"),
+                          ("model: 5", "config key 'model' must be a string, got 5"),
+                          ("checkpoint_every: true", "config key 'checkpoint_every' must be an integer, got True"),
+                          ("llm: {temperature: hot}", "config key 'llm.temperature' must be a number, got 'hot'"),
+                          ("engine: [1]", "config key 'engine' must be a mapping of keys, got [1]")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_evolve_config(**yaml.safe_load(text))
 
 
 def test_verbose_flag_adds_the_traceback(tmp_path):
@@ -230,21 +264,77 @@ def test_a_start_that_never_reached_a_checkpoint_does_not_block_a_rerun(tmp_path
     assert again.returncode == 2 and f"continue it with --resume {out}" in again.stderr
 
 
+@pytest.mark.slow
+def test_a_task_whose_reference_fails_is_a_failed_start_not_a_run(tmp_path):
+    """The seed cannot be evaluated because the reference raises: one error
+    line, exit 2, nothing left in --out, and once the task is fixed the same
+    command runs (the real CLI and evaluator: the stand-in runs no reference)."""
+    import shutil
+
+    task, out = tmp_path / "task", tmp_path / "run"
+    shutil.copytree(TASK, task)
+    good = (task / "reference.py").read_text()
+    (task / "reference.py").write_text(good.replace("return x * 2.0", "raise RuntimeError('reference is broken')"))
+    proc = cli("evolve", task, "--iterations", 1, "--out", out, real=True)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[-1].startswith("kernelsmith evolve: error: task: the seed program could not be evaluated")
+    assert "RuntimeError: reference is broken" in lines[-1] and "fix the task" in lines[-1]
+    assert not out.exists()
+    (task / "reference.py").write_text(good)
+    again = cli("evolve", task, "--iterations", 1, "--out", out, "--json", real=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["status_counts"].get("correct", 0) >= 1
+
+
 def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_path):
     out = tmp_path / "run"
-    first = cli("evolve", TASK, "--iterations", 4, "--out", out, "--json")
+    # The first part is the long one (0.5 s per evaluation), the last a short
+    # one: a summary that timed only the last part would be far below the sum.
+    first = cli("evolve", TASK, "--iterations", 4, "--out", out, "--json", env=_env(KS_STANDIN_DELAY="0.5"))
     assert first.returncode == 0, first.stderr[-3000:]
     part1 = json.loads(first.stdout)
     finished = cli("evolve", "--resume", out, "--json")  # a finished run: says how to extend it
     assert finished.returncode == 0 and "--iterations N" in finished.stderr
+    part2 = json.loads(finished.stdout)
     more = cli("evolve", "--resume", out, "--iterations", 3, "--json")
     assert more.returncode == 0, more.stderr[-3000:]
     part3 = json.loads(more.stdout)
     assert part1["steps"] == 5 and part3["steps"] == 8  # the seed, 4 steps, then 3 more
-    assert part3["parts"] == 3 and part3["wall_time_s"] > part1["wall_time_s"]
+    assert part1["wall_time_s"] >= 2.0 and part2["parts"] == 2 and part3["parts"] == 3
+    new_steps = [s["time"] for s in _steps(out) if s["step"] > 4]
+    assert len(new_steps) == 3
+    assert part2["wall_time_s"] >= part1["wall_time_s"]
+    assert part3["wall_time_s"] >= part2["wall_time_s"] + (max(new_steps) - min(new_steps))
     import yaml
 
     assert yaml.safe_load((out / "config.yaml").read_text())["config"]["iterations"] == 7
+
+
+def test_resume_past_a_corrupt_checkpoint_falls_back_to_the_one_before(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("checkpoint_every: 2\nproposal_concurrency: 1\n")
+    out, whole = tmp_path / "run", tmp_path / "whole"
+    first = cli("evolve", TASK, "--config", config, "--iterations", 6, "--out", out, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    latest = (out / "checkpoint" / "LATEST").read_text().strip()
+    for file in (out / "checkpoint" / latest / "engine").rglob("*"):
+        if file.is_file():
+            file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2])  # a torn write
+    more = cli("evolve", "--resume", out, "--iterations", 2, "--json")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "Traceback" not in more.stderr and ".cpp" not in more.stderr
+    assert f"checkpoint {latest} is unreadable" in more.stderr and "trying an older one" in more.stderr
+    reference = cli("evolve", TASK, "--config", config, "--iterations", 8, "--out", whole, "--json")
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    # The steps after the older checkpoint came back from the trajectory: the
+    # run ends as one that was never interrupted, each request recorded once.
+    summary, expected = json.loads(more.stdout), json.loads(reference.stdout)
+    for key in ("steps", "status_counts", "best_speedup", "best_program_id", "archive"):
+        assert summary[key] == expected[key], key
+    assert [s["request_id"] for s in _steps(out)] == list(range(8))
+    assert [s["child_source"] for s in _steps(out) if "child_source" in s] == \
+        [s["child_source"] for s in _steps(whole) if "child_source" in s]
 
 
 def test_core_errors_carry_no_cpp_source_path(tmp_path):
@@ -273,6 +363,8 @@ def test_other_commands_report_bad_input_the_same_way(tmp_path):
         (["bench", missing], "is not a directory"),
         (["curate", missing, tmp_path / "tasks"], "is not a directory"),
         (["demo", "--iterations", "0"], "must be >= 1"),
+        (["serve", "--task", missing, "--port", "0"], "no such task"),
+        (["serve", "--host", "0.0.0.0", "--port", "0"], "without a token"),
     ]
     failures = []
     for args, expected in cases:

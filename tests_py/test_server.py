@@ -201,6 +201,43 @@ def test_oversize_bad_and_unknown_requests(live):
     assert post(live.url + "/nowhere", {})[0] == 404
 
 
+def test_burst_of_250_fresh_connections_from_one_client_all_answered(live):
+    """250 requests at once, a fresh connection each (as OpenRLHF's client
+    does), against a queue of 4 and one worker: the listen backlog holds the
+    connections (no reset), full-queue requests wait for room instead of a
+    503, and every accepted request is answered. No-code completions are
+    scored by the real scorer without an evaluation, so this measures the
+    server, not the sandbox."""
+    task_id = Task.load(SOFTMAX).id
+    item = {"task_id": task_id, "completion": "no code in this answer", "parent_source": SEED}
+    n = 250
+    start = threading.Barrier(n)
+    answers: list[Any] = [None] * n
+
+    def one(i: int) -> None:
+        start.wait(60)
+        try:
+            answers[i] = post(live.url + "/reward", item)
+        except Exception as exc:  # noqa: BLE001 - a reset or refused connection is what this test looks for
+            answers[i] = exc
+
+    before = get(live.url + "/status")[1]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    after = get(live.url + "/status")[1]
+    failed = [a for a in answers if not (isinstance(a, tuple) and a[0] == 200)]
+    assert not failed, failed[:5]
+    assert {a[1]["status"] for a in answers} == {"edit-failed"}
+    assert after["admitted_after_waiting"] > before["admitted_after_waiting"]  # the queue was full and they waited
+    counts, earlier = after["counts"], before["counts"]
+    assert counts["reward:edit-failed"] - earlier.get("reward:edit-failed", 0) == n  # none lost
+    for refused in ("rejected_queue_full", "http_503", "http_500", "http_400"):
+        assert counts.get(refused, 0) == earlier.get(refused, 0), refused
+
+
 def test_evaluate_and_rewards_over_http(live):
     task_id = Task.load(SOFTMAX).id
     code, body = post(live.url + "/evaluate", {"task_id": task_id, "source": SEED, "trials": 1})

@@ -8,6 +8,8 @@ path and the keys that are allowed there.
 from __future__ import annotations
 
 import dataclasses
+import os
+import types
 import typing
 from pathlib import Path
 from typing import Any, Mapping, Type, TypeVar
@@ -32,6 +34,40 @@ def _dataclass_type(tp: Any) -> Any:
     return None
 
 
+_SCALARS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _check_type(dotted: str, hint: Any, value: Any) -> Any:
+    """A YAML value of the wrong kind for a scalar or mapping field: one
+    ConfigError naming the key, instead of whatever the code using it raises
+    later (a TypeError deep inside, or a value silently taken). Returns the
+    value; YAML 1.1 reads ``1e-3`` as a string, so a number field takes a
+    string that is a number of its kind ("1e-3", "8")."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        if value is None:
+            return value
+        hint = next(a for a in args if a is not type(None))
+    if hint in (int, float) and isinstance(value, str):
+        try:
+            return hint(value)
+        except ValueError:
+            pass
+    if hint in _SCALARS:
+        ok = {int: isinstance(value, int) and not isinstance(value, bool),
+              float: isinstance(value, (int, float)) and not isinstance(value, bool),
+              bool: isinstance(value, bool),
+              str: isinstance(value, (str, os.PathLike))}[hint]
+        what = _SCALARS[hint]
+    elif (typing.get_origin(hint) or hint) is dict:
+        ok, what = value is None or isinstance(value, Mapping), "a mapping of keys"
+    else:
+        return value
+    if not ok:
+        raise ConfigError(f"config key '{dotted}' must be {what}, got {value!r} ({type(value).__name__})")
+    return value
+
+
 def from_dict(cls: Type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
     """Build dataclass ``cls`` from ``data``; unknown keys raise ConfigError."""
     if data is None:
@@ -51,6 +87,8 @@ def from_dict(cls: Type[T], data: Mapping[str, Any] | None, path: str = "") -> T
         nested = _dataclass_type(hints.get(key))
         if nested is not None and isinstance(value, Mapping):
             value = from_dict(nested, value, dotted)
+        elif nested is None:
+            value = _check_type(dotted, hints.get(key), value)
         kwargs[key] = value
     try:
         return cls(**kwargs)

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         reward_config = load_yaml(RewardConfig, args.reward_config) if args.reward_config else RewardConfig()
     except (ConfigError, OSError) as exc:
-        print(f"kernelsmith serve: {exc}", file=sys.stderr)
+        print(f"kernelsmith serve: error: {exc}", file=sys.stderr)
         return 2
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
     token = os.environ.get(args.token_env) or None
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout, isolation=args.isolation,
         )
     except (ValueError, FileNotFoundError, OSError) as exc:
-        print(f"kernelsmith serve: {exc}", file=sys.stderr)
+        print(f"kernelsmith serve: error: {exc}", file=sys.stderr)
         return 2
     status = server.service.status()
     print(f"kernelsmith serve on {server.url}: {status['workers']} worker(s) on {', '.join(status['devices'])}, "

@@ -141,6 +141,14 @@ class Evolution:
         """Evaluate the initial programs (name, source) and add them."""
         for name, source in sources:
             result = await self._evaluate(source)
+            if getattr(result, "category", "") == "harness":
+                # The task's reference (or the machine) failed before anything
+                # ran: a failed start, not a run. Nothing is checkpointed, so
+                # the run directory is removed and a re-run is not blocked.
+                from ..task import TaskError
+
+                raise TaskError(f"{getattr(self.task, 'name', 'the task')}: the {name} program could not be "
+                                f"evaluated: {getattr(result, 'error', '')}")
             child = self._program_fields(
                 source=source, parent_id=-1, island=-1, iteration=0, result=result,
             )
