@@ -203,7 +203,17 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["evolve", TASK, "--model", "replay:" + str(tmp_path / "noref")], "no trajectory"),
         (["evolve"], "give a TASK"),
         (["evolve", "--resume", tmp_path / "noref", "--model", "mutate"], "cannot change a resumed run"),
-    ]
+    ] + _no_cuda_case()
+
+
+def _no_cuda_case() -> list[tuple[list[str], str]]:
+    """The CUDA backend on a host without CUDA: refused at start (it used to
+    run, judge every program `hacked` and exit 0)."""
+    import torch
+
+    if torch.version.cuda is not None and torch.cuda.is_available():
+        return []  # a CUDA host: the backend is available there
+    return [(["evolve", TASK, "--backend", "cuda"], "backend cuda: needs a")]
 
 
 def test_bad_input_is_one_clear_message_with_exit_code_2(tmp_path):

@@ -179,6 +179,12 @@ class Backend(abc.ABC):
         return 0
 
     # -- worker process -------------------------------------------------
+    def unavailable_reason(self) -> Optional[str]:
+        """Why this backend cannot run candidates on this host (a missing
+        device, driver or toolchain), checked before a run starts; None when
+        it can. Must create no device context (the caller may fork)."""
+        return None
+
     def prepare_zygote(self) -> None:
         """Called once in the pool's zygote, whose memory every forked worker
         inherits: imports and set-up that create no device context and

@@ -1243,6 +1243,16 @@ class CudaBackend(Backend):
         return written
 
     # -- worker ---------------------------------------------------------
+    def unavailable_reason(self) -> Optional[str]:
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # no CUDA context in the caller
+        import torch
+
+        if torch.version.cuda is None:
+            return f"needs a CUDA build of PyTorch (this is torch {torch.__version__})"
+        if not torch.cuda.is_available():
+            return "needs an NVIDIA GPU, and none is visible"
+        return None
+
     def prepare_zygote(self) -> None:
         # torch.cuda.is_available() (cpp_extension calls it when it looks for
         # CUDA_HOME) would initialise the CUDA runtime here and poison every

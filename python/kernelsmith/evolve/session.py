@@ -225,6 +225,9 @@ async def evolve(
             backend = evaluator.backend_for(task)
         except ValueError as exc:
             raise ConfigError(f"backend: {exc}") from exc
+        missing = backend.unavailable_reason() if executor != "ray" else None  # Ray: the nodes' hardware
+        if missing:
+            raise ConfigError(f"backend {backend.name}: {missing}")
         proposer, meter = make_proposer(config, engine, config.seed)
         if resume is None:
             run_dir.create(_config_snapshot(config, task, str(task_path)),
