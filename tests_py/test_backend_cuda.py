@@ -365,12 +365,12 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
         _Census.kernel_names.clear()
         _Census.kernel_names.update({"relu_vec4_kernel"})
         record = CallCensus(device_level=True)
-        census._device_event(kernel("relu_vec4_kernel(float4 const*, float4*, long)", 1, 5.0), by_id, record)
+        census._device_event(kernel("relu_vec4_kernel(float4 const*, float4*, long)", 1, 5.0), by_id, {}, record, {})
         census._device_event(kernel("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", 2, 1.0),
-                             by_id, record)
-        census._device_event(kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", 3, 9.0), by_id, record)
-        census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, record)  # cuBLAS called from C++
-        census._device_event(kernel("_Z16relu_vec4_kernelPK6float4PS_l", 1, 2.0), by_id, record)  # left mangled
+                             by_id, {}, record, {})
+        census._device_event(kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", 3, 9.0), by_id, {}, record, {})
+        census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, {}, record, {})  # cuBLAS called from C++
+        census._device_event(kernel("_Z16relu_vec4_kernelPK6float4PS_l", 1, 2.0), by_id, {}, record, {})  # left mangled
         assert record.own == {"relu_cuda": 7.0}
         assert record.housekeeping == {"aten::fill_": 1.0}
         assert set(record.foreign) == {"kernel sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n (from aten::mm)",
@@ -378,7 +378,7 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
         # a backend that names no kernels: everything inside the range is the program's (Triton, OpenCL)
         _Census.kernel_names.clear()
         record = CallCensus(device_level=True)
-        census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, record)
+        census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, {}, record, {})
         assert record.own == {"relu_cuda": 4.0}
     finally:
         _Census.kernel_names.clear()
@@ -390,10 +390,16 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
 def test_prompt_tips_generic_and_for_a_device():
     generic = get_backend("cuda").prompt_tips({})
     assert "load_inline" in generic and "<<<grid, block>>>" in generic
-    hw = {"device": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "arch": "sm_90a",
-          "shared_memory_per_block_optin_kb": 227, "l2_cache_mb": 60.0}
-    tips = get_backend("cuda").prompt_tips(hw)
-    assert "NVIDIA H200" in tips and "132 SMs" in tips and "227 KiB" in tips and "264" in tips
+    from kernelsmith.hardware import HardwareInfo
+
+    # what the evolve session passes: the HardwareInfo a worker recorded (the
+    # dict form of an old record reads the same)
+    hw = HardwareInfo(backend="cuda", name="NVIDIA H200", kind="gpu", compute_capability="9.0", arch="sm_90a",
+                      compute_units=132, properties={"shared_memory_per_block_optin_kb": 227, "l2_cache_mb": 60.0})
+    for given in (hw, HardwareInfo.from_dict(hw.to_dict()), {"device": "NVIDIA H200", "sm_count": 132,
+                                                            "shared_memory_per_block_optin_kb": 227}):
+        tips = get_backend("cuda").prompt_tips(given)
+        assert "NVIDIA H200" in tips and "132 SMs" in tips and "227 KiB" in tips and "264" in tips, given
 
 
 def test_mutator_tunes_annotated_launch_parameters():

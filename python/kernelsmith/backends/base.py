@@ -124,13 +124,20 @@ def crc_of(view: Any) -> int:
 
 
 @contextlib.contextmanager
-def census_launch(name: str, args: Any) -> Iterator[None]:
-    """Wrap one launch of a candidate kernel (a no-op unless a census is on)."""
+def census_launch(name: str, args: Any, launch: bool = True) -> Iterator[None]:
+    """Wrap one launch of a candidate kernel (a no-op unless a census is on).
+    ``launch=False``: only the range, for work around a launch that belongs
+    to it (Triton's autotuner benchmarking its configs), not counted as a
+    launch of ``name``."""
     if not _Census.active:
         yield
         return
     from torch.profiler import record_function
 
+    if not launch:
+        with record_function("ks::kernel::" + name):
+            yield
+        return
     spans = [s for s in (_spans(a) for a in args) if s is not None]
     with record_function("ks::kernel::" + name):
         yield
@@ -138,6 +145,37 @@ def census_launch(name: str, args: Any) -> Iterator[None]:
     if _Census.host_memory:
         entry["crcs"] = [crc_of(view) for _, _, view in spans]
     _Census.launches.append(entry)
+
+
+@contextlib.contextmanager
+def recording(records: list) -> Iterator[LaunchRecord]:
+    """A LaunchRecord in ``records`` (a backend's list of active records, which
+    its launch hook appends kernel names to) for the duration of the block."""
+    record = LaunchRecord()
+    records.append(record)
+    try:
+        yield record
+    finally:
+        records.remove(record)
+
+
+def nvidia_driver() -> str:
+    """The NVIDIA driver version ("580.159.04"), or "unknown"."""
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            first = fh.readline()
+        for token in first.split():
+            if token.count(".") >= 1 and token.replace(".", "").isdigit():
+                return token
+    except OSError:
+        pass
+    try:
+        import pynvml  # type: ignore
+
+        pynvml.nvmlInit()
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        return "unknown"
 
 
 class Backend(abc.ABC):

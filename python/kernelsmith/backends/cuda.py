@@ -47,7 +47,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from .base import Backend, LaunchRecord, StaticReport, _Census, _spans, census_launch
+from ..hardware import HardwareInfo
+from .base import Backend, LaunchRecord, StaticReport, _Census, _spans, census_launch, nvidia_driver, recording
 
 #: bump when the build recipe changes: old cache entries are then never used
 BUILD_VERSION = "ks-cuda-1"
@@ -1287,62 +1288,48 @@ class CudaBackend(Backend):
             _LoadInline.candidate_source = None
         return super().load_candidate(path, module_name)
 
-    @contextlib.contextmanager
-    def launch_guard(self) -> Iterator[LaunchRecord]:
-        record = LaunchRecord()
-        _Records.records.append(record)
-        try:
-            yield record
-        finally:
-            _Records.records.remove(record)
+    def launch_guard(self) -> Any:
+        return recording(_Records.records)
 
     def synchronize(self) -> None:
         import torch
 
         torch.cuda.synchronize()
 
-    def time_call(self, fn: Callable[[], Any]) -> float:
-        import torch
-
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
-
-    def hardware_info(self) -> dict[str, Any]:
+    def hardware_info(self) -> HardwareInfo:
         import platform
 
         import torch
 
-        info: dict[str, Any] = {"backend": "cuda", "torch": torch.__version__, "cuda": torch.version.cuda,
-                                "python": platform.python_version()}
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
-            info.update(
-                device=props.name, name=props.name,
-                compute_capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
-                memory_gb=round(props.total_memory / 2**30, 1),
-                shared_memory_per_block_optin_kb=getattr(props, "shared_memory_per_block_optin", 0) // 1024 or None,
-                l2_cache_mb=round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
-                warp_size=getattr(props, "warp_size", 32),
-                max_threads_per_sm=getattr(props, "max_threads_per_multi_processor", None),
-                registers_per_sm=getattr(props, "regs_per_multiprocessor", None),
-            )
-            with contextlib.suppress(Exception):
-                tc = _toolchain()
-                info.update(arch=f"sm_{tc.arch}", nvcc=tc.nvcc_version)
-        return info
+        versions = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
+        if not torch.cuda.is_available():
+            return HardwareInfo(backend="cuda", versions=versions)
+        props = torch.cuda.get_device_properties(0)
+        arch = ""
+        with contextlib.suppress(Exception):
+            tc = _toolchain()
+            arch, versions["nvcc"] = f"sm_{tc.arch}", tc.nvcc_version
+        return HardwareInfo(
+            backend="cuda", name=props.name, kind="gpu", vendor="NVIDIA",
+            compute_capability=f"{props.major}.{props.minor}", arch=arch,
+            compute_units=props.multi_processor_count, memory_gb=round(props.total_memory / 2**30, 1),
+            driver=nvidia_driver(), versions=versions,
+            properties={
+                "shared_memory_per_block_optin_kb": getattr(props, "shared_memory_per_block_optin", 0) // 1024 or None,
+                "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
+                "warp_size": getattr(props, "warp_size", 32),
+                "max_threads_per_sm": getattr(props, "max_threads_per_multi_processor", None),
+                "registers_per_sm": getattr(props, "regs_per_multiprocessor", None),
+            },
+        )
 
-    def prompt_tips(self, hardware: dict[str, Any] | None = None) -> str:
-        return cuda_prompt_tips(hardware or {})
+    def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
+        return cuda_prompt_tips(HardwareInfo.of(hardware))
 
 
-def cuda_prompt_tips(hw: dict[str, Any]) -> str:
+def cuda_prompt_tips(hw: HardwareInfo) -> str:
     """Advice for the system prompt; the device part from
-    :meth:`CudaBackend.hardware_info` (an empty dict gives the generic part)."""
+    :meth:`CudaBackend.hardware_info` (no device name gives the generic part)."""
     tips = [
         "Write CUDA C++ in KernelBench's format: a string `cuda_sources` with your __global__ kernels and host "
         "wrappers taking and returning torch::Tensor, a string `cpp_sources` declaring those wrappers, and "
@@ -1360,16 +1347,17 @@ def cuda_prompt_tips(hw: dict[str, Any]) -> str:
         "No try/except, threads, NumPy or torch compute ops in forward or in the C++ wrappers; torch::empty, "
         "views and .contiguous() are fine.",
     ]
-    if hw.get("device"):
-        cc = hw.get("compute_capability", "?")
-        sm = hw.get("sm_count")
-        smem = hw.get("shared_memory_per_block_optin_kb")
+    if hw.name:
+        cc = hw.compute_capability or "?"
+        sm = hw.compute_units
+        smem = hw.properties.get("shared_memory_per_block_optin_kb")
+        l2 = hw.properties.get("l2_cache_mb")
         tips.append(
-            f"Target: {hw['device']} (compute capability {cc}"
+            f"Target: {hw.name} (compute capability {cc}"
             + (f", {sm} SMs" if sm else "")
             + (f", up to {smem} KiB shared memory per block with cudaFuncSetAttribute" if smem else "")
-            + (f", {hw['l2_cache_mb']} MiB L2" if hw.get("l2_cache_mb") else "")
-            + f", built for {hw.get('arch', 'its architecture')}). Use 128-256 threads per block and at least "
+            + (f", {l2} MiB L2" if l2 else "")
+            + f", built for {hw.arch or 'its architecture'}). Use 128-256 threads per block and at least "
             + (f"{2 * sm}" if sm else "two blocks per SM")
             + " blocks; vectorised loads (float4) on 16-byte aligned data; for matmuls tile through shared "
             "memory and use tensor cores (mma / wmma with half or bf16 inputs, float accumulation) when the "

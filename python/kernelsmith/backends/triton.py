@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from ..evaluator.static import common_checks, dotted
 from ..hardware import HardwareInfo
-from .base import Backend, LaunchRecord, StaticReport, backend_internal, census_launch
+from .base import Backend, LaunchRecord, StaticReport, backend_internal, census_launch, nvidia_driver, recording
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
 
@@ -75,7 +75,7 @@ class _LaunchHooks:
                     break
                 fn = fn.fn
             name = getattr(fn, "__name__", None) or "kernel"
-            with backend_internal(), census_launch(str(name), [*args, *kwargs.values()]):
+            with backend_internal(), census_launch(str(name), (), launch=False):
                 return original(self, *args, **kwargs)
 
         run._kernelsmith_hook = True  # type: ignore[attr-defined]
@@ -189,29 +189,21 @@ class TritonBackend(Backend):
     @contextlib.contextmanager
     def launch_guard(self) -> Iterator[LaunchRecord]:
         _LaunchHooks.install()
-        record = LaunchRecord()
-        _LaunchHooks.records.append(record)
-        # Second witness on a GPU: Triton's own launch-enter hook, called by
-        # the compiled launcher, catches launches that skip Python's run()
-        # (C fast paths in some Triton builds). Only set inside the guard so
-        # timed calls pay nothing.
-        restore = None if _interpret() else _add_launch_enter_hook(record)
-        try:
-            yield record
-        finally:
-            _LaunchHooks.records.remove(record)
-            if restore is not None:
-                restore()
+        with recording(_LaunchHooks.records) as record:
+            # Second witness on a GPU: Triton's own launch-enter hook, called by
+            # the compiled launcher, catches launches that skip Python's run()
+            # (C fast paths in some Triton builds). Only set inside the guard so
+            # timed calls pay nothing.
+            restore = None if _interpret() else _add_launch_enter_hook(record)
+            try:
+                yield record
+            finally:
+                if restore is not None:
+                    restore()
 
-    @contextlib.contextmanager
-    def launch_counter(self) -> Iterator[LaunchRecord]:
+    def launch_counter(self) -> Any:
         # the Python-level record only: no launch-enter hook on timed calls
-        record = LaunchRecord()
-        _LaunchHooks.records.append(record)
-        try:
-            yield record
-        finally:
-            _LaunchHooks.records.remove(record)
+        return recording(_LaunchHooks.records)
 
     def synchronize(self) -> None:
         import torch
@@ -233,7 +225,7 @@ class TritonBackend(Backend):
                 compute_capability=f"{props.major}.{props.minor}",
                 compute_units=props.multi_processor_count,
                 memory_gb=round(props.total_memory / 2**30, 1),
-                driver=_nvidia_driver(),
+                driver=nvidia_driver(),
                 versions={**versions, "cuda": torch.version.cuda},
             )
         # No device: the interpreter runs the kernels on the host's CPU.
@@ -290,24 +282,6 @@ def _add_launch_enter_hook(record: LaunchRecord) -> Optional[Callable[[], None]]
     except Exception:
         return None
     return None  # someone else's hook is installed; leave it alone
-
-
-def _nvidia_driver() -> str:
-    try:
-        with open("/proc/driver/nvidia/version") as fh:
-            first = fh.readline()
-        for token in first.split():
-            if token.count(".") >= 1 and token.replace(".", "").isdigit():
-                return token
-    except OSError:
-        pass
-    try:
-        import pynvml  # type: ignore
-
-        pynvml.nvmlInit()
-        return str(pynvml.nvmlSystemGetDriverVersion())
-    except Exception:
-        return "unknown"
 
 
 BACKEND = TritonBackend

@@ -132,6 +132,8 @@ class Census:
         self.cuda = cuda
         self.host_memory = host_memory
         self.total = CallCensus(device_level=cuda)
+        #: the record of the latest watched call (the timer cross-check reads it)
+        self.last: Optional[CallCensus] = None
         #: CUPTI stream ids the reference's kernels ran on: the timed stream
         self.timed_streams: set[Any] = set()
         # storage spans (start, bytes) -> crc (or None) of memory the
@@ -206,6 +208,7 @@ class Census:
             launched[key] = launched.get(key, 0) + 1
         self._attribute(self._events(prof), record, launched)
         self.total.merge(record)
+        self.last = record
         self.overhead_s += time.perf_counter() - t0
 
     def _attribute(self, events: Any, record: CallCensus, launched: Optional[dict[str, int]] = None) -> None:
@@ -225,7 +228,6 @@ class Census:
                 runtime_by_id.setdefault(e.id, e)
             else:
                 by_id.setdefault(e.id, e)
-        self._runtime_by_id = runtime_by_id
         budget = dict(launched or {})
         for e in events:
             if _is_device(e):
@@ -233,7 +235,7 @@ class Census:
                     # a profiler range mirrored on the GPU timeline (it spans
                     # the kernels it launched; they are counted themselves)
                     continue
-                self._device_event(e, by_id, record, budget)
+                self._device_event(e, by_id, runtime_by_id, record, budget)
             elif e.cpu_parent is None:
                 self._host_event(e, record)
 
@@ -267,20 +269,21 @@ class Census:
         for child in e.cpu_children:
             self._host_event(child, record)
 
-    def _device_event(self, e: Any, by_id: dict, record: CallCensus, budget: Optional[dict[str, int]] = None) -> None:
+    def _device_event(self, e: Any, by_id: dict, runtime_by_id: dict, record: CallCensus,
+                      budget: dict[str, int]) -> None:
         name = e.name
         front = by_id.get(getattr(e, "linked_correlation_id", 0) or -1)
         if front is None:
             # the launching runtime call (same CUPTI correlation id as the
             # kernel), placed in the CPU tree by time on its thread
-            launch = getattr(self, "_runtime_by_id", {}).get(e.id)
+            launch = runtime_by_id.get(e.id)
             front = launch.cpu_parent if launch is not None else None
         chain = []
         while front is not None:
             chain.append(front.name)
             front = front.cpu_parent
         owner = next((n for n in chain if n.startswith(KERNEL_RANGE)), None)
-        if owner is None and not chain and budget and budget.get(name, 0) > 0 and not name.startswith("Mem"):
+        if owner is None and not chain and budget.get(name, 0) > 0 and not name.startswith("Mem"):
             budget[name] -= 1  # an unlinked launch of one of the program's kernels (see watch)
             owner = KERNEL_RANGE + name
         op = next((n for n in chain if n.startswith("aten::")), None)

@@ -79,17 +79,34 @@ class HostLoadWindow:
         return {"busy_cores": round(busy, 3), "cores": cores, "window_s": round(time.monotonic() - self._wall, 4)}
 
 
+_NVML: dict[str, Any] = {}  # device index -> (pynvml, handle), or None where NVML cannot say
+_NVML_LOCK = threading.Lock()
+
+
+def _nvml(device: Optional[str]) -> Optional[tuple[Any, Any]]:
+    """(pynvml, device handle), initialised once per process and device (the
+    gate asks on every timing attempt); None without pynvml or an NVIDIA GPU."""
+    key = str(device or 0)
+    with _NVML_LOCK:
+        if key not in _NVML:
+            try:
+                import pynvml  # type: ignore
+
+                pynvml.nvmlInit()
+                _NVML[key] = (pynvml, pynvml.nvmlDeviceGetHandleByIndex(int(key)))
+            except Exception:  # noqa: BLE001 - no pynvml, no driver, no such device
+                _NVML[key] = None
+        return _NVML[key]
+
+
 def foreign_gpu_processes(device: Optional[str], own_pids: set[int]) -> Optional[list[int]]:
     """Compute processes on ``device`` (an index) that are not ours; None when
     NVML cannot say (no NVIDIA GPU, no pynvml, or pids hidden by a container)."""
-    try:
-        import pynvml  # type: ignore
-    except ImportError:
+    nvml = _nvml(device)
+    if nvml is None:
         return None
     try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(int(device or 0))
-        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        procs = nvml[0].nvmlDeviceGetComputeRunningProcesses(nvml[1])
     except Exception:  # noqa: BLE001 - any NVML error means "unknown"
         return None
     pids = [int(p.pid) for p in procs]
@@ -109,15 +126,10 @@ class ClockWatch:
         self.samples: list[int] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        try:
-            import pynvml  # type: ignore
-
-            pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(int(device or 0))
-            pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
-        except Exception:  # noqa: BLE001 - no NVIDIA GPU, no pynvml: nothing to watch
+        nvml = _nvml(device)
+        if nvml is None:  # no NVIDIA GPU, no pynvml: nothing to watch
             return
-        self._nvml, self._handle = pynvml, handle
+        self._nvml, self._handle = nvml
         self._thread = threading.Thread(target=self._run, daemon=True, name="ks-clock-watch")
         self._thread.start()
 

@@ -42,8 +42,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .contention import DeviceGate
-from .referee import Referee, cross_check_timing
-from .referee import judge as judge_by_referee
+from .referee import Referee, trusted_checks
 from .sandbox import (Limits, _merge_ticket, converse, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
 
@@ -460,8 +459,7 @@ class DevicePool:
                                    log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
                                    isolation=self.label, note=self.zygote.note)
             if not finalists:
-                judge_by_referee(result, info, seeds, task, child.workdir, self.referee)
-                cross_check_timing(result, list(ticket.slots))
+                trusted_checks(result, info, seeds, task, child.workdir, self.referee, ticket.slots)
             _merge_ticket(result, ticket)
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             return result

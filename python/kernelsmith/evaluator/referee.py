@@ -330,6 +330,16 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
 
 
 
+def trusted_checks(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, referee: Referee,
+                   slots: Optional[list] = None) -> None:
+    """Parent side, after a worker's result (pool or fresh mode): the
+    referee's re-check of its trial outputs, then its timing against the
+    time it held the device's timing slot (``slots``, where it had one)."""
+    judge(result, info, seeds, task, workdir, referee)
+    if slots is not None:
+        cross_check_timing(result, list(slots))
+
+
 def cross_check_timing(result: Any, slots: list, slack: float = 1.05, grace_s: float = 0.05) -> None:
     """Parent side: the timing the worker reports against the time the parent
     saw it hold the device's timing slot. Every pair timed at least the

@@ -530,7 +530,6 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             if first:  # Triton and OpenCL compile on the first call
                 phases["compile"] = round(time.monotonic() - t0, 4)
             out["census"].update(census.total.summary())
-        run_candidate.last = seen  # type: ignore[attr-defined]  # the timer cross-check reads it
         for k in launches.kernels:
             if k not in kernels:
                 kernels.append(k)
@@ -659,7 +658,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
-                        fail_from, atol, rtol, run_candidate)
+                        fail_from, atol, rtol, run_candidate, census)
         check_integrity()
     return out
 
@@ -680,7 +679,7 @@ def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, s
 def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any, model_new: Any,
                     make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
                     out: dict[str, Any], fail_from: Callable[..., "Verdict"], atol: float, rtol: float,
-                    run_checked: Callable[[list[Any], str], list[Any]]) -> None:
+                    run_checked: Callable[[list[Any], str], list[Any]], census: Any = None) -> None:
     """Paired timing of reference and candidate (evaluator/timing.py), then
     the checks on what was timed: the timed calls' output must still be
     right, and work hidden from the timer rejects the candidate."""
@@ -756,8 +755,8 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         if os.environ.get("KS_BENCH_NO_CENSUS", "") != "1":
             _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
                            "after timing", held=input_sets[0], fresh=True)
-            seen = getattr(run_checked, "last", None)
-            if seen is not None and getattr(seen, "device_level", False) and outcome.runtime_ms:
+            seen = census.last if census is not None else None  # the refill checks' last call
+            if seen is not None and seen.device_level and outcome.runtime_ms:
                 own_ms = sum(seen.own.values()) / 1000.0
                 out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
                 problem = timer_mismatch(own_ms, float(outcome.runtime_ms))
