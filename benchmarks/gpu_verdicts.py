@@ -215,6 +215,9 @@ def main() -> int:
     parser.add_argument("--json", default=None, help="write all results here")
     parser.add_argument("--only", choices=("triton", "cuda"), default=None,
                         help="run one suite (default: both; CUDA rows are skipped without a GPU and nvcc)")
+    parser.add_argument("--match", default=None,
+                        help="comma-separated names: only the rows whose task or candidate file name is one of them "
+                             "(e.g. --match relu_wrong,matmul_autotune to re-check a few rows in little device time)")
     args = parser.parse_args()
     if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
         sys.path.insert(0, str(ROOT / "python"))
@@ -224,13 +227,17 @@ def main() -> int:
     devices = args.devices.split(",") if args.devices else None
     os.environ["OPENAI_API_KEY"] = "sk-should-never-reach-a-worker"
     mismatches, results = 0, []
+    names = set(args.match.split(",")) if args.match else None
+
+    def chosen(suite: list) -> list:
+        return suite if names is None else [row for row in suite if {Path(row[0]).stem, Path(row[1]).stem} & names]
 
     def save() -> None:  # after each suite: a run stopped during the next keeps this one's
         if args.json:
             Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1))
 
     if args.only in (None, "triton"):
-        m, r = run_suite("triton", SUITE, args, on_gpu, devices)
+        m, r = run_suite("triton", chosen(SUITE), args, on_gpu, devices)
         mismatches, results = mismatches + m, results + r
         save()
     if args.only in (None, "cuda"):
@@ -242,7 +249,7 @@ def main() -> int:
         else:
             if args.only is None:
                 print()
-            m, r = run_suite("cuda", CUDA_SUITE, args, True, devices)
+            m, r = run_suite("cuda", chosen(CUDA_SUITE), args, True, devices)
             mismatches, results = mismatches + m, results + r
             save()
     return 1 if mismatches else 0
