@@ -19,7 +19,9 @@ def ev(id, name, device="CPU", linked=0, parent=None, start=0.0, end=1.0, annota
 
 
 def attribute(events, launched=None):
-    census = Census({"fill_", "zero_", "empty", "zeros"}, cuda=True, host_memory=False)
+    from kernelsmith.evaluator.guards import DEFAULT_ALLOWED_OPS
+
+    census = Census(set(DEFAULT_ALLOWED_OPS), cuda=True, host_memory=False)
     record = CallCensus(device_level=True)
     census._attribute(events, record, launched or {})
     return record
@@ -53,3 +55,19 @@ def test_a_foreign_op_kernel_is_named_with_its_op():
     record = attribute([relu, ev(50, "void at::native::relu_kernel", "CUDA", linked=8)])
     assert any("(from aten::relu)" in k for k in record.foreign), record.foreign
     assert not record.own
+
+
+def test_unlinked_housekeeping_kernels_of_ops_that_ran():
+    """On the H200 torch.zeros_like's fill kernel and the autotuner's L2
+    clear came with no link to their op: they are housekeeping when as many
+    allowed fill ops ran in the call; a fill kernel beyond that, or a copy
+    kernel without a copy op, is foreign."""
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >"
+    events = [ev(5, "aten::zeros_like"), ev(6, "aten::fill_"), ev(1, fill, "CUDA"), ev(2, "relu_kernel", "CUDA")]
+    record = attribute(events, {"relu_kernel": 1})
+    assert record.own == {"relu_kernel": 1.0} and record.housekeeping.get("FillFunctor") == 1.0, record
+    assert not record.foreign, record.foreign
+    events += [ev(3, fill, "CUDA"), ev(4, "void at::native::direct_copy_kernel_cuda", "CUDA")]
+    record = attribute(events, {"relu_kernel": 1})
+    foreign = " ".join(record.foreign)
+    assert "FillFunctor" in foreign and "direct_copy_kernel" in foreign, record.foreign
