@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from .backends import DEFAULT_BACKEND
 from .config import ConfigError, from_dict, load_yaml, to_dict
 
 #: dtypes a task may ask for; floating inputs and the modules are cast to it
@@ -106,7 +107,7 @@ class TaskConfig:
     # human-readable name; defaults to the directory or file name
     name: str = ""
     # evaluation backend (kernelsmith.backends.<name>)
-    backend: str = "triton"
+    backend: str = DEFAULT_BACKEND
     # float32 | float16 | bfloat16: floating inputs and both modules are cast to it
     dtype: str = "float32"
     # absolute / relative tolerance; None = the dtype's default (fp32 1e-4, fp16/bf16 1e-2)

@@ -6,4 +6,9 @@ from __future__ import annotations
 
 from .base import Backend, LaunchRecord, StaticReport, available_backends, backend_internal, get_backend
 
-__all__ = ["Backend", "LaunchRecord", "StaticReport", "available_backends", "backend_internal", "get_backend"]
+#: the backend of a task (``TaskConfig.backend``), an in-place config and
+#: ``kernelsmith task init`` that name none
+DEFAULT_BACKEND = "triton"
+
+__all__ = ["DEFAULT_BACKEND", "Backend", "LaunchRecord", "StaticReport", "available_backends", "backend_internal",
+           "get_backend"]

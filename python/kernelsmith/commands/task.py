@@ -6,6 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
+from ..backends import DEFAULT_BACKEND
+
 
 def _shapes(text: str) -> list[list[int]]:
     """'32x128,8x512' -> [[32, 128], [8, 512]]."""
@@ -60,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     init.add_argument("--bench-command", default="", help="optional: the project's benchmark command printing a time")
     init.add_argument("--time-regex", default=None, help="regex whose first group is the printed time (default: N ms)")
     init.add_argument("--python-path", type=_names, default=["."], help="tree folders put on PYTHONPATH (default .)")
-    init.add_argument("--backend", default="triton")
+    init.add_argument("--backend", default=DEFAULT_BACKEND, help=f"evaluation backend (default {DEFAULT_BACKEND})")
     init.add_argument("--allowed-torch-ops", type=_names, default=[], help="torch ops the target may run")
     init.add_argument("--name", default="")
     init.add_argument("-o", "--out", default="inplace.yaml", help="the config to write (default ./inplace.yaml)")

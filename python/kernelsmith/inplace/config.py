@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import yaml
 
+from ..backends import DEFAULT_BACKEND
 from ..config import ConfigError, from_dict, to_dict
 from ..task import DTYPES, TaskError
 
@@ -93,7 +94,7 @@ class InplaceConfig:
     inputs: str = ""
     compare: CompareConfig = field(default_factory=CompareConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
-    backend: str = "triton"
+    backend: str = DEFAULT_BACKEND
     # torch ops the target may run besides allocation and views (see task.yaml)
     allowed_torch_ops: list = field(default_factory=list)
     timeout_s: float = 300.0
