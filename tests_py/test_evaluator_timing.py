@@ -268,19 +268,20 @@ def _opencl_or_skip() -> Any:
 
 
 def test_opencl_build_failure_is_a_compile_error():
-    from kernelsmith.evaluator.tracebacks import classify_exception, trim_exception
+    from kernelsmith.backends import get_backend
 
+    backend = get_backend("opencl")
     ocl = _opencl_or_skip()
     with pytest.raises(ocl.OpenCLError) as info:
         ocl.build("__kernel void k(__global float* y) { y[0] = not_declared; }")
     exc = info.value
     assert exc.code == -11
-    assert classify_exception(exc) == "compile"
-    text = trim_exception(exc, "/nonexistent/candidate.py")
+    assert backend.classify_exception(exc) == "compile"
+    text = backend.trim_traceback(exc, "/nonexistent/candidate.py")
     assert "--- build log ---" in text and "not_declared" in text
     # other OpenCL errors stay runtime errors
     other = ocl.OpenCLError("clEnqueueNDRangeKernel failed: CL_INVALID_WORK_GROUP_SIZE (-54)")
-    assert classify_exception(other) == "runtime"
+    assert backend.classify_exception(other) == "runtime"
 
 
 def test_opencl_build_failure_through_the_evaluator():

@@ -18,7 +18,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from ..hardware import HardwareInfo
 
@@ -130,21 +130,39 @@ def census_launch(name: str, args: Any, launch: bool = True) -> Iterator[None]:
     to it (Triton's autotuner benchmarking its configs), not counted as a
     launch of ``name``."""
     if not _Census.active:
-        yield
+        yield {}
         return
-    from torch.profiler import record_function
-
+    entry: dict = {"kernel": name, "spans": [], "crcs": None}
     if not launch:
-        with record_function("ks::kernel::" + name):
-            yield
+        with _kernel_range(name):
+            yield entry
         return
     spans = [s for s in (_spans(a) for a in args) if s is not None]
-    with record_function("ks::kernel::" + name):
-        yield
-    entry = {"kernel": name, "spans": [(start, nbytes) for start, nbytes, _ in spans], "crcs": None}
+    with _kernel_range(name):
+        yield entry
+    entry["spans"] = [(start, nbytes) for start, nbytes, _ in spans]
     if _Census.host_memory:
         entry["crcs"] = [crc_of(view) for _, _, view in spans]
     _Census.launches.append(entry)
+
+
+@contextlib.contextmanager
+def _kernel_range(name: str) -> Iterator[None]:
+    """The ``ks::kernel::<name>`` profiler range. Entering and leaving it runs
+    two profiler ops (``aten::_record_function_enter_new`` / ``_exit``) that
+    are the harness's, not the program's: the op guard must not see them
+    (a CUDA extension's call runs outside ``backend_internal``, since the
+    torch ops its C++ runs are judged)."""
+    from torch.profiler import record_function
+
+    ctx = record_function("ks::kernel::" + name)
+    with backend_internal():
+        ctx.__enter__()
+    try:
+        yield
+    finally:
+        with backend_internal():
+            ctx.__exit__(None, None, None)
 
 
 @contextlib.contextmanager
@@ -157,6 +175,39 @@ def recording(records: list) -> Iterator[LaunchRecord]:
         yield record
     finally:
         records.remove(record)
+
+
+def device_family(hardware: HardwareInfo | Any) -> str:
+    """Which hardware-notes template fits the device, from its name, compute
+    capability, architecture and kind: hopper, blackwell, ampere, ada,
+    amd_cdna, cpu (an OpenCL CPU device such as PoCL) or generic. What any
+    backend gets unless it knows better (:meth:`Backend.hardware_family`)."""
+    hw = HardwareInfo.of(hardware)
+    # An interpreter on the host is not the host as a device: its costs are
+    # its own, and only the backend that runs it knows them.
+    if hw.interpreter:
+        return "generic"
+    name = hw.name.lower()
+    arch = hw.arch.lower()
+    cc = hw.compute_capability
+    try:
+        major: Optional[int] = int(cc.split(".")[0]) if cc else None
+    except ValueError:
+        major = None
+    kind = hw.kind
+    if any(t in name for t in ("h100", "h200", "h800", "h20", "gh200")) or major == 9:
+        return "hopper"
+    if any(t in name for t in ("b200", "b100", "gb200", "b300")) or major == 10:
+        return "blackwell"
+    if any(t in name for t in ("mi300", "mi250", "mi210", "mi325", "instinct")) or arch.startswith("gfx9"):
+        return "amd_cdna"
+    if any(t in name for t in ("l40", "l4", "4090", "4080", "ada")) or cc == "8.9":
+        return "ada"
+    if any(t in name for t in ("a100", "a800", "a10", "a30", "a40", "3090", "a6000")) or major == 8:
+        return "ampere"
+    if kind == "cpu" or "pocl" in name or "cpu" in name:
+        return "cpu"
+    return "generic"
 
 
 def nvidia_driver() -> str:
@@ -291,6 +342,55 @@ class Backend(abc.ABC):
     def prompt_tips(self, hardware: HardwareInfo | None = None) -> str:
         """Optimization advice for the system prompt, specific to the device."""
         return ""
+
+    def hardware_family(self, hardware: HardwareInfo | None = None) -> str:
+        """Which ``prompts/templates/hardware_<family>.md`` describes the
+        device this backend's kernels run on (:func:`device_family` unless
+        the backend knows better, e.g. that an interpreter runs them)."""
+        return device_family(hardware)
+
+    def hardware_notes(self, hardware: HardwareInfo | None = None,
+                       templates: Optional[Mapping[str, str]] = None) -> str:
+        """The hardware section of the system prompt: the text of the
+        template :meth:`hardware_family` chooses, from ``templates`` (the
+        prompt's templates by file name, a ``template_dir``'s overrides
+        included) when it has it, else the package's."""
+        name = f"hardware_{self.hardware_family(hardware)}.md"
+        if templates is not None and name in templates:
+            return templates[name]
+        from ..prompts.builder import load_template
+
+        return load_template(name)
+
+    # -- errors (in the worker, on what the candidate raised) -----------
+    def is_compile_error(self, exc: BaseException) -> bool:
+        """True when ``exc`` is this backend's compiler rejecting the
+        candidate's kernel (its message then holds the compiler's words);
+        a Python SyntaxError is one for every backend."""
+        return False
+
+    def classify_exception(self, exc: BaseException) -> str:
+        """Error category of an exception raised by candidate code: "oom",
+        "crash", "compile" or "runtime"."""
+        from ..evaluator.tracebacks import classify_exception
+
+        return classify_exception(exc, is_compile_error=self.is_compile_error)
+
+    def candidate_frames(self, frames: list, candidate_file: str) -> list:
+        """The traceback frames (``traceback.FrameSummary``) that are the
+        candidate's own code, the only ones an LLM can act on: those in its
+        file, where the kernels' frames are too when the language runs them
+        as Python."""
+        from ..evaluator.tracebacks import in_candidate_file
+
+        return in_candidate_file(frames, candidate_file)
+
+    def trim_traceback(self, exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
+        """``exc`` as feedback: its chain of causes, each with the
+        candidate's frames (:meth:`candidate_frames`) and its message."""
+        from ..evaluator.tracebacks import trim_exception
+
+        return trim_exception(exc, candidate_file, tail_frames, candidate_frames=self.candidate_frames)
 
 
 def available_backends() -> list[str]:

@@ -49,6 +49,11 @@ NUMPY_ALLOWED = {
 #: tensor methods that move data to the host for Python-side computation
 HOST_ESCAPES = {"numpy", "tolist"}
 
+#: OpenCL statuses of a failed program build: CL_BUILD_PROGRAM_FAILURE (-11),
+#: CL_COMPILE_PROGRAM_FAILURE (-15), CL_LINK_PROGRAM_FAILURE (-17),
+#: CL_INVALID_BUILD_OPTIONS (-43)
+OPENCL_BUILD_ERROR_CODES = (-11, -15, -17, -43)
+
 
 def _common_checks(source: str) -> tuple[StaticReport, Optional[ast.Module]]:
     """The evaluator's shared AST checks when available (ModelNew, try/except,
@@ -295,6 +300,12 @@ class OpenCLBackend(Backend):
             versions={"torch": torch.__version__, "python": platform.python_version()},
             properties={**{k: d[k] for k in keys}, "timing": "events" if self._use_events() else "wall"},
         )
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        # a program build (kernelsmith.OpenCLError, or any runtime's error
+        # carrying the CL status): the message holds the compiler's build log
+        return type(exc).__name__ == "OpenCLError" and (
+            getattr(exc, "code", None) in OPENCL_BUILD_ERROR_CODES or "CL_BUILD_PROGRAM_FAILURE" in str(exc))
 
     def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
         return opencl_prompt_tips(HardwareInfo.of(hardware))

@@ -11,11 +11,22 @@ import threading
 import types
 from typing import Any, Callable, Iterator, Optional
 
-from ..evaluator.static import common_checks, dotted
+from ..evaluator.static import LOWERING_DTYPES, common_checks, dotted
 from ..hardware import HardwareInfo
-from .base import Backend, LaunchRecord, StaticReport, backend_internal, census_launch, nvidia_driver, recording
+from .base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
+                   recording)
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
+
+#: Triton's own names of low-precision dtypes (``tl.float8e4nv``), besides torch's
+TRITON_LOWERING_DTYPES = {"float8e4nv", "float8e5"}
+
+
+def lowers_precision(name: str) -> bool:
+    """True when ``name`` (a dotted argument such as ``tl.float16``) is a
+    low-precision dtype of torch or of Triton (``tl.``, ``triton.language``)."""
+    return (name.split(".")[-1] in LOWERING_DTYPES | TRITON_LOWERING_DTYPES
+            and name.startswith(("torch.", "tl.", "triton.")))
 
 
 def _interpret() -> bool:
@@ -112,7 +123,7 @@ class TritonBackend(Backend):
 
     # -- parent ---------------------------------------------------------
     def static_check(self, source: str) -> StaticReport:
-        report, tree = common_checks(source)
+        report, tree = common_checks(source, lowers_precision=lowers_precision)
         if tree is None:
             return report
         kernels = []
@@ -231,6 +242,19 @@ class TritonBackend(Backend):
         # No device: the interpreter runs the kernels on the host's CPU.
         return HardwareInfo(backend="triton", kind="interpreter", versions=versions,
                             name=f"CPU ({platform.processor() or platform.machine()}), Triton interpreter")
+
+    def hardware_family(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
+        # No device to tune for, only the interpreter on the host, whose
+        # costs are nothing like an OpenCL CPU device's.
+        if HardwareInfo.of(hardware).interpreter:
+            return "triton_interpreter"
+        return device_family(hardware)
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        # CompilationError on a GPU; under the interpreter the same kernel
+        # bugs (undefined names, type errors) surface as InterpreterError
+        return (type(exc).__module__ or "").startswith("triton.compiler") or type(exc).__name__ in (
+            "CompilationError", "InterpreterError")
 
     def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
         hw = HardwareInfo.of(hardware)

@@ -4,14 +4,15 @@ These find what no honest kernel program needs: a ``try`` that could fall
 back to the reference, threads and processes, extra CUDA streams, patching of
 modules (timers, events, torch functions), harness introspection, use of the
 reference ``Model``. Backends add their own checks (e.g. "defines a Triton
-kernel") on top; see :func:`common_checks`.
+kernel", and which of the language's dtypes lower precision) on top; see
+:func:`common_checks`.
 
 Parsing is safe on untrusted source: ``ast.parse`` never executes it.
 """
 from __future__ import annotations
 
 import ast
-from typing import Optional
+from typing import Callable, Optional
 
 from ..backends.base import StaticReport
 
@@ -35,7 +36,12 @@ STREAM_ATTRS = {"Stream", "ExternalStream", "stream", "set_stream", "StreamConte
 
 #: torch ops whose only purpose is lowering precision (warnings, not hacks)
 LOWERING_METHODS = {"half", "bfloat16"}
-LOWERING_DTYPES = {"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8e4nv", "float8e5", "int8"}
+LOWERING_DTYPES = {"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"}
+
+
+def torch_lowers_precision(name: str) -> bool:
+    """True when ``name`` (a dotted call argument) is a low-precision torch dtype."""
+    return name.startswith("torch.") and name.split(".")[-1] in LOWERING_DTYPES
 
 
 def dotted(node: ast.AST) -> Optional[str]:
@@ -82,8 +88,14 @@ def imported_modules(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
-def common_checks(source: str, report: Optional[StaticReport] = None) -> tuple[StaticReport, Optional[ast.Module]]:
-    """Checks every backend wants. Returns the report and the tree (None on a syntax error)."""
+def common_checks(source: str, report: Optional[StaticReport] = None,
+                  lowers_precision: Optional[Callable[[str], bool]] = None,
+                  ) -> tuple[StaticReport, Optional[ast.Module]]:
+    """Checks every backend wants. Returns the report and the tree (None on a syntax error).
+    ``lowers_precision``: whether a dotted call argument is a low-precision
+    dtype, a cast the report warns about (default: torch's dtypes; a backend
+    adds its language's)."""
+    lowers_precision = lowers_precision or torch_lowers_precision
     report = report or StaticReport()
     tree = parse_candidate(source, report)
     if tree is None:
@@ -151,7 +163,7 @@ def common_checks(source: str, report: Optional[StaticReport] = None) -> tuple[S
                 report.warnings.append(f".{node.func.attr}() at {at(node)} lowers precision")
             for arg in list(node.args) + [k.value for k in node.keywords]:
                 d = dotted(arg) or ""
-                if d.split(".")[-1] in LOWERING_DTYPES and (d.startswith("torch.") or d.startswith("tl.") or d.startswith("triton.")):
+                if d and lowers_precision(d):
                     report.warnings.append(f"cast to {d} at {at(node)} lowers precision")
         elif (isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load)
               and "Model" not in classes):

@@ -3,31 +3,41 @@
 The harness's own frames (worker, correctness loop, torch internals) mean
 nothing to an LLM and waste prompt tokens; the candidate's frames and the
 final error message are what it can act on.
+
+Only the language-independent part lives here: which frames are the
+candidate's and which exceptions are its compiler's are the backend's to say
+(``Backend.candidate_frames``, ``Backend.is_compile_error``); the worker asks
+through ``Backend.trim_traceback`` and ``Backend.classify_exception``.
 """
 from __future__ import annotations
 
 import traceback
-from typing import Optional
+from typing import Callable, Optional
 
 MAX_MESSAGE = 2500
 # A build log is the compile feedback: keep more of it (its first error is what matters)
 MAX_BUILD_LOG_MESSAGE = 6000
 
-#: OpenCL statuses of a failed program build: CL_BUILD_PROGRAM_FAILURE (-11),
-#: CL_COMPILE_PROGRAM_FAILURE (-15), CL_LINK_PROGRAM_FAILURE (-17),
-#: CL_INVALID_BUILD_OPTIONS (-43)
-OPENCL_BUILD_ERROR_CODES = (-11, -15, -17, -43)
+#: frames -> the candidate's own (a backend's ``candidate_frames``)
+FrameFilter = Callable[[list, str], list]
 
 
-def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
+def in_candidate_file(frames: list, candidate_file: str) -> list:
+    """The frames whose code is in the candidate's file."""
+    return [f for f in frames if f.filename == candidate_file]
+
+
+def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1,
+                   candidate_frames: Optional[FrameFilter] = None) -> str:
     """Trimmed text of ``exc`` and of the exceptions it was raised from
-    (Triton wraps kernel errors; the wrapped one points into the kernel)."""
+    (a kernel compiler may wrap the error that points into the kernel)."""
     parts = []
     seen = set()
     cur: Optional[BaseException] = exc
     while cur is not None and id(cur) not in seen and len(parts) < 3:
         seen.add(id(cur))
-        parts.append(_trim_one(cur, candidate_file, tail_frames if cur is exc else 0))
+        parts.append(_trim_one(cur, candidate_file, tail_frames if cur is exc else 0,
+                               candidate_frames or in_candidate_file))
         cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
     if len(parts) == 1:
         return parts[0]
@@ -35,7 +45,8 @@ def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1
     return "\n\nwhich caused:\n".join(p for p in reversed(parts) if p)
 
 
-def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
+def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int,
+              candidate_frames: FrameFilter) -> str:
     """Candidate frames of ``exc``'s traceback plus the error message.
 
     If no frame is the candidate's (the error came from inside a library
@@ -43,11 +54,10 @@ def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> 
     message has a location.
     """
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if f.filename == candidate_file]
+    mine = candidate_frames(list(frames), candidate_file)
     if mine:
-        # keep library frames only if they are below the last candidate frame
-        # and the exception came from a Triton compile (its message already
-        # has the kernel source position), otherwise drop them.
+        # library frames are dropped: a kernel compiler's message already
+        # has the kernel source position
         keep = mine
     else:
         keep = frames[-tail_frames:] if tail_frames else []
@@ -66,25 +76,17 @@ def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int = 1) -> 
     return "\n".join(lines)
 
 
-def classify_exception(exc: BaseException) -> str:
-    """Error category for an exception raised by candidate code."""
+def classify_exception(exc: BaseException,
+                       is_compile_error: Optional[Callable[[BaseException], bool]] = None) -> str:
+    """Error category for an exception raised by candidate code.
+    ``is_compile_error``: the backend's test for its compiler's errors
+    (``Backend.is_compile_error``)."""
     text = f"{type(exc).__name__}: {exc}".lower()
-    module = type(exc).__module__ or ""
     if isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text:
         return "oom"
     if "illegal memory access" in text or "misaligned address" in text or "device-side assert" in text:
         return "crash"
-    # Triton compile errors: CompilationError on a GPU; under the interpreter
-    # the same kernel bugs (undefined names, type errors) surface as
-    # InterpreterError
-    name = type(exc).__name__
-    # OpenCL program builds (kernelsmith.OpenCLError, or any runtime's error
-    # carrying the CL status): the message holds the compiler's build log
-    if name == "OpenCLError" and (getattr(exc, "code", None) in OPENCL_BUILD_ERROR_CODES
-                                  or "CL_BUILD_PROGRAM_FAILURE" in str(exc)):
-        return "compile"
-    if (isinstance(exc, SyntaxError) or module.startswith("triton.compiler")
-            or name in ("CompilationError", "InterpreterError")):
+    if isinstance(exc, SyntaxError) or (is_compile_error is not None and is_compile_error(exc)):
         return "compile"
     return "runtime"
 

@@ -310,7 +310,6 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
 
     from . import correctness as cmp
     from .timing import CandidateTimingError, measure
-    from .tracebacks import trim_exception
 
     cfg = task.config
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
@@ -343,7 +342,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                     entry["error"] = res["message"]
             except BaseException as exc:  # noqa: BLE001 - a finalist may fail in any way
                 m = None
-                entry["error"] = trim_exception(exc, os.path.abspath(path))[-800:]
+                entry["error"] = backend.trim_traceback(exc, os.path.abspath(path))[-800:]
             entries.append(entry)
             models.append(m if entry["correct"] else None)
         input_sets = [make_inputs() for _ in range(cfg.timing.input_sets)]
@@ -399,7 +398,6 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     from . import correctness as cmp
     from .census import Census, judge
     from .guards import TorchOpGuard
-    from .tracebacks import classify_exception, trim_exception
 
     _set_cpu_limit(job.get("cpu_limit_s"))
     cand_path = os.path.abspath(job["candidate_path"])
@@ -413,8 +411,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     out["hardware"] = HardwareInfo.of(backend.hardware_info()).to_dict()
 
     def fail_from(exc: BaseException, where: str, category: Optional[str] = None) -> Verdict:
-        cat = category or classify_exception(exc)
-        text = trim_exception(exc, cand_path)
+        cat = category or backend.classify_exception(exc)
+        text = backend.trim_traceback(exc, cand_path)
         return Verdict(category=cat, error=f"{where}:\n{text}", compiled=cat not in ("compile",))
 
     # -- reference (trusted, but loaded here so the caller never runs task code)

@@ -18,6 +18,8 @@ from pathlib import Path
 from string import Template
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from ..backends import DEFAULT_BACKEND
+from ..backends.base import device_family
 from ..feedback import Feedback, clip, format_metrics, render_feedback
 from ..hardware import HardwareInfo
 
@@ -113,35 +115,31 @@ def estimate_tokens(text: str, tokenizer: Any = None) -> int:
     return int(out) if isinstance(out, (int, float)) else len(out)
 
 
-def hardware_family(hardware: HardwareInfo | Mapping[str, Any] | None) -> str:
-    """Which hardware tips apply: hopper, blackwell, ampere, ada, amd_cdna,
-    triton_interpreter, cpu (an OpenCL CPU device such as PoCL) or generic."""
-    hw = HardwareInfo.of(hardware)
-    # No device to tune for, only an interpreter on the host (Triton's),
-    # whose costs are nothing like an OpenCL CPU device's.
-    if hw.interpreter:
-        return "triton_interpreter"
-    name = hw.name.lower()
-    arch = hw.arch.lower()
-    cc = hw.compute_capability
+def _backend_of(backend: Any) -> Any:
+    """The Backend that chooses the hardware notes: ``backend`` itself, or
+    the one of that name; None when there is none (no name, an unknown one)."""
+    if backend is None or not isinstance(backend, str):
+        return backend
+    if not backend:
+        return None
+    from ..backends import get_backend
+
     try:
-        major: Optional[int] = int(cc.split(".")[0]) if cc else None
-    except ValueError:
-        major = None
-    kind = hw.kind
-    if any(t in name for t in ("h100", "h200", "h800", "h20", "gh200")) or major == 9:
-        return "hopper"
-    if any(t in name for t in ("b200", "b100", "gb200", "b300")) or major == 10:
-        return "blackwell"
-    if any(t in name for t in ("mi300", "mi250", "mi210", "mi325", "instinct")) or arch.startswith("gfx9"):
-        return "amd_cdna"
-    if any(t in name for t in ("l40", "l4", "4090", "4080", "ada")) or cc == "8.9":
-        return "ada"
-    if any(t in name for t in ("a100", "a800", "a10", "a30", "a40", "3090", "a6000")) or major == 8:
-        return "ampere"
-    if kind == "cpu" or "pocl" in name or "cpu" in name:
-        return "cpu"
-    return "generic"
+        return get_backend(backend)
+    except Exception:  # noqa: BLE001 - an unknown or broken backend gets the generic notes
+        log.debug("no backend %r for the hardware notes; using the device's family", backend)
+        return None
+
+
+def hardware_family(hardware: HardwareInfo | Mapping[str, Any] | None, backend: Any = None) -> str:
+    """Which hardware tips apply: hopper, blackwell, ampere, ada, amd_cdna,
+    cpu (an OpenCL CPU device such as PoCL), generic, or one that the backend
+    chooses (``Backend.hardware_family``; e.g. Triton's interpreter).
+    ``backend``: a Backend or its name; default: the one that reported
+    ``hardware``."""
+    hw = HardwareInfo.of(hardware)
+    found = _backend_of(backend if backend is not None else hw.backend)
+    return found.hardware_family(hw) if found is not None else device_family(hw)
 
 
 def load_template(name: str, template_dir: str | Path | None = None) -> str:
@@ -225,7 +223,8 @@ class _Parts:
 class PromptBuilder:
     """Builds ``[system, user]`` messages for one request.
 
-    ``reference_source``: the task's PyTorch reference module. ``backend_tips``:
+    ``reference_source``: the task's PyTorch reference module. ``backend``:
+    the Backend or its name (it chooses the hardware notes). ``backend_tips``:
     ``Backend.prompt_tips(hardware)``. ``hardware``: the backend's
     :class:`~kernelsmith.hardware.HardwareInfo` (or its dict; records of the
     old per-backend shapes are read too). ``tokenizer``: optional, see
@@ -237,7 +236,7 @@ class PromptBuilder:
         config: PromptConfig | None = None,
         *,
         reference_source: str,
-        backend: str = "triton",
+        backend: Any = DEFAULT_BACKEND,
         backend_tips: str = "",
         hardware: HardwareInfo | Mapping[str, Any] | None = None,
         task_name: str = "",
@@ -246,7 +245,8 @@ class PromptBuilder:
     ) -> None:
         self.config = config or PromptConfig()
         self.reference_source = reference_source
-        self.backend = backend
+        self.backend = backend if isinstance(backend, str) else backend.name
+        self._backend = _backend_of(backend)
         self.backend_tips = backend_tips
         self.hardware = HardwareInfo.of(hardware)
         self.task_name = task_name
@@ -268,14 +268,26 @@ class PromptBuilder:
     def _tokens(self, text: str) -> int:
         return estimate_tokens(text, self.tokenizer)
 
+    def hardware_family(self) -> str:
+        """The hardware notes' family, as the backend chooses it."""
+        if self._backend is None:
+            return device_family(self.hardware)
+        return self._backend.hardware_family(self.hardware)
+
+    def hardware_notes(self) -> str:
+        """The system prompt's hardware section, as the backend writes it
+        (from this builder's templates, overrides included)."""
+        if self._backend is None:
+            return self.templates[f"hardware_{device_family(self.hardware)}.md"]
+        return self._backend.hardware_notes(self.hardware, self.templates)
+
     def system_prompt(self) -> str:
-        family = hardware_family(self.hardware)
         device = self.hardware.label("the target device")
         values = {
             "backend": self.backend,
             "backend_tips": self.backend_tips.strip() or "No backend-specific tips.",
             "device_name": device,
-            "hardware_tips": self.templates[f"hardware_{family}.md"].strip(),
+            "hardware_tips": self.hardware_notes().strip(),
             "output_format": self.templates[f"format_{self.config.output_format}.md"].strip(),
         }
         return Template(self.templates["system.md"]).safe_substitute(values).strip() + "\n"
@@ -444,7 +456,7 @@ class PromptBuilder:
             "user_tokens": total - sys_tokens,
             "max_input_tokens": cap,
             "over_cap": over_cap,
-            "hardware_family": hardware_family(self.hardware),
+            "hardware_family": self.hardware_family(),
             "included": {
                 "current": cur_id,
                 "history": [_get(p, "id") for p in parts.history],
