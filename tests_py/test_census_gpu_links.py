@@ -71,3 +71,58 @@ def test_unlinked_housekeeping_kernels_of_ops_that_ran():
     record = attribute(events, {"relu_kernel": 1})
     foreign = " ".join(record.foreign)
     assert "FillFunctor" in foreign and "direct_copy_kernel" in foreign, record.foreign
+
+
+def test_extension_kernels_by_declared_name_up_to_the_counted_launches():
+    """On the H100 a CUDA extension's <<<>>> launch came with no link to the
+    ``ks::kernel`` range around the extension call, and the kernel's name
+    (``relu_vec4_kernel(float4 const*, ...)``) is not the function's
+    (``relu_cuda``): the call's counted launches are a budget for kernels
+    whose name the candidate's source declares; one kernel more, or a
+    library kernel, stays foreign."""
+    from kernelsmith.backends.base import _Census
+    from kernelsmith.evaluator.census import _DECLARED
+
+    saved = set(_Census.kernel_names)
+    _Census.kernel_names.clear()
+    _Census.kernel_names.update({"relu_vec4_kernel"})
+    try:
+        k = "relu_vec4_kernel(float4 const*, float4*, long)"
+        record = attribute([ev(1, k, "CUDA")], {_DECLARED: 1})
+        assert record.own == {k: 1.0} and not record.foreign, record
+        record = attribute([ev(1, k, "CUDA"), ev(2, k, "CUDA"), ev(3, "sgemm_128x64_nn", "CUDA")], {_DECLARED: 2})
+        assert record.own == {k: 2.0}, record
+        assert any("sgemm_128x64_nn" in f for f in record.foreign), record.foreign
+        record = attribute([ev(1, k, "CUDA"), ev(2, k, "CUDA")], {_DECLARED: 1})
+        assert record.own == {k: 1.0} and any("relu_vec4_kernel" in f for f in record.foreign), record
+    finally:
+        _Census.kernel_names.clear()
+        _Census.kernel_names.update(saved)
+
+
+def test_kernel_range_markers_are_not_the_programs_torch_ops():
+    """Entering and leaving the ``ks::kernel`` range runs profiler ops
+    (aten::_record_function_enter_new/_exit); on the H100 every CUDA
+    candidate was judged hacked for them, since an extension call runs
+    outside ``backend_internal``. The op guard must not see them, but it
+    must still see a torch op the call itself runs."""
+    import torch
+
+    from kernelsmith.backends.base import _Census, census_launch
+    from kernelsmith.evaluator.guards import TorchOpGuard
+
+    x = torch.ones(4)
+    was = _Census.active
+    _Census.active, _Census.launches = True, []
+    try:
+        with TorchOpGuard() as guard:
+            with census_launch("relu_cuda", [x]) as entry:
+                entry["device_kernels"] = 1
+        assert not any("record_function" in op for op in guard.seen), guard.seen
+        with TorchOpGuard() as guard:
+            with census_launch("relu_cuda", [x]):
+                torch.relu(x)
+        assert "relu" in guard.seen, guard.seen
+        assert _Census.launches[0]["device_kernels"] == 1
+    finally:
+        _Census.active, _Census.launches = was, []

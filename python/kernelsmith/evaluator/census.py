@@ -211,8 +211,15 @@ class Census:
         # driver API, which CUPTI's runtime correlation does not cover) is the
         # program's when its name is one of these, up to as many as were
         # launched; any more of that name are foreign
+        # launched; any more of that name are foreign. A launch that knows
+        # how many device kernels it started under names of its own (a CUDA
+        # extension's function, whose kernels are named in the source) adds
+        # that many to a budget for kernels with a declared name.
         launched: dict[str, int] = {}
         for entry in _Census.launches:
+            if "device_kernels" in entry:
+                launched[_DECLARED] = launched.get(_DECLARED, 0) + int(entry["device_kernels"] or 0)
+                continue
             key = str(entry.get("kernel", "")).rsplit(".", 1)[-1]
             launched[key] = launched.get(key, 0) + 1
         self._attribute(self._events(prof), record, launched)
@@ -300,9 +307,13 @@ class Census:
             chain.append(front.name)
             front = front.cpu_parent
         owner = next((n for n in chain if n.startswith(KERNEL_RANGE)), None)
-        if owner is None and not chain and budget.get(name, 0) > 0 and not name.startswith("Mem"):
-            budget[name] -= 1  # an unlinked launch of one of the program's kernels (see watch)
-            owner = KERNEL_RANGE + name
+        if owner is None and not chain and not name.startswith("Mem"):
+            if budget.get(name, 0) > 0:
+                budget[name] -= 1  # an unlinked launch of one of the program's kernels (see watch)
+                owner = KERNEL_RANGE + name
+            elif budget.get(_DECLARED, 0) > 0 and _Census.kernel_names and _declared(name):
+                budget[_DECLARED] -= 1
+                owner = KERNEL_RANGE + name
         op = next((n for n in chain if n.startswith("aten::")), None)
         if name.startswith("Memcpy"):
             if "DtoH" in name and owner is None and normalize_op((op or "aten::?")[6:]) not in _SCALAR_READ_OPS:
@@ -392,6 +403,10 @@ class Census:
                                 "written by host code or a library, not by the kernel")
         self._derived = []
         return problems
+
+
+#: the budget key of launches counted by number, not name (see ``watch``)
+_DECLARED = "\0declared"
 
 
 def _declared(kernel: str) -> bool:
