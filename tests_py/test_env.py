@@ -137,7 +137,7 @@ def test_batched_steps_evaluate_together_and_export(evaluator, tmp_path):
     assert all(json.loads(r["extra_info"]["task"]["config_json"])["backend"] == "opencl" for r in rl_rows)
 
     # A recorded program is a start: its source, metrics and the loop's prompt around it.
-    correct_ids = [s.record["child_id"] for s in run.steps if s.status == "correct"]
+    correct_ids = [s.record.child_id for s in run.steps if s.status == "correct"]
     start = EpisodeStart.from_run(run_dir, correct_ids[0])
     assert start.task.id == TASK.id and "OpenCL softmax" in start.source
     messages, _ = env.first_prompt(start)

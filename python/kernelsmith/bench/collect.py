@@ -6,8 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
-from ..evolve.rundir import iter_trajectory
 from ..hardware import HardwareInfo
+from ..trajectory import StepRecord, read_step_records
 from .metrics import TaskResult
 
 
@@ -16,14 +16,14 @@ def hardware_name(hardware: dict[str, Any] | None) -> str:
     return HardwareInfo.of(hardware).label("unknown")
 
 
-def load_steps(run_dir: str | Path) -> list[dict[str, Any]]:
-    records = list(iter_trajectory(Path(run_dir) / "trajectory.jsonl"))
-    return sorted(records, key=lambda r: (r.get("step", 0), r.get("kind") != "seed"))
+def load_steps(run_dir: str | Path) -> list[StepRecord]:
+    """The run's records in applied order, seeds first."""
+    records = read_step_records(run_dir)
+    return sorted(records, key=lambda r: (r.step or 0, r.kind != "seed"))
 
 
-def _speedup(record: dict[str, Any]) -> Optional[float]:
-    metrics = record.get("metrics") or {}
-    value = metrics.get("speedup", metrics.get("score"))
+def _speedup(record: StepRecord) -> Optional[float]:
+    value = record.metric("speedup", record.metric("score"))
     return float(value) if isinstance(value, (int, float)) else None
 
 
@@ -47,28 +47,28 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
     refs: list[float] = []
     counts: dict[str, int] = {}
     tokens = 0
-    first: Optional[dict[str, Any]] = None
+    first: Optional[StepRecord] = None
     for record in steps:
-        status = record.get("status") or "skipped"
+        status = record.status or "skipped"
         counts[status] = counts.get(status, 0) + 1
-        evaluation = record.get("eval") or {}
-        if evaluation.get("ref_runtime_ms") is not None:
-            refs.append(float(evaluation["ref_runtime_ms"]))
-        if evaluation.get("hardware") and not result.hardware:
-            result.hardware = hardware_name(evaluation["hardware"])
-        tokens += int((record.get("usage") or {}).get("total_tokens") or 0)
-        if status == "correct" and record.get("kind") in ("seed", "step"):
+        evaluation = record.eval
+        if evaluation is not None and evaluation.ref_runtime_ms is not None:
+            refs.append(float(evaluation.ref_runtime_ms))
+        if evaluation is not None and evaluation.hardware and not result.hardware:
+            result.hardware = hardware_name(evaluation.hardware)
+        tokens += int((record.usage or {}).get("total_tokens") or 0)
+        if status == "correct":
             speedup = _speedup(record)
             if speedup is not None:
                 result.candidate_speedups.append(speedup)
                 best = speedup if best is None else max(best, speedup)
-        if record.get("kind") == "step" and (first is None or record.get("iteration", 0) < first.get("iteration", 0)):
+        if record.kind == "step" and (first is None or (record.iteration or 0) < (first.iteration or 0)):
             first = record
-        curve.append([int(record.get("step", len(curve))), best or 0.0])
+        curve.append([int(record.step if record.step is not None else len(curve)), best or 0.0])
     result.curve = curve
     result.correct = best is not None
     result.best_speedup = best
-    if first is not None and first.get("status") == "correct":
+    if first is not None and first.status == "correct":
         result.first_correct = True
         result.first_speedup = _speedup(first)
     result.steps = len(steps)

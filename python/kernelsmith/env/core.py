@@ -190,7 +190,7 @@ class EpisodeStart:
         from ..evolve.loop import history_entry
         from ..evolve.session import HISTORY_PER_PROMPT
 
-        history = [history_entry(s.record, s.record.get("child")) for s in run.steps
+        history = [history_entry(s.record, s.record.child) for s in run.steps
                    if s.status != "llm-error"][-HISTORY_PER_PROMPT:]
         return cls(task=task, source=chosen.source, metrics=dict(chosen.metrics),
                    name=f"{Path(run_dir).name}:{chosen.id}", top_programs=top, history=history,

@@ -23,6 +23,7 @@ import yaml
 
 from ..config import to_dict
 from ..evolve.rundir import RunDir
+from ..trajectory import StepRecord
 from .core import REFERENCE_NOTE, EnvConfig, Episode, Turn, _status_of, program_metrics
 
 __all__ = ["EpisodeRecorder"]
@@ -90,17 +91,17 @@ class EpisodeRecorder:
                 run.next_id += 1
                 run.seeds[key] = pid
                 reference = start.from_reference
-                record = {
-                    "kind": "seed", "step": run.steps, "name": "reference" if reference else (start.name or "start"),
-                    "child_id": pid, "copy_ids": [pid], "child_source": source,
-                    "status": "reference" if reference else "correct",
-                    "metrics": {"score": 0.0} if reference else dict(start.metrics), "eval": None,
-                    "time": time.time(),
-                }
+                record = StepRecord(
+                    kind="seed", step=run.steps, name="reference" if reference else (start.name or "start"),
+                    child_id=pid, copy_ids=[pid], child_source=source,
+                    status="reference" if reference else "correct",
+                    metrics={"score": 0.0} if reference else dict(start.metrics), eval=None,
+                    time=time.time(),
+                )
                 if reference:
-                    record["child"] = {"source": source, "parent_id": -1, "island": 0, "iteration": 0,
-                                       "metrics": {"score": 0.0}, "status": "correct",
-                                       "feedback": {"note": REFERENCE_NOTE}, "id": pid}
+                    record.child = {"source": source, "parent_id": -1, "island": 0, "iteration": 0,
+                                    "metrics": {"score": 0.0}, "status": "correct",
+                                    "feedback": {"note": REFERENCE_NOTE}, "id": pid}
                 run.run_dir.append_step(record)
                 run.steps += 1
         episode.current_id = pid
@@ -128,26 +129,25 @@ class EpisodeRecorder:
             child = {"source": source, "parent_id": parent_id if parent_id is not None else -1, "island": 0,
                      "iteration": turn.index + 1, "metrics": metrics, "status": status, "feedback": feedback,
                      "id": child_id}
-            record: dict[str, Any] = {
-                "kind": "step", "request_id": request_id, "iteration": turn.index + 1, "island": 0,
-                "mode": self.config.mode if turn.index == 0 else "repair" if status != "correct" else "exploit",
-                "parent_id": parent_id if parent_id is not None else -1, "parent_metrics": parent_metrics,
-                "inspiration_ids": [], "prompt": prompt,
-                "prompt_meta": episode.prompt_meta if turn.index == 0 else {"episode_turn": turn.index},
-                "raw_response": turn.response, "reasoning": None, "model": model, "usage": {}, "latency_s": None,
-                "edit": edit.to_dict() if edit is not None else None,
-            }
-            if result is not None:
-                record["child_source"] = turn.source
-                record["eval"] = result.to_dict()
-            record.update(child_id=child_id, status=status, metrics=metrics, step=run.steps, time=time.time(),
-                          child=child)
-            record["episode"] = {"id": episode.id, "turn": turn.index, "reward": turn.reward,
-                                 "reward_status": turn.status,
-                                 "terms": {k: v for k, v in turn.info.items() if k != "edit_error"},
-                                 "done": episode.done}
+            record = StepRecord(
+                kind="step", request_id=request_id, iteration=turn.index + 1, island=0,
+                mode=self.config.mode if turn.index == 0 else "repair" if status != "correct" else "exploit",
+                parent_id=parent_id if parent_id is not None else -1, parent_metrics=parent_metrics,
+                inspiration_ids=[], prompt=prompt,
+                prompt_meta=episode.prompt_meta if turn.index == 0 else {"episode_turn": turn.index},
+                raw_response=turn.response, reasoning=None, model=model, usage={}, latency_s=None,
+                edit=edit,
+                child_source=turn.source if result is not None else None,
+                eval=result,
+                child_id=child_id, status=status, metrics=metrics, step=run.steps, time=time.time(),
+                child=child,
+                episode={"id": episode.id, "turn": turn.index, "reward": turn.reward,
+                         "reward_status": turn.status,
+                         "terms": {k: v for k, v in turn.info.items() if k != "edit_error"},
+                         "done": episode.done},
+            )
             if episode.done:
-                record["episode"]["returns"] = episode.returns(self.config.gamma)
+                record.episode["returns"] = episode.returns(self.config.gamma)
             run.run_dir.append_step(record)
             run.steps += 1
         return child_id

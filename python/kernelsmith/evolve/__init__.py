@@ -3,6 +3,7 @@ from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary
 from .rundir import RunDir, iter_trajectory
 from .session import evolve, evolve_sync, read_trajectory
+from ..trajectory import StepRecord, read_step_records
 
 __all__ = [
     "EvolveConfig",
@@ -14,4 +15,6 @@ __all__ = [
     "evolve",
     "evolve_sync",
     "read_trajectory",
+    "StepRecord",
+    "read_step_records",
 ]

@@ -30,6 +30,8 @@ from typing import Any, Callable
 
 from ..engine import normalized_hash
 from ..feedback import Feedback, clip
+from ..result import EvalResult
+from ..trajectory import StepRecord
 from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
@@ -44,7 +46,7 @@ class StepOutcome:
     """What one step produced, before it is applied."""
 
     request: Any
-    record: dict[str, Any]
+    record: StepRecord
     child: dict[str, Any] | None  # program fields to tell, None when nothing to tell
     replayed: bool = False
     stop_reason: str | None = None
@@ -115,7 +117,7 @@ class Evolution:
         self.best_speedup: float | None = None
         self.best_program_id: int | None = None
         self.history: list[dict[str, Any]] = []  # compact per-step summaries for prompts
-        self._replay: dict[int, dict[str, Any]] = {}
+        self._replay: dict[int, StepRecord] = {}
         self._claims: dict[int, int] = {}  # normalized code hash -> ask order of the step evaluating it
         self._ask_order: dict[int, int] = {}  # request id -> position in the ask sequence
         self._ask_counter = 0
@@ -154,11 +156,11 @@ class Evolution:
             )
             ids = self.engine.add_seed(self._make_program(child))
             child["id"] = ids[0]
-            record = {
-                "kind": "seed", "step": self.steps_applied, "name": name, "child_id": ids[0],
-                "copy_ids": ids, "child_source": source, "status": child["status"],
-                "metrics": child["metrics"], "eval": _to_dict(result), "child": child, "time": time.time(),
-            }
+            record = StepRecord(
+                kind="seed", step=self.steps_applied, name=name, child_id=ids[0], copy_ids=list(ids),
+                child_source=source, status=child["status"], metrics=child["metrics"], eval=_eval_result(result),
+                child=child, time=time.time(),
+            )
             self.run_dir.append_step(record)
             self._after_apply(record, child)
         self.checkpoint()
@@ -172,11 +174,10 @@ class Evolution:
             "feedback": Feedback(note="the PyTorch reference; no kernel yet").to_dict(),
         }
         ids = self.engine.add_seed(self._make_program(child))
-        record = {
-            "kind": "seed", "step": self.steps_applied, "name": "reference", "child_id": ids[0],
-            "copy_ids": ids, "child_source": source, "status": "reference", "metrics": child["metrics"],
-            "eval": None, "time": time.time(),
-        }
+        record = StepRecord(
+            kind="seed", step=self.steps_applied, name="reference", child_id=ids[0], copy_ids=list(ids),
+            child_source=source, status="reference", metrics=child["metrics"], eval=None, time=time.time(),
+        )
         self.run_dir.append_step(record)
         self._after_apply(record, None)
         self.checkpoint()
@@ -222,7 +223,7 @@ class Evolution:
                 if self.llm_failures_in_a_row >= self.config.max_llm_failures:
                     self.request_stop("llm-failures", (
                         f"{self.llm_failures_in_a_row} LLM requests in a row failed (max_llm_failures "
-                        f"{self.config.max_llm_failures}); last: {outcome.record.get('proposal_error')}"))
+                        f"{self.config.max_llm_failures}); last: {outcome.record.proposal_error}"))
                 reason = self._engine_stop_reason()
                 if reason:
                     self.request_stop(reason)
@@ -291,11 +292,11 @@ class Evolution:
             self._ask_counter += 1
         recorded = self._replay.pop(int(request.id), None)
         if recorded is not None:
-            if recorded.get("child_source") and not recorded.get("duplicate"):
+            if recorded.child_source and not recorded.duplicate:
                 # It claimed its code when it first ran; claim it again so a
                 # later step with the same code is a duplicate, as it was then.
-                self._claims.setdefault(normalized_hash(recorded["child_source"]), self._ask_order[int(request.id)])
-            return StepOutcome(request, recorded, recorded.get("child"), replayed=True)
+                self._claims.setdefault(normalized_hash(recorded.child_source), self._ask_order[int(request.id)])
+            return StepOutcome(request, recorded, recorded.child, replayed=True)
         # The prompt is built when the step starts, from what was applied
         # before it: deterministic in the ask/tell sequence. A request that was
         # in flight at a crash (asked again on resume) started before the
@@ -305,18 +306,18 @@ class Evolution:
             messages, prompt_meta = logged["prompt"], logged["prompt_meta"]
         else:
             messages, prompt_meta = self.prompt_builder(request, self)
-        record: dict[str, Any] = {
-            "kind": "step",
-            "request_id": int(request.id),
-            "iteration": int(request.iteration),
-            "island": int(request.island),
-            "mode": str(request.mode),
-            "parent_id": int(request.parent.id) if request.parent is not None else -1,
-            "parent_metrics": dict(request.parent.metrics) if request.parent is not None else {},
-            "inspiration_ids": [int(p.id) for p in request.inspirations],
-            "prompt": messages,
-            "prompt_meta": prompt_meta,
-        }
+        record = StepRecord(
+            kind="step",
+            request_id=int(request.id),
+            iteration=int(request.iteration),
+            island=int(request.island),
+            mode=str(request.mode),
+            parent_id=int(request.parent.id) if request.parent is not None else -1,
+            parent_metrics=dict(request.parent.metrics) if request.parent is not None else {},
+            inspiration_ids=[int(p.id) for p in request.inspirations],
+            prompt=messages,
+            prompt_meta=prompt_meta,
+        )
         if logged is not None:
             from ..proposers.base import Proposal
 
@@ -339,22 +340,20 @@ class Evolution:
             # The model never answered: nothing to tell the engine and nothing
             # a later prompt should show as if the model had written it.
             info = getattr(proposal, "error_info", None) or {"kind": "other", "message": proposal.error}
-            record.update(raw_response=None, model=getattr(proposal, "model", None),
-                          proposal_error=proposal.error, llm_error=info,
-                          latency_s=getattr(proposal, "latency_s", None), status="llm-error")
+            record.raw_response, record.model = None, getattr(proposal, "model", None)
+            record.proposal_error, record.llm_error = proposal.error, info
+            record.latency_s, record.status = getattr(proposal, "latency_s", None), LLM_ERROR
             return StepOutcome(request, record, None)
-        record.update(
-            raw_response=proposal.text,
-            reasoning=getattr(proposal, "reasoning", None),
-            model=getattr(proposal, "model", None),
-            usage=_to_dict(getattr(proposal, "usage", None)) or {},
-            latency_s=getattr(proposal, "latency_s", None),
-        )
+        record.raw_response = proposal.text
+        record.reasoning = getattr(proposal, "reasoning", None)
+        record.model = getattr(proposal, "model", None)
+        record.usage = _to_dict(getattr(proposal, "usage", None)) or {}
+        record.latency_s = getattr(proposal, "latency_s", None)
         from ..edit import apply_response
 
         parent_source = request.parent.source if request.parent is not None else ""
         edit = apply_response(parent_source, proposal.text or "", mode=self.config.edit_mode)
-        record["edit"] = _to_dict(edit)
+        record.edit = edit
         if not edit.ok:
             feedback = Feedback(category="edit", edit_error=edit.error, compiled=False).to_dict()
             # The program a repair starts from: the model's text when it only
@@ -365,7 +364,7 @@ class Evolution:
             return StepOutcome(request, record,
                                self._failed_child(request, "edit-failed", feedback, failed_source))
         source = edit.source
-        record["child_source"] = source
+        record.child_source = source
         # Skip evaluation when the code is known, or when an earlier-asked
         # step in flight has the same code: that one is told first, so this
         # one is a duplicate at apply time either way.
@@ -373,7 +372,7 @@ class Evolution:
         order = self._ask_order[int(request.id)]
         claimant = self._claims.setdefault(key, order)
         if self.engine.seen(source) or claimant < order:
-            record["duplicate"] = True
+            record.duplicate = True
             return StepOutcome(request, record, None)
         # The claim lasts until this step is applied (told), when seen() takes over.
         async with self._eval_slots:
@@ -384,10 +383,10 @@ class Evolution:
             # the request stays open for a resume once the task is fixed
             return StepOutcome(request, record, None, stop_reason="harness-error",
                                stop_detail=getattr(result, "error", ""))
-        record["eval"] = _to_dict(result)
+        record.eval = _eval_result(result)
         child = self._program_fields(
-            source=source, parent_id=record["parent_id"], island=record["island"],
-            iteration=record["iteration"], result=result,
+            source=source, parent_id=record.parent_id, island=record.island,
+            iteration=record.iteration, result=result,
         )
         return StepOutcome(request, record, child)
 
@@ -397,8 +396,6 @@ class Evolution:
             self._evaluated = {r["sha256"]: r["eval"] for r in self.run_dir.read_evaluations() if "sha256" in r}
         done = self._evaluated.get(key)
         if done is not None:  # evaluated before a crash, its step not yet recorded then
-            from ..result import EvalResult
-
             return EvalResult.from_dict(done)
         result = await self.evaluator.evaluate_async(self.task, source)
         if getattr(result, "category", "") != "harness":  # a harness fault is evaluated again after a fix
@@ -440,8 +437,8 @@ class Evolution:
     def _apply(self, outcome: StepOutcome) -> None:
         record, child = outcome.record, outcome.child
         order = self._ask_order.pop(int(outcome.request.id), None)
-        if record.get("child_source"):
-            key = normalized_hash(record["child_source"])
+        if record.child_source:
+            key = normalized_hash(record.child_source)
             if self._claims.get(key) == order:
                 del self._claims[key]
         if not outcome.replayed:
@@ -449,19 +446,20 @@ class Evolution:
             # that finished first) is a duplicate: checked here, in ask order,
             # so the verdict does not depend on timing.
             if child is not None and child["status"] != "edit-failed" and self.engine.seen(child["source"]):
-                record["duplicate"] = True
+                record.duplicate = True
                 child = None
             if child is not None:
                 # Recorded before the tell (write-ahead), so ask the engine
                 # which id the tell will give.
                 child["id"] = self.engine.next_program_id()
-                record.update(child_id=child["id"], status=child["status"], metrics=child["metrics"])
+                record.child_id, record.status, record.metrics = child["id"], child["status"], child["metrics"]
             else:
-                status = record.get("status") or ("duplicate" if record.get("duplicate") else "skipped")
-                record.update(child_id=None, status=status)
-            record["step"] = self.steps_applied
-            record["time"] = time.time()
-            self.run_dir.append_step({**record, "child": child})
+                record.child_id = None
+                record.status = record.status or ("duplicate" if record.duplicate else "skipped")
+            record.step = self.steps_applied
+            record.time = time.time()
+            record.child = child
+            self.run_dir.append_step(record)
         if child is not None:
             told = self.engine.tell(self._make_program({**child, "id": -1}), request_id=int(outcome.request.id))
             if told.id != child["id"]:
@@ -473,9 +471,9 @@ class Evolution:
             self.engine.cancel(int(outcome.request.id))
         self._after_apply(record, child)
 
-    def _after_apply(self, record: dict[str, Any], child: dict[str, Any] | None) -> None:
+    def _after_apply(self, record: StepRecord, child: dict[str, Any] | None) -> None:
         self.steps_applied += 1
-        status = record.get("status") or (child or {}).get("status") or "skipped"
+        status = record.status or (child or {}).get("status") or "skipped"
         self.status_counts[status] += 1
         if child is not None and child["status"] == "correct":
             self._note_correct(child)
@@ -492,10 +490,10 @@ class Evolution:
         if self.progress is not None:
             self.progress(self.snapshot())
 
-    def _remember(self, record: dict[str, Any], child: dict[str, Any] | None) -> None:
+    def _remember(self, record: StepRecord, child: dict[str, Any] | None) -> None:
         """Keep a step for later prompts' history; a failed LLM request is not
         the model's attempt, so prompts never see it."""
-        if record.get("status") != LLM_ERROR:
+        if record.status != LLM_ERROR:
             self.history.append(history_entry(record, child))
 
     def _engine_stop_reason(self) -> str | None:
@@ -546,7 +544,7 @@ class Evolution:
     def _elapsed(self) -> float:
         return self._wall_before + time.monotonic() - self._started
 
-    def restore(self, state: dict[str, Any], trajectory: list[dict[str, Any]]) -> None:
+    def restore(self, state: dict[str, Any], trajectory: list[StepRecord]) -> None:
         """Counters from a checkpoint, then the steps recorded after it are
         queued for replay (keyed by request id)."""
         self.steps_applied = int(state["steps_applied"])
@@ -557,8 +555,8 @@ class Evolution:
         self.llm_failures_in_a_row = int(state.get("llm_failures_in_a_row", 0))
         self.parts = int(state.get("parts", 1)) + 1
         # The killed part ran on after its checkpoint until its last record.
-        after = [float(r["time"]) for r in trajectory
-                 if r.get("step", -1) >= self.steps_applied and isinstance(r.get("time"), (int, float))]
+        after = [float(r.time) for r in trajectory
+                 if _applied_at(r) >= self.steps_applied and isinstance(r.time, (int, float))]
         saved_at = float(state.get("saved_at") or 0.0)
         self._wall_before = float(state.get("wall_time_s", 0.0)) + max(0.0, max(after, default=saved_at) - saved_at)
         if self.usage_meter is not None:
@@ -567,15 +565,15 @@ class Evolution:
             # and are asked again after the resume.
             self.usage_meter.load_totals({})
         for record in trajectory:
-            if record.get("step", -1) < self.steps_applied:
-                self._remember(record, record.get("child"))
-                child = record.get("child")
+            if _applied_at(record) < self.steps_applied:
+                self._remember(record, record.child)
+                child = record.child
                 if child and child.get("status") == "correct":
                     self._note_correct(child)
-            elif record.get("kind") == "step":
-                self._replay[int(record["request_id"])] = record
-            self._charge(record.get("model"), record.get("usage"), record.get("latency_s"))
-        recorded = {int(r["request_id"]) for r in trajectory if r.get("kind") == "step"}
+            elif record.kind == "step":
+                self._replay[int(record.request_id)] = record
+            self._charge(record.model, record.usage, record.latency_s)
+        recorded = {int(r.request_id) for r in trajectory if r.kind == "step"}
         self._proposed = {int(r["request_id"]): r for r in self.run_dir.read_proposals()
                           if int(r["request_id"]) not in recorded}
 
@@ -616,7 +614,7 @@ class Evolution:
         return summary
 
 
-def history_entry(record: dict[str, Any], child: dict[str, Any] | None) -> dict[str, Any]:
+def history_entry(record: StepRecord, child: dict[str, Any] | None) -> dict[str, Any]:
     """A step as the prompt's history shows it (the full record stays in the
     trajectory): ids, status, metrics and a short outcome."""
     feedback = Feedback.from_dict((child or {}).get("feedback"))
@@ -624,10 +622,22 @@ def history_entry(record: dict[str, Any], child: dict[str, Any] | None) -> dict[
                        hacked=feedback.hacked, hack_reasons=feedback.hack_reasons, edit_error=feedback.edit_error,
                        error=clip(feedback.error, 400, keep="tail")).to_dict()
     return {
-        "id": record.get("child_id"), "step": record.get("step"), "iteration": record.get("iteration"),
-        "island": record.get("island"), "parent_id": record.get("parent_id"),
-        "status": record.get("status"), "metrics": record.get("metrics") or {}, "feedback": compact,
+        "id": record.child_id, "step": record.step, "iteration": record.iteration,
+        "island": record.island, "parent_id": record.parent_id,
+        "status": record.status, "metrics": record.metrics or {}, "feedback": compact,
     }
+
+
+def _applied_at(record: StepRecord) -> int:
+    """The record's place in the applied order (-1 when it has none)."""
+    return int(record.step) if record.step is not None else -1
+
+
+def _eval_result(result: Any) -> EvalResult | None:
+    """The evaluator's verdict as the trajectory records it."""
+    if result is None or isinstance(result, EvalResult):
+        return result
+    return EvalResult.from_dict(_to_dict(result))
 
 
 def latest_checkpoint(run_dir: RunDir) -> Path | None:

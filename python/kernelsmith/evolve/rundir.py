@@ -27,9 +27,12 @@ from typing import Any, Iterator
 import yaml
 
 from ..llm.redact import redact_obj
+from ..trajectory import StepRecord
 
 log = logging.getLogger("kernelsmith.evolve")
 
+#: schema version of the evaluation and proposal logs' records (a trajectory
+#: record carries its own: StepRecord.schema_version)
 TRAJECTORY_SCHEMA_VERSION = 1
 #: what a run writes into its directory; a run that never reached its first
 #: checkpoint is replaced by removing exactly these, nothing else
@@ -131,12 +134,13 @@ class RunDir:
         return yaml.safe_load((self.path / "config.yaml").read_text())
 
     # -- trajectory -------------------------------------------------------
-    def append_step(self, record: dict[str, Any]) -> None:
+    def append_step(self, record: StepRecord) -> None:
         """Append one step durably: a record is either wholly on disk or absent."""
-        _append_record(self.trajectory_path, record)
+        _append_record(self.trajectory_path, record.to_dict())
 
-    def read_steps(self) -> list[dict[str, Any]]:
-        return list(iter_trajectory(self.trajectory_path, repair=True))
+    def read_steps(self) -> list[StepRecord]:
+        """The trajectory's records (a last line cut off by a crash is removed)."""
+        return [StepRecord.from_dict(r) for r in iter_trajectory(self.trajectory_path, repair=True)]
 
     def append_evaluation(self, record: dict[str, Any]) -> None:
         """Log an evaluation the moment it ends, before its step is applied

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ..config import ConfigError
 from ..hardware import HardwareInfo
+from ..trajectory import StepRecord
 from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary, latest_checkpoint
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
@@ -68,9 +69,9 @@ def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any
     return LLMProposer(client, propagate=(BudgetExceeded,)), getattr(client, "meter", None)
 
 
-def _measured_hardware(records: list[dict[str, Any]]) -> HardwareInfo | None:
+def _measured_hardware(records: list[StepRecord]) -> HardwareInfo | None:
     for record in records:
-        hardware = (record.get("eval") or {}).get("hardware") if record.get("kind") == "seed" else None
+        hardware = record.eval.hardware if record.kind == "seed" and record.eval is not None else None
         if hardware:
             return HardwareInfo.from_dict(hardware)
     return None
@@ -195,14 +196,14 @@ async def evolve(
     if extend is not None:
         if extend < 0:
             raise ConfigError(f"iterations must be >= 0, got {extend}")
-        done = sum(1 for r in records if r.get("kind") == "step")
+        done = sum(1 for r in records if r.kind == "step")
         config = dataclasses.replace(config, iterations=done + extend)
     if resume is not None and config.iterations != snapshot["config"].get("iterations"):
         run_dir.write_config({**snapshot, "config": dataclasses.asdict(config)})
     if loaded is not None:
         engine, state, _ = loaded
         if state.get("asks_issued", 0) >= config.iterations and not engine.pending_requests() \
-                and not any(r.get("step", -1) >= state.get("steps_applied", 0) for r in records):
+                and not any(r.step is not None and r.step >= state.get("steps_applied", 0) for r in records):
             log.warning("%s: the run has already made its %d steps; add more with --resume %s --iterations N",
                         run_dir.path, config.iterations, run_dir.path)
     else:
@@ -302,4 +303,7 @@ def evolve_sync(*args: Any, **kwargs: Any) -> RunSummary:
 
 
 def read_trajectory(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The trajectory's records as the JSON on disk (plain dicts), for a look
+    from a notebook or a script; code reads them typed, through
+    :func:`kernelsmith.trajectory.read_step_records` (:class:`StepRecord`)."""
     return list(iter_trajectory(Path(run_dir) / "trajectory.jsonl"))

@@ -122,7 +122,7 @@ def select_steps(run: Run, config: RLConfig, summary: ExportSummary) -> list[Ste
     initial_sources: set[str] = set()
     for step in run.steps:
         summary.steps_seen += 1
-        island = int(step.record.get("island", -1))
+        island = int(step.record.island) if step.record.island is not None else -1
         before_run, before_island = run_best, island_best.get(island, seed_best)
         child_runtime = step.child_runtime_ms if step.status == "correct" else None
         # Every step updates the running bests, chosen or not.
@@ -220,10 +220,10 @@ def make_row(step: Step, run: Run, config: RLConfig, index: int, split: str) -> 
             "run_dir": step.run_dir,
             "step": int(step.step),
             "request_id": int(step.request_id),
-            "island": int(step.record.get("island", -1)),
+            "island": int(step.record.island) if step.record.island is not None else -1,
             "recorded": {
                 "status": step.status,
-                "model": str(step.record.get("model") or ""),
+                "model": str(step.record.model or ""),
                 "response": step.response or "",
                 "speedup_over_parent": float(step.speedup_over_parent or 0.0),
                 "child_speedup": float(step.child_speedup or 0.0),

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import yaml
 
-from ..evolve.rundir import iter_trajectory
+from ..trajectory import StepRecord, read_step_records
 
 UNKNOWN_DIFFICULTY = "unknown"
 
@@ -61,39 +61,39 @@ class Step:
 
     run_dir: str
     task: TaskInfo
-    record: dict[str, Any]
+    record: StepRecord
     parent: Optional[Program]
 
     # -- raw fields ---------------------------------------------------------
     @property
     def step(self) -> int:
-        return int(self.record.get("step", -1))
+        return int(self.record.step) if self.record.step is not None else -1
 
     @property
     def request_id(self) -> int:
-        return int(self.record.get("request_id", -1))
+        return int(self.record.request_id) if self.record.request_id is not None else -1
 
     @property
     def status(self) -> str:
-        return str(self.record.get("status") or "skipped")
+        return str(self.record.status or "skipped")
 
     @property
     def prompt(self) -> list[dict[str, str]]:
-        return [{"role": str(m["role"]), "content": str(m["content"])} for m in self.record.get("prompt") or []]
+        return [{"role": str(m["role"]), "content": str(m["content"])} for m in self.record.prompt or []]
 
     @property
     def response(self) -> Optional[str]:
-        text = self.record.get("raw_response")
+        text = self.record.raw_response
         return text if isinstance(text, str) and text.strip() else None
 
     @property
     def reasoning(self) -> Optional[str]:
-        text = self.record.get("reasoning")
+        text = self.record.reasoning
         return text if isinstance(text, str) and text.strip() else None
 
     @property
     def metrics(self) -> dict[str, Any]:
-        return dict(self.record.get("metrics") or {})
+        return dict(self.record.metrics or {})
 
     # -- derived ------------------------------------------------------------
     @property
@@ -103,7 +103,7 @@ class Step:
 
     @property
     def parent_runtime_ms(self) -> Optional[float]:
-        return _positive(self.record.get("parent_metrics", {}).get("runtime_ms")) or (
+        return _positive(self.record.parent_metrics.get("runtime_ms")) or (
             _positive(self.parent.metrics.get("runtime_ms")) if self.parent else None
         )
 
@@ -112,7 +112,7 @@ class Step:
         """Parent's speedup over the reference (the reference itself: 1)."""
         if self.parent is not None and self.parent.is_reference:
             return 1.0
-        return _positive(self.record.get("parent_metrics", {}).get("speedup")) or (
+        return _positive(self.record.parent_metrics.get("speedup")) or (
             _positive(self.parent.metrics.get("speedup")) if self.parent else None
         )
 
@@ -124,8 +124,7 @@ class Step:
     def coverage(self) -> Optional[float]:
         """Share of the child's forward time in its own kernels (the
         evaluator's kernel census; None when not measured)."""
-        census = (self.record.get("eval") or {}).get("census") or {}
-        value = census.get("coverage")
+        value = self.record.eval.coverage if self.record.eval is not None else None
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
@@ -298,31 +297,29 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
     if difficulty is not None:
         task.difficulty = difficulty.lookup(task) or task.difficulty
     run = Run(path=str(run_path.resolve()), task=task)
-    records = list(iter_trajectory(run_path / "trajectory.jsonl"))
+    records = read_step_records(run_path)
     for record in records:
-        if record.get("kind") == "seed":
-            ids = record.get("copy_ids") or [record.get("child_id")]
+        if record.kind == "seed":
+            ids = record.program_ids
             for pid in ids:
-                if pid is None:
-                    continue
                 program = Program(
-                    id=int(pid), source=record.get("child_source") or "", status=str(record.get("status")),
-                    metrics=dict(record.get("metrics") or {}), is_reference=record.get("name") == "reference",
-                    is_seed=True,
+                    id=pid, source=record.child_source or "", status=str(record.status),
+                    metrics=dict(record.metrics or {}), is_reference=record.is_reference, is_seed=True,
                 )
-                run.programs[int(pid)] = program
-            if ids and ids[0] is not None:
-                run.seeds.append(run.programs[int(ids[0])])
+                run.programs[pid] = program
+            if ids:
+                run.seeds.append(run.programs[ids[0]])
     for record in records:
-        if record.get("kind") != "step":
+        if record.kind != "step":
             continue
-        parent = run.programs.get(int(record.get("parent_id", -1)))
+        parent_id = int(record.parent_id) if record.parent_id is not None else -1
+        parent = run.programs.get(parent_id)
         run.steps.append(Step(run_dir=run.path, task=task, record=record, parent=parent))
-        child = record.get("child")
-        if record.get("child_id") is not None and child is not None:
-            run.programs[int(record["child_id"])] = Program(
-                id=int(record["child_id"]), source=child.get("source") or "", status=str(record.get("status")),
-                metrics=dict(record.get("metrics") or {}), parent_id=int(record.get("parent_id", -1)),
+        child = record.child
+        if record.child_id is not None and child is not None:
+            run.programs[int(record.child_id)] = Program(
+                id=int(record.child_id), source=child.get("source") or "", status=str(record.status),
+                metrics=dict(record.metrics or {}), parent_id=parent_id,
             )
     run.steps.sort(key=lambda s: s.step)
     return run

@@ -1,6 +1,7 @@
 """Replay proposer: returns the responses of a recorded run.
 
-It reads ``RUN_DIR/trajectory.jsonl``, one JSON object per line. Fields used:
+It reads ``RUN_DIR/trajectory.jsonl``, one JSON object per line, each read
+as a :class:`kernelsmith.trajectory.StepRecord`. Fields used:
 
 - ``iteration`` (int, required): the step the response belongs to;
 - ``raw_response`` (str or null, required): the model's text as received;
@@ -19,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..trajectory import StepRecord
 from .base import Proposal, Proposer, ProposerExhausted
 
 __all__ = ["ReplayProposer"]
@@ -36,7 +38,7 @@ class ReplayProposer(Proposer):
         if not path.is_file():
             raise FileNotFoundError(f"replay: no trajectory at {path} (expected RUN_DIR/trajectory.jsonl)")
         self.path = path
-        self.records: list[dict[str, Any]] = []
+        self.records: list[StepRecord] = []
         with path.open(encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
@@ -47,14 +49,17 @@ class ReplayProposer(Proposer):
                     raise ValueError(f"replay: {path} line {n} is not JSON: {exc}") from exc
                 if not isinstance(record, dict) or "iteration" not in record or "raw_response" not in record:
                     raise ValueError(f"replay: {path} line {n} needs the keys 'iteration' and 'raw_response'")
-                self.records.append(record)
-        self.by_iteration = {int(r["iteration"]): r for r in self.records}
+                try:
+                    self.records.append(StepRecord.from_dict(record))
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"replay: {path} line {n} is not a trajectory record: {exc}") from exc
+        self.by_iteration = {int(r.iteration): r for r in self.records}
         self._next = 0
 
     def __len__(self) -> int:
         return len(self.records)
 
-    def _record_for(self, request: Any) -> dict[str, Any]:
+    def _record_for(self, request: Any) -> StepRecord:
         if self.match == "order":
             if self._next >= len(self.records):
                 raise ProposerExhausted(
@@ -75,17 +80,17 @@ class ReplayProposer(Proposer):
 
     async def propose(self, request: Any, messages: Sequence[Mapping[str, str]] = ()) -> Proposal:
         record = self._record_for(request)
-        text = record.get("raw_response")
-        error = record.get("proposal_error")
+        text = record.raw_response
+        error = record.proposal_error
         if text is None and error is None:
             error = "the recorded step has no response"
         return Proposal(
             text=text or "",
-            model=str(record.get("model") or self.name),
-            usage=dict(record.get("usage") or {}),
-            latency_s=float(record.get("latency_s") or 0.0),
-            reasoning=record.get("reasoning"),
+            model=str(record.model or self.name),
+            usage=dict(record.usage or {}),
+            latency_s=float(record.latency_s or 0.0),
+            reasoning=record.reasoning,
             error=error,
-            error_info=record.get("llm_error") if error is not None else None,
-            meta={"replayed_iteration": record.get("iteration"), "source": str(self.path)},
+            error_info=record.llm_error if error is not None else None,
+            meta={"replayed_iteration": record.iteration, "source": str(self.path)},
         )

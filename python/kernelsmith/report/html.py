@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..bench.collect import hardware_name, load_steps
+from ..result import EvalResult
+from ..trajectory import StepRecord
 
 MAX_ERROR_CHARS = 4000
 
@@ -35,10 +37,10 @@ class RunView:
     """The parts of a run directory a report shows."""
 
     path: Path
-    steps: list[dict[str, Any]]
+    steps: list[StepRecord]
     summary: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    by_id: dict[int, dict[str, Any]] = field(default_factory=dict)
+    by_id: dict[int, StepRecord] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run_dir: str | Path) -> "RunView":
@@ -53,51 +55,51 @@ class RunView:
             config = yaml.safe_load((path / "config.yaml").read_text()) or {}
         view = cls(path=path, steps=load_steps(path), summary=summary, config=config)
         for record in view.steps:
-            for pid in record.get("copy_ids") or ([record["child_id"]] if record.get("child_id") is not None else []):
-                view.by_id[int(pid)] = record
+            for pid in record.program_ids:
+                view.by_id[pid] = record
         return view
 
     # -- derived ------------------------------------------------------------
-    def source_of(self, record: dict[str, Any]) -> str:
-        return record.get("child_source") or (record.get("child") or {}).get("source") or ""
+    def source_of(self, record: StepRecord) -> str:
+        return record.source
 
     def best_id(self) -> Optional[int]:
         if self.summary.get("best_program_id") is not None:
             return int(self.summary["best_program_id"])
         best, best_id = None, None
         for record in self.steps:
-            if record.get("status") == "correct" and record.get("eval") and record.get("child_id") is not None:
-                score = (record.get("metrics") or {}).get("score", 0.0)
+            if record.status == "correct" and record.eval is not None and record.child_id is not None:
+                score = record.metric("score", 0.0)
                 if best is None or score > best:
-                    best, best_id = score, int(record["child_id"])
+                    best, best_id = score, int(record.child_id)
         return best_id
 
-    def lineage(self, program_id: Optional[int]) -> list[dict[str, Any]]:
+    def lineage(self, program_id: Optional[int]) -> list[StepRecord]:
         """The ancestor chain of ``program_id``, oldest first."""
-        chain: list[dict[str, Any]] = []
+        chain: list[StepRecord] = []
         seen: set[int] = set()
         current = program_id
         while current is not None and current >= 0 and current in self.by_id and current not in seen:
             seen.add(current)
             record = self.by_id[current]
             chain.append(record)
-            parent = record.get("parent_id")
-            current = int(parent) if parent is not None and record.get("kind") != "seed" else None
+            parent = record.parent_id
+            current = int(parent) if parent is not None and record.kind != "seed" else None
         return list(reversed(chain))
 
     def usage(self) -> dict[str, Any]:
         per_model: dict[str, dict[str, Any]] = {}
         for record in self.steps:
-            if record.get("kind") != "step":
+            if record.kind != "step":
                 continue
-            model = record.get("model") or "-"
-            usage = record.get("usage") or {}
+            model = record.model or "-"
+            usage = record.usage or {}
             row = per_model.setdefault(model, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                                 "reasoning_tokens": 0, "total_tokens": 0, "latency_s": 0.0})
             row["requests"] += 1
             for key in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens"):
                 row[key] += int(usage.get(key) or 0)
-            row["latency_s"] += float(record.get("latency_s") or 0.0)
+            row["latency_s"] += float(record.latency_s or 0.0)
         total = self.summary.get("usage") or {}
         return {"per_model": per_model, "total": total}
 
@@ -124,10 +126,10 @@ def score_figure(view: RunView) -> str:
     xs_ok, ys_ok, xs_bad, best_x, best_y = [], [], [], [], []
     best = 0.0
     for record in view.steps:
-        step = int(record.get("step", 0))
-        status = record.get("status")
-        score = float((record.get("metrics") or {}).get("score") or 0.0)
-        if status == "correct" and record.get("eval"):
+        step = int(record.step or 0)
+        status = record.status
+        score = float(record.metric("score") or 0.0)
+        if status == "correct" and record.eval is not None:
             xs_ok.append(step)
             ys_ok.append(score)
             best = max(best, score)
@@ -153,7 +155,7 @@ PHASES = ("queue", "startup", "load", "compile", "correctness", "census", "timin
 def phases_figure(view: RunView) -> Optional[str]:
     """Base64 PNG: each evaluated step's time per evaluator phase (stacked),
     or None when the run's results carry no phases (older runs)."""
-    rows = [(int(r.get("step", 0)), (r.get("eval") or {}).get("phases") or {}) for r in view.steps]
+    rows = [(int(r.step or 0), r.eval.phases if r.eval is not None else {}) for r in view.steps]
     rows = [(step, ph) for step, ph in rows if ph]
     if not rows:
         return None
@@ -196,29 +198,30 @@ def diff_html(parent: str, child: str, parent_name: str = "parent", child_name: 
     return "<pre class='diff'>" + "".join(out) + "</pre>"
 
 
-def _feedback_details(record: dict[str, Any]) -> str:
+def _feedback_details(record: StepRecord) -> str:
     parts = []
-    evaluation = record.get("eval") or {}
-    feedback = (record.get("child") or {}).get("feedback") or {}
-    if record.get("proposal_error"):
-        parts.append(f"<b>proposal error</b><pre>{_e(record['proposal_error'])}</pre>")
-    edit = record.get("edit") or {}
-    if edit and not edit.get("ok", True):
-        parts.append(f"<b>edit error</b><pre>{_e(edit.get('error') or feedback.get('edit_error'))}</pre>")
-    reasons = evaluation.get("hack_reasons") or feedback.get("hack_reasons") or []
+    evaluation = record.eval
+    feedback = (record.child or {}).get("feedback") or {}
+    if record.proposal_error:
+        parts.append(f"<b>proposal error</b><pre>{_e(record.proposal_error)}</pre>")
+    edit = record.edit
+    if edit is not None and not edit.ok:
+        parts.append(f"<b>edit error</b><pre>{_e(edit.error or feedback.get('edit_error'))}</pre>")
+    reasons = (evaluation.hack_reasons if evaluation is not None else []) or feedback.get("hack_reasons") or []
     if reasons:
         parts.append("<b>hack reasons</b><ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>")
-    error = evaluation.get("error") or ""
-    if error:
-        parts.append(f"<b>error ({_e(evaluation.get('category'))})</b><pre>{_e(error[-MAX_ERROR_CHARS:])}</pre>")
-    if evaluation.get("warnings"):
-        parts.append("<b>warnings</b><ul>" + "".join(f"<li>{_e(w)}</li>" for w in evaluation["warnings"]) + "</ul>")
-    timing = evaluation.get("timing") or {}
-    if timing:
-        parts.append(f"<b>timing</b><pre>{_e(json.dumps(timing, indent=1, default=str)[:2000])}</pre>")
-    if record.get("reasoning"):
-        parts.append(f"<b>reasoning</b><pre>{_e(str(record['reasoning'])[:MAX_ERROR_CHARS])}</pre>")
+    if evaluation is not None and evaluation.error:
+        parts.append(f"<b>error ({_e(evaluation.category)})</b><pre>{_e(evaluation.error[-MAX_ERROR_CHARS:])}</pre>")
+    if evaluation is not None and evaluation.warnings:
+        parts.append("<b>warnings</b><ul>" + "".join(f"<li>{_e(w)}</li>" for w in evaluation.warnings) + "</ul>")
+    if evaluation is not None and evaluation.timing:
+        parts.append(f"<b>timing</b><pre>{_e(json.dumps(evaluation.timing, indent=1, default=str)[:2000])}</pre>")
+    if record.reasoning:
+        parts.append(f"<b>reasoning</b><pre>{_e(str(record.reasoning)[:MAX_ERROR_CHARS])}</pre>")
     return "".join(parts)
+
+
+_NOT_EVALUATED = EvalResult()  # the blank cells of a step with no evaluation (speedup, runtimes: None)
 
 
 def _steps_table(view: RunView) -> str:
@@ -227,34 +230,37 @@ def _steps_table(view: RunView) -> str:
             "<th>feedback</th></tr>")
     rows = []
     for record in view.steps:
-        evaluation = record.get("eval") or {}
-        status = record.get("status") or "-"
+        evaluation = record.eval
+        status = record.status or "-"
         details = _feedback_details(record)
         cell = f"<details><summary>show</summary>{details}</details>" if details else ""
+        wall_s = evaluation.wall_s if evaluation is not None else None
+        evaluation = evaluation or _NOT_EVALUATED
         rows.append(
             f"<tr class='st-{_e(status)}' data-status='{_e(status)}'>"
-            f"<td>{_e(record.get('step'))}</td><td>{_e(record.get('kind'))}</td><td>{_e(record.get('child_id'))}</td>"
-            f"<td>{_e(record.get('parent_id', ''))}</td><td>{_e(record.get('island', ''))}</td>"
-            f"<td>{_e(record.get('mode', ''))}</td><td><span class='badge'>{_e(status)}</span></td>"
-            f"<td>{_num(evaluation.get('speedup'))}</td><td>{_num(evaluation.get('runtime_ms'), '{:.4g}')}</td>"
-            f"<td>{_num(evaluation.get('ref_runtime_ms'), '{:.4g}')}</td><td>{_num(evaluation.get('wall_s'), '{:.1f}')}</td>"
-            f"<td>{_e((record.get('usage') or {}).get('total_tokens', ''))}</td>"
-            f"<td>{_num(record.get('latency_s'), '{:.2f}')}</td><td>{cell}</td></tr>"
+            f"<td>{_e(record.step)}</td><td>{_e(record.kind)}</td><td>{_e(record.child_id)}</td>"
+            f"<td>{_e('' if record.is_seed else record.parent_id)}</td>"
+            f"<td>{_e('' if record.is_seed else record.island)}</td>"
+            f"<td>{_e(record.mode or '')}</td><td><span class='badge'>{_e(status)}</span></td>"
+            f"<td>{_num(evaluation.speedup)}</td><td>{_num(evaluation.runtime_ms, '{:.4g}')}</td>"
+            f"<td>{_num(evaluation.ref_runtime_ms, '{:.4g}')}</td><td>{_num(wall_s, '{:.1f}')}</td>"
+            f"<td>{_e((record.usage or {}).get('total_tokens', ''))}</td>"
+            f"<td>{_num(record.latency_s, '{:.2f}')}</td><td>{cell}</td></tr>"
         )
-    statuses = sorted({r.get("status") or "-" for r in view.steps})
+    statuses = sorted({r.status or "-" for r in view.steps})
     options = "".join(f"<option value='{_e(s)}'>{_e(s)}</option>" for s in statuses)
     return (f"<label>status <select id='status-filter'><option value=''>all</option>{options}</select></label>"
             f"<table class='steps'>{head}{''.join(rows)}</table>")
 
 
-def _lineage_html(view: RunView, chain: list[dict[str, Any]]) -> str:
+def _lineage_html(view: RunView, chain: list[StepRecord]) -> str:
     if not chain:
         return "<p class='muted'>no correct program yet</p>"
     items = []
     previous = ""
     for depth, record in enumerate(chain):
         source = view.source_of(record)
-        evaluation = record.get("eval") or {}
+        evaluation = record.eval or _NOT_EVALUATED
         added = removed = 0
         if previous:
             for line in difflib.unified_diff(previous.splitlines(), source.splitlines(), lineterm="", n=0):
@@ -263,12 +269,12 @@ def _lineage_html(view: RunView, chain: list[dict[str, Any]]) -> str:
                 elif line.startswith("-") and not line.startswith("---"):
                     removed += 1
         change = f"+{added} / -{removed} lines" if previous else "root"
-        label = "seed" if record.get("kind") == "seed" else f"step {record.get('step')}"
+        label = "seed" if record.is_seed else f"step {record.step}"
         items.append(
-            f"<li style='margin-left:{depth * 1.2}em'><span class='node'>#{_e(record.get('child_id'))}</span> "
-            f"{_e(label)} &middot; {_e(record.get('status'))} &middot; speedup {_num(evaluation.get('speedup'))} "
-            f"&middot; runtime {_num(evaluation.get('runtime_ms'), '{:.4g}')} ms &middot; {_e(record.get('mode') or '')} "
-            f"{_e(record.get('model') or '')} &middot; {_e(change)}</li>"
+            f"<li style='margin-left:{depth * 1.2}em'><span class='node'>#{_e(record.child_id)}</span> "
+            f"{_e(label)} &middot; {_e(record.status)} &middot; speedup {_num(evaluation.speedup)} "
+            f"&middot; runtime {_num(evaluation.runtime_ms, '{:.4g}')} ms &middot; {_e(record.mode or '')} "
+            f"{_e(record.model or '')} &middot; {_e(change)}</li>"
         )
         previous = source
     return "<ul class='lineage'>" + "".join(items) + "</ul>"
@@ -313,6 +319,14 @@ document.getElementById('status-filter').addEventListener('change', function (e)
 """
 
 
+def _first_backend(view: RunView) -> str:
+    """The backend the first record's evaluation names, when the config does not say."""
+    if not view.steps:
+        return "-"
+    first = view.steps[0].eval
+    return first.backend if first is not None else "task's"
+
+
 def build_report(run_dir: str | Path) -> str:
     """The HTML text of the report of ``run_dir``."""
     view = RunView.load(run_dir)
@@ -320,17 +334,17 @@ def build_report(run_dir: str | Path) -> str:
     config = view.config.get("config") or {}
     best_id = view.best_id()
     chain = view.lineage(best_id)
-    hardware = next((hardware_name(r["eval"]["hardware"]) for r in view.steps
-                     if (r.get("eval") or {}).get("hardware")), "-")
+    hardware = next((hardware_name(r.eval.hardware) for r in view.steps
+                     if r.eval is not None and r.eval.hardware), "-")
     counts: dict[str, int] = {}
     for record in view.steps:
-        counts[record.get("status") or "-"] = counts.get(record.get("status") or "-", 0) + 1
+        counts[record.status or "-"] = counts.get(record.status or "-", 0) + 1
     best_speedup = view.summary.get("best_speedup")
-    if best_speedup is None and chain:
-        best_speedup = (chain[-1].get("eval") or {}).get("speedup")
+    if best_speedup is None and chain and chain[-1].eval is not None:
+        best_speedup = chain[-1].eval.speedup
     overview = [
         ("task", f"{task.get('name', '-')} ({task.get('id', '-')})"), ("run directory", str(view.path)),
-        ("model", config.get("model", "-")), ("backend", config.get("backend") or (view.steps[0].get("eval") or {}).get("backend", "task's") if view.steps else "-"),
+        ("model", config.get("model", "-")), ("backend", config.get("backend") or _first_backend(view)),
         ("hardware", hardware), ("steps", len(view.steps)),
         ("stop reason", view.summary.get("stop_reason", "running or stopped without summary")),
         ("best speedup", _num(best_speedup, "{:.3f}x")), ("best program", f"#{best_id}" if best_id is not None else "-"),
@@ -354,7 +368,7 @@ def build_report(run_dir: str | Path) -> str:
     if chain:
         best_source = view.source_of(chain[-1])
         parent_source = view.source_of(chain[-2]) if len(chain) > 1 else ""
-        parent_name = f"#{chain[-2].get('child_id')}" if len(chain) > 1 else "(none)"
+        parent_name = f"#{chain[-2].child_id}" if len(chain) > 1 else "(none)"
         parts.append(f"<h3>Diff against its parent {_e(parent_name)}</h3>")
         parts.append(diff_html(parent_source, best_source, f"parent {parent_name}", f"best #{best_id}")
                      if len(chain) > 1 else "<p class='muted'>the best program is a seed: no parent</p>")
