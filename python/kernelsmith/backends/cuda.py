@@ -1037,9 +1037,13 @@ class Extension:
 def _wrap_function(name: str, fn: Callable, counter: Optional[Callable[[], int]]) -> Callable:
     def call(*args: Any, **kwargs: Any) -> Any:
         before = counter() if counter is not None else 0
-        with census_launch(name, [*args, *kwargs.values()]):
+        with census_launch(name, [*args, *kwargs.values()]) as entry:
             result = fn(*args, **kwargs)
-        launched = (counter() - before) if counter is not None else 1
+            launched = (counter() - before) if counter is not None else 1
+            # the census links the kernels of this call to the program by
+            # their declared names, up to this many (CUPTI does not link a
+            # <<<>>> launch from an extension to the range around it)
+            entry["device_kernels"] = launched
         if launched > 0:
             for record in list(_Records.records):
                 record.kernels.append(f"cuda.{name}")
