@@ -44,6 +44,11 @@ _STEP_ORDER = ("schema_version", "kind", "request_id", "iteration", "island", "m
                "parent_metrics", "inspiration_ids", "prompt", "prompt_meta", "raw_response", "reasoning", "model",
                "usage", "proposal_error", "llm_error", "latency_s", "edit", "child_source", "eval", "duplicate",
                "child_id", "status", "metrics", "step", "time", "child", "episode")
+# After an LLM failure the status sits right after latency_s: the loop sets it
+# when the request fails, before the apply adds child_id.
+_AFTER_LATENCY = _STEP_ORDER.index("latency_s") + 1
+_LLM_ERROR_ORDER = (*_STEP_ORDER[:_AFTER_LATENCY], "status",
+                    *(k for k in _STEP_ORDER[_AFTER_LATENCY:] if k != "status"))
 # Keys written even when null.
 _SEED_ALWAYS = {"schema_version", "kind", "step", "name", "child_id", "child_source", "status", "metrics", "eval",
                 "time"}
@@ -166,8 +171,6 @@ class StepRecord:
             if not self.llm_failed:
                 always = always | _ANSWERED
             elif self.status is not None:
-                # a failed request has its status from the start (before the
-                # apply sets child_id), and the loop has always written it there
                 order = _LLM_ERROR_ORDER
         return {key: values[key] for key in order if key in always or values[key] is not None}
 
@@ -196,10 +199,6 @@ class StepRecord:
         """A StepRecord from a StepRecord or a record dict."""
         return value if isinstance(value, StepRecord) else cls.from_dict(value)
 
-
-_LLM_ERROR_ORDER = tuple(k for k in _STEP_ORDER if k != "status")
-_LLM_ERROR_ORDER = (_LLM_ERROR_ORDER[: _LLM_ERROR_ORDER.index("latency_s") + 1] + ("status",)
-                    + _LLM_ERROR_ORDER[_LLM_ERROR_ORDER.index("latency_s") + 1:])
 
 
 def iter_step_records(path: str | Path) -> Iterator[StepRecord]:
