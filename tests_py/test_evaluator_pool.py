@@ -100,6 +100,10 @@ def test_one_timing_per_device_at_a_time_and_phases_recorded():
     task = Task.load(EXAMPLES / "opencl" / "softmax", trials=1)
     seed = task.seed_source
     with Evaluator(backend="opencl", workers=2, spares=1) as ev:
+        ev.warm_up([task])
+        # warming waits for the referee too: the first candidates do not
+        # pay its start (on the H200 that was 3-5 s of their wall time)
+        assert all(p.referee._ready for p in ev._device_pools.values())
         results = ev.evaluate_many([(task, seed), (task, seed), (task, seed)])
     assert all(r.category == "ok" for r in results), [r.error for r in results]
     windows = sorted(tuple(w) for r in results for w in r.load["slots"])
@@ -107,7 +111,8 @@ def test_one_timing_per_device_at_a_time_and_phases_recorded():
     for (_a0, a1), (b0, _b1) in zip(windows, windows[1:]):
         assert a1 <= b0, f"two timings overlapped on one device: {windows}"
     for r in results:
-        for phase in ("queue", "startup", "load", "compile", "correctness", "timing_wait", "timing", "stopped"):
+        for phase in ("queue", "startup", "load", "compile", "correctness", "timing_wait", "timing", "stopped",
+                      "referee"):
             assert phase in r.phases, (phase, r.phases)
         assert r.load["attempts"][0]["threads"] == 1  # the reference's fixed thread count, recorded
 

@@ -374,6 +374,8 @@ class DevicePool:
         deadline = time.monotonic() + timeout_s
         while self._spares.qsize() < self._want and time.monotonic() < deadline and self.zygote.alive():
             time.sleep(0.05)
+        # the referee's start (torch, a device context) is start-up too
+        self.referee.wait_ready(max(1.0, deadline - time.monotonic()))
 
     def _fill(self) -> None:
         while True:
@@ -458,10 +460,14 @@ class DevicePool:
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
                                    log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
                                    isolation=self.label, note=self.zygote.note)
+            refereed = time.monotonic()
             if not finalists:
                 trusted_checks(result, info, seeds, task, child.workdir, self.referee, ticket.slots)
+            refereed = time.monotonic() - refereed
             _merge_ticket(result, ticket)
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
+            if not finalists:
+                result.phases["referee"] = round(refereed, 4)
             return result
         finally:
             child.close()

@@ -93,6 +93,10 @@ def read_outputs(path: str) -> dict[str, list[Any]]:
     return out
 
 
+#: the last reference model built, by (reference source, init seed, device, dtype)
+_LAST_MODEL: dict = {}
+
+
 def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     """One request: rebuild the reference for the trial and compare."""
     import torch
@@ -115,9 +119,16 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         if len(_MODULES) >= 64:
             _MODULES.clear()
         _MODULES[key] = ref
-    init_inputs = _init_inputs(ref)
-    torch.manual_seed(int(req["init_seed"]))
-    model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
+    # The trials the worker names (the last of each input set) share one
+    # init seed: their model is built once, as the worker built it once.
+    model_key = (key, int(req["init_seed"]), device, cfg.dtype)
+    model = _LAST_MODEL.get(model_key)
+    if model is None:
+        init_inputs = _init_inputs(ref)
+        torch.manual_seed(int(req["init_seed"]))
+        model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
+        _LAST_MODEL.clear()
+        _LAST_MODEL[model_key] = model
     gen = getattr(ref, str(req.get("set", "get_inputs")))
     torch.manual_seed(int(req["input_seed"]))
     inputs = _on_device(gen(), device, dtype)
@@ -183,20 +194,38 @@ class Referee:
         self.ticket = gate.join(lambda sig: os.killpg(proc.pid, sig), pids={proc.pid},
                                 timed_on_cpu=device is None)
 
+    def wait_ready(self, timeout_s: float = 300.0) -> bool:
+        """Block until the referee has started (imports, device context), so
+        that a warmed pool's first candidates do not wait for it."""
+        import selectors
+
+        with self._lock:
+            if self._ready:
+                return True
+            if self.proc.poll() is not None:
+                return False
+            sel = selectors.DefaultSelector()
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            try:
+                if not sel.select(timeout=timeout_s):
+                    return False
+                self.proc.stdout.readline()
+                self._ready = True
+                return True
+            finally:
+                sel.close()
+
     def ask(self, request: dict[str, Any], timeout_s: float = 300.0) -> dict[str, Any]:
         import selectors
 
+        if not self.wait_ready(timeout_s):
+            return {"error": "the referee did not start: " + self._log_tail()}
         with self._lock:
             if self.proc.poll() is not None:
                 return {"error": "the referee process is gone: " + self._log_tail()}
             sel = selectors.DefaultSelector()
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             try:
-                if not self._ready:
-                    if not sel.select(timeout=timeout_s):
-                        return {"error": "the referee did not start"}
-                    self.proc.stdout.readline()
-                    self._ready = True
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
                 if not sel.select(timeout=timeout_s):
