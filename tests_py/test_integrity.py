@@ -279,3 +279,24 @@ def test_a_lazy_layer_in_the_task_is_not_a_harness_error(tmp_path):
     # past construction and seeding: judged on what forward ran (PyTorch's convolution)
     assert result.category == "hacked", (result.category, result.error)
     assert any("convolution" in r for r in result.hack_reasons), result.hack_reasons
+
+
+def test_the_snapshot_watches_every_loaded_backend_module_and_the_backends_runtime():
+    """Issue 18: integrity.WATCHED names no backend; every loaded module of
+    kernelsmith.backends (the CUDA one too, which the old list missed) and
+    the modules the task's backend names (OpenCL: kernelsmith.opencl) are
+    watched, so a candidate replacing one of their functions is named."""
+    import kernelsmith.backends.cuda as cuda_mod
+    import kernelsmith.opencl  # noqa: F401 - loaded, as in an OpenCL worker
+    from kernelsmith.backends import get_backend
+    from kernelsmith.evaluator.integrity import Snapshot
+
+    snap = Snapshot(get_backend("opencl"))
+    assert {"kernelsmith.backends.cuda", "kernelsmith.backends.opencl", "kernelsmith.opencl"} <= set(snap.modules)
+    saved = cuda_mod._wrap_function
+    try:
+        cuda_mod._wrap_function = lambda *a, **k: None
+        assert any("_wrap_function" in n for n in snap.changed()), snap.changed()
+    finally:
+        cuda_mod._wrap_function = saved
+    assert not snap.changed()

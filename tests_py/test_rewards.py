@@ -201,3 +201,23 @@ def test_shared_group_timing_ranks_a_group_against_one_reference(scorer, row):
     assert slower.speedup < 0.5 < correct.speedup
     with pytest.raises(Exception, match="group must be one of"):
         RewardConfig(group="pairs")
+
+
+def test_a_kernel_build_failure_at_first_call_scores_as_a_compile_failure_by_its_backend():
+    """The markers come from the result's backend (Backend.build_error_markers):
+    an OpenCL build log is a compile failure for an OpenCL result, a Triton
+    CompilationError for a Triton one; a record without its backend (older
+    runs) is read with any backend's markers; other runtime errors stay
+    runtime errors."""
+    cfg = RewardConfig()
+    ocl = EvalResult(compiled=True, category="runtime", backend="opencl", error="OpenCLError: CL_BUILD_PROGRAM_FAILURE")
+    tri = EvalResult(compiled=True, category="runtime", backend="triton", error="triton.CompilationError: at 3:4")
+    old = EvalResult(compiled=True, category="runtime", error="clBuildProgram failed: -11")
+    plain = EvalResult(compiled=True, category="runtime", backend="opencl", error="IndexError: out of range")
+    assert compute_reward(ocl, 1.0, cfg).status == "compile-failed"
+    assert compute_reward(tri, 1.0, cfg).status == "compile-failed"
+    assert compute_reward(old, 1.0, cfg).status == "compile-failed"
+    assert compute_reward(plain, 1.0, cfg).status == "runtime-error"
+    # the markers are the backend's own: Triton's are not OpenCL's
+    assert compute_reward(EvalResult(compiled=True, category="runtime", backend="triton",
+                                     error="CL_BUILD_PROGRAM_FAILURE"), 1.0, cfg).status == "runtime-error"

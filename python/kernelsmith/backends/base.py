@@ -244,6 +244,17 @@ class Backend(abc.ABC):
     #: CUDA reserves huge virtual ranges, so GPU backends say False.
     supports_address_space_limit: bool = False
 
+    #: modules outside ``kernelsmith.backends`` whose functions the worker's
+    #: integrity snapshot watches for this backend (its runtime's Python
+    #: face, e.g. ``kernelsmith.opencl``); every loaded module of
+    #: ``kernelsmith.backends`` is watched anyway
+    runtime_modules: tuple = ()
+
+    #: text in an error that marks a kernel build failure surfacing at the
+    #: first call (a JIT builds on launch), for scoring records whose
+    #: category says ``runtime`` (rewards)
+    build_error_markers: tuple = ()
+
     # -- parent process -------------------------------------------------
     @abc.abstractmethod
     def static_check(self, source: str) -> StaticReport:

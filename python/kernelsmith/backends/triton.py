@@ -112,6 +112,7 @@ class _LaunchHooks:
 
 class TritonBackend(Backend):
     name = "triton"
+    build_error_markers = ("CompilationError",)
 
     def __init__(self) -> None:
         self._torch = None

@@ -24,7 +24,7 @@ WATCHED = (
     "torch", "torch.cuda", "torch.autograd.profiler", "torch.profiler", "torch.utils._python_dispatch",
     "numpy",
     "kernelsmith.timing", "kernelsmith._core",
-    "kernelsmith.backends.base", "kernelsmith.backends.triton", "kernelsmith.backends.opencl", "kernelsmith.opencl",
+    "kernelsmith.backends.base",
     "kernelsmith.evaluator.worker", "kernelsmith.evaluator.timing", "kernelsmith.evaluator.correctness",
     "kernelsmith.evaluator.census", "kernelsmith.evaluator.guards", "kernelsmith.evaluator.integrity",
     "kernelsmith.evaluator.tracebacks",
@@ -48,14 +48,19 @@ def _watchable(obj: Any) -> bool:
 class Snapshot:
     """Identity of every watched callable (and its code object)."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: Any = None) -> None:
         # torch._dynamo wraps torch.manual_seed (and more) when it is first
         # imported, which the evaluation itself does later: import it first
         import torch._dynamo  # noqa: F401
 
         self.items: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.modules: dict[str, Any] = {}
-        for name in WATCHED:
+        # every loaded backend module (whichever language), and the modules
+        # the task's backend names as its runtime's
+        backends = sorted(n for n in list(sys.modules) if n.startswith("kernelsmith.backends."))
+        for name in (*WATCHED, *backends, *getattr(backend, "runtime_modules", ())):
+            if name in self.modules:
+                continue
             mod = sys.modules.get(name)
             if mod is None:
                 continue

@@ -435,7 +435,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     checks_on = os.environ.get("KS_BENCH_NO_CENSUS", "") != "1"
     spent = {"s": 0.0}  # the v2 checks' own time besides the census's: the "census" phase
     t0 = time.monotonic()
-    snapshot = Snapshot() if checks_on else None
+    snapshot = Snapshot(backend) if checks_on else None
     spent["s"] += time.monotonic() - t0
 
     def check_integrity() -> None:

@@ -29,14 +29,19 @@ BASELINES = ("auto", "runtime", "relative")
 CI_MODES = ("snap", "lower", "point")
 GROUP_MODES = ("independent", "shared")
 
-#: error text of a kernel build failure that the evaluator reports as a runtime error
-KERNEL_BUILD_ERRORS = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed", "CompilationError")
+def _build_error_markers(backend_name: str) -> tuple:
+    """Error text that marks a kernel build failure reported as a runtime
+    error, from the result's backend (``Backend.build_error_markers``); for
+    a record without its backend (older runs), any backend's."""
+    from ..backends import available_backends, get_backend
 
-#: statuses a reward can have (edit failures come from applying the completion)
-#: "harness-error": the task's reference failed, the program was not judged;
-#: its reward is 0.0 and a trainer should mask the sample (not the model's doing)
-STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed",
-            "harness-error")
+    markers: list = []
+    for name in [backend_name] if backend_name else available_backends():
+        try:
+            markers.extend(get_backend(name).build_error_markers)
+        except Exception:  # noqa: BLE001 - an unknown or unloadable backend has no markers
+            continue
+    return tuple(markers)
 
 
 @dataclass
@@ -197,7 +202,8 @@ def compute_reward(
         return Reward(config.hacked, "hacked", detail="; ".join(result.hack_reasons)[:2000], result=brief)
     if not result.compiled or result.category == "compile":
         return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
-    if result.category == "runtime" and any(marker in result.error for marker in KERNEL_BUILD_ERRORS):
+    if result.category == "runtime" and any(marker in result.error
+                                            for marker in _build_error_markers(result.backend)):
         # JIT backends build kernels on the first forward call, so a kernel
         # that does not compile surfaces as a runtime error: score it as
         # the compile failure it is.
