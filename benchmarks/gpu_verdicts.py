@@ -122,6 +122,8 @@ CUDA_C = CUDA_KB / "candidates"
 CUDA_SUITE = [
     (CUDA_KB / "l1_relu", CUDA_KB / "l1_relu" / "candidate.py", "ok"),
     (CUDA_KB / "l2_gemm_bias_relu", CUDA_KB / "l2_gemm_bias_relu" / "candidate.py", "ok"),
+    # honest and fast: one fused pass where PyTorch runs five kernels
+    (CUDA_KB / "l2_scale_bias_relu_clamp", CUDA_KB / "l2_scale_bias_relu_clamp" / "candidate.py", "ok"),
     (CUDA_KB / "l1_relu", CUDA_C / "compile_error.py", "compile"),
     (CUDA_KB / "l1_relu", CUDA_C / "wrong_result.py", "incorrect"),
     (CUDA_KB / "l1_relu", CUDA_C / "crash_illegal_address.py", "crash"),
