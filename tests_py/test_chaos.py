@@ -67,7 +67,10 @@ def _archive(run: Path) -> list[tuple]:
 @pytest.mark.slow
 def test_sigkill_at_20_random_moments_then_resume_equals_an_uninterrupted_run(tmp_path):
     config = tmp_path / "run.yaml"
-    config.write_text("iterations: 60\nseed: 5\nproposal_concurrency: 3\ncheckpoint_every: 4\n")
+    # enough steps that 20 kills fit on a fast machine too: each kill lets
+    # the run record 1-2 steps plus up to 80 ms of them (about 5 on an idle
+    # 2-core machine), so 60 iterations ran out after 14-18 kills there
+    config.write_text("iterations: 160\nseed: 5\nproposal_concurrency: 3\ncheckpoint_every: 4\n")
 
     full, full_log = tmp_path / "full", tmp_path / "full.log"
     started = time.monotonic()
