@@ -70,7 +70,7 @@ __all__ = [
     "Event",
     "Kernel",
     "LocalMemory",
-    "Program",
+    "CLProgram",
     "Recording",
     "build",
     "context",
@@ -207,7 +207,7 @@ class Kernel:
         return f"<opencl.Kernel {self.name} ({self.num_args} args)>"
 
 
-class Program:
+class CLProgram:
     """A built program; its kernels are attributes (``program.my_kernel``)."""
 
     def __init__(self, context: "Context", program: Any) -> None:
@@ -243,7 +243,7 @@ class Context:
     def __init__(self, selector: str = "") -> None:
         self._ctx = _cl.Context(selector)
         self.device: dict[str, Any] = dict(self._ctx.device)
-        self._programs: dict[tuple[str, str], Program] = {}
+        self._programs: dict[tuple[str, str], CLProgram] = {}
         self._lock = threading.Lock()
 
     @property
@@ -251,7 +251,7 @@ class Context:
         """Kernels work directly on host arrays (CPU devices): no copies."""
         return self._ctx.host_zero_copy
 
-    def build(self, source: str, options: str = "", defines: dict[str, Any] | None = None) -> Program:
+    def build(self, source: str, options: str = "", defines: dict[str, Any] | None = None) -> CLProgram:
         """Build ``source`` (OpenCL C) or return the cached build. ``defines``
         become ``-DNAME=VALUE`` options. Raises OpenCLError with the build log."""
         if defines:
@@ -260,7 +260,7 @@ class Context:
         with self._lock:
             program = self._programs.get(key)
         if program is None:
-            program = Program(self, self._ctx.build(source, options))
+            program = CLProgram(self, self._ctx.build(source, options))
             with self._lock:
                 self._programs[key] = program
         else:
@@ -406,7 +406,7 @@ def context() -> Context:
         return _default
 
 
-def build(source: str, options: str = "", defines: dict[str, Any] | None = None) -> Program:
+def build(source: str, options: str = "", defines: dict[str, Any] | None = None) -> CLProgram:
     """Build OpenCL C ``source`` on the process-wide context (cached by source,
     device and options)."""
     return context().build(source, options, defines)

@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 
 from .formats import RL_FORMATS, write_jsonl, write_parquet
 from .sft import ExportSummary
-from .steps import Program, Run, Step
+from .steps import RecordedProgram, Run, Step
 
 STRATEGIES = ("best", "all", "initial")
 BEST_SCOPES = ("lineage", "island", "run")
@@ -88,7 +88,7 @@ class RLConfig:
 INF = float("inf")
 
 
-def _program_runtime(program: Program) -> float:
+def _program_runtime(program: RecordedProgram) -> float:
     """Runtime of a correct, timed program; inf for anything else (the
     reference seed included: any correct translation beats "no kernel")."""
     if program.is_reference or program.status != "correct":
@@ -97,9 +97,9 @@ def _program_runtime(program: Program) -> float:
     return float(value) if isinstance(value, (int, float)) and value > 0 else INF
 
 
-def _lineage_best(run: Run, program: Program) -> float:
+def _lineage_best(run: Run, program: RecordedProgram) -> float:
     best, seen = INF, set()
-    node: Optional[Program] = program
+    node: Optional[RecordedProgram] = program
     while node is not None and node.id not in seen:
         seen.add(node.id)
         best = min(best, _program_runtime(node))

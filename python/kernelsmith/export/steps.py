@@ -43,7 +43,7 @@ class TaskInfo:
 
 
 @dataclass
-class Program:
+class RecordedProgram:
     """A program told to the engine: a seed or a step's child."""
 
     id: int
@@ -62,7 +62,7 @@ class Step:
     run_dir: str
     task: TaskInfo
     record: StepRecord
-    parent: Optional[Program]
+    parent: Optional[RecordedProgram]
 
     # -- raw fields ---------------------------------------------------------
     @property
@@ -158,9 +158,9 @@ class Step:
 class Run:
     path: str
     task: TaskInfo
-    programs: dict[int, Program] = field(default_factory=dict)
+    programs: dict[int, RecordedProgram] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
-    seeds: list[Program] = field(default_factory=list)
+    seeds: list[RecordedProgram] = field(default_factory=list)
 
 
 def _positive(value: Any) -> Optional[float]:
@@ -302,7 +302,7 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
         if record.kind == "seed":
             ids = record.program_ids
             for pid in ids:
-                program = Program(
+                program = RecordedProgram(
                     id=pid, source=record.child_source or "", status=str(record.status),
                     metrics=dict(record.metrics or {}), is_reference=record.is_reference, is_seed=True,
                 )
@@ -317,7 +317,7 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
         run.steps.append(Step(run_dir=run.path, task=task, record=record, parent=parent))
         child = record.child
         if record.child_id is not None and child is not None:
-            run.programs[int(record.child_id)] = Program(
+            run.programs[int(record.child_id)] = RecordedProgram(
                 id=int(record.child_id), source=child.get("source") or "", status=str(record.status),
                 metrics=dict(record.metrics or {}), parent_id=parent_id,
             )
