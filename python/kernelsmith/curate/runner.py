@@ -1,8 +1,9 @@
 """Run the execution filter in a pool of warm, sandboxed worker processes.
 
 From the evaluator's sandbox (:mod:`kernelsmith.evaluator.sandbox`) this uses
-the credential-free environment (``scrub_env``) and the bubblewrap probe
-(``bwrap_status``); the process handling is this module's own. ``jobs``
+the credential-free environment (``scrub_env``) and the one sandbox
+primitive (``sandbox_prefix``, without GPU device nodes); the process
+handling is this module's own. ``jobs``
 threads each own one worker (``python -m kernelsmith.curate.worker``, its own
 session, bwrap when it works here) and feed it modules one at a time from a
 shared queue: torch and the allowed packages are imported once per worker,
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..evaluator.sandbox import bwrap_status, scrub_env
+from ..evaluator.sandbox import sandbox_prefix, scrub_env
 
 
 @dataclass
@@ -56,13 +57,6 @@ def _python_path() -> str:
     return here + (os.pathsep + rest if rest else "")
 
 
-def _bwrap_cmd(workdir: str) -> list[str]:
-    # read-only host, private writable temp dir, no network; no device nodes (CPU only)
-    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", workdir, workdir,
-            "--chdir", workdir, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--die-with-parent", "--new-session", "--"]
-
-
 class _Worker:
     """One sandboxed worker process and the line protocol with it."""
 
@@ -73,13 +67,10 @@ class _Worker:
         env.update(HOME=self.workdir, TMPDIR=self.workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
                    PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(cfg.threads),
                    TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-        use_bwrap = False
-        if cfg.isolation in ("auto", "bwrap"):
-            use_bwrap, note = bwrap_status()
-            if cfg.isolation == "bwrap" and not use_bwrap:
-                raise RuntimeError(f"isolation='bwrap' requested but unavailable: {note}")
+        # read-only host, private writable temp dir, no network, no device nodes (CPU only)
+        prefix, use_bwrap, _note = sandbox_prefix(cfg.isolation, self.workdir, devices=False)
         self.isolation = "bwrap" if use_bwrap else "process"
-        cmd = (_bwrap_cmd(self.workdir) if use_bwrap else []) + [sys.executable, "-m", "kernelsmith.curate.worker"]
+        cmd = prefix + [sys.executable, "-m", "kernelsmith.curate.worker"]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                          cwd=self.workdir, env=env, start_new_session=True)

@@ -44,10 +44,16 @@ _SECRET_PREFIX = ("AWS_", "AZURE_", "GOOGLE_", "GCP_", "GCLOUD_", "HF_", "HUGGIN
 
 
 def scrub_env(env: dict[str, str]) -> dict[str, str]:
-    """A copy of ``env`` without anything that looks like a credential."""
+    """A copy of ``env`` without anything that looks like a credential: the
+    one scrubber for every process that runs untrusted code (evaluation
+    workers, curation's execution filter, in-place test runs) and the one
+    the LLM package re-exports."""
+    from ..llm.redact import SECRET_ENV_VARS
+
     return {
         k: v for k, v in env.items()
-        if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIX)
+        if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIX) and k not in SECRET_ENV_VARS
+        and not k.endswith(("_API_KEY", "_AUTH_TOKEN"))
     }
 
 
@@ -63,7 +69,7 @@ class Limits:
 _BWRAP_PROBE: dict[str, tuple[bool, str]] = {}
 
 
-def _bwrap_args(workdir: str) -> list[str]:
+def _bwrap_args(workdir: str, devices: bool = True) -> list[str]:
     args = [
         "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
         "--bind", workdir, workdir, "--chdir", workdir,
@@ -71,7 +77,7 @@ def _bwrap_args(workdir: str) -> list[str]:
         "--die-with-parent", "--new-session",
     ]
     # GPU device nodes (the minimal /dev has none)
-    for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
+    for node in (sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri"))) if devices else []:
         args += ["--dev-bind", node, node]
     return args + ["--"]
 
@@ -142,10 +148,13 @@ def worker_environment(backend: Any, workdir: str, device: Optional[str],
 
 
 def sandbox_prefix(isolation: str, workdir: str, read_only: Sequence[str] = (),
-                   writable: Sequence[str] = ()) -> tuple[list[str], bool, str]:
+                   writable: Sequence[str] = (), devices: bool = True) -> tuple[list[str], bool, str]:
     """(command prefix, bwrap used, note) for ``isolation``; under bwrap,
     ``read_only`` folders inside ``workdir`` stay read-only and ``writable``
-    ones outside it become writable."""
+    ones outside it become writable; ``devices=False`` leaves the GPU device
+    nodes out (CPU-only work such as curation's execution filter). The one
+    sandbox primitive: evaluation workers, the referee, curation and
+    in-place test runs all start through it."""
     note = ""
     use_bwrap = False
     if isolation in ("auto", "bwrap"):
@@ -154,7 +163,7 @@ def sandbox_prefix(isolation: str, workdir: str, read_only: Sequence[str] = (),
             raise RuntimeError(f"isolation='bwrap' requested but unavailable: {note}")
     if not use_bwrap:
         return [], False, note
-    args = _bwrap_args(workdir)[:-1]
+    args = _bwrap_args(workdir, devices)[:-1]
     for path in writable:
         args += ["--bind", path, path]
     for path in read_only:

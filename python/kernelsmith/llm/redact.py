@@ -99,13 +99,13 @@ def redact_obj(obj):  # type: ignore[no-untyped-def]
     return obj
 
 
-def scrub_env(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
-    """Remove provider credentials from ``env`` (in place; also returned), for
-    the environment of worker processes that run candidate code."""
-    for name in list(env):
-        if name in SECRET_ENV_VARS or name.endswith("_API_KEY") or name.endswith("_AUTH_TOKEN"):
-            del env[name]
-    return env
+def scrub_env(env: MutableMapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` without provider credentials or anything else that
+    looks like one: ``kernelsmith.evaluator.sandbox.scrub_env``, the one
+    scrubber (kept importable from here)."""
+    from ..evaluator.sandbox import scrub_env as _scrub
+
+    return _scrub(dict(env))
 
 
 class RedactingFilter(logging.Filter):
