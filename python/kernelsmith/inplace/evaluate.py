@@ -53,7 +53,11 @@ def test_environment(spec: InplaceSpec, root: Path, home: Path) -> dict[str, str
     paths = [str((root / p).resolve()) for p in spec.config.python_path]
     rest = env.get("PYTHONPATH", "")
     env.update(PYTHONPATH=os.pathsep.join(paths + ([rest] if rest else [])), HOME=str(home), TMPDIR=str(home),
-               PYTHONDONTWRITEBYTECODE="1", TRITON_CACHE_DIR=str(home / ".triton"))
+               PYTHONDONTWRITEBYTECODE="1")
+    # the kernel language's compile caches in the private home, as for a worker
+    from ..backends import get_backend
+
+    env.update(get_backend(spec.config.backend).worker_env(str(home)))
     return env
 
 
