@@ -29,6 +29,13 @@ BASELINES = ("auto", "runtime", "relative")
 CI_MODES = ("snap", "lower", "point")
 GROUP_MODES = ("independent", "shared")
 
+#: statuses a reward can have (edit failures come from applying the completion)
+#: "harness-error": the task's reference failed, the program was not judged;
+#: its reward is 0.0 and a trainer should mask the sample (not the model's doing)
+STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed",
+            "harness-error")
+
+
 def _build_error_markers(backend_name: str) -> tuple:
     """Error text that marks a kernel build failure reported as a runtime
     error, from the result's backend (``Backend.build_error_markers``); for
