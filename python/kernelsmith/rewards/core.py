@@ -17,6 +17,7 @@ scoring the child.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
@@ -36,10 +37,13 @@ STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorr
             "harness-error")
 
 
+@functools.lru_cache(maxsize=None)
 def _build_error_markers(backend_name: str) -> tuple:
     """Error text that marks a kernel build failure reported as a runtime
     error, from the result's backend (``Backend.build_error_markers``); for
-    a record without its backend (older runs), any backend's."""
+    a record without its backend (older runs), any backend's. Cached: a
+    batch of scores would otherwise import and build every backend again
+    for each runtime error."""
     from ..backends import available_backends, get_backend
 
     markers: list = []
