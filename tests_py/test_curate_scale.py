@@ -6,11 +6,14 @@ filter's bookkeeping (CPU seconds per stage, a model built once for all
 input variants)."""
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import json
 import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelsmith.curate import CurateConfig, RunnerConfig, curate, read_index
 from kernelsmith.curate.inputs import ConfigSpec
@@ -197,7 +200,11 @@ def test_composite_config_and_token_ids_curate_into_running_tasks(tmp_path: Path
     assert "pad_token_id=" in idx["CompTokenEmbedding"]["init_args"][0]
 
 
-def test_uninitialised_parameters_are_dropped_under_every_seed(tmp_path: Path) -> None:
+def test_uninitialised_parameters_are_initialised_by_the_task_itself(tmp_path: Path) -> None:
+    # issue 17: MoE expert banks that the constructor leaves as torch.empty
+    # (the package's _init_weights would fill them) were 264 non_finite drops;
+    # the written task now initialises them after construction, under the
+    # seed the model is built with, and must still pass every check
     src = tmp_path / "src" / "r"
     src.mkdir(parents=True)
     (src / "m.py").write_text(textwrap.dedent('''
@@ -208,12 +215,14 @@ def test_uninitialised_parameters_are_dropped_under_every_seed(tmp_path: Path) -
         class Forgotten(nn.Module):
             """torch.empty weights nobody initialises: values from the allocator."""
 
-            def __init__(self):
+            def __init__(self, hidden_size: int = 256):
                 super().__init__()
-                self.w = nn.Parameter(torch.empty(256, 256))
+                self.w = nn.Parameter(torch.empty(hidden_size, hidden_size))
+                self.b = nn.Parameter(torch.empty(hidden_size))
+                self.bias = nn.Parameter(torch.empty(hidden_size))
 
             def forward(self, x):
-                return torch.tanh(x @ self.w)
+                return torch.tanh(x @ self.w + self.bias)
 
 
         class Unrouted(nn.Module):
@@ -221,13 +230,24 @@ def test_uninitialised_parameters_are_dropped_under_every_seed(tmp_path: Path) -
 
             def __init__(self):
                 super().__init__()
-                self.w = nn.Parameter(torch.randn(256, 256) * 0.02)
+                self.w = nn.Parameter(torch.randn(256, 256) * 0.5)
                 self.expert = nn.Parameter(torch.empty(256, 256))
 
             def forward(self, x):
                 if x.abs().max() > 1e6:
                     return x @ self.expert
                 return torch.sin(x @ self.w)
+
+
+        class Broken(nn.Module):
+            """Initialised or not, its output is NaN: still non_finite."""
+
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.empty(256, 256))
+
+            def forward(self, x):
+                return torch.log(-(x @ self.w).abs() - 1.0)
 
 
         class Initialised(nn.Module):
@@ -240,12 +260,37 @@ def test_uninitialised_parameters_are_dropped_under_every_seed(tmp_path: Path) -
                 return torch.sigmoid(x @ self.w)
         '''))
     out = tmp_path / "out"
-    curate(tmp_path / "src", out, CurateConfig(seed=0, runner=RunnerConfig(jobs=1, module_timeout_s=20)))
-    assert [r["class_name"] for r in read_index(out)] == ["Initialised"]
+    curate(tmp_path / "src", out, CurateConfig(seed=0, layout="flat",
+                                               runner=RunnerConfig(jobs=1, module_timeout_s=20)))
+    idx = {r["class_name"]: r for r in read_index(out)}
+    assert set(idx) == {"Forgotten", "Unrouted", "Initialised"}, (out / "dropped.jsonl").read_text()
     rows = {r["class_name"]: r for r in map(json.loads, (out / "dropped.jsonl").read_text().splitlines())}
-    assert rows["Forgotten"]["reason"] == "non_finite"
-    assert "uninitialised" in rows["Forgotten"]["detail"] and ": w" in rows["Forgotten"]["detail"]
-    assert rows["Unrouted"]["reason"] == "non_finite" and rows["Unrouted"]["detail"].endswith(": expert")
+    assert rows["Broken"]["reason"] == "non_finite"
+    assert idx["Forgotten"]["initialised"] == ["w", "b", "bias"]
+    assert idx["Unrouted"]["initialised"] == ["expert"] and idx["Initialised"]["initialised"] == []
+    assert idx["Forgotten"]["inputs_source"] == "heuristic"
+    # the written file initialises them itself: standalone, every parameter
+    # finite, the same under the same seed, spread like the others (Unrouted:
+    # its other weight's spread, 0.5), biases zero, and the constructor's
+    # signature unchanged (the evaluator compares ModelNew's with it)
+    for name in ("Forgotten", "Unrouted"):
+        path = out / idx[name]["task_path"] / "reference.py"
+        assert "torch.empty" in path.read_text()
+        spec = importlib.util.spec_from_file_location(f"t_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+        torch.manual_seed(3)
+        a = mod.Model(*mod.get_init_inputs())
+        torch.manual_seed(3)
+        b = mod.Model(*mod.get_init_inputs())
+        for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+            assert torch.isfinite(p).all() and torch.equal(p, q), n
+        if name == "Unrouted":
+            assert 0.4 < float(a.expert.std()) < 0.6
+        else:
+            assert 0.01 < float(a.w.std()) < 0.05 and float(a.bias.abs().max()) == 0.0
+            assert float(a.b.std()) > 0  # a 1-d weight not named bias: drawn, not zero
+            assert list(inspect.signature(mod.Model.__init__).parameters) == ["self", "hidden_size"]
 
 
 def test_variants_share_one_model_and_verdicts_carry_cpu_per_stage() -> None:

@@ -120,6 +120,9 @@ class InputVariant:
     inputs: list[str]
     note: str = "heuristic"
     pins: dict[str, int] = field(default_factory=dict)
+    # code between the program and get_inputs(): the initialisation of
+    # parameters the constructor leaves as ``torch.empty`` (``init_prelude``)
+    prelude: str = ""
 
     def inputs_for(self, size: str) -> list[str]:
         dims = {**SIZES[size], **self.pins}
@@ -129,7 +132,8 @@ class InputVariant:
         """get_inputs() (the ``size`` class), get_inputs_<other class>() for the
         others, get_init_inputs()."""
         init = ", ".join(self.init_args)
-        out = [f"def get_inputs():\n    # size class {size!r}\n    return [{', '.join(self.inputs_for(size))}]\n"]
+        out = [self.prelude.rstrip() + "\n"] if self.prelude else []
+        out += [f"def get_inputs():\n    # size class {size!r}\n    return [{', '.join(self.inputs_for(size))}]\n"]
         for other in SIZE_CLASSES:
             if other != size:
                 out.append(f"def get_inputs_{other}():\n    return [{', '.join(self.inputs_for(other))}]\n")
@@ -140,13 +144,16 @@ class InputVariant:
         return [f"get_inputs_{o}" for o in SIZE_CLASSES if o != size]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"init_args": list(self.init_args), "inputs": list(self.inputs), "note": self.note,
-                "pins": dict(self.pins)}
+        d = {"init_args": list(self.init_args), "inputs": list(self.inputs), "note": self.note,
+             "pins": dict(self.pins)}
+        if self.prelude:
+            d["prelude"] = self.prelude
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "InputVariant":
         return cls(init_args=list(d["init_args"]), inputs=list(d["inputs"]), note=str(d.get("note", "heuristic")),
-                   pins=dict(d.get("pins") or {}))
+                   pins=dict(d.get("pins") or {}), prelude=str(d.get("prelude") or ""))
 
 
 @dataclass
@@ -821,3 +828,33 @@ def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
                 if x in dims and x not in _SIZE_DIMS and not (len(dims) > 1 and dims.index(x) == 0):
                     change(i, [y if d == x else d for d in dims], follow=False)
     return out
+
+
+PRELUDE_MARK = "# curated: parameters the constructor leaves uninitialised"
+
+
+def init_prelude(params: list[tuple[str, float]]) -> str:
+    """Task code that initialises parameters ``Model``'s constructor leaves as
+    ``torch.empty`` (a mixture-of-experts bank whose weights the package's
+    ``_init_weights`` would fill): after the constructor, each ``(name, std)``
+    is drawn from ``normal(0, std)`` (``std`` 0: zeros) under the seed the
+    model was built with, so the task is deterministic and every expert holds
+    real weights. ``functools.wraps`` keeps the constructor's signature (the
+    evaluator compares ``ModelNew``'s with it)."""
+    body = "".join(f"        _curated_fill(self.get_parameter({n!r}), {float(s)!r})\n" for n, s in params)
+    return (f"{PRELUDE_MARK} (torch.empty):\n"
+            "# drawn after construction, scaled like the module's other weights\n"
+            "import functools as _curated_functools\n"
+            "import torch as _curated_torch\n\n"
+            "_curated_model_init = Model.__init__\n\n\n"
+            "def _curated_fill(p, std):\n"
+            "    if std > 0:\n"
+            "        _curated_torch.nn.init.normal_(p, 0.0, std)\n"
+            "    else:\n"
+            "        _curated_torch.nn.init.zeros_(p)\n\n\n"
+            "@_curated_functools.wraps(_curated_model_init)\n"
+            "def _curated_init(self, *args, **kwargs):\n"
+            "    _curated_model_init(self, *args, **kwargs)\n"
+            "    with _curated_torch.no_grad():\n"
+            f"{body}\n\n"
+            "Model.__init__ = _curated_init\n")

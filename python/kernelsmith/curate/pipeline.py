@@ -515,6 +515,7 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
             "cluster": lab, "is_medoid": meds.get(lab) == i, "difficulty": level,
             "repo": c.ex.repo, "path": c.ex.path, "class_name": c.ex.class_name, "line": c.ex.line,
             "inlined": c.ex.inlined, "imports_from_package": c.ex.imported, "config_class": c.ex.config_class,
+            "initialised": v.get("initialised") or [],
             "ast_hash": c.ast_hash, "op_graph_hash": v.get("op_graph_hash"), "fingerprint": v.get("fingerprint"),
             "trace": v.get("trace"), "inputs_source": c.inputs_source,
             "init_args": variant.init_args if variant else None,
@@ -566,7 +567,8 @@ def _adopt_repair(c: Candidate, size: str) -> None:
         return
     c.variants.append(v)
     c.texts.append(text)
-    c.inputs_source = "repaired"
+    if v.note == "repaired":
+        c.inputs_source = "repaired"
     c.verdict = {**c.verdict, "variant": len(c.variants) - 1}
 
 

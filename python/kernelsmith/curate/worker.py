@@ -294,11 +294,39 @@ def _uninitialised(model: Any) -> list[str]:
     return bad
 
 
+def _fill_plan(model: Any, names: list[str]) -> list[tuple[str, float]]:
+    """(name, std) for each uninitialised parameter: the config's
+    ``initializer_range`` when the model has one (what transformers'
+    ``_init_weights`` draws from), else the mean spread of the model's other
+    weight matrices, else 0.02; biases zero."""
+    import torch
+
+    std = None
+    for m in model.modules():
+        r = getattr(getattr(m, "config", None), "initializer_range", None)
+        if isinstance(r, (int, float)) and 0 < float(r) < 1:
+            std = float(r)
+            break
+    if std is None:
+        skip = set(names)
+        spreads = [float(p.detach().float().std()) for n, p in model.named_parameters()
+                   if n not in skip and p.dim() >= 2 and p.is_floating_point() and p.numel() > 1
+                   and not isinstance(p, torch.nn.parameter.UninitializedParameter)
+                   and bool(torch.isfinite(p).all())]
+        spreads = [x for x in spreads if x > 0]
+        std = sum(spreads) / len(spreads) if spreads else 0.02
+    params = dict(model.named_parameters())
+    return [(n, 0.0 if (n.rsplit(".", 1)[-1].startswith("bias") and params[n].dim() == 1) else round(std, 6))
+            for n in names]
+
+
 def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float, workdir: str = ".",
                  trivial_atol: float = 1e-3) -> dict[str, Any]:
     """Verdict on one module: each variant is a complete task file, loaded as a
     plain module; the first variant that passes wins."""
     import torch
+
+    from .inputs import init_prelude
 
     last: dict[str, Any] = {"status": "no_inputs", "detail": "no input variant"}
     # CPU seconds per stage, over all variants (where the filter's time goes)
@@ -323,6 +351,7 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
         specs = []
     repairs_left = int(item.get("max_repairs", 4)) if specs else 0
     tried = {tuple(s["inputs"]) for s in specs}
+    initialised: list[str] = []  # parameters the task's prelude initialises
     vi = -1
     while vi + 1 < len(texts):
         vi += 1
@@ -354,6 +383,17 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 # checked before any forward: an expert the probe inputs do not
                 # route to still holds allocator garbage in the evaluator
                 empty = _uninitialised(model)
+                if empty and specs and not specs[vi].get("prelude") and item.get("init_fix", True):
+                    # the task itself initialises them (as the package's own
+                    # _init_weights would): every variant from this one on gets
+                    # the prelude, and this one is built again from its new text
+                    prelude = init_prelude(_fill_plan(model, empty))
+                    for k in range(vi, len(texts)):
+                        specs[k] = {**specs[k], "prelude": prelude}
+                        texts[k] = _render_repair(texts[k], specs[k], item.get("size", "medium"))
+                    initialised = empty
+                    vi -= 1
+                    continue
                 if empty:
                     raise _Drop("non_finite", "parameters left uninitialised by the constructor (torch.empty): "
                                 + ", ".join(empty[:5]))
@@ -490,9 +530,12 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.modules.pop(name, None)
             _enter("import")
-    if last.get("status") == "ok" and specs and specs[last["variant"]].get("note") == "repaired":
+    if last.get("status") == "ok" and specs and (specs[last["variant"]].get("note") == "repaired"
+                                                 or specs[last["variant"]].get("prelude")):
         last["repaired"] = specs[last["variant"]]
         last["text_sha"] = hashlib.sha256(texts[last["variant"]].encode()).hexdigest()[:16]
+    if initialised and last.get("status") == "ok":
+        last["initialised"] = initialised[:50]
     last["cpu_s"] = {k: round(v, 4) for k, v in cpu.items()}
     if errors and last.get("status") != "ok":
         last["errors"] = errors
@@ -513,10 +556,13 @@ def _repairs(spec: dict[str, Any], error: str) -> list[list[str]]:
 
 def render_repair(text: str, spec: dict[str, Any], size: str) -> str:
     """The task file of a repaired variant: the checked file's program, the
-    new inputs rendered as every variant is (the pipeline writes the same)."""
-    from .inputs import InputVariant
+    new inputs (and the spec's prelude) rendered as every variant is (the
+    pipeline writes the same)."""
+    from .inputs import PRELUDE_MARK, InputVariant
 
-    cut = text.rindex(_INPUTS_START)
+    cut = text.rfind(PRELUDE_MARK)
+    if cut < 0:
+        cut = text.rindex(_INPUTS_START)
     return text[:cut] + InputVariant.from_dict(spec).render(size)
 
 
