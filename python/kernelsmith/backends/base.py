@@ -291,6 +291,13 @@ class Backend(abc.ABC):
         start no threads (a CUDA context or a thread pool does not survive
         fork)."""
 
+    def prepare_builder(self) -> None:
+        """Called once in the pool's trusted compile-cache builder (no
+        candidate code) before it builds anything. By default the same as a
+        worker; a backend whose builds need no device context should create
+        none, so the builder is never another process on the timed GPU."""
+        self.prepare_worker()
+
     def prepare_worker(self, ahead: bool = False) -> None:
         """Called once in a fresh worker process before anything is loaded
         (imports, device selection, installing launch hooks). ``ahead``: the

@@ -22,7 +22,7 @@ def main() -> None:
     from ..backends.base import get_backend
 
     backend = get_backend(backend_name)
-    backend.prepare_worker()
+    backend.prepare_builder()
     while True:
         ready, _, _ = select.select([sys.stdin], [], [], 0.5)
         if ready and not sys.stdin.readline():

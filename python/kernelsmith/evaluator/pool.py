@@ -439,7 +439,8 @@ class DevicePool:
         if self._builder_ticket is not None:
             self.gate.leave(self._builder_ticket)
         # it compiles on the host: it stands still while the device times
-        self._builder_ticket = self.gate.join(lambda sig: os.killpg(builder.pid, sig), timed_on_cpu=True)
+        self._builder_ticket = self.gate.join(lambda sig: os.killpg(builder.pid, sig), pids={builder.pid},
+                                              timed_on_cpu=True)
 
     def run(self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits,
             finalists: Sequence[str] = ()) -> EvalResult:
