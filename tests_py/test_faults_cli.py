@@ -297,6 +297,46 @@ def test_a_task_whose_reference_fails_is_a_failed_start_not_a_run(tmp_path):
     assert json.loads(again.stdout)["status_counts"].get("correct", 0) >= 1
 
 
+@pytest.mark.slow
+def test_a_task_without_seed_whose_reference_fails_is_a_failed_start_too(mock_llm, tmp_path):
+    """Without seed.py nothing runs the reference before the first candidate
+    (the reference itself is the seed, not evaluated), so the fault shows
+    there: still a failed start, as with a seed -- one line, exit 2, nothing
+    left in --out -- and the same command runs once the task is fixed. The
+    real CLI and evaluator (Triton interpreter), a candidate from the scripted
+    LLM server (the offline mutator has nothing to tune in a reference)."""
+    import shutil
+
+    task, out = tmp_path / "noseed", tmp_path / "run"
+    task.mkdir()
+    shutil.copy(TASK / "reference.py", task / "reference.py")
+    (task / "task.yaml").write_text("backend: triton\ntrials: 1\ntiming:\n  enabled: false\n")  # correctness only
+    good = (task / "reference.py").read_text()
+    (task / "reference.py").write_text(good.replace("return x * 2.0", "raise RuntimeError('reference is broken')"))
+    # A full rewrite of the reference-as-seed: one EVOLVE block around the whole file.
+    whole = SEED.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
+    mock_llm.handler = lambda request: _full(f"# EVOLVE-BLOCK-START\n{whole}# EVOLVE-BLOCK-END\n")
+    config = _config(tmp_path)
+    (out / "my-notes.txt").parent.mkdir()
+    (out / "my-notes.txt").write_text("the user's own file\n")
+    args = ("evolve", task, "--model", "openai:m", "--config", config, "--iterations", 2, "--out", out)
+    proc = cli(*args, env=_llm_env(mock_llm), real=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0] == _last_line(proc), proc.stderr[-3000:]
+    assert errors[0].startswith("kernelsmith evolve: error: noseed: the task's reference could not be run")
+    assert "RuntimeError: reference is broken" in errors[0] and "fix the task" in errors[0]
+    assert "no seed.py" in errors[0] and "/cpp/" not in proc.stderr
+    assert len(mock_llm.requests) >= 1  # the candidate that ran the reference came from the model
+    assert sorted(p.name for p in out.iterdir()) == ["my-notes.txt"]  # the run's files went, the user's stayed
+    (task / "reference.py").write_text(good)
+    again = cli(*args, "--json", env=_llm_env(mock_llm), real=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads(again.stdout)
+    assert summary["stop_reason"] == "iterations" and summary["status_counts"].get("correct", 0) >= 1
+    assert (out / "my-notes.txt").exists()
+
+
 def test_resume_iterations_means_that_many_more_steps_and_wall_time_adds_up(tmp_path):
     out = tmp_path / "run"
     # The first part is the long one (0.5 s per evaluation), the last a short

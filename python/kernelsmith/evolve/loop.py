@@ -137,6 +137,11 @@ class Evolution:
         self.llm_failures_in_a_row = 0
         self._evaluated: dict[str, dict[str, Any]] | None = None  # sha256 of a source -> its logged EvalResult
         self._proposed: dict[int, dict[str, Any]] = {}  # request id -> logged prompt and answer (resume)
+        # Whether an evaluation has run the task's reference (a correctness
+        # trial got that far). A run without a seed program starts before
+        # anything has; a harness fault until then is a failed start
+        # (session.evolve), not a run to resume.
+        self.reference_ran = False
 
     # ------------------------------------------------------------------ seed
     async def seed(self, sources: list[tuple[str, str]]) -> None:
@@ -150,7 +155,8 @@ class Evolution:
                 from ..task import TaskError
 
                 raise TaskError(f"{getattr(self.task, 'name', 'the task')}: the {name} program could not be "
-                                f"evaluated: {getattr(result, 'error', '')}")
+                                f"evaluated: {one_line(getattr(result, 'error', ''))}")
+            self.reference_ran = self.reference_ran or _reference_ran(result)
             child = self._program_fields(
                 source=source, parent_id=-1, island=-1, iteration=0, result=result,
             )
@@ -377,6 +383,7 @@ class Evolution:
         # The claim lasts until this step is applied (told), when seen() takes over.
         async with self._eval_slots:
             result = await self._evaluate(source)
+        self.reference_ran = self.reference_ran or _reference_ran(result)
         if getattr(result, "category", "") == "harness":
             # the task's reference (or the machine) failed: nothing to tell
             # the model or the archive; the run stops and says why, and
@@ -646,6 +653,17 @@ def latest_checkpoint(run_dir: RunDir) -> Path | None:
         return None
     target = run_dir.checkpoint_dir / pointer.read_text().strip()
     return target if target.is_dir() else None
+
+
+def _reference_ran(result: Any) -> bool:
+    """Whether the evaluation ran the task's reference: a correctness trial
+    counts only once the reference's output for it was computed."""
+    return int((getattr(result, "correctness", None) or {}).get("trials") or 0) > 0
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (an error inside a one-line CLI message)."""
+    return " ".join(str(text).split())
 
 
 def _status_of(result: Any) -> str:

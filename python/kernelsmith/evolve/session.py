@@ -14,7 +14,7 @@ from ..config import ConfigError
 from ..hardware import HardwareInfo
 from ..trajectory import StepRecord
 from .config import EvolveConfig, load_evolve_config
-from .loop import Evolution, RunSummary, latest_checkpoint
+from .loop import Evolution, RunSummary, latest_checkpoint, one_line
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
 
 log = logging.getLogger("kernelsmith.evolve")
@@ -146,7 +146,10 @@ async def evolve(
     Everything that can be checked (task, config, model and its key,
     backend) is checked before a fresh run writes its directory, and a run
     that fails before its first checkpoint removes what it wrote, so a
-    failed start never blocks a re-run with the same ``out``.
+    failed start never blocks a re-run with the same ``out``. A task whose
+    reference fails is a failed start (:class:`~kernelsmith.task.TaskError`,
+    its directory removed) whether the seed's evaluation shows it or, with
+    no seed.py, the first candidates' do.
     """
     from ..engine import Engine, EngineConfig
     from ..prompts import PromptBuilder
@@ -272,6 +275,21 @@ async def evolve(
         )
         evolution.prompt_builder = make_prompt_fn(builder, engine)
         summary = await evolution.run()
+        if resume is None and not task.seed_source and summary.stop_reason == "harness-error" \
+                and not evolution.reference_ran:
+            # With no seed.py the reference is the seed, not evaluated, so the
+            # first candidates are the first to run it: a reference that fails
+            # there is the same failed start as a seed that cannot be
+            # evaluated. What this start wrote goes (its few steps were judged
+            # against a reference that does not run), so the same command
+            # works again once the task is fixed.
+            from ..task import TaskError
+
+            run_dir.remove_run_files()
+            raise TaskError(f"{task.name}: the task's reference could not be run (no seed.py, so the first "
+                            "candidate ran it): "
+                            f"{one_line(summary.stop_detail)} Nothing was kept in {run_dir.path}: run the same "
+                            "command again once the task is fixed")
         if inplace:  # best.patch and summary.md (docs/in_place.md)
             from ..inplace import finish_run
 
