@@ -206,3 +206,31 @@ def test_opencl_run_on_pocl_gets_the_opencl_and_cpu_device_tips(mock_llm, tmp_pa
     assert "OpenCL" in system and "work-group" in system
     assert "Triton" not in system and "@triton.jit" not in system
     assert _steps(out)[0]["prompt_meta"]["hardware_family"] == "cpu"
+
+
+@pytest.mark.slow
+def test_no_program_twice_with_islands_and_migrants_through_the_cli(mock_llm, tmp_path):
+    """Several islands that migrate often: every island holds a copy of the
+    seed, and migrants are copies of programs under new ids, so the engine's
+    top programs and inspirations often name the same code twice. Each prompt
+    the server received shows it once."""
+    variants = [SEED.replace("BLOCK = 64", f"BLOCK = {b}").replace("WARPS = 1", f"WARPS = {w}")
+                for b in (64, 128, 256, 512) for w in (1, 2, 4, 8)][1:]
+    mock_llm.script(*(_full(v) for v in variants))
+    mock_llm.handler = lambda request: "no program in this answer"
+    task, out = _fast_task(tmp_path), tmp_path / "run"
+    config = tmp_path / "islands.yaml"
+    config.write_text(json.dumps({
+        "proposal_concurrency": 1, "finalists": 0,
+        "engine": {"num_islands": 2, "migration_interval": 2, "migration_rate": 1.0, "repair_ratio": 0.0},
+    }))
+    proc = _evolve(mock_llm, task, "--model", "openai:m", "--iterations", 12, "--out", out, "--config", config,
+                   "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(mock_llm.requests) == 12
+    shown = []
+    for request in mock_llm.requests:
+        programs = [_normalized(p) for p in _programs_shown(request.last_user)]
+        assert len(programs) == len(set(programs)), request.last_user
+        shown.append(len(programs))
+    assert max(shown) >= 3, shown
