@@ -316,7 +316,7 @@ def test_a_task_without_seed_whose_reference_fails_is_a_failed_start_too(mock_ll
     # A full rewrite of the reference-as-seed: one EVOLVE block around the whole file.
     whole = SEED.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
     mock_llm.handler = lambda request: _full(f"# EVOLVE-BLOCK-START\n{whole}# EVOLVE-BLOCK-END\n")
-    config = _config(tmp_path)
+    config = _config(tmp_path, timeout_s=60.0)  # the evaluator's start loads the machine; no LLM fault here
     (out / "my-notes.txt").parent.mkdir()
     (out / "my-notes.txt").write_text("the user's own file\n")
     args = ("evolve", task, "--model", "openai:m", "--config", config, "--iterations", 2, "--out", out)

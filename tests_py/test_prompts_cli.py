@@ -190,7 +190,6 @@ def test_repair_and_prompt_assembly_through_the_cli(mock_llm, tmp_path):
 def test_opencl_run_on_pocl_gets_the_opencl_and_cpu_device_tips(mock_llm, tmp_path):
     """The other side of the tips check: an OpenCL task on PoCL gets the
     OpenCL tips and the CPU device's notes, and none of Triton's."""
-    pytest.importorskip("kernelsmith._core")
     from kernelsmith.backends import get_backend
 
     missing = get_backend("opencl").unavailable_reason()
