@@ -166,3 +166,17 @@ def test_modes_give_the_same_verdicts(mode):
     got = {n: r.category for n, r in zip(names, results)}
     assert got == {"relu_correct": "ok", "identity": "incorrect", "crash_segfault": "crash",
                    "hack_no_kernel": "hacked", "compile_error": "compile"}, got
+
+
+def test_warm_up_primes_the_referee_with_each_tasks_reference():
+    """warm_up(tasks) loads each task's reference in the trusted referee and
+    runs it once, so a task's first candidate does not pay that on its clock."""
+    task = Task.load(EXAMPLES / "opencl" / "softmax", trials=1)
+    with Evaluator(backend="opencl", workers=1, spares=0, timing=False) as ev:
+        ev.warm_up([task])
+        pool = next(iter(ev._device_pools.values()))
+        answer = pool.referee._primed[task.reference_source]
+        assert answer == {"primed": ["get_inputs", *task.config.extra_inputs]}, answer
+        result = ev.evaluate(task, task.seed_source)
+    assert result.category == "ok", result.error
+    assert "referee" in result.phases

@@ -267,6 +267,11 @@ class Evaluator(TaskBackends):
         if wait:
             for pool in pools:
                 pool.wait_spares()
+                referee = getattr(pool, "referee", None)
+                for task in tasks:
+                    task = self._task(task)
+                    if referee is not None and self.backend_for(task).name == pool.backend.name:
+                        referee.prime(task)
         return time.monotonic() - started
 
     def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
