@@ -188,3 +188,153 @@ def test_vision_stages_are_one_block_deep_at_the_top_level_and_widths_shrink_onl
     assert top["depths"] == [1, 1, 1, 1] and "hidden_sizes" not in top  # a group norm's groups still divide them
     back = ConfigSpec("backbone_config", fields, backbone=True).overrides()
     assert back["depths"] == [1, 1, 1, 1] and back["hidden_sizes"] == [32, 64, 128, 256]
+
+
+def test_sub_configs_named_without_the_config_suffix_are_sized_too() -> None:
+    # T5Gemma's composite config has sub-config fields "encoder" / "decoder"
+    # (listed in sub_configs_defaults): left at their full-size defaults, its
+    # models took over 59 s to construct (every one a timeout)
+    from kernelsmith.curate.inputs import ConfigSpec
+
+    sub = {"fields": {"hidden_size": 2304, "num_hidden_layers": 26, "vocab_size": 256000}, "init_kwargs": {}}
+    spec = ConfigSpec("T5GemmaConfig", {"encoder": None, "decoder": None, "vocab_size": 256000, "other": None},
+                      subs={"encoder": sub, "decoder": sub})
+    over = spec.overrides()
+    for name in ("encoder", "decoder"):
+        assert over[name]["hidden_size"] == 256 and over[name]["num_hidden_layers"] == 2, over
+        assert over[name]["vocab_size"] == 1024
+    assert "other" not in over  # a None field that is no sub-config stays the class's default
+
+
+def test_patch_and_grid_sizes_are_small_numbers_not_feature_widths() -> None:
+    # as a "size" a patch size was 256 (a 256x256 convolution kernel: 7 s to
+    # build) and a feature grid's resolution 256 (65536 points, pairwise)
+    from kernelsmith.curate.inputs import _value_for
+
+    assert _value_for("patch_size", None, True) == 4
+    assert _value_for("resolution", None, True) == 16
+    assert _value_for("hidden_size", None, True) == 256  # widths unchanged
+
+
+@pytest.mark.parametrize("args,error,want", [
+    # an attention class looked up by config._attn_implementation, which only
+    # a model's constructor resolves (Bark, Data2VecVision blocks)
+    (["BarkFineConfig(hidden_size=256)", "0"], "KeyError: None",
+     ["BarkFineConfig(attn_implementation='eager', hidden_size=256)", "0"]),
+    # a backbone's out_indices past the stages its narrowed depth has
+    (["CHMv2Config(backbone_config={'model_type': 'dinov3_vit', 'num_hidden_layers': 2, 'out_indices': [6, 12, 18, 24]})"],
+     "ValueError: out_indices must be valid indices for stage_names ['stem', 'stage1', 'stage2'], got [6, 12, 18, 24]",
+     ["CHMv2Config(backbone_config={'model_type': 'dinov3_vit', 'num_hidden_layers': 4, 'out_indices': [1, 2, 3, 4]})"]),
+    # transformers' strict config validation naming the value it expected,
+    # for a field given, one left at its default beside the field it must
+    # equal, and one of a sub-config the message names
+    (["AConfig(audio_config={'model_type': 'wav', 'hidden_size': 256}, text_config={'hidden_size': 128})"],
+     "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':\n"
+     "    ValueError: WavTokenizer uses no projections, so `codebook_dim` (512) must equal `hidden_size` (256).",
+     ["AConfig(audio_config={'model_type': 'wav', 'hidden_size': 256, 'codebook_dim': 256}, "
+      "text_config={'hidden_size': 128})"]),
+    (["BConfig(vision_config={'hidden_size': 256}, text_config={'hidden_size': 256})"],
+     "ValueError: `vision_config.text_hidden_size` (3584) must match `text_config.hidden_size` (256).",
+     ["BConfig(vision_config={'hidden_size': 256, 'text_hidden_size': 256}, text_config={'hidden_size': 256})"]),
+    (["CConfig(head_dim=64, hidden_size=256)"],
+     "ValueError: `rope_parameters.mrope_section` must contain three sections whose sum equals half of `head_dim`, "
+     "got [24, 20, 20] for head_dim=64.", ["CConfig(head_dim=128, hidden_size=256)"]),
+    (["DConfig(num_hidden_layers=2)"], "ValueError: `num_hidden_layers` (2) must be equal to the number of "
+     "`layer_types` (6)", ["DConfig(num_hidden_layers=6)"]),
+    (["DConfig(num_hidden_layers=2)"], "ValueError: `num_hidden_layers` (2) must be equal to the number of "
+     "`layer_types` (48)", None),  # not 48 layers: too slow to be a task
+    (["torch.randn(4)"], "KeyError: None", None),  # no config call: nothing to repair
+    (["EConfig(hidden_size=256)"], "KeyError: 'full_attention'", None),
+])
+def test_init_errors_that_name_the_expected_config_value_repair_the_constructor_arguments(
+        args: list[str], error: str, want: object) -> None:
+    from kernelsmith.curate.inputs import repair_init
+
+    assert repair_init(args, error) == want
+
+
+def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # a block whose config must be repaired from its own validation error
+    # (the worker rebuilds it from the repaired arguments and writes those),
+    # and an expert bank called with the router's indices and weights
+    files = {
+        "moepkg/__init__.py": "",
+        "moepkg/models/__init__.py": "",
+        "moepkg/models/moe/__init__.py": "",
+        "moepkg/models/moe/configuration_moe.py": '''
+            class MoeConfig:
+                def __init__(self, hidden_size=4096, intermediate_size=16384, num_local_experts=8,
+                             num_experts_per_tok=2, proj_size=None, **kwargs):
+                    self.hidden_size = hidden_size
+                    self.intermediate_size = intermediate_size
+                    self.num_local_experts = num_local_experts
+                    self.num_experts_per_tok = num_experts_per_tok
+                    self.proj_size = proj_size if proj_size is not None else 64
+                    if self.proj_size != self.hidden_size:
+                        raise ValueError(f"`proj_size` ({self.proj_size}) must equal `hidden_size` "
+                                         f"({self.hidden_size}).")
+            ''',
+        "moepkg/models/moe/modeling_moe.py": '''
+            import torch
+            from torch import nn
+
+            from .configuration_moe import MoeConfig
+
+
+            class MoeProjection(nn.Module):
+                def __init__(self, config: MoeConfig):
+                    super().__init__()
+                    self.proj = nn.Linear(config.hidden_size, config.proj_size)
+
+                def forward(self, hidden_states):
+                    return torch.tanh(self.proj(hidden_states))
+
+
+            class MoeExperts(nn.Module):
+                def __init__(self, config: MoeConfig):
+                    super().__init__()
+                    self.num_experts = config.num_local_experts
+                    self.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * config.intermediate_size,
+                                                                 config.hidden_size))
+                    self.down_proj = nn.Parameter(torch.empty(self.num_experts, config.hidden_size,
+                                                              config.intermediate_size))
+
+                def forward(self, hidden_states, top_k_index, top_k_weights):
+                    out = torch.zeros_like(hidden_states)
+                    mask = torch.nn.functional.one_hot(top_k_index, num_classes=self.num_experts).permute(2, 1, 0)
+                    for e in range(self.num_experts):
+                        pos, tok = torch.where(mask[e])
+                        gate, up = nn.functional.linear(hidden_states[tok], self.gate_up_proj[e]).chunk(2, dim=-1)
+                        h = nn.functional.linear(nn.functional.silu(gate) * up, self.down_proj[e])
+                        out.index_add_(0, tok, h * top_k_weights[tok, pos, None])
+                    return out
+            ''',
+    }
+    root = tmp_path / "site"
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip())
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    out = tmp_path / "out"
+    rep = curate(root / "moepkg" / "models", out, CurateConfig(allow_import=["moepkg"], seed=0, layout="flat",
+                                                               runner=RunnerConfig(module_timeout_s=30, jobs=1)))
+    idx = {r["class_name"]: r for r in read_index(out)}
+    assert {"MoeProjection", "MoeExperts"} <= set(idx), (rep.table(), (out / "dropped.jsonl").read_text())
+    proj = idx["MoeProjection"]
+    assert proj["inputs_source"] == "repaired" and "proj_size=256" in proj["init_args"][0], proj["init_args"]
+    experts = idx["MoeExperts"]
+    assert experts["inputs"][1] == "torch.randint(0, 4, (8192, 2))", experts["inputs"]
+    assert experts["initialised"] == ["gate_up_proj", "down_proj"]
+    for name in ("MoeProjection", "MoeExperts"):
+        path = out / idx[name]["task_path"] / "reference.py"
+        spec = importlib.util.spec_from_file_location(f"t_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+        torch.manual_seed(0)
+        model = mod.Model(*mod.get_init_inputs()).eval()
+        with torch.no_grad():
+            y = model(*mod.get_inputs_small())
+        assert torch.isfinite(y).all() and float(y.abs().max()) > 1e-3

@@ -367,3 +367,81 @@ def test_a_worker_poisoned_by_a_cut_short_import_is_replaced_and_the_module_chec
     verdicts = run_checks([{"id": f"m{k}", "variants": [task(k)]} for k in range(3)],
                           RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
     assert {k: v["status"] for k, v in verdicts.items()} == {"m0": "ok", "m1": "ok", "m2": "ok"}, verdicts
+
+
+def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() -> None:
+    # issue 17: a timer per variant let a module of several slow variants run
+    # into the runner's hard limit (the worker killed, a fresh one importing
+    # torch and transformers again); the module's budget now covers all its
+    # variants, and the worker reports the timeout itself
+    import time as _time
+
+    slow = textwrap.dedent('''
+        import time
+
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                time.sleep(0.7)  # twice per variant: traced, then untraced
+                raise RuntimeError("never fits")
+
+
+        def get_init_inputs():
+            return []
+        ''')
+    variants = [slow + f"\ndef get_inputs():\n    return [torch.randn(4, {w})]\n" for w in (8, 16, 32, 64)]
+    started = _time.monotonic()
+    verdicts = run_checks([{"id": "slow", "variants": variants, "same_init": True}],
+                          RunnerConfig(jobs=1, module_timeout_s=2.5), seed=0)
+    took = _time.monotonic() - started
+    v = verdicts["slow"]
+    assert v["status"] == "timeout" and "worker was killed" not in v["detail"], v
+    assert v["variant"] in (1, 2), v  # the second variant ran out of the module's budget
+    # the meta-device size check is bookkeeping: over its own short budget the
+    # sizes stay unverified and the module, which passed every real check, is kept
+    meta_slow = textwrap.dedent('''
+        import time
+
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(32, 32)
+
+            def forward(self, x):
+                if x.device.type == "meta":
+                    for _ in range(200):
+                        time.sleep(0.05)
+                return torch.tanh(self.lin(x))
+
+
+        def get_inputs():
+            return [torch.randn(64, 32)]
+
+
+        def get_inputs_small():
+            return [torch.randn(4, 32)]
+
+
+        def get_inputs_large():
+            return [torch.randn(256, 32)]
+
+
+        def get_init_inputs():
+            return []
+        ''')
+    started = _time.monotonic()
+    verdicts = run_checks([{"id": "meta", "variants": [meta_slow]}], RunnerConfig(jobs=1, module_timeout_s=30),
+                          seed=0)
+    took = _time.monotonic() - started
+    v = verdicts["meta"]
+    assert v["status"] == "ok", v
+    assert v["sizes"]["default"]["ok"] is None and v["sizes"]["large"]["ok"] is None, v["sizes"]
+    assert "budget" in v["sizes"]["default"]["detail"]
+    assert v["cpu_s"].get("size", 0) < 5 and took < 25, (took, v["cpu_s"])

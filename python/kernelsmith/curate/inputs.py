@@ -70,6 +70,11 @@ NAME_RULES: list[tuple[str, Any]] = [
     (r"head", 4),
     (r"group", 1),
     (r"kernel|^k$|ksize", 3),
+    # a patch embedding's kernel, a feature grid's side: small numbers (as
+    # "size" they were 256: a 256x256 convolution kernel, a 65536-point grid
+    # whose pairwise offsets took the whole module budget to build)
+    (r"patch", 4),
+    (r"resolution", 16),
     (r"stride", 1),
     (r"pad", 1),
     (r"dilation", 1),
@@ -169,7 +174,9 @@ class ConfigSpec:
     def overrides(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, default in self.fields.items():
-            if name.endswith("_config") and default is None and name not in ("quantization_config",):
+            if (name.endswith("_config") or name in self.subs) and default is None \
+                    and name not in ("quantization_config",):
+                # (T5Gemma's sub-configs are fields "encoder" / "decoder")
                 # a composite model's towers: built from these instead of their full-size defaults
                 out[name] = self._sub_config(name)
                 continue
@@ -621,6 +628,12 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     combos = [[opts[min(k, len(opts) - 1)] for opts in per_param] for k in range(max_variants)]
     if masks and combos:
         combos.insert(0, ["None" if i in masks else x for i, x in enumerate(combos[0])])
+    # a mixture-of-experts bank called with the router's choice: hidden states
+    # as rows of tokens, each token's top-k expert indices and weights
+    # (random floats as indices fail one_hot; the bank is the kernel)
+    experts = _experts_inputs([p.arg for p in passed], cfg_values)
+    if experts:
+        combos.insert(0, experts)
     for ins in combos[:max_variants]:
         v = InputVariant(list(init_args), ins, pins=dict(pins))
         if all(v.inputs != w.inputs for w in variants):
@@ -858,3 +871,157 @@ def init_prelude(params: list[tuple[str, float]]) -> str:
             "    with _curated_torch.no_grad():\n"
             f"{body}\n\n"
             "Model.__init__ = _curated_init\n")
+
+
+# init errors that name the config value they expected (transformers' config
+# validation, attention classes looked up by a config that no model resolved)
+_MUST_EQUAL = re.compile(r"`?([A-Za-z_][\w.]*)`? \((-?\d+)\) must (?:equal|match|be equal to) (?:the )?(?:backbone )?"
+                         r"`?([A-Za-z_][\w.]*)`?(?: // \d+)? \((-?\d+)\)")
+_LAYER_TYPES = re.compile(r"`num_hidden_layers` \((\d+)\) must be equal to the number of `layer_types` \((\d+)\)")
+_OUT_INDICES = re.compile(r"out_indices must be valid indices for stage_names \[([^\]]*)\], got \[([\d, ]+)\]")
+_MROPE = re.compile(r"mrope_section` must contain three sections whose sum equals half of `head_dim`, got \[([\d, ]+)\]")
+
+
+def _config_call(arg: str) -> Optional[ast.Call]:
+    try:
+        node = ast.parse(arg, mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.endswith("Config"):
+        return node
+    return None
+
+
+def _fields_of(call: ast.Call) -> list[tuple[str, ast.AST, Any]]:
+    """(name, node, setter) of every field given in the config call and in its
+    nested dicts (sub-configs), outermost first."""
+    out: list[tuple[str, ast.AST, Any]] = []
+
+    def visit_dict(d: ast.Dict) -> None:
+        for i, (k, v) in enumerate(zip(d.keys, d.values)):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                out.append((k.value, v, (d, i)))
+                if isinstance(v, ast.Dict):
+                    visit_dict(v)
+
+    for kw in call.keywords:
+        if kw.arg:
+            out.append((kw.arg, kw.value, (kw, None)))
+            if isinstance(kw.value, ast.Dict):
+                visit_dict(kw.value)
+    return out
+
+
+def _set(setter: Any, value: Any) -> None:
+    obj, i = setter
+    node = ast.Constant(value) if not isinstance(value, list) else ast.List([ast.Constant(x) for x in value], ast.Load())
+    if i is None:
+        obj.value = node
+    else:
+        obj.values[i] = node
+
+
+def repair_init(init_args: list[str], error: str) -> Optional[list[str]]:
+    """New constructor arguments from an init error that says which config
+    value it expected, or None: ``KeyError: None`` (an attention class looked
+    up by ``config._attn_implementation``, which only a model's constructor
+    resolves) -> ``attn_implementation='eager'``; ``` `A` (x) must equal `B`
+    (y)``` -> ``A = y``; ``num_hidden_layers`` to the number of ``layer_types``
+    (at most 8); a backbone's ``out_indices`` past its stages -> the first
+    ``k`` stages, ``k`` deep; an M-RoPE section sum -> ``head_dim`` twice it."""
+    for pos, arg in enumerate(init_args):
+        call = _config_call(arg)
+        if call is None:
+            continue
+        fields = _fields_of(call)
+        changed = False
+        if error.strip() == "KeyError: None":
+            if any(kw.arg == "attn_implementation" for kw in call.keywords):
+                return None
+            call.keywords.insert(0, ast.keyword("attn_implementation", ast.Constant("eager")))
+            changed = True
+        elif m := _OUT_INDICES.search(error):
+            want = [int(x) for x in m.group(2).split(",") if x.strip()]
+            for name, node, setter in fields:
+                if name == "out_indices":
+                    k = len(want)
+                    _set(setter, list(range(1, k + 1)))
+                    # its sibling depth: as many layers as indices
+                    for n2, node2, setter2 in fields:
+                        if n2 == "num_hidden_layers" and setter2[0] is setter[0]:
+                            _set(setter2, k)
+                    changed = True
+        elif m := _LAYER_TYPES.search(error):
+            n = int(m.group(2))
+            if 0 < n <= 8:
+                for name, node, setter in fields:
+                    if name == "num_hidden_layers" and isinstance(node, ast.Constant) and node.value == int(m.group(1)):
+                        _set(setter, n)
+                        changed = True
+        elif m := _MROPE.search(error):
+            half = sum(int(x) for x in m.group(1).split(",") if x.strip())
+            for name, node, setter in fields:
+                if name == "head_dim" and isinstance(node, ast.Constant):
+                    _set(setter, 2 * half)
+                    changed = True
+        elif m := _MUST_EQUAL.search(error):
+            target, have, want = m.group(1).rsplit(".", 1)[-1], int(m.group(2)), int(m.group(4))
+            for name, node, setter in fields:
+                if name == target and isinstance(node, ast.Constant) and node.value == have:
+                    _set(setter, want)
+                    changed = True
+            if not changed:
+                # a field left at its class's default: given where it belongs
+                # (the sub-config the message names, else beside the field it
+                # must equal when that is in one place, else the top level)
+                prefix = m.group(1).split(".")[0] if "." in m.group(1) else None
+                where = [node for name, node, _ in fields if name == prefix and isinstance(node, ast.Dict)]
+                if not where and prefix is None:
+                    other = m.group(3).rsplit(".", 1)[-1]
+                    beside = [setter[0] for name, node, setter in fields if name == other
+                              and isinstance(node, ast.Constant) and node.value == want]
+                    where = beside if len(beside) == 1 else []
+                    if not where and not any(kw.arg == target for kw in call.keywords):
+                        call.keywords.append(ast.keyword(target, ast.Constant(want)))
+                        changed = True
+                if where and isinstance(where[0], ast.Dict):
+                    d = where[0]
+                    if not any(isinstance(k, ast.Constant) and k.value == target for k in d.keys):
+                        d.keys.append(ast.Constant(target))
+                        d.values.append(ast.Constant(want))
+                        changed = True
+                elif where and isinstance(where[0], ast.keyword) and \
+                        not any(kw.arg == target for kw in call.keywords):
+                    call.keywords.append(ast.keyword(target, ast.Constant(want)))
+                    changed = True
+        if changed:
+            new = list(init_args)
+            new[pos] = ast.unparse(call)
+            return new
+        return None
+    return None
+
+
+_EXPERT_INDEX = re.compile(r"^(top_k_index|top_k_indices|router_indices|selected_experts|expert_indices|topk_idx|"
+                           r"topk_ids|expert_ids)$")
+_EXPERT_WEIGHTS = re.compile(r"^(top_k_weights|routing_weights|router_weights|topk_weight|topk_weights|"
+                             r"expert_weights|router_scores)$")
+
+
+def _experts_inputs(names: list[str], cfg: dict[str, Any]) -> Optional[list[str]]:
+    """(hidden_states, top-k indices, top-k weights) of an expert bank, or None."""
+    if len(names) != 3 or not _EXPERT_INDEX.match(names[1]) or not _EXPERT_WEIGHTS.match(names[2]):
+        return None
+
+    def num(*keys: str, default: int) -> int:
+        for k in keys:
+            v = cfg.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return default
+
+    hidden = num("hidden_size", "d_model", default=DEFAULT_FEATURES)
+    n_exp = num("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=4)
+    top_k = min(n_exp, num("num_experts_per_tok", "top_k", "moe_topk", "moe_k", default=2))
+    return [_randn(["{N}", hidden]), f"torch.randint(0, {n_exp}, ({{N}}, {top_k}))",
+            f"torch.softmax(torch.randn({{N}}, {top_k}), dim=-1)"]
