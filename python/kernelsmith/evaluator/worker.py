@@ -674,6 +674,25 @@ def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, s
             "on the device in one call (profiler): the timed calls did not do the work that was checked")
 
 
+def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Optional[float]],
+                       tries: int = 3) -> tuple[float, Optional[str]]:
+    """:func:`timer_mismatch` for a census call made outside the timing slot,
+    next to the other workers' device work, which can only slow its kernels
+    (an honest 5.1 ms kernel was seen at 6.6 ms on the H200): on a mismatch
+    the fastest of up to ``tries`` more checked calls (``recheck`` returns
+    one call's own device ms) decides. Forged statistics or work hidden from
+    the timer stay too slow in every one of them. Returns (own ms, reason)."""
+    problem = timer_mismatch(own_ms, timed_ms)
+    for _ in range(tries if problem else 0):
+        again = recheck()
+        if again is not None:
+            own_ms = min(own_ms, again)
+        problem = timer_mismatch(own_ms, timed_ms)
+        if not problem:
+            break
+    return own_ms, problem
+
+
 def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any, model_new: Any,
                     make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
                     out: dict[str, Any], fail_from: Callable[..., "Verdict"], atol: float, rtol: float,
@@ -755,9 +774,15 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                            "after timing", held=input_sets[0], fresh=True)
             seen = census.last if census is not None else None  # the refill checks' last call
             if seen is not None and seen.device_level and outcome.runtime_ms:
-                own_ms = sum(seen.own.values()) / 1000.0
+                def recheck() -> Optional[float]:
+                    _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
+                                   "after timing (re-check)", held=input_sets[0], fresh=True)
+                    last = census.last
+                    return sum(last.own.values()) / 1000.0 if last is not None and last.device_level else None
+
+                own_ms, problem = settle_timer_check(sum(seen.own.values()) / 1000.0, float(outcome.runtime_ms),
+                                                     recheck)
                 out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
-                problem = timer_mismatch(own_ms, float(outcome.runtime_ms))
                 if problem:
                     raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
                                   hack_reasons=[problem])
