@@ -243,6 +243,9 @@ def test_patch_and_grid_sizes_are_small_numbers_not_feature_widths() -> None:
      "`layer_types` (6)", ["DConfig(num_hidden_layers=6)"]),
     (["DConfig(num_hidden_layers=2)"], "ValueError: `num_hidden_layers` (2) must be equal to the number of "
      "`layer_types` (48)", None),  # not 48 layers: too slow to be a task
+    # a hybrid model narrowed to two linear-attention layers: no cache to measure
+    (["BambaConfig(hidden_size=256)"], "ValueError: `get_seq_length` can only be called on Attention layers, and "
+     "the current Cache seem to only contain LinearAttention layers.", ["BambaConfig(hidden_size=256, use_cache=False)"]),
     (["torch.randn(4)"], "KeyError: None", None),  # no config call: nothing to repair
     (["EConfig(hidden_size=256)"], "KeyError: 'full_attention'", None),
 ])
@@ -338,3 +341,47 @@ def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Pa
         with torch.no_grad():
             y = model(*mod.get_inputs_small())
         assert torch.isfinite(y).all() and float(y.abs().max()) > 1e-3
+
+
+def test_a_cos_sin_pair_where_the_module_adds_a_tensor_becomes_a_tensor() -> None:
+    # DETR-style attention adds position_embeddings to the hidden states;
+    # the name had made them the rotary (cos, sin) pair
+    def attn(hidden_states, attention_mask, position_embeddings):  # type: ignore[no-untyped-def]
+        return torch.tanh(hidden_states + position_embeddings)
+
+    ins = ["torch.randn({B}, {S}, 256)", "None", "(torch.randn({B}, {S}, 64), torch.randn({B}, {S}, 64))"]
+    build = lambda t: None if t == "None" else eval(t.format(**SIZES["small"]), {"torch": torch})  # noqa: E731
+    err = _error(lambda: attn(*[build(t) for t in ins]))
+    fixed = repair_inputs(ins, err)
+    assert fixed == [["torch.randn({B}, {S}, 256)", "None", "torch.randn({B}, {S}, 256)"]]
+    assert attn(*[build(t) for t in fixed[0]]).shape == (2, 16, 256)
+    # a tuple operand with no tuple input to blame: nothing
+    assert repair_inputs(["torch.randn({B}, {S}, 256)"], err) == []
+
+
+def test_a_multiple_choice_head_gets_batch_choices_sequence_ids() -> None:
+    # BertForMultipleChoice & co. read num_choices from input_ids.shape[1]:
+    # (B, S) ids made every such model a forward_error (view(-1, num_choices))
+    from kernelsmith.curate.inputs import guess_inputs
+
+    src = textwrap.dedent('''
+        import torch
+        from torch import nn
+
+
+        class Model(nn.Module):
+            def __init__(self, vocab_size=1024):
+                super().__init__()
+                self.emb = nn.Embedding(vocab_size, 32)
+                self.score = nn.Linear(32, 1)
+
+            def forward(self, input_ids=None, labels=None):
+                num_choices = input_ids.shape[1]
+                flat = input_ids.view(-1, input_ids.size(-1))
+                logits = self.score(self.emb(flat).mean(1))
+                return logits.view(-1, num_choices)
+        ''')
+    v = guess_inputs(src)[0]
+    assert v.inputs[0].endswith("({B}, 4, {S}))"), v.inputs
+    plain = src.replace("num_choices = input_ids.shape[1]", "k = 4").replace("num_choices)", "k)")
+    assert guess_inputs(plain)[0].inputs[0].endswith("({B}, {S}))")

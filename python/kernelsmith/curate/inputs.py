@@ -534,7 +534,11 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
             per_param.append([f"({_randn(['{B}', '{S}', head_dim])}, {_randn(['{B}', '{S}', head_dim])})"])
             continue
         if p.arg in primary and p.arg.endswith("input_ids"):
-            per_param.append([f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"])
+            # a multiple-choice head reads its choices from dimension 1
+            # (``num_choices = input_ids.shape[1]``): (batch, choices, sequence)
+            choices = any(isinstance(n, ast.Name) and n.id == "num_choices" for n in ast.walk(forward))
+            per_param.append([f"torch.randint(0, {vocab or 10}, ({{B}}, 4, {{S}}))" if choices
+                              else f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"])
             continue
         if k_param >= n_required and p.arg not in primary or (_optional(ann) and re.search(r"mask|cache|past|state|ids|position", p.arg.lower())
                                      and k_param > 0):
@@ -757,6 +761,9 @@ def _rank_shape(rank: int, width: Optional[str], channels: Optional[str] = None)
     return ["{B}", channels or str(CHANNELS)] + [side] * (rank - 2)
 
 
+_RE_TUPLE_OPERAND = re.compile(r"unsupported operand type\(s\) for [-+*/]: '(?:Tensor' and 'tuple|tuple' and 'Tensor)'")
+
+
 def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
     """New input templates that the forward's error message asks for, best
     first (empty when the message says nothing usable about the inputs). Only
@@ -767,6 +774,12 @@ def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
     if not tensor_ix:
         return []
     out: list[list[str]] = []
+    if _RE_TUPLE_OPERAND.search(error):
+        # a (cos, sin) pair given where the module adds a tensor (DETR's
+        # position_embeddings are added to the hidden states): shaped like them
+        new = [inputs[tensor_ix[0]] if t.startswith("(torch.randn(") and t.endswith(")") and "), torch.randn(" in t
+               else t for t in inputs]
+        return [new] if new != inputs else []
 
     def change(i: int, dims: list[str], follow: bool = True) -> None:
         old = parsed[i]
@@ -935,7 +948,14 @@ def repair_init(init_args: list[str], error: str) -> Optional[list[str]]:
             continue
         fields = _fields_of(call)
         changed = False
-        if error.strip() == "KeyError: None":
+        if "can only be called on Attention layers" in error:
+            # a hybrid model whose narrowed depth has no attention layer: its
+            # cache has nothing to measure; the forward without a cache
+            if any(kw.arg == "use_cache" for kw in call.keywords):
+                return None
+            call.keywords.append(ast.keyword("use_cache", ast.Constant(False)))
+            changed = True
+        elif error.strip() == "KeyError: None":
             if any(kw.arg == "attn_implementation" for kw in call.keywords):
                 return None
             call.keywords.insert(0, ast.keyword("attn_implementation", ast.Constant("eager")))

@@ -537,7 +537,9 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             last = {"status": f"{stage}_error", "detail": tb[:500], "variant": vi}
             errors.append(f"v{vi} {stage}: {tb[:300]}")
-            if stage == "init" and specs and init_repairs_left > 0:
+            config_caused = stage == "init" or (stage == "forward" and (
+                "can only be called on Attention layers" in tb or tb.strip() == "KeyError: None"))
+            if config_caused and specs and init_repairs_left > 0:
                 # a config validation error that names the value it expected:
                 # the constructor arguments are repaired and this variant (and
                 # the later ones that share its arguments) built again
