@@ -385,7 +385,9 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
 
         class Model(nn.Module):
             def forward(self, x):
-                time.sleep(0.7)  # twice per variant: traced, then untraced
+                t = time.process_time()  # twice per variant: traced, then untraced
+                while time.process_time() - t < 0.7:
+                    pass
                 raise RuntimeError("never fits")
 
 
@@ -400,6 +402,15 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
     v = verdicts["slow"]
     assert v["status"] == "timeout" and "worker was killed" not in v["detail"], v
     assert v["variant"] in (1, 2), v  # the second variant ran out of the module's budget
+    assert "of CPU" in v["detail"], v
+    # the budget is CPU time (a shared machine's load does not time modules
+    # out); a module that only waits meets the wall-clock backstop, still
+    # reported by the worker itself
+    sleepy = slow.replace("t = time.process_time()", "time.sleep(30)")
+    verdicts = run_checks([{"id": "sleepy", "variants": [sleepy + "\ndef get_inputs():\n    return [torch.randn(4, 8)]\n"]}],
+                          RunnerConfig(jobs=1, module_timeout_s=1.0), seed=0)
+    v = verdicts["sleepy"]
+    assert v["status"] == "timeout" and "wall-clock" in v["detail"] and "killed" not in v["detail"], v
     # the meta-device size check is bookkeeping: over its own short budget the
     # sizes stay unverified and the module, which passed every real check, is kept
     meta_slow = textwrap.dedent('''
@@ -445,3 +456,54 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
     assert v["sizes"]["default"]["ok"] is None and v["sizes"]["large"]["ok"] is None, v["sizes"]
     assert "budget" in v["sizes"]["default"]["detail"]
     assert v["cpu_s"].get("size", 0) < 5 and took < 25, (took, v["cpu_s"])
+
+
+def test_size_checks_reuse_the_checked_model_and_rebuild_only_when_it_cannot_tell() -> None:
+    # the meta-device size check moves the model the real checks built to the
+    # meta device instead of constructing it a second time (a constructor that
+    # builds a sinusoid table in Python paid twice); a model whose probe
+    # forward cached state sized by the probe is checked on a fresh meta build
+    program = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self, cache_first):
+                super().__init__()
+                if not cache_first and torch.empty(1).device.type == "meta":
+                    # built a second time, on the meta device: sizes unverified
+                    raise RuntimeError("this constructor cannot run on the meta device")
+                self.lin = nn.Linear(32, 32)
+                self.cache_first = cache_first
+                self.cache = None
+
+            def forward(self, x):
+                if self.cache is None and self.cache_first:
+                    # a plain tensor the first call leaves behind on its device
+                    self.cache = torch.linspace(0.5, 1.5, 32)
+                y = torch.tanh(self.lin(x))
+                return y * self.cache if self.cache is not None else y
+
+
+        def get_inputs():
+            return [torch.randn(64, 32)]
+
+
+        def get_inputs_small():
+            return [torch.randn(4, 32)]
+
+
+        def get_inputs_large():
+            return [torch.randn(256, 32)]
+        ''')
+    items = [{"id": name, "variants": [program + f"\n\ndef get_init_inputs():\n    return [{flag}]\n"]}
+             for name, flag in (("plain", "False"), ("cached", "True"))]
+    verdicts = run_checks(items, RunnerConfig(jobs=1, module_timeout_s=30), seed=0)
+    plain, cached = verdicts["plain"], verdicts["cached"]
+    assert plain["status"] == "ok" and cached["status"] == "ok", verdicts
+    for v in (plain, cached):
+        assert v["sizes"]["default"]["ok"] is True and v["sizes"]["large"]["ok"] is True, v["sizes"]
+        assert v["sizes"]["default"]["output_shapes"] == [[64, 32]]
+        assert v["sizes"]["large"]["bytes"] > v["sizes"]["default"]["bytes"] > v["sizes"]["small"]["bytes"]
+    assert plain["fingerprint"] != cached["fingerprint"]

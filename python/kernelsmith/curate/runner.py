@@ -203,7 +203,11 @@ def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[in
         todo.put(it)
     out: dict[str, dict[str, Any]] = {}
     lock = threading.Lock()
-    hard = cfg.module_timeout_s * 1.5 + 5.0
+    # after the worker's own alarms (CPU budget, then the wall-clock backstop
+    # at WALL_FACTOR times it) had their chance
+    from .worker import WALL_FACTOR
+
+    hard = cfg.module_timeout_s * WALL_FACTOR + 7.5
     startup_failures = [0]
     retried = [0]
 
