@@ -175,8 +175,51 @@ def test_warm_up_primes_the_referee_with_each_tasks_reference():
     with Evaluator(backend="opencl", workers=1, spares=0, timing=False) as ev:
         ev.warm_up([task])
         pool = next(iter(ev._device_pools.values()))
-        answer = pool.referee._primed[task.reference_source]
-        assert answer == {"primed": ["get_inputs", *task.config.extra_inputs]}, answer
+        from kernelsmith.evaluator.referee import prime_key
+
+        answer = pool.referee._primed[prime_key(task)]
+        assert answer == {"primed": ["get_inputs", *task.config.extra_inputs], "degenerate": []}, answer
         result = ev.evaluate(task, task.seed_source)
     assert result.category == "ok", result.error
     assert "referee" in result.phases
+
+
+ZEROS_PROGRAM = """
+import torch, torch.nn as nn, triton, triton.language as tl
+
+@triton.jit
+def fill(y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        fill[(triton.cdiv(x.numel(), 1024),)](y, x.numel(), BLOCK=1024)
+        return y
+"""
+
+
+def test_degenerate_forms_come_from_the_referee_in_the_pool(tmp_path):
+    """The pool's referee decides once per task which trivial outputs its
+    tolerance cannot tell apart (not every candidate's worker); a candidate
+    returning one is still rejected, and the task is flagged."""
+    from kernelsmith.evaluator.referee import prime_key
+
+    task_dir = tmp_path / "nearly_zero"
+    task_dir.mkdir()
+    (task_dir / "reference.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * 1e-9\n\n"
+        "def get_inputs():\n    return [torch.randn(4096)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    task = Task.load(task_dir, trials=1)
+    with Evaluator(backend="triton", workers=1, spares=0, timing=False) as ev:
+        result = ev.evaluate(task, ZEROS_PROGRAM)
+        pool = next(iter(ev._device_pools.values()))
+        assert "zeros" in pool.referee._primed[prime_key(task)]["degenerate"]
+    assert result.category == "hacked", (result.category, result.error)
+    assert "zeros" in result.hack_reasons[0], result.hack_reasons
+    assert any("degenerate task" in w for w in result.warnings), result.warnings

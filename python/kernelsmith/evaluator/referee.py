@@ -107,7 +107,8 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     import torch
 
     from ..task import Task
-    from .worker import _on_device
+    from . import correctness as cmp
+    from .worker import _on_device, _trivial_outputs
 
     task = Task.from_dict(req["task"])
     ref = _reference_module(task, req)
@@ -115,12 +116,26 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     torch.manual_seed(0)
     model = ref.Model(*_init_inputs_of(ref)).to(device=device, dtype=dtype).eval()
     sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
+    degenerate: list[str] = []
     with torch.no_grad():
         for name in sets:
             torch.manual_seed(0)
-            model(*_on_device(getattr(ref, name)(), device, dtype))
+            inputs = _on_device(getattr(ref, name)(), device, dtype)
+            outputs = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
+            if name == "get_inputs":
+                # the trivial outputs this task's tolerance cannot tell from
+                # the reference's: decided here, by trusted code, once per
+                # task, instead of in every candidate's worker (0.17 s each)
+                atol, rtol = task.config.tolerances()
+                degenerate = sorted(_trivial_outputs(cmp, outputs, inputs, atol, rtol))
     backend.synchronize()
-    return {"primed": sets}
+    return {"primed": sets, "degenerate": degenerate}
+
+
+def prime_key(task: Any) -> str:
+    """What a priming depends on: the reference, its input sets, the tolerance."""
+    return json.dumps([task.reference_source, list(task.config.extra_inputs), list(task.config.tolerances()),
+                       task.config.dtype])
 
 
 def _init_inputs_of(ref: Any) -> Any:
@@ -284,11 +299,20 @@ class Referee:
         """Load ``task``'s reference and run it once in the referee (see
         :func:`prime`), at most once per task and referee; an error is
         returned, not raised: the first real check pays the cost then."""
-        key = task.reference_source
+        key = prime_key(task)
         primed = self.__dict__.setdefault("_primed", {})
         if key not in primed:
             primed[key] = self.ask({"prime": True, "task": task.to_dict()}, timeout_s)
         return primed[key]
+
+    def degenerate(self, task: Any) -> Optional[list[str]]:
+        """The trivial outputs (zeros, a constant, an input passed through)
+        that ``task``'s tolerance cannot tell from its reference's output, as
+        this trusted process found them (priming the task on first use);
+        None when it could not say (the worker then checks for itself)."""
+        answer = self.prime(task)
+        forms = answer.get("degenerate") if isinstance(answer, dict) and "error" not in answer else None
+        return list(forms) if isinstance(forms, list) else None
 
     def _log_tail(self) -> str:
         try:
