@@ -150,6 +150,8 @@ def make_evaluator(mode: str, backend: str, args: argparse.Namespace, tasks: Seq
     from kernelsmith.evaluator import Evaluator
 
     kwargs: dict[str, Any] = dict(backend=backend or None, workers=args.workers, timeout_s=args.timeout)
+    if args.spares is not None and mode != "fresh":
+        kwargs["spares"] = args.spares
     if args.devices is not None:
         kwargs["devices"] = [d for d in args.devices.split(",") if d]
     # set before the evaluator exists: workers (and a pool's zygote) inherit it
@@ -427,6 +429,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--manifest", default=None, help="another manifest (default: the backend's)")
     parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--workers", type=int, default=None, help="candidates at once (default: the evaluator's)")
+    parser.add_argument("--spares", type=int, default=None,
+                        help="pool workers started ahead of demand (default: the evaluator's, min(2, workers))")
     parser.add_argument("--devices", default=None, help="comma-separated device ids (default: every local GPU)")
     parser.add_argument("--small", action="store_true",
                         help="small l2 shapes (sets KS_BENCH_SMALL=1), for the Triton interpreter on a CPU")
