@@ -385,3 +385,13 @@ def test_a_multiple_choice_head_gets_batch_choices_sequence_ids() -> None:
     assert v.inputs[0].endswith("({B}, 4, {S}))"), v.inputs
     plain = src.replace("num_choices = input_ids.shape[1]", "k = 4").replace("num_choices)", "k)")
     assert guess_inputs(plain)[0].inputs[0].endswith("({B}, {S}))")
+
+
+def test_perceiver_latents_and_their_self_attention_depth_are_sized() -> None:
+    # Perceiver's defaults (d_latents 1280, 26 self-attention layers per block)
+    # made its probe forward take 10 s: four timeouts
+    from kernelsmith.curate.inputs import ConfigSpec
+
+    over = ConfigSpec("PerceiverConfig", {"num_latents": 256, "d_latents": 1280, "d_model": 768,
+                                          "num_self_attends_per_block": 26}).overrides()
+    assert over == {"d_latents": 256, "d_model": 256, "num_self_attends_per_block": 2}

@@ -36,13 +36,13 @@ CHANNELS = 64
 # every other field keeps the config class's own default
 CONFIG_SIZES: list[tuple[str, Any]] = [
     (r"^(hidden_size|d_model|n_embd|embed_dim|hidden_dim|model_dim|emb_dim|d_embed|embedding_size|"
-     r"word_embed_proj_dim|projection_dim|text_embed_dim|vision_embed_dim)$", 256),
+     r"word_embed_proj_dim|projection_dim|text_embed_dim|vision_embed_dim|d_latents)$", 256),
     (r"^(intermediate_size|d_ff|ffn_dim|encoder_ffn_dim|decoder_ffn_dim|n_inner|ff_dim|mlp_dim|inner_dim|"
      r"feed_forward_size|intermediate_dim|ffn_hidden_size|moe_intermediate_size|shared_expert_intermediate_size)$", 1024),
     (r"^(num_attention_heads|n_head|n_heads|num_heads|encoder_attention_heads|decoder_attention_heads|"
      r"attention_heads|num_key_value_heads|n_kv_heads|num_kv_heads|n_kv_head)$", 4),
     (r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_encoder_layers|"
-     r"num_decoder_layers)$", 2),
+     r"num_decoder_layers|num_self_attends_per_block)$", 2),
     (r"^(vocab_size|n_vocab)$", 1024),
     (r"^(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|max_seq_length)$", 4096),
     (r"^head_dim$", 64),
