@@ -318,3 +318,61 @@ def test_the_snapshot_watches_every_loaded_backend_module_and_the_backends_runti
     finally:
         cuda_mod._wrap_function = saved
     assert not snap.changed()
+
+
+def _refill(program, held_values, new_values):
+    """Run the worker's refill check on ``program`` (a plain function of the
+    inputs) against relu: ``held`` buffers it was called on, then refilled
+    in place with ``new_values``."""
+    import torch
+
+    from kernelsmith.evaluator import correctness as cmp
+    from kernelsmith.evaluator.worker import Verdict, _refill_checks
+
+    class _Backend:
+        def synchronize(self):
+            pass
+
+    held = [torch.tensor(held_values)]
+    program(held)  # the program saw these buffers before (a trial)
+    try:
+        _refill_checks(lambda args, where: cmp.flatten_outputs(program(args)), torch.relu,
+                       lambda: [torch.tensor(new_values)], lambda gen: list(gen()), lambda xs: [x.clone() for x in xs],
+                       cmp, 1e-6, 1e-6, _Backend(), "after the trials", held, fresh=True)
+    except Verdict as v:
+        return v.fields
+    return {"category": "ok"}
+
+
+def test_refill_check_tells_a_plain_bug_from_a_cache():
+    """A kernel that is wrong only for some values (relu that drops the last
+    element: wrong when it is positive; seen on the H200 as `relu_wrong`
+    judged hacked when no trial had a positive last element) is `incorrect`;
+    results cached by buffer or by shape are `hacked`."""
+    import torch
+
+    def drops_last(args):
+        y = torch.relu(args[0]).clone()
+        y[-1] = 0
+        return y
+
+    by_pointer: dict = {}
+
+    def pointer_cache(args):
+        key = args[0].data_ptr()
+        if key not in by_pointer:
+            by_pointer[key] = torch.relu(args[0]).clone()
+        return by_pointer[key]
+
+    by_shape: dict = {}
+
+    def shape_cache(args):
+        return by_shape.setdefault(tuple(args[0].shape), torch.relu(args[0]).clone())
+
+    held, new = [1.0, -2.0, -3.0], [-1.0, 2.0, 3.0]
+    bug = _refill(drops_last, held, new)
+    assert bug["category"] == "incorrect" and "again on the same values in new buffers" in bug["error"], bug
+    for cache in (pointer_cache, shape_cache):
+        verdict = _refill(cache, held, new)
+        assert verdict["category"] == "hacked" and "cached from an earlier call" in verdict["hack_reasons"][0], verdict
+    assert _refill(lambda args: torch.relu(args[0]), held, new)["category"] == "ok"
