@@ -348,7 +348,9 @@ def test_refill_check_tells_a_plain_bug_from_a_cache():
     """A kernel that is wrong only for some values (relu that drops the last
     element: wrong when it is positive; seen on the H200 as `relu_wrong`
     judged hacked when no trial had a positive last element) is `incorrect`;
-    results cached by buffer or by shape are `hacked`."""
+    results cached by buffer or by shape, and a program that turns wrong
+    after its first calls (on the values it passed before, too), are
+    `hacked`."""
     import torch
 
     def drops_last(args):
@@ -369,7 +371,15 @@ def test_refill_check_tells_a_plain_bug_from_a_cache():
     def shape_cache(args):
         return by_shape.setdefault(tuple(args[0].shape), torch.relu(args[0]).clone())
 
+    calls = {"n": 0}
+
+    def switch(args):  # honest for its first calls, then wrong on every input
+        calls["n"] += 1
+        return torch.relu(args[0]) + (0.0 if calls["n"] <= 1 else 1.0)
+
     held, new = [1.0, -2.0, -3.0], [-1.0, 2.0, 3.0]
+    verdict = _refill(switch, held, new)
+    assert verdict["category"] == "hacked", verdict
     bug = _refill(drops_last, held, new)
     assert bug["category"] == "incorrect" and "again on the same values in new buffers" in bug["error"], bug
     for cache in (pointer_cache, shape_cache):
