@@ -223,3 +223,34 @@ def test_degenerate_forms_come_from_the_referee_in_the_pool(tmp_path):
     assert result.category == "hacked", (result.category, result.error)
     assert "zeros" in result.hack_reasons[0], result.hack_reasons
     assert any("degenerate task" in w for w in result.warnings), result.warnings
+
+
+def test_a_referee_that_does_not_answer_in_time_is_restarted(tmp_path):
+    """A request the referee cannot answer within its limit (a task whose
+    reference takes too long) must not leave its late answer in the pipe for
+    the next request: the referee is restarted, the worker decides the
+    degenerate forms itself, and the next task is primed normally."""
+    from kernelsmith.evaluator.referee import prime_key
+
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "reference.py").write_text(
+        "import time\nimport torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        time.sleep(60)\n"
+        "        return torch.relu(x)\n\n"
+        "def get_inputs():\n    return [torch.randn(64)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    fast = Task.load(EXAMPLES / "triton" / "relu", trials=1)
+    with Evaluator(backend="triton", workers=1, spares=0, timing=False) as ev:
+        ev.warm_up([fast])
+        pool = next(iter(ev._device_pools.values()))
+        referee = pool.referee
+        assert referee.degenerate(Task.load(slow, trials=1), timeout_s=3) is None
+        assert referee.restarts == 1
+        del referee._primed[prime_key(fast)]
+        assert referee.prime(fast) == {"primed": ["get_inputs", *fast.config.extra_inputs], "degenerate": []}
+        result = ev.evaluate(fast, fast.seed_source)
+    assert result.category == "ok", result.error
+    assert result.census.get("referee") == "agreed", result.census

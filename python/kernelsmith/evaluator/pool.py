@@ -453,7 +453,7 @@ class DevicePool:
             job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads,
                            finalist_paths)
             if not finalists:
-                job["degenerate"] = self.referee.degenerate(task)
+                job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
             ticket.reset_clock()  # standing still as a spare is not this job's time

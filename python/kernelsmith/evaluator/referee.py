@@ -223,31 +223,53 @@ class Referee:
 
     def __init__(self, backend: Any, device: Optional[str], isolation: str, cpu_threads: Optional[int],
                  root: str, gate: Any) -> None:
-        import subprocess
         import threading
-
-        from .sandbox import sandbox_prefix, worker_environment
 
         workdir = os.path.join(root, "referee")
         os.makedirs(workdir, exist_ok=True)
-        env = worker_environment(backend, workdir, device, cpu_threads)
         # the parent copies each outputs file into workdir: the referee
         # reads nothing of the children's
         self.workdir = workdir
-        prefix, _bwrap, _note = sandbox_prefix(isolation, workdir)
         self.log_path = os.path.join(root, "referee.log")
+        self.gate = gate
+        self._spec = (backend, device, isolation, cpu_threads)
+        self._lock = threading.Lock()
+        self._prime_lock = threading.Lock()
+        self._primed: dict[str, dict[str, Any]] = {}
+        self.restarts = 0
+        self._spawn()
+
+    def _spawn(self) -> None:
+        import subprocess
+
+        from .sandbox import sandbox_prefix, worker_environment
+
+        backend, device, isolation, cpu_threads = self._spec
+        env = worker_environment(backend, self.workdir, device, cpu_threads)
+        prefix, _bwrap, _note = sandbox_prefix(isolation, self.workdir)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 prefix + [sys.executable, "-m", "kernelsmith.evaluator.referee", backend.name, str(cpu_threads or 0)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=workdir,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.workdir,
                 start_new_session=True)
-        self._lock = threading.Lock()
         self._ready = False
         proc = self.proc
         # it computes on the device: it stands still while a worker times
-        self.gate = gate
-        self.ticket = gate.join(lambda sig: os.killpg(proc.pid, sig), pids={proc.pid},
-                                timed_on_cpu=device is None)
+        self.ticket = self.gate.join(lambda sig: os.killpg(proc.pid, sig), pids={proc.pid},
+                                     timed_on_cpu=device is None)
+
+    def _restart(self) -> None:
+        """A request that got no answer in time leaves its answer in the pipe
+        (the next request would read it): kill the process and start a new
+        one, whose first request waits for its start. Called with the lock."""
+        self.gate.leave(self.ticket)
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.restarts += 1
+        self._spawn()
 
     def wait_ready(self, timeout_s: float = 300.0) -> bool:
         """Block until the referee has started (imports, device context), so
@@ -284,7 +306,8 @@ class Referee:
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
                 if not sel.select(timeout=timeout_s):
-                    return {"error": f"the referee gave no answer in {timeout_s:.0f} s"}
+                    self._restart()
+                    return {"error": f"the referee gave no answer in {timeout_s:.0f} s (restarted)"}
                 line = self.proc.stdout.readline()
             except (BrokenPipeError, OSError) as exc:
                 return {"error": f"the referee failed: {exc}"}
@@ -300,17 +323,17 @@ class Referee:
         :func:`prime`), at most once per task and referee; an error is
         returned, not raised: the first real check pays the cost then."""
         key = prime_key(task)
-        primed = self.__dict__.setdefault("_primed", {})
-        if key not in primed:
-            primed[key] = self.ask({"prime": True, "task": task.to_dict()}, timeout_s)
-        return primed[key]
+        with self._prime_lock:  # the first candidates of a task arrive together
+            if key not in self._primed:
+                self._primed[key] = self.ask({"prime": True, "task": task.to_dict()}, timeout_s)
+            return self._primed[key]
 
-    def degenerate(self, task: Any) -> Optional[list[str]]:
+    def degenerate(self, task: Any, timeout_s: float = 300.0) -> Optional[list[str]]:
         """The trivial outputs (zeros, a constant, an input passed through)
         that ``task``'s tolerance cannot tell from its reference's output, as
         this trusted process found them (priming the task on first use);
         None when it could not say (the worker then checks for itself)."""
-        answer = self.prime(task)
+        answer = self.prime(task, timeout_s)
         forms = answer.get("degenerate") if isinstance(answer, dict) and "error" not in answer else None
         return list(forms) if isinstance(forms, list) else None
 
