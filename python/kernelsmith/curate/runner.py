@@ -8,7 +8,7 @@ threads each own one worker (``python -m kernelsmith.curate.worker``, its own
 session, bwrap when it works here) and feed it modules one at a time from a
 shared queue: torch and the allowed packages are imported once per worker,
 not once per module. A module that kills its worker or overruns its hard
-limit (``1.5 x timeout + 5 s``) is recorded (``crash`` / ``timeout``) and a
+limit (``2.5 x timeout + 7.5 s``, after the worker's own CPU budget and wall-clock backstop) is recorded (``crash`` / ``timeout``) and a
 fresh worker takes the next module. Workers are recycled after
 ``modules_per_worker`` modules so that state leaked by module code stays
 bounded. Every verdict is handed to ``on_result`` as it arrives (the pipeline

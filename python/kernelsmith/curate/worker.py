@@ -3,7 +3,7 @@
 Started by :mod:`kernelsmith.curate.runner` under the evaluator's sandbox
 (fresh process group with a hard wall-clock limit, bwrap when available,
 scrubbed environment, rlimits set here before any module code runs). One
-worker checks a batch of modules, each under its own timer, and streams one
+worker checks a batch of modules, each under its own budget of CPU seconds (and a wall-clock backstop), and streams one
 ``{"type": "module", ...}`` message per module so that a crash or a hard
 timeout loses only the module in progress (announced before it starts with a
 ``{"type": "stage", "stage": "module:<id>"}`` message).
