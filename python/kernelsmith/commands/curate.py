@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-structural", action="store_true",
                         help="keep modules whose operator graph or probe outputs were already seen")
     parser.add_argument("--min-cluster-size", type=int, default=2, help="HDBSCAN min_cluster_size")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per module in the execution filter")
+    parser.add_argument("--timeout", type=float, default=10.0, help="CPU seconds per module in the execution filter (all its input variants together; a module that only waits is stopped at 2.5x this in wall time)")
     parser.add_argument("--modules-per-worker", type=int, default=400,
                         help="a sandboxed worker is replaced after this many modules")
     parser.add_argument("--jobs", type=int, default=2, help="sandboxed worker processes at once (also the extraction processes for trees of 200+ files)")
