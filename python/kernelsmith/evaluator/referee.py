@@ -262,12 +262,7 @@ class Referee:
         """A request that got no answer in time leaves its answer in the pipe
         (the next request would read it): kill the process and start a new
         one, whose first request waits for its start. Called with the lock."""
-        self.gate.leave(self.ticket)
-        try:
-            os.killpg(self.proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
+        self.close()
         self.restarts += 1
         self._spawn()
 
