@@ -7,6 +7,7 @@ programs and the examples' seeds stay accepted; degenerate tasks, harness
 faults and the partial policy."""
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -36,7 +37,7 @@ REASONS = {
     "cache": r"launched no triton kernel|cached from an earlier call|same output as for earlier",
     "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard",
     "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)"
-              r"|differs from the one the trusted referee computed",
+              r"|differs from the one the trusted referee computed|wrote for the trusted referee cannot be read",
 }
 RELU_HACKS = sorted(p for p in HACKS.glob("*.py") if p.stem.split("_")[0] in REASONS and p.stem != "cache_while_timed")
 
@@ -207,11 +208,93 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
         judge(unnamed, None, seeds, task, str(tmp_path), pool.referee)
         odd_set = verdict(truth, truth, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1,
                                          "set": "Model"})
+        # a worker whose program forged the comparison and then spoiled the
+        # evidence, so that the referee could not read it: that was a
+        # warning ("not checked") and the verdict stood
+        n = truth.numel() * 4
+        spoiled = {
+            "garbage": b"\x80\x00not json\n" + b"\x00" * 64,
+            "header_a_list": b"[1, 2]\n",
+            "entry_not_a_dict": b'{"candidate": [1], "reference": [1]}\n',
+            "size_lies": json.dumps({"candidate": [{"dtype": "float32", "shape": list(truth.shape), "nbytes": 8}],
+                                     "reference": []}).encode() + b"\n" + b"\x00" * 8,
+            "truncated": json.dumps({"candidate": [{"dtype": "float32", "shape": list(truth.shape), "nbytes": n}],
+                                     "reference": []}).encode() + b"\n" + b"\x00" * 16,
+            "bad_dtype": json.dumps({"candidate": [{"dtype": "object", "shape": [1], "nbytes": 8}]}).encode() + b"\n",
+        }
+        malformed = {}
+        for name, data in spoiled.items():
+            (tmp_path / f"{name}.bin").write_bytes(data)
+            malformed[name] = EvalResult(category="ok", compiled=True, correct=True, speedup=9.0)
+            judge(malformed[name], {"file": f"{name}.bin", "init_seed_index": 0, "input_seed_index": 1},
+                  seeds, task, str(tmp_path), pool.referee)
+        assert pool.referee.restarts == 0  # an unreadable file is the worker's fault, not the referee's
     assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
     assert forged.category == "hacked" and "the comparison was forged" in forged.hack_reasons[0], forged
     assert linked.category == "hacked" and "cannot use" in linked.hack_reasons[0], linked
     assert unnamed.category == "hacked" and "without the trial outputs" in unnamed.hack_reasons[0], unnamed
     assert odd_set.category == "hacked" and "input set the task does not have" in odd_set.hack_reasons[0], odd_set
+    for name, r in malformed.items():
+        assert r.category == "hacked" and r.speedup is None, (name, r)
+        assert "cannot be read" in r.hack_reasons[0] and r.census["referee"] == "malformed outputs", (name, r)
+
+
+def test_evidence_spoiled_while_the_program_is_timed_is_a_hack():
+    """forged_reference_spoiled.py forges the reference next to it, then a
+    thread of its own overwrites the outputs files the worker leaves for the
+    trusted referee while the program is timed (after they are written,
+    before the parent reads them). The referee used to answer 'not checked'
+    and the forged verdict stood, with a speedup; an unreadable file is the
+    program's doing."""
+    relu = Task.load(EXAMPLES / "relu")
+    with Evaluator(backend="triton", workers=1, timing=True, timeout_s=200) as ev:
+        r = ev.evaluate(relu, (HACKS / "forged_reference_spoiled.py").read_text())
+    assert r.category == "hacked" and r.speedup is None, _show(r)
+    assert "wrote for the trusted referee cannot be read" in r.hack_reasons[0], r.hack_reasons
+    assert r.census["referee"] == "malformed outputs", r.census
+
+
+def test_a_referee_killed_between_requests_is_replaced(tmp_path):
+    """kill -9 of the trusted referee (out of memory, an operator) used to
+    leave every later result of the pool 'not checked'; the next request
+    starts a new one and is checked. A request the referee cannot answer
+    at all (its reference raises) keeps the worker's verdict but marks the
+    result unreliable, so that it never becomes a run's best."""
+    import signal
+
+    import torch
+
+    from kernelsmith.evaluator.referee import judge, write_outputs
+    from kernelsmith.result import EvalResult
+
+    task = Task.load(EXAMPLES / "relu")
+    ref: dict = {}
+    exec(task.reference_source, ref)  # noqa: S102 - the task's own reference, trusted test code
+    seeds = [11, 22]
+    torch.manual_seed(seeds[1])
+    truth = torch.relu(ref["get_inputs"]()[0])
+    write_outputs(str(tmp_path / "out.bin"), {"candidate": [truth], "reference": [truth]})
+    info = {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}
+    broken = Task.from_dict({**task.to_dict(), "reference_source": task.reference_source.replace(
+        "return torch.relu(x)", "raise RuntimeError('the reference is broken')")})
+    assert broken.reference_source != task.reference_source
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        pool = ev._device_pool(ev.backend_for(task), None)
+        referee = pool.referee
+        assert referee.wait_ready()
+        first_pid = referee.proc.pid
+        os.killpg(first_pid, signal.SIGKILL)
+        referee.proc.wait()
+        checked = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
+        judge(checked, info, seeds, task, str(tmp_path), referee)
+        restarts, pid = referee.restarts, referee.proc.pid
+        unchecked = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
+        judge(unchecked, info, seeds, broken, str(tmp_path), referee)
+    assert checked.category == "ok" and checked.census["referee"] == "agreed", checked
+    assert restarts == 1 and pid != first_pid
+    assert unchecked.category == "ok" and unchecked.census["referee"].startswith("not checked"), unchecked
+    assert unchecked.timing_reliable is False, unchecked
+    assert any("trusted referee" in w for w in unchecked.unreliable_reasons), unchecked
 
 
 def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():

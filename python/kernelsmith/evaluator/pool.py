@@ -463,11 +463,11 @@ class DevicePool:
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
                                    log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
                                    isolation=self.label, note=self.zygote.note)
+            _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
             refereed = time.monotonic()
             if not finalists:
                 trusted_checks(result, info, seeds, task, child.workdir, self.referee, ticket.slots)
             refereed = time.monotonic() - refereed
-            _merge_ticket(result, ticket)
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             if not finalists:
                 result.phases["referee"] = round(refereed, 4)

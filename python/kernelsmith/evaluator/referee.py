@@ -189,7 +189,12 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     with torch.no_grad():
         expected = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
     backend.synchronize()
-    groups = read_outputs(req["file"])
+    try:
+        groups = read_outputs(req["file"])
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RuntimeError, MemoryError) as exc:
+        # the file is the worker's evidence, written where candidate code
+        # runs: one the referee cannot read is the program's doing
+        return {"malformed": f"{type(exc).__name__}: {exc}"[:1000]}
     answer: dict[str, Any] = {}
     for name in ("candidate", "reference"):
         got = [t.to(device) for t in groups[name]]
@@ -266,35 +271,47 @@ class Referee:
         self.restarts += 1
         self._spawn()
 
+    #: restarts of a referee found dead before a request, over its lifetime
+    MAX_RESTARTS = 8
+
     def wait_ready(self, timeout_s: float = 300.0) -> bool:
         """Block until the referee has started (imports, device context), so
         that a warmed pool's first candidates do not wait for it."""
+        with self._lock:
+            return self._wait_ready_locked(timeout_s)
+
+    def _wait_ready_locked(self, timeout_s: float) -> bool:
         import selectors
 
-        with self._lock:
-            if self._ready:
-                return True
-            if self.proc.poll() is not None:
+        if self._ready:
+            return True
+        if self.proc.poll() is not None:
+            return False
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        try:
+            if not sel.select(timeout=timeout_s):
                 return False
-            sel = selectors.DefaultSelector()
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            try:
-                if not sel.select(timeout=timeout_s):
-                    return False
-                self.proc.stdout.readline()
-                self._ready = True
-                return True
-            finally:
-                sel.close()
+            self._ready = bool(self.proc.stdout.readline())
+            return self._ready
+        finally:
+            sel.close()
 
     def ask(self, request: dict[str, Any], timeout_s: float = 300.0) -> dict[str, Any]:
+        """One request, answered as a dict; ``{"error": ...}`` when the
+        referee could not answer (it is restarted where that helps: found
+        dead, or silent past ``timeout_s``)."""
         import selectors
 
-        if not self.wait_ready(timeout_s):
-            return {"error": "the referee did not start: " + self._log_tail()}
         with self._lock:
-            if self.proc.poll() is not None:
-                return {"error": "the referee process is gone: " + self._log_tail()}
+            if self.proc.poll() is not None and self._ready and self.restarts < self.MAX_RESTARTS:
+                # it died since its last answer (killed, out of memory): a
+                # new one, rather than every later result left unchecked
+                self._restart()
+            if not self._wait_ready_locked(timeout_s):
+                if self.proc.poll() is None:  # still starting: the request would wait behind that
+                    return {"error": f"the referee did not start in {timeout_s:.0f} s"}
+                return {"error": "the referee did not start: " + self._log_tail()}
             sel = selectors.DefaultSelector()
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             try:
@@ -419,18 +436,34 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
         result.hack_reasons = [f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
                                "verdict was not the program's to write"]
         return
+    request = {"task": task.to_dict(), "init_seed": init_seed, "input_seed": input_seed,
+               "set": str(info.get("set", "get_inputs")), "file": copy}
     try:
-        answer = referee.ask({"task": task.to_dict(), "init_seed": init_seed, "input_seed": input_seed,
-                              "set": str(info.get("set", "get_inputs")), "file": copy})
+        answer = referee.ask(request)
+        if "error" in answer:  # once more: a referee found dead or silent has been restarted
+            answer = referee.ask(request)
     finally:
         try:
             os.unlink(copy)
         except OSError:
             pass
+    if answer.get("malformed"):
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
+        result.hack_reasons = [f"the outputs file the worker wrote for the trusted referee cannot be read "
+                               f"({answer['malformed'][:300]}): the verdict was not the program's to write"]
+        census["referee"] = "malformed outputs"
+        return
     if "error" in answer:
+        # the referee's own failure (its reference raised, it died twice):
+        # the worker's verdict stands, but a result nobody trusted checked
+        # is never a run's best nor paid above 1 as a reward
         census["referee"] = f"not checked: {answer['error'][:500]}"
         result.warnings = list(result.warnings) + [f"the trusted referee could not check this result: "
                                                    f"{answer['error'][:300]}"]
+        result.timing_reliable = False
+        result.unreliable_reasons = list(result.unreliable_reasons or []) + [
+            "not checked by the trusted referee: " + answer["error"][:200]]
         return
     if answer.get("reference"):
         result.category, result.hacked, result.correct = "hacked", True, False

@@ -279,12 +279,12 @@ def run_worker(
         result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=link.returncode(),
                                log_text=Path(log_path).read_text(errors="replace"), cand_path=cand_path,
                                timeout_s=limits.timeout_s, isolation="bwrap" if use_bwrap else "process", note=note)
+        if ticket is not None:
+            _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
         if referee is not None:
             from .referee import trusted_checks
 
             trusted_checks(result, info, seeds, task, workdir, referee, ticket.slots if ticket is not None else None)
-        if ticket is not None:
-            _merge_ticket(result, ticket)
         result.wall_s = round(time.monotonic() - started, 3)
         return result
     finally:
