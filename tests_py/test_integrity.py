@@ -37,7 +37,7 @@ REASONS = {
     "cache": r"launched no triton kernel|cached from an earlier call|same output as for earlier",
     "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard",
     "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)"
-              r"|differs from the one the trusted referee computed|wrote for the trusted referee cannot be read",
+              r"|differs from the one the trusted referee computed|the program started 1 thread\(s\) that still run",
 }
 RELU_HACKS = sorted(p for p in HACKS.glob("*.py") if p.stem.split("_")[0] in REASONS and p.stem != "cache_while_timed")
 
@@ -240,18 +240,20 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
 
 
 def test_evidence_spoiled_while_the_program_is_timed_is_a_hack():
-    """forged_reference_spoiled.py forges the reference next to it, then a
-    thread of its own overwrites the outputs files the worker leaves for the
-    trusted referee while the program is timed (after they are written,
-    before the parent reads them). The referee used to answer 'not checked'
-    and the forged verdict stood, with a speedup; an unreadable file is the
-    program's doing."""
+    """forged_reference_spoiled.py forges the reference next to it and
+    starts a thread (through an alias the static check cannot follow) that
+    overwrites the outputs files the worker leaves for the trusted referee.
+    Before 2026-11-24 the worker wrote them before the timing, the thread
+    spoiled them while the program was timed, the referee answered 'not
+    checked' and the forged verdict stood with a speedup. Now a live thread
+    of the program is a hack, and the files are written only after the
+    program's last call and the last check (from bytes frozen when its
+    trials ended)."""
     relu = Task.load(EXAMPLES / "relu")
     with Evaluator(backend="triton", workers=1, timing=True, timeout_s=200) as ev:
         r = ev.evaluate(relu, (HACKS / "forged_reference_spoiled.py").read_text())
     assert r.category == "hacked" and r.speedup is None, _show(r)
-    assert "wrote for the trusted referee cannot be read" in r.hack_reasons[0], r.hack_reasons
-    assert r.census["referee"] == "malformed outputs", r.census
+    assert "the program started 1 thread(s) that still run" in r.hack_reasons[0], r.hack_reasons
 
 
 def test_a_referee_killed_between_requests_is_replaced(tmp_path):

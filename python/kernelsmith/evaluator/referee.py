@@ -43,6 +43,13 @@ _MODULES: dict[str, Any] = {}  # referee process: reference source -> its loaded
 def write_outputs(path: str, groups: dict[str, list[Any]]) -> None:
     """Worker side: tensors of each group (``candidate``, ``reference``) to
     ``path``."""
+    with open(path, "wb") as f:
+        f.write(encode_outputs(groups))
+
+
+def encode_outputs(groups: dict[str, list[Any]]) -> bytes:
+    """The bytes :func:`write_outputs` writes: a JSON header line, then each
+    tensor's raw bytes."""
     import torch
 
     header: dict[str, list[dict[str, Any]]] = {}
@@ -55,10 +62,7 @@ def write_outputs(path: str, groups: dict[str, list[Any]]) -> None:
             header[name].append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
                                  "nbytes": len(raw)})
             blobs.append(raw)
-    with open(path, "wb") as f:
-        f.write((json.dumps(header) + "\n").encode())
-        for raw in blobs:
-            f.write(raw)
+    return b"".join([(json.dumps(header) + "\n").encode(), *blobs])
 
 
 def read_outputs(path: str) -> dict[str, list[Any]]:

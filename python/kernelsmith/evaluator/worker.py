@@ -454,15 +454,25 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     spent = {"s": 0.0}  # the v2 checks' own time besides the census's: the "census" phase
     t0 = time.monotonic()
     snapshot = Snapshot(backend) if checks_on else None
+    # the Python threads that ran before the program was loaded: every other
+    # one is the program's (the static check forbids threads; an alias gets
+    # round it), and could change the referee's evidence behind our back
+    threads_before = set(sys._current_frames())
     spent["s"] += time.monotonic() - t0
 
     def check_integrity() -> None:
         t0 = time.monotonic()
         names = snapshot.changed() if snapshot is not None else []
+        threads = _new_threads(threads_before) if checks_on else []
         spent["s"] += time.monotonic() - t0
         if names:
             raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
                           hack_reasons=[patched_reason(names)])
+        if threads:
+            raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
+                          hack_reasons=[f"the program started {len(threads)} thread(s) that still run ({', '.join(threads[:3])}): "
+                                        "threads are not allowed (they could change what is checked after the "
+                                        "program's calls)"])
 
     chan.stage("load candidate")
     try:
@@ -665,22 +675,40 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     phases["correctness"] = round(max(0.0, time.monotonic() - correctness_started - phases.get("compile", 0.0)
                                       - phases["census"]), 4)
 
+    evidence: list[tuple[str, bytes, dict[str, Any]]] = []
     if referee_trials and checks_on:
-        from .referee import write_outputs
+        from .referee import encode_outputs
 
-        entries = []
+        # frozen now, as immutable bytes, before any more of the program runs;
+        # written out only after its last call and the last integrity check
         for i, (set_name, (index, got, expected)) in enumerate(referee_trials.items()):
             name = f"referee-outputs-{i}.bin"
-            write_outputs(os.path.join(os.path.dirname(cand_path), name), {"candidate": got, "reference": expected})
-            entries.append({"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
-                            "set": set_name})
-        out["referee"] = {"trials": entries}
+            evidence.append((name, encode_outputs({"candidate": got, "reference": expected}),
+                             {"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
+                              "set": set_name}))
+        referee_trials.clear()
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
                         fail_from, atol, rtol, run_candidate, census)
         check_integrity()
+    if evidence:
+        for name, data, _ in evidence:
+            with open(os.path.join(os.path.dirname(cand_path), name), "wb") as f:
+                f.write(data)
+        out["referee"] = {"trials": [entry for _, _, entry in evidence]}
     return out
+
+
+def _new_threads(before: set) -> list[str]:
+    """Names of the live Python threads not in ``before`` (thread ids)."""
+    import threading
+
+    new = set(sys._current_frames()) - before
+    if not new:
+        return []
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return sorted(names.get(ident, f"thread {ident}") for ident in new)
 
 
 def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, slack_ms: float = 0.01) -> Optional[str]:
