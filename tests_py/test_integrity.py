@@ -292,6 +292,17 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
         restarts, pid = referee.restarts, referee.proc.pid
         unchecked = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
         judge(unchecked, info, seeds, broken, str(tmp_path), referee)
+        raised_restarts = referee.restarts  # a reference that raises is not retried
+        # a reference that kills the referee: it dies answering, is started
+        # again for a second try, dies again; the verdict stands, unreliable
+        dying = Task.from_dict({**task.to_dict(), "reference_source": task.reference_source.replace(
+            "return torch.relu(x)", "import os; os._exit(3)")})
+        died = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
+        judge(died, info, seeds, dying, str(tmp_path), referee)
+        died_restarts = referee.restarts
+    assert raised_restarts == 1 and died_restarts == 2, (raised_restarts, died_restarts)
+    assert died.category == "ok" and died.timing_reliable is False, died
+    assert "exited" in died.census["referee"], died.census
     assert checked.category == "ok" and checked.census["referee"] == "agreed", checked
     assert restarts == 1 and pid != first_pid
     assert unchecked.category == "ok" and unchecked.census["referee"].startswith("not checked"), unchecked

@@ -112,13 +112,18 @@ class _LaunchHooks:
 
 def _nvml_arch() -> Optional[int]:
     """The first visible GPU's compute capability as Triton's arch number
-    (90 for sm_90), read through NVML: no CUDA context (the zygote forks)."""
+    (90 for sm_90), read through NVML: no CUDA context (the zygote forks).
+    NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES is honoured."""
     try:
         import pynvml
 
+        from ..timing.gpu_state import _physical_id
+
+        physical = _physical_id(0)
         pynvml.nvmlInit()
         try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(physical)) if physical.isdigit()
+                      else pynvml.nvmlDeviceGetHandleByUUID(physical))
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
         finally:
             pynvml.nvmlShutdown()

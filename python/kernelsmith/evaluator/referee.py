@@ -112,13 +112,13 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     from ..task import Task
     from . import correctness as cmp
-    from .worker import _on_device, _trivial_outputs
+    from .worker import _init_inputs, _on_device, _trivial_outputs
 
     task = Task.from_dict(req["task"])
     ref = _reference_module(task, req)
     device, dtype = backend.device(), getattr(torch, task.config.dtype)
     torch.manual_seed(0)
-    model = ref.Model(*_init_inputs_of(ref)).to(device=device, dtype=dtype).eval()
+    model = ref.Model(*_init_inputs(ref)).to(device=device, dtype=dtype).eval()
     sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
     degenerate: list[str] = []
     with torch.no_grad():
@@ -140,12 +140,6 @@ def prime_key(task: Any) -> str:
     """What a priming depends on: the reference, its input sets, the tolerance."""
     return json.dumps([task.reference_source, list(task.config.extra_inputs), list(task.config.tolerances()),
                        task.config.dtype])
-
-
-def _init_inputs_of(ref: Any) -> Any:
-    from .worker import _init_inputs
-
-    return _init_inputs(ref)
 
 
 def _reference_module(task: Any, req: dict[str, Any]) -> Any:
@@ -444,7 +438,10 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
                "set": str(info.get("set", "get_inputs")), "file": copy}
     try:
         answer = referee.ask(request)
-        if "error" in answer:  # once more: a referee found dead or silent has been restarted
+        if "error" in answer and referee.proc.poll() is not None:
+            # it died answering this one: the next request starts a new one.
+            # (A timeout has restarted it already and would only wait again;
+            # a reference that raises raises again.)
             answer = referee.ask(request)
     finally:
         try:
