@@ -179,7 +179,7 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
     # its comparison would hand it: the true reference, wrong outputs
     import torch
 
-    from kernelsmith.evaluator.referee import judge, write_outputs
+    from kernelsmith.evaluator.referee import encode_outputs, judge
     from kernelsmith.result import EvalResult
 
     task = Task.load(EXAMPLES / "relu")
@@ -193,7 +193,7 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
         pool = ev._device_pool(ev.backend_for(task), None)
 
         def verdict(candidate, reference, info=None, name="out.bin"):
-            write_outputs(str(tmp_path / name), {"candidate": [candidate], "reference": [reference]})
+            (tmp_path / name).write_bytes(encode_outputs({"candidate": [candidate], "reference": [reference]}))
             result = EvalResult(category="ok", compiled=True, correct=True)
             judge(result, info if info is not None else
                   {"file": name, "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
@@ -266,7 +266,7 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
 
     import torch
 
-    from kernelsmith.evaluator.referee import judge, write_outputs
+    from kernelsmith.evaluator.referee import encode_outputs, judge
     from kernelsmith.result import EvalResult
 
     task = Task.load(EXAMPLES / "relu")
@@ -275,7 +275,7 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     seeds = [11, 22]
     torch.manual_seed(seeds[1])
     truth = torch.relu(ref["get_inputs"]()[0])
-    write_outputs(str(tmp_path / "out.bin"), {"candidate": [truth], "reference": [truth]})
+    (tmp_path / "out.bin").write_bytes(encode_outputs({"candidate": [truth], "reference": [truth]}))
     info = {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}
     broken = Task.from_dict({**task.to_dict(), "reference_source": task.reference_source.replace(
         "return torch.relu(x)", "raise RuntimeError('the reference is broken')")})

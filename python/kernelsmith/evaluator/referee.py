@@ -40,16 +40,10 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16"
 _MODULES: dict[str, Any] = {}  # referee process: reference source -> its loaded module
 
 
-def write_outputs(path: str, groups: dict[str, list[Any]]) -> None:
-    """Worker side: tensors of each group (``candidate``, ``reference``) to
-    ``path``."""
-    with open(path, "wb") as f:
-        f.write(encode_outputs(groups))
-
-
 def encode_outputs(groups: dict[str, list[Any]]) -> bytes:
-    """The bytes :func:`write_outputs` writes: a JSON header line, then each
-    tensor's raw bytes."""
+    """Worker side: the outputs file's bytes for the tensors of each group
+    (``candidate``, ``reference``): a JSON header line, then each tensor's
+    raw bytes."""
     import torch
 
     header: dict[str, list[dict[str, Any]]] = {}
