@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import os
 import threading
 import types
@@ -168,6 +169,42 @@ def warm_compiler(arch: Optional[int] = None) -> list[str]:
     return done
 
 
+def install_generic_launcher() -> bool:
+    """In the zygote: one launcher for every kernel signature
+    (``_triton_launch``), so that no forked worker compiles one. Quietly
+    leaves Triton's own launchers where it cannot be built."""
+    try:
+        from . import _triton_launch
+
+        return _triton_launch.install()
+    except Exception as exc:  # noqa: BLE001 - an optimisation only: Triton's launchers still work
+        import sys
+
+        print(f"kernelsmith: the generic Triton launcher is not used: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return False
+
+
+def _cache_device_properties(device: int) -> None:
+    """Triton reads the device's properties through its C helpers each time
+    a kernel is first loaded (``max_shared_mem``); the first read in a
+    process took 66 ms in pool workers on the H200. Read once here, where a
+    spare worker does it ahead of demand, and keep the answer (the
+    properties of a device do not change)."""
+    try:
+        from triton.runtime import driver
+
+        utils = driver.active.utils
+        read = utils.get_device_properties
+        if getattr(read, "_kernelsmith_cached", False):
+            return
+        cached = functools.lru_cache(maxsize=None)(read)
+        cached(device)
+        cached._kernelsmith_cached = True  # type: ignore[attr-defined]
+        utils.get_device_properties = cached
+    except Exception:  # noqa: BLE001 - an optimisation only
+        pass
+
+
 class TritonBackend(Backend):
     name = "triton"
     build_error_markers = ("CompilationError",)
@@ -231,6 +268,7 @@ class TritonBackend(Backend):
 
             driver.active.utils  # noqa: B018 - the property builds the helpers
             warm_compiler(_nvml_arch())
+            install_generic_launcher()
 
     def prepare_builder(self) -> None:
         # launchers are host code: built with the C compiler, no CUDA context
@@ -250,6 +288,7 @@ class TritonBackend(Backend):
             # pool keeps such workers ready ahead of demand)
             torch.cuda.init()
             torch.empty(1, device="cuda")
+            _cache_device_properties(torch.cuda.current_device())
             if ahead and os.environ.get("KERNELSMITH_WARM_WORKERS", "0") == "1":
                 self._warm_device(torch)
 
