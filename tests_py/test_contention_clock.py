@@ -67,3 +67,45 @@ def test_clock_watch_without_a_gpu_samples_nothing():
     watch = ClockWatch("0", period_s=0.001)
     time.sleep(0.02)
     assert watch.stop() == [] and watch._thread is None
+
+
+def _timed(gate, key, ref_ms, on_cpu=False):
+    """One timing of task ``key`` whose every attempt measures the reference
+    at ``ref_ms``: (reliable, attempts)."""
+    ticket = gate.join(lambda sig: None, key=key, timed_on_cpu=on_cpu)
+    ticket.acquire()
+    while gate._report(ticket, {"speedup": 2.0, "ref_ms": ref_ms, "cand_ms": ref_ms / 2, "cpu_s": 0.0, "wall_s": 0.1}):
+        pass
+    gate.leave(ticket)
+    return ticket.reliable, len(ticket.attempts)
+
+
+def test_gpu_reference_drift_is_judged_tighter_than_on_a_cpu():
+    """A GPU reference steady at 1.00 ms that comes out 8% slower is drift
+    there (re-timed, then unreliable); on a CPU device 8% is noise."""
+    for on_cpu, expected in ((False, (False, 2)), (True, (True, 1))):
+        gate = DeviceGate("0" if not on_cpu else None, TimingPolicy(max_retimes=1, retime_backoff_s=0.0))
+        for ms in (1.0, 1.01, 0.99):
+            assert _timed(gate, "t", ms, on_cpu) == (True, 1)
+        assert _timed(gate, "t", 1.08, on_cpu) == expected
+        assert _timed(gate, "t", 1.03, on_cpu) == (True, 1)
+
+
+def test_a_machine_that_moved_for_good_becomes_the_baseline():
+    """Three drifting results in a row that agree with each other replace
+    the baseline; one accepted timing in between starts the count again."""
+    gate = DeviceGate("0", TimingPolicy(max_retimes=0, retime_backoff_s=0.0))
+    for ms in (1.0, 1.0, 1.0):
+        _timed(gate, "t", ms)
+    assert _timed(gate, "t", 1.30) == (False, 1)
+    assert _timed(gate, "t", 1.0) == (True, 1)  # back: the drift count restarts
+    assert _timed(gate, "t", 1.30) == (False, 1)
+    assert _timed(gate, "t", 1.31) == (False, 1)
+    assert _timed(gate, "t", 1.30) == (False, 1)  # the third in a row: adopted, but judged before
+    assert gate.baselines.get("t", "0") == pytest.approx(1.30)
+    assert _timed(gate, "t", 1.31) == (True, 1)
+    # drifting results that disagree with each other are noise, not a new machine
+    gate = DeviceGate("0", TimingPolicy(max_retimes=0, retime_backoff_s=0.0))
+    for ms in (1.0, 1.0, 1.0, 1.3, 1.6, 0.7):
+        _timed(gate, "t", ms)
+    assert gate.baselines.get("t", "0") == pytest.approx(1.0)
