@@ -70,6 +70,10 @@ class TimingConfig:
     check_hidden_work: bool = True
     # input sets from get_inputs() (fresh seeds) that the timed calls rotate over
     input_sets: int = 3
+    # on a GPU, the timed calls rotate over this many sets: the fresh ones and
+    # device copies of them, each placed anew in memory (bounded to 10% of the
+    # free device memory; see worker._placed_copies)
+    gpu_input_sets: int = 8
     # flag times below the hardware floor (bytes and FLOPs estimated from the reference)
     roofline: bool = True
     # host-clock timing (CPU devices, Triton interpreter, PoCL): these caps
@@ -87,7 +91,7 @@ class TimingConfig:
         for key in ("warmup",):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ConfigError(f"timing.{key}: must be an integer >= 0, got {getattr(self, key)!r}")
-        for key in ("repeats", "max_samples", "input_sets", "max_launches_per_sample", "cpu_max_samples"):
+        for key in ("repeats", "max_samples", "input_sets", "gpu_input_sets", "max_launches_per_sample", "cpu_max_samples"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ConfigError(f"timing.{key}: must be an integer >= 1, got {getattr(self, key)!r}")
         for key in ("target_rel_half_width", "time_budget_s", "target_sample_s", "cpu_time_budget_s"):
