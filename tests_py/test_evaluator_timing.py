@@ -519,7 +519,9 @@ def test_gpu_evaluator_times_the_seed_with_the_paired_harness():
         r = ev.evaluate(task, task.seed_source)
     assert r.category == "ok", (r.error, r.hack_reasons)
     t = r.timing
-    assert t["timer"] == "cuda_event" and t["input_sets"] == 3 and t["l2_flush"] is True
+    # the task's 3 fresh sets and device copies of them, each placed anew
+    assert t["timer"] == "cuda_event" and t["input_sets"] == task.config.timing.gpu_input_sets == 8
+    assert t["l2_flush"] is True
     assert t["cuda_graph"]["candidate"] is True or t["graph_fallback_reasons"].get("candidate")
     assert r.timing_verdict in ("faster", "slower", "indistinguishable")
     assert r.speedup_ci_low <= r.speedup <= r.speedup_ci_high

@@ -747,11 +747,12 @@ def _placed_copies(torch: Any, input_sets: list[list[Any]], extra: int, clone: C
                    memory_share: float = 0.1) -> list[list[Any]]:
     """Up to ``extra`` more input sets for a GPU timing: copies of the fresh
     ones (device copies, no new ``get_inputs`` call), each in memory of its
-    own. Where inputs sit in device memory moves a kernel's time: on the
-    H200 a 0.12 ms GEMM and its reference both ran 5-12% slower in some
-    processes than in others, every attempt of that process alike, and
-    rotating over 8 placements instead of 3 took its repeat spread from
-    3.9% to 0.8%. Bounded to ``memory_share`` of the free device memory."""
+    own, so that one unlucky placement weighs less. On the H200 a 0.12 ms
+    GEMM and its reference both ran 5-12% slower in some processes than in
+    others, every attempt of that process alike; ten fresh evaluations
+    spread 0.77-2.19% (four runs) over 8 placements against 1.04-3.86%
+    (three runs) over 3: better, not a cure (the cause is not known).
+    Bounded to ``memory_share`` of the free device memory."""
     if extra <= 0 or not input_sets:
         return []
     size = sum(v.numel() * v.element_size() for v in input_sets[0] if isinstance(v, torch.Tensor) and v.is_cuda)
