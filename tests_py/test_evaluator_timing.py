@@ -515,7 +515,7 @@ def test_gpu_evaluator_times_the_seed_with_the_paired_harness():
 
     task = Task.load(EXAMPLES / "triton" / "softmax", trials=2)
     with Evaluator(backend="triton", timeout_s=300) as ev:
-        assert ev.workers == max(1, len(detect_gpus()))  # one worker per local GPU
+        assert ev.workers == 4 * len(detect_gpus())  # the pool's default: four workers per local GPU
         r = ev.evaluate(task, task.seed_source)
     assert r.category == "ok", (r.error, r.hack_reasons)
     t = r.timing
@@ -550,5 +550,8 @@ def test_gpu_evaluator_rejects_a_candidate_hiding_work_on_a_side_stream(tmp_path
     with Evaluator(backend="triton", timeout_s=300, workers=1) as ev:
         r = ev.evaluate(task, (HERE / "fixtures" / "candidates" / "hack_hidden_stream.py").read_text())
     assert r.category == "hacked", (r.category, r.error, r.hack_reasons, r.timing.get("hidden_work"))
-    assert any("timing rejected the candidate" in h for h in r.hack_reasons), r.hack_reasons
+    # the census sees the side stream already in the correctness trials; the
+    # timing's own hidden-work check (test_gpu_measure_rejects_work_on_a_hidden_stream)
+    # is the second line
+    assert any("timing rejected the candidate" in h or "not the timed stream" in h for h in r.hack_reasons), r.hack_reasons
     assert r.speedup is None and r.timing["verdict"] == "rejected"
