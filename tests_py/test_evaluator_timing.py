@@ -553,5 +553,9 @@ def test_gpu_evaluator_rejects_a_candidate_hiding_work_on_a_side_stream(tmp_path
     # the census sees the side stream already in the correctness trials; the
     # timing's own hidden-work check (test_gpu_measure_rejects_work_on_a_hidden_stream)
     # is the second line
-    assert any("timing rejected the candidate" in h or "not the timed stream" in h for h in r.hack_reasons), r.hack_reasons
-    assert r.speedup is None and r.timing["verdict"] == "rejected"
+    assert r.speedup is None
+    if any("not the timed stream" in h for h in r.hack_reasons):
+        assert not r.timing  # rejected before it was timed
+    else:
+        assert any("timing rejected the candidate" in h for h in r.hack_reasons), r.hack_reasons
+        assert r.timing["verdict"] == "rejected"
