@@ -236,7 +236,10 @@ def test_timing_options_come_from_the_task_config(tmp_path):
     cfg = TimingConfig(repeats=7, max_samples=100, time_budget_s=3.0, cpu_max_samples=12, cpu_time_budget_s=0.2,
                        l2_flush=False, cuda_graph=False)
     gpu = et.harness_options(cfg, host_clock=False)
-    assert gpu["min_samples"] == 7 and gpu["max_samples"] == 100 and gpu["time_budget_s"] == 3.0
+    # a device timer takes at least gpu_min_pairs (50) pairs, a task's lower repeats notwithstanding
+    assert gpu["min_samples"] == 50 and gpu["max_samples"] == 100 and gpu["time_budget_s"] == 3.0
+    assert et.harness_options(TimingConfig(repeats=80, gpu_min_pairs=50), host_clock=False)["min_samples"] == 80
+    assert et.harness_options(TimingConfig(repeats=3, max_samples=20), host_clock=False)["min_samples"] == 20
     assert gpu["l2_flush"] is False and gpu["cuda_graph"] is False and gpu["check_hidden_work"] is True
     cpu = et.harness_options(cfg, host_clock=True)
     assert cpu["max_samples"] == 12 and cpu["time_budget_s"] == 0.2 and cpu["min_samples"] == 7
