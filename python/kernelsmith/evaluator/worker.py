@@ -747,12 +747,12 @@ def _placed_copies(torch: Any, input_sets: list[list[Any]], extra: int, clone: C
                    memory_share: float = 0.1) -> list[list[Any]]:
     """Up to ``extra`` more input sets for a GPU timing: copies of the fresh
     ones (device copies, no new ``get_inputs`` call), each in memory of its
-    own, so that one unlucky placement weighs less. On the H200 a 0.12 ms
-    GEMM and its reference both ran 5-12% slower in some processes than in
-    others, every attempt of that process alike; ten fresh evaluations
-    spread 0.77-2.19% (four runs) over 8 placements against 1.04-3.86%
-    (three runs) over 3: better, not a cure (the cause is not known).
-    Bounded to ``memory_share`` of the free device memory."""
+    own, so that no one placement of the inputs weighs much. Measured on the
+    H200 before ``gpu_min_pairs`` (the fix for slow spells of the GPU): a
+    0.12 ms GEMM spread 0.77-2.19% over ten fresh evaluations (four runs)
+    with 8 placements against 1.04-3.86% (three runs) with 3; the final
+    figures (0.31-0.63%) were taken with both, its share in them alone is
+    not measured. Bounded to ``memory_share`` of the free device memory."""
     if extra <= 0 or not input_sets:
         return []
     size = sum(v.numel() * v.element_size() for v in input_sets[0] if isinstance(v, torch.Tensor) and v.is_cuda)
@@ -833,10 +833,6 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                       "threads": torch.get_num_threads()}
             if not chan.timing_done(report):
                 break
-            if on_gpu:
-                # timed again (drift, throttling, a neighbour): in new memory,
-                # in case the first placement was what made it slow
-                input_sets = [clone(vals) for vals in input_sets]
         phases["timing"] = round(time.monotonic() - started, 4)
         _judge_per_call(per_call, out, backend.name)
         # the outputs of the timed calls must still be right (a program that
