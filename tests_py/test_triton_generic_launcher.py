@@ -8,6 +8,7 @@ run in two processes, and a pool worker creates no per-signature launcher.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -124,16 +125,86 @@ def test_pointers_survive_a_data_ptr_that_changes_their_list(mod):
     assert mod.pack(b"(PP)", box) == _slots(struct.pack("<Q", 16), struct.pack("<Q", 32))
 
 
-def test_install_leaves_a_triton_without_per_signature_launchers_alone():
-    driver = tl._driver()
-    if driver is not None:
-        pytest.skip("this Triton builds launchers per signature: the GPU tests cover it")
-    assert tl.install() is False
+# Triton 3.6's make_launcher: the PyArg_ParseTuple format of each argument type
+_TRITON_FORMAT = {"b": ("b", ctypes.c_uint8), "h": ("h", ctypes.c_int16), "i": ("i", ctypes.c_int32),
+                  "L": ("L", ctypes.c_int64), "B": ("B", ctypes.c_uint8), "H": ("H", ctypes.c_uint16),
+                  "I": ("I", ctypes.c_uint32), "K": ("K", ctypes.c_uint64), "d": ("d", ctypes.c_double)}
 
 
-def test_turned_off_by_the_environment(monkeypatch):
+class _Index:
+    def __index__(self):
+        return 77
+
+
+def _pyarg(fmt, ctype, value):
+    """CPython's own PyArg_ParseTuple on one argument: the stored value, or
+    the (type, message) of the error it raises."""
+    out = ctype()
+    try:
+        ctypes.pythonapi.PyArg_ParseTuple(ctypes.py_object((value,)), fmt.encode(), ctypes.byref(out))
+    except Exception as exc:  # noqa: BLE001 - the error is what is compared
+        return (type(exc), str(exc))
+    return out.value
+
+
+def _ours(mod, code, ctype, value):
+    try:
+        raw = mod.pack(code.encode(), value)
+    except Exception as exc:  # noqa: BLE001
+        return (type(exc), str(exc))
+    return ctype.from_buffer_copy(raw[:ctypes.sizeof(ctype)]).value
+
+
+@pytest.mark.parametrize("code", sorted(_TRITON_FORMAT))
+@pytest.mark.parametrize("value", [0, 7, -1, 127, 128, 255, 256, -129, 32767, 32768, -32769, 2**31 - 1, 2**31,
+                                   -(2**31) - 1, 2**32 + 5, 2**63 - 1, 2**63, -(2**63) - 1, 2**64 + 3, True,
+                                   1.5, "3", None, _Index()])
+def test_arguments_convert_as_cpythons_pyarg_parsetuple_does(mod, code, value):
+    """Against the real thing: CPython's PyArg_ParseTuple with the format
+    Triton's generated launcher uses for each type (called through ctypes)."""
+    fmt, ctype = _TRITON_FORMAT[code]
+    expected = _pyarg(fmt, ctype, value)
+    got = _ours(mod, code, ctype, value)
+    if isinstance(expected, tuple):  # the same error class; the same words where CPython's are fixed
+        assert isinstance(got, tuple) and got[0] is expected[0], (got, expected)
+        if expected[0] is OverflowError and code in "bhi":
+            assert got[1] == expected[1]
+    else:
+        assert got == expected, (got, expected)
+
+
+class _StandInLauncher:
+    """Triton 3.6's CudaLauncher as far as install() touches it."""
+
+    def __init__(self, src, metadata):
+        self.launch = "triton's own"
+
+
+def test_install_binds_the_code_string_or_leaves_tritons_launcher(mod, monkeypatch):
+    """install() with Triton 3.6's driver module stood in (its launchers need
+    a GPU): a plain signature launches through the generic module with its
+    code string, a tensor descriptor keeps Triton's launcher, and the
+    environment switch leaves the class alone."""
+    import functools
+    import types
+
+    driver = types.SimpleNamespace(CudaLauncher=_StandInLauncher, include_dirs=[])
+    original = _StandInLauncher.__init__
+    monkeypatch.setattr(tl, "_driver", lambda: driver)
+    monkeypatch.setattr(_StandInLauncher, "__init__", original)
     monkeypatch.setenv(tl.ENV, "0")
-    assert tl.install() is False
+    assert tl.install() is False and _StandInLauncher.__init__ is original
+    monkeypatch.delenv(tl.ENV)
+    assert tl.install() is True and tl.install() is True  # once
+    meta = types.SimpleNamespace(num_ctas=2, global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
+                                 profile_scratch_align=1, launch_cooperative_grid=False, launch_pdl=True,
+                                 tensordesc_meta=None)
+    plain = _StandInLauncher(types.SimpleNamespace(signature={"x": "*fp32", "n": "i32", "B": "constexpr"}), meta)
+    assert isinstance(plain.launch, functools.partial)
+    assert plain.launch.func is mod.launch and plain.launch.args == (b"PiC",)
+    assert plain.num_ctas == 2 and plain.launch_pdl is True and plain.global_scratch_size == 0
+    desc = _StandInLauncher(types.SimpleNamespace(signature={"d": "tensordesc<fp32[64, 64]>", "n": "i32"}), meta)
+    assert desc.launch == "triton's own"
 
 
 # -- on a GPU: the same results as Triton's own launchers ------------------

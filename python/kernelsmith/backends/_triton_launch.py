@@ -139,15 +139,8 @@ def install() -> bool:
         self.launch_pdl = metadata.launch_pdl
 
     __init__._kernelsmith_generic = True  # type: ignore[attr-defined]
-    __init__._kernelsmith_original = original  # type: ignore[attr-defined]
     klass.__init__ = __init__
     return True
 
 
-def uninstall() -> None:
-    driver = _driver()
-    if driver is not None and getattr(driver.CudaLauncher.__init__, "_kernelsmith_generic", False):
-        driver.CudaLauncher.__init__ = driver.CudaLauncher.__init__._kernelsmith_original
-
-
-__all__ = ["launch_codes", "build", "install", "uninstall", "source", "ENV", "BASE_ARGS_FORMAT"]
+__all__ = ["launch_codes", "build", "install", "source", "ENV", "BASE_ARGS_FORMAT"]

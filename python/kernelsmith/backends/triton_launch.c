@@ -127,9 +127,10 @@ typedef struct {
   int index;
 } Packed;
 
-/* PyArg_ParseTuple's range checks for "b", "h" and "i" */
+/* PyArg_ParseTuple's range checks for "b", "h" and "i" (it reads a C long
+ * first, and so do we: the same error past a long's range) */
 static int signed_in(PyObject *obj, long long lo, long long hi, const char *what, long long *out) {
-  long long v = PyLong_AsLongLong(obj);
+  long v = PyLong_AsLong(obj);
   if (v == -1 && PyErr_Occurred())
     return -1;
   if (v < lo) {
@@ -253,7 +254,11 @@ static int pack_args(const char **codes, PyObject *const *args, Py_ssize_t n, Pa
     case 'B':
     case 'H':
     case 'I':
-    case 'K': { /* PyArg_ParseTuple's unsigned formats: no overflow check */
+    case 'K': { /* PyArg_ParseTuple's unsigned formats: no overflow check; "K" takes ints only */
+      if (c == 'K' && !PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "argument must be int, not %.50s", Py_TYPE(obj)->tp_name);
+        return -1;
+      }
       unsigned long long u = PyLong_AsUnsignedLongLongMask(obj);
       if (u == (unsigned long long)-1 && PyErr_Occurred())
         return -1;
