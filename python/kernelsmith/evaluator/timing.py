@@ -89,13 +89,13 @@ def harness_options(cfg: TimingConfig, host_clock: bool) -> dict[str, Any]:
         check_hidden_work=bool(cfg.check_hidden_work),
         keep_samples=False,  # results go into every trajectory record: no per-sample lists
     )
-    if not host_clock:  # device timers: a GPU's floor of pairs (TimingConfig.gpu_min_pairs)
-        opts["min_samples"] = min(max(opts["min_samples"], int(cfg.gpu_min_pairs)), opts["max_samples"])
     if host_clock:
         opts["ci_floor"] = float(cfg.cpu_ci_floor)
         opts["max_samples"] = min(opts["max_samples"], int(cfg.cpu_max_samples))
         opts["min_samples"] = min(opts["min_samples"], opts["max_samples"])
         opts["time_budget_s"] = min(opts["time_budget_s"], float(cfg.cpu_time_budget_s))
+    else:  # device timers: a GPU's floor of pairs (TimingConfig.gpu_min_pairs)
+        opts["min_samples"] = min(max(opts["min_samples"], int(cfg.gpu_min_pairs)), opts["max_samples"])
     return opts
 
 
