@@ -93,6 +93,10 @@ class TimingConfig:
     # tests_py/test_contention.py), and a narrower interval would claim a
     # precision the figure does not have
     cpu_ci_floor: float = 0.15
+    # host-clock timing: the worker's threads are pinned to as many cores as
+    # it has threads while it holds the timing slot (evaluator/affinity.py:
+    # unpinned, the same programs re-timed alone moved by up to 35%)
+    cpu_pin: bool = True
 
     def __post_init__(self) -> None:
         for key in ("warmup",):
@@ -110,6 +114,8 @@ class TimingConfig:
             raise ConfigError(f"timing.warmup_s: must be a number >= 0, got {self.warmup_s!r}")
         if not 0.5 < self.confidence < 1:
             raise ConfigError(f"timing.confidence: must be in (0.5, 1), got {self.confidence!r}")
+        if not isinstance(self.cpu_pin, bool):
+            raise ConfigError(f"timing.cpu_pin: must be true or false, got {self.cpu_pin!r}")
         if self.repeats > self.max_samples:
             raise ConfigError(f"timing.repeats ({self.repeats}) must not exceed timing.max_samples ({self.max_samples})")
 

@@ -26,6 +26,8 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from .affinity import PinnedTiming
+
 CANDIDATE_MODULE = "candidate"
 
 
@@ -326,6 +328,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
     other moments; these are comparable."""
     import torch
 
+    from ..hardware import HardwareInfo
     from . import correctness as cmp
     from .timing import CandidateTimingError, measure
 
@@ -371,28 +374,30 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                                          cpu_time_budget_s=max(cfg.timing.cpu_time_budget_s, 5.0))
         chan.stage("timing finalists")
         chan.timing_slot()
-        try:
-            for entry, m in zip(entries, models):
-                if m is None:
-                    continue
-                try:
-                    o = measure(lambda *a: model(*a), m, backend, input_sets, timing_cfg)
-                except CandidateTimingError as exc:
-                    entry.update(correct=False, error=f"raised while timed: {exc}")
-                    continue
-                entry.update(speedup=o.speedup, speedup_ci_low=o.speedup_ci_low, speedup_ci_high=o.speedup_ci_high,
-                             runtime_ms=o.runtime_ms, ref_runtime_ms=o.ref_runtime_ms, verdict=o.verdict,
-                             suspicious=o.suspicious)
-            ranked = sorted((e for e in entries if e.get("speedup") is not None and not e.get("suspicious")),
-                            key=lambda e: -e["speedup"])
-            head: dict[str, Any] = {}
-            if len(ranked) >= 2:
-                a, b = ranked[0], ranked[1]
-                o = measure(models[b["index"]], models[a["index"]], backend, input_sets, timing_cfg)
-                head = {"first": a["index"], "second": b["index"], "ratio": o.speedup,
-                        "ci": [o.speedup_ci_low, o.speedup_ci_high], "verdict": o.verdict}
-        finally:
-            chan.timing_done({"release_only": True})
+        on_gpu = backend.timing_device() == "cuda" or HardwareInfo.from_dict(out.get("hardware")).kind == "gpu"
+        with PinnedTiming(torch.get_num_threads(), enabled=not on_gpu and cfg.timing.cpu_pin):
+            try:
+                for entry, m in zip(entries, models):
+                    if m is None:
+                        continue
+                    try:
+                        o = measure(lambda *a: model(*a), m, backend, input_sets, timing_cfg)
+                    except CandidateTimingError as exc:
+                        entry.update(correct=False, error=f"raised while timed: {exc}")
+                        continue
+                    entry.update(speedup=o.speedup, speedup_ci_low=o.speedup_ci_low, speedup_ci_high=o.speedup_ci_high,
+                                 runtime_ms=o.runtime_ms, ref_runtime_ms=o.ref_runtime_ms, verdict=o.verdict,
+                                 suspicious=o.suspicious)
+                ranked = sorted((e for e in entries if e.get("speedup") is not None and not e.get("suspicious")),
+                                key=lambda e: -e["speedup"])
+                head: dict[str, Any] = {}
+                if len(ranked) >= 2:
+                    a, b = ranked[0], ranked[1]
+                    o = measure(models[b["index"]], models[a["index"]], backend, input_sets, timing_cfg)
+                    head = {"first": a["index"], "second": b["index"], "ratio": o.speedup,
+                            "ci": [o.speedup_ci_low, o.speedup_ci_high], "verdict": o.verdict}
+            finally:
+                chan.timing_done({"release_only": True})
     out.update(category="ok", compiled=True, correct=True,
                timing={"finalists": entries, "head_to_head": head if len(entries) > 1 else {}})
     return out
@@ -815,24 +820,29 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         # stops the device's other workers meanwhile.
         phases["timing_wait"] = round(chan.timing_slot(), 4)
         started = time.monotonic()
-        while True:
-            cpu0, wall0 = _cpu_seconds(), time.monotonic()
-            try:
-                outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
-                                  device_name=hw.name if on_gpu else "",
-                                  work=work if timing_cfg.roofline else None)
-            except CandidateTimingError as exc:
-                raise fail_from(exc.original, "ModelNew.forward raised while being timed")
-            except BaseException as exc:  # device faults surface at the harness's synchronize
-                raise fail_from(exc, "timing reference and candidate failed")
-            backend.synchronize()
-            # What this process itself used: the parent subtracts it from the
-            # host's busy time to see the load of everything else.
-            report = {"speedup": outcome.speedup, "ref_ms": outcome.ref_runtime_ms, "cand_ms": outcome.runtime_ms,
-                      "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
-                      "threads": torch.get_num_threads()}
-            if not chan.timing_done(report):
-                break
+        # on the host clock the timing's threads stay on their cores while it
+        # holds the slot (affinity.py says why and what it measured)
+        pin = PinnedTiming(torch.get_num_threads(), enabled=not on_gpu and timing_cfg.cpu_pin)
+        with pin:
+            while True:
+                cpu0, wall0 = _cpu_seconds(), time.monotonic()
+                try:
+                    outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
+                                      device_name=hw.name if on_gpu else "",
+                                      work=work if timing_cfg.roofline else None)
+                except CandidateTimingError as exc:
+                    raise fail_from(exc.original, "ModelNew.forward raised while being timed")
+                except BaseException as exc:  # device faults surface at the harness's synchronize
+                    raise fail_from(exc, "timing reference and candidate failed")
+                backend.synchronize()
+                # What this process itself used: the parent subtracts it from the
+                # host's busy time to see the load of everything else.
+                report = {"speedup": outcome.speedup, "ref_ms": outcome.ref_runtime_ms, "cand_ms": outcome.runtime_ms,
+                          "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
+                          "threads": torch.get_num_threads()}
+                if not chan.timing_done(report):
+                    break
+        outcome.details["pinned_cores"] = pin.cores  # [] where nothing was pinned
         phases["timing"] = round(time.monotonic() - started, 4)
         _judge_per_call(per_call, out, backend.name)
         # the outputs of the timed calls must still be right (a program that
