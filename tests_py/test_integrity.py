@@ -46,6 +46,19 @@ def _show(r) -> str:
     return f"{r.category}: {r.error[:600]} {r.hack_reasons}\n{r.log_tail[-1200:]}"
 
 
+def _relu_truth():
+    """The relu task, parent seeds [init, input] and the true output of the
+    input drawn from the second: what the trusted referee will compute."""
+    import torch
+
+    task = Task.load(EXAMPLES / "relu")
+    ref: dict = {}
+    exec(task.reference_source, ref)  # noqa: S102 - the task's own reference, trusted test code
+    seeds = [11, 22]
+    torch.manual_seed(seeds[1])
+    return task, seeds, torch.relu(ref["get_inputs"]()[0])
+
+
 @pytest.fixture(scope="module")
 def verdicts():
     relu = Task.load(EXAMPLES / "relu")
@@ -256,6 +269,61 @@ def test_evidence_spoiled_while_the_program_is_timed_is_a_hack():
     assert "the program started 1 thread(s) that still run" in r.hack_reasons[0], r.hack_reasons
 
 
+@pytest.mark.parametrize("mode", ["pool", "fresh"])
+def test_evidence_rewritten_in_memory_while_the_program_is_timed_is_a_hack(mode):
+    """forged_reference_rewritten.py forges the reference next to it and,
+    with no thread, from its own forward while it is timed, finds the bytes
+    the worker froze for the trusted referee (gc) and rewrites them in place
+    (ctypes) with the true relu of each trial's inputs. Until 2026-11-25 the
+    worker kept those bytes until after the timing, the referee agreed with
+    the rewritten file, and x * x was accepted as relu (category ok, referee
+    'agreed'). Now the worker hands the files over when the trials end, and
+    the parent copies them before any more of the program runs."""
+    relu = Task.load(EXAMPLES / "relu")
+    with Evaluator(backend="triton", workers=1, timing=True, timeout_s=200, mode=mode) as ev:
+        r = ev.evaluate(relu, (HACKS / "forged_reference_rewritten.py").read_text())
+    assert r.category == "hacked" and r.speedup is None, _show(r)
+    assert "differs from the one the trusted referee computed" in r.hack_reasons[0], r.hack_reasons
+    assert r.census["referee"] == "reference differs", r.census
+
+
+def test_evidence_is_copied_when_handed_over_and_only_once(tmp_path):
+    """The parent's side of the hand-over (referee.take_evidence): the files
+    are copied at once, so a later rewrite of the worker's file does not
+    reach the referee; a file that is not there, or a second hand-over, is
+    the program's doing."""
+    from kernelsmith.evaluator.referee import encode_outputs, evidence_info, judge, take_evidence
+    from kernelsmith.result import EvalResult
+
+    task, seeds, truth = _relu_truth()
+    src, held = tmp_path / "worker", tmp_path / "parent"
+    src.mkdir()
+    held.mkdir()
+    entry = {"file": "referee-outputs-0.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}
+
+    def handed(*hand_overs, rewrite=None):
+        (src / entry["file"]).write_bytes(encode_outputs({"candidate": [truth + 1.0], "reference": [truth + 1.0]}))
+        store = {"src": str(src), "dir": str(held)}
+        for trials in hand_overs:
+            take_evidence(store, trials)
+        if rewrite is not None:  # what the program writes after the hand-over
+            (src / entry["file"]).write_bytes(encode_outputs({"candidate": [rewrite], "reference": [rewrite]}))
+        result = EvalResult(category="ok", compiled=True, correct=True, speedup=5.0)
+        judge(result, evidence_info(store), seeds, task, str(held), pool.referee)
+        return result
+
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        pool = ev._device_pool(ev.backend_for(task), None)
+        rewritten = handed([entry], rewrite=truth)
+        missing = handed([{**entry, "file": "never-written.bin"}])
+        twice = handed([entry], [entry])
+        nothing = handed()
+    assert rewritten.category == "hacked" and rewritten.census["referee"] == "reference differs", _show(rewritten)
+    assert missing.category == "hacked" and "cannot use" in missing.hack_reasons[0], _show(missing)
+    assert twice.category == "hacked" and "twice" in twice.hack_reasons[0], _show(twice)
+    assert nothing.category == "hacked" and "without the trial outputs" in nothing.hack_reasons[0], _show(nothing)
+
+
 def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     """kill -9 of the trusted referee (out of memory, an operator) used to
     leave every later result of the pool 'not checked'; the next request
@@ -269,12 +337,7 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     from kernelsmith.evaluator.referee import encode_outputs, judge
     from kernelsmith.result import EvalResult
 
-    task = Task.load(EXAMPLES / "relu")
-    ref: dict = {}
-    exec(task.reference_source, ref)  # noqa: S102 - the task's own reference, trusted test code
-    seeds = [11, 22]
-    torch.manual_seed(seeds[1])
-    truth = torch.relu(ref["get_inputs"]()[0])
+    task, seeds, truth = _relu_truth()
     (tmp_path / "out.bin").write_bytes(encode_outputs({"candidate": [truth], "reference": [truth]}))
     info = {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}
     broken = Task.from_dict({**task.to_dict(), "reference_source": task.reference_source.replace(

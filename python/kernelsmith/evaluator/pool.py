@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .contention import DeviceGate
-from .referee import Referee, trusted_checks
+from .referee import Referee, evidence_info, trusted_checks
 from .sandbox import (Limits, _merge_ticket, converse, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
 
@@ -458,15 +458,26 @@ class DevicePool:
             ticket.key = task.id  # the reference baseline this timing is judged against
             ticket.reset_clock()  # standing still as a spare is not this job's time
             seeds: list[int] = []
-            raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds)
-            info = raw.pop("referee", None) if isinstance(raw, dict) else None
+            # the trial outputs the worker hands over, copied where it cannot write
+            evidence = {"src": child.workdir, "dir": tempfile.mkdtemp(prefix="evidence-", dir=self.referee.workdir)}
+            try:
+                raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
+            except BaseException:
+                shutil.rmtree(evidence["dir"], ignore_errors=True)
+                raise
+            if isinstance(raw, dict):
+                raw.pop("referee", None)  # the referee takes only what was handed over
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
                                    log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
                                    isolation=self.label, note=self.zygote.note)
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
             refereed = time.monotonic()
-            if not finalists:
-                trusted_checks(result, info, seeds, task, child.workdir, self.referee, ticket.slots)
+            try:
+                if not finalists:
+                    trusted_checks(result, evidence_info(evidence), seeds, task, evidence["dir"], self.referee,
+                                   ticket.slots)
+            finally:
+                shutil.rmtree(evidence["dir"], ignore_errors=True)
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             if not finalists:

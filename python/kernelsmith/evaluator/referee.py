@@ -357,6 +357,41 @@ class Referee:
         self.proc.wait()
 
 
+def take_evidence(store: dict[str, Any], trials: Any) -> None:
+    """Parent side, when the worker hands over its trial outputs (the
+    ``evidence`` message, sent when the trials end and before any more of
+    the program runs, the timing included): each named file is copied at
+    once from the worker's folder (``store["src"]``) into a folder of the
+    parent's (``store["dir"]``), and the entries name the copies. What the
+    program does later (rewrite the files, or the bytes they were written
+    from, while it is timed) no longer reaches the referee. Only the first
+    hand-over counts; another is recorded as ``store["repeated"]``."""
+    if "trials" in store:
+        store["repeated"] = True
+        return
+    if not isinstance(trials, list) or len(trials) > 16 or not all(isinstance(e, dict) for e in trials):
+        store["trials"] = trials  # judge() says what is wrong with it
+        return
+    taken = []
+    for entry in trials:
+        entry = dict(entry)
+        try:
+            copy = _copy_regular(os.path.join(store["src"], os.path.basename(str(entry.get("file")))), store["dir"])
+            entry["file"] = os.path.basename(copy)
+        except (OSError, ValueError) as exc:
+            entry["file"] = f"not-handed-over ({type(exc).__name__}: {exc})"[:200].replace("/", "_")
+        taken.append(entry)
+    store["trials"] = taken
+
+
+def evidence_info(store: Optional[dict[str, Any]]) -> Any:
+    """What judge() takes as the worker's word on its trial outputs: the
+    handed-over entries, or None where nothing was handed over."""
+    if not store or "trials" not in store:
+        return None
+    return {"trials": store["trials"], "repeated": bool(store.get("repeated"))}
+
+
 def _copy_regular(path: str, into: str) -> str:
     """Copy a child's outputs file (a regular file, not a link, within the
     size limit) into the referee's folder."""
@@ -390,6 +425,11 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
     census = result.census if isinstance(result.census, dict) else {}
     result.census = census
     if result.category != "ok":
+        return
+    if isinstance(info, dict) and info.get("repeated"):
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.hack_reasons = ["the worker handed over the trial outputs for the trusted referee twice: the verdict "
+                               "was not the program's to write"]
         return
     entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):

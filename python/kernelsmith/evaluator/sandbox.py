@@ -270,21 +270,25 @@ def run_worker(
         link = ProcessLink(proc, bwrap=use_bwrap)
         ticket = gate.join(link.signal, key=task.id, pids={proc.pid}, timed_on_cpu=device is None) if gate else None
         seeds: list[int] = []
+        # the trial outputs the worker hands over, copied where it cannot write
+        evidence = {"src": workdir, "dir": private}
         try:
-            raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket, seeds)
+            raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket, seeds, evidence)
         finally:
             if ticket is not None:
                 gate.leave(ticket)
-        info = raw.pop("referee", None) if isinstance(raw, dict) else None
+        if isinstance(raw, dict):
+            raw.pop("referee", None)  # the referee takes only what was handed over
         result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=link.returncode(),
                                log_text=Path(log_path).read_text(errors="replace"), cand_path=cand_path,
                                timeout_s=limits.timeout_s, isolation="bwrap" if use_bwrap else "process", note=note)
         if ticket is not None:
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
         if referee is not None:
-            from .referee import trusted_checks
+            from .referee import evidence_info, trusted_checks
 
-            trusted_checks(result, info, seeds, task, workdir, referee, ticket.slots if ticket is not None else None)
+            trusted_checks(result, evidence_info(evidence), seeds, task, private, referee,
+                           ticket.slots if ticket is not None else None)
         result.wall_s = round(time.monotonic() - started, 3)
         return result
     finally:
@@ -367,11 +371,14 @@ class ProcessLink:
 
 
 def converse(link: Any, job: dict[str, Any], timeout_s: float,
-             ticket: Any = None, seeds: Optional[list] = None) -> tuple[Optional[dict], str, bool]:
-    """Send the job, answer seed and timing-slot requests, return (result,
-    last stage, timed_out). The wall-clock limit does not count the time the
-    worker stood still (stopped while another worker on its device timed, or
-    waiting for the timing slot)."""
+             ticket: Any = None, seeds: Optional[list] = None,
+             evidence: Optional[dict] = None) -> tuple[Optional[dict], str, bool]:
+    """Send the job, answer seed and timing-slot requests, take the trial
+    outputs the worker hands over for the referee (into ``evidence``:
+    referee.take_evidence), return (result, last stage, timed_out). The
+    wall-clock limit does not count the time the worker stood still
+    (stopped while another worker on its device timed, or waiting for the
+    timing slot)."""
     deadline = time.monotonic() + timeout_s
     stage = "start"
     buf = b""
@@ -416,6 +423,14 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                     report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
                     retime = ticket.report(report) if ticket is not None else False
                     link.write((json.dumps({"retime": retime}) + "\n").encode())
+                elif kind == "evidence":
+                    # copied before the answer: the worker waits for it, and
+                    # no more of the program runs until then
+                    if evidence is not None:
+                        from .referee import take_evidence
+
+                        take_evidence(evidence, msg.get("trials"))
+                    link.write(b'{"taken": true}\n')
                 elif kind == "result":
                     link.wait_exit(10)
                     return msg.get("result") or {}, stage, False

@@ -78,6 +78,13 @@ class Channel:
         self.receive()
         return time.monotonic() - started
 
+    def hand_over(self, trials: list[dict[str, Any]]) -> None:
+        """The trial outputs for the trusted referee (files in the working
+        directory, named by ``trials``): the parent copies them before it
+        answers."""
+        self.send(type="evidence", trials=trials)
+        self.receive()
+
     def timing_done(self, report: dict[str, Any]) -> bool:
         """Report one timing attempt; the parent answers whether to time
         again (contention or a drifting reference seen) and frees the slot
@@ -684,24 +691,26 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     if referee_trials and checks_on:
         from .referee import encode_outputs
 
-        # frozen now, as immutable bytes, before any more of the program runs;
-        # written out only after its last call and the last integrity check
+        # handed over now, before any more of the program runs: the parent
+        # copies the files before it answers. (Kept here as bytes until after
+        # the timing, the program's own forward rewrote them in place:
+        # fixtures/hacks_v2/forged_reference_rewritten.py)
         for i, (set_name, (index, got, expected)) in enumerate(referee_trials.items()):
             name = f"referee-outputs-{i}.bin"
             evidence.append((name, encode_outputs({"candidate": got, "reference": expected}),
                              {"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
                               "set": set_name}))
         referee_trials.clear()
+        for name, data, _ in evidence:
+            with open(os.path.join(os.path.dirname(cand_path), name), "wb") as f:
+                f.write(data)
+        chan.hand_over([entry for _, _, entry in evidence])
+        evidence.clear()
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
                         fail_from, atol, rtol, run_candidate, census)
         check_integrity()
-    if evidence:
-        for name, data, _ in evidence:
-            with open(os.path.join(os.path.dirname(cand_path), name), "wb") as f:
-                f.write(data)
-        out["referee"] = {"trials": [entry for _, _, entry in evidence]}
     return out
 
 
