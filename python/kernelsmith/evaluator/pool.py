@@ -445,6 +445,7 @@ class DevicePool:
     def run(self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits,
             finalists: Sequence[str] = ()) -> EvalResult:
         child, waited = self.take()
+        evidence: dict[str, Any] = {}
         try:
             cand_path, ref_path, finalist_paths = write_job_files(child.workdir, task, source, finalists)
             if child.uid is not None:
@@ -459,12 +460,9 @@ class DevicePool:
             ticket.reset_clock()  # standing still as a spare is not this job's time
             seeds: list[int] = []
             # the trial outputs the worker hands over, copied where it cannot write
-            evidence = {"src": child.workdir, "dir": tempfile.mkdtemp(prefix="evidence-", dir=self.referee.workdir)}
-            try:
-                raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
-            except BaseException:
-                shutil.rmtree(evidence["dir"], ignore_errors=True)
-                raise
+            evidence["src"], evidence["dir"] = child.workdir, tempfile.mkdtemp(prefix="evidence-",
+                                                                             dir=self.referee.workdir)
+            raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
             if isinstance(raw, dict):
                 raw.pop("referee", None)  # the referee takes only what was handed over
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
@@ -472,18 +470,17 @@ class DevicePool:
                                    isolation=self.label, note=self.zygote.note)
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
             refereed = time.monotonic()
-            try:
-                if not finalists:
-                    trusted_checks(result, evidence_info(evidence), seeds, task, evidence["dir"], self.referee,
-                                   ticket.slots)
-            finally:
-                shutil.rmtree(evidence["dir"], ignore_errors=True)
+            if not finalists:
+                trusted_checks(result, evidence_info(evidence), seeds, task, evidence["dir"], self.referee,
+                               ticket.slots)
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             if not finalists:
                 result.phases["referee"] = round(refereed, 4)
             return result
         finally:
+            if "dir" in evidence:
+                shutil.rmtree(evidence["dir"], ignore_errors=True)
             child.close()
             self._collect_requests(child)
             child.discard()

@@ -379,7 +379,7 @@ def take_evidence(store: dict[str, Any], trials: Any) -> None:
             copy = _copy_regular(os.path.join(store["src"], os.path.basename(str(entry.get("file")))), store["dir"])
             entry["file"] = os.path.basename(copy)
         except (OSError, ValueError) as exc:
-            entry["file"] = f"not-handed-over ({type(exc).__name__}: {exc})"[:200].replace("/", "_")
+            entry["not_handed_over"] = f"{type(exc).__name__}: {exc}"[:300]
         taken.append(entry)
     store["trials"] = taken
 
@@ -461,6 +461,8 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
                                "the verdict was not the program's to write"]
         return
     try:
+        if info.get("not_handed_over"):  # take_evidence could not copy it
+            raise OSError(info["not_handed_over"])
         init_seed, input_seed = seeds[int(info["init_seed_index"])], seeds[int(info["input_seed_index"])]
         copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir)
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:

@@ -335,7 +335,6 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
     other moments; these are comparable."""
     import torch
 
-    from ..hardware import HardwareInfo
     from . import correctness as cmp
     from .timing import CandidateTimingError, measure
 
@@ -381,8 +380,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                                          cpu_time_budget_s=max(cfg.timing.cpu_time_budget_s, 5.0))
         chan.stage("timing finalists")
         chan.timing_slot()
-        on_gpu = backend.timing_device() == "cuda" or HardwareInfo.from_dict(out.get("hardware")).kind == "gpu"
-        with PinnedTiming(torch.get_num_threads(), enabled=not on_gpu and cfg.timing.cpu_pin):
+        with _pinned_on_host(backend, out, cfg.timing, torch):
             try:
                 for entry, m in zip(entries, models):
                     if m is None:
@@ -687,7 +685,6 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     phases["correctness"] = round(max(0.0, time.monotonic() - correctness_started - phases.get("compile", 0.0)
                                       - phases["census"]), 4)
 
-    evidence: list[tuple[str, bytes, dict[str, Any]]] = []
     if referee_trials and checks_on:
         from .referee import encode_outputs
 
@@ -695,17 +692,15 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         # copies the files before it answers. (Kept here as bytes until after
         # the timing, the program's own forward rewrote them in place:
         # fixtures/hacks_v2/forged_reference_rewritten.py)
+        handed = []
         for i, (set_name, (index, got, expected)) in enumerate(referee_trials.items()):
             name = f"referee-outputs-{i}.bin"
-            evidence.append((name, encode_outputs({"candidate": got, "reference": expected}),
-                             {"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
-                              "set": set_name}))
-        referee_trials.clear()
-        for name, data, _ in evidence:
             with open(os.path.join(os.path.dirname(cand_path), name), "wb") as f:
-                f.write(data)
-        chan.hand_over([entry for _, _, entry in evidence])
-        evidence.clear()
+                f.write(encode_outputs({"candidate": got, "reference": expected}))
+            handed.append({"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
+                           "set": set_name})
+        referee_trials.clear()
+        chan.hand_over(handed)
     out.update(category="ok", compiled=True, correct=True, kernels_launched=kernels, torch_ops=torch_ops)
     if job.get("timing", True) and cfg.timing.enabled:
         _time_candidate(chan, backend, cfg, ref, model, model_new, make_inputs, clone, cmp, out,
@@ -757,6 +752,18 @@ def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Opt
     return own_ms, problem
 
 
+def _timed_on_gpu(backend: Any, out: dict[str, Any]) -> bool:
+    from ..hardware import HardwareInfo
+
+    return backend.timing_device() == "cuda" or HardwareInfo.from_dict(out.get("hardware")).kind == "gpu"
+
+
+def _pinned_on_host(backend: Any, out: dict[str, Any], timing_cfg: Any, torch: Any) -> PinnedTiming:
+    """The timing slot's pin (affinity.py): on the host clock only, and
+    unless the task turns it off (``timing.cpu_pin``)."""
+    return PinnedTiming(torch.get_num_threads(), enabled=timing_cfg.cpu_pin and not _timed_on_gpu(backend, out))
+
+
 def _placed_copies(torch: Any, input_sets: list[list[Any]], extra: int, clone: Callable[[list], list],
                    memory_share: float = 0.1) -> list[list[Any]]:
     """Up to ``extra`` more input sets for a GPU timing: copies of the fresh
@@ -795,7 +802,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
     chan.stage("timing")
     timing_cfg = cfg.timing
     hw = HardwareInfo.from_dict(out.get("hardware"))
-    on_gpu = backend.timing_device() == "cuda" or hw.kind == "gpu"
+    on_gpu = _timed_on_gpu(backend, out)
     with torch.no_grad():
         # Fresh input sets (new seeds from the parent) that the timed calls
         # rotate over, so no side enjoys the same inputs in cache every call.
@@ -831,7 +838,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         started = time.monotonic()
         # on the host clock the timing's threads stay on their cores while it
         # holds the slot (affinity.py says why and what it measured)
-        pin = PinnedTiming(torch.get_num_threads(), enabled=not on_gpu and timing_cfg.cpu_pin)
+        pin = _pinned_on_host(backend, out, timing_cfg, torch)
         with pin:
             while True:
                 cpu0, wall0 = _cpu_seconds(), time.monotonic()
