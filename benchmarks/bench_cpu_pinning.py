@@ -13,9 +13,12 @@ median and worst spread per setting and their ratio (unpinned / pinned).
 
   python3 benchmarks/bench_cpu_pinning.py                  # OpenCL softmax on PoCL, 4 rounds: ~3 min on 2 cores
   python3 benchmarks/bench_cpu_pinning.py --example examples/opencl/layernorm --rounds 6
+  python3 benchmarks/bench_cpu_pinning.py --busy 1         # next to a busy neighbour process (not pinned)
 
-Nothing else should run on the machine meanwhile (that is what it measures
-the timing against). Writes JSON to --json when given.
+With --busy N, N processes spinning in a Python loop run during the
+re-timings (not during the evolution): the contention the pin has to live
+with. Otherwise nothing else should run on the machine meanwhile. Writes
+JSON to --json when given.
 """
 from __future__ import annotations
 
@@ -45,15 +48,31 @@ def correct_programs(example: Path, iterations: int, workdir: Path) -> dict[int,
     return out
 
 
+def retime(rounds: int, backend: str, ids: list[int], programs: dict[int, str], tasks: dict, speedups: dict,
+           reference_ms: dict) -> None:
+    """ROUNDS head-to-head re-timings per setting, the settings interleaved."""
+    from kernelsmith.evaluator import Evaluator
+
+    with Evaluator(backend=backend, workers=1) as ev:
+        for r in range(rounds):
+            for pinned in ((True, False) if r % 2 == 0 else (False, True)):
+                rows = ev.confirm_best(tasks[pinned], [programs[i] for i in ids])["finalists"]
+                for row in rows:
+                    if row.get("correct") and row.get("speedup"):
+                        speedups[pinned][ids[row["index"]]].append(float(row["speedup"]))
+                        reference_ms[pinned].append(float(row["ref_runtime_ms"]))
+            print(f"round {r + 1}/{rounds} done", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--example", default=str(ROOT / "examples" / "opencl" / "softmax"))
     ap.add_argument("--iterations", type=int, default=10, help="of the evolution that supplies the programs")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--busy", type=int, default=0, help="busy neighbour processes during the re-timings")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
-    from kernelsmith.evaluator import Evaluator
     from kernelsmith.task import Task
 
     example = Path(args.example)
@@ -70,20 +89,19 @@ def main() -> int:
         tasks[pinned] = task
     speedups: dict[bool, dict[int, list[float]]] = {True: {i: [] for i in ids}, False: {i: [] for i in ids}}
     reference_ms: dict[bool, list[float]] = {True: [], False: []}
-    with Evaluator(backend=base.config.backend, workers=1) as ev:
-        for r in range(args.rounds):
-            for pinned in ((True, False) if r % 2 == 0 else (False, True)):
-                rows = ev.confirm_best(tasks[pinned], [programs[i] for i in ids])["finalists"]
-                for row in rows:
-                    if row.get("correct") and row.get("speedup"):
-                        speedups[pinned][ids[row["index"]]].append(float(row["speedup"]))
-                        reference_ms[pinned].append(float(row["ref_runtime_ms"]))
-            print(f"round {r + 1}/{args.rounds} done", flush=True)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        retime(args.rounds, base.config.backend, ids, programs, tasks, speedups, reference_ms)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
 
     def spread(values: list[float]) -> float:
         return (max(values) - min(values)) / statistics.fmean(values) if len(values) >= 2 else float("nan")
 
-    print(f"\n{example.name}: {len(ids)} programs, {args.rounds} head-to-head re-timings per setting")
+    print(f"\n{example.name}: {len(ids)} programs, {args.rounds} head-to-head re-timings per setting, "
+          f"{args.busy} busy neighbour process(es)")
     print(f"{'program':>8} {'pinned speedups':>34} {'spread':>7}   {'unpinned speedups':>34} {'spread':>7}")
     table = {}
     for i in ids:
@@ -102,7 +120,7 @@ def main() -> int:
     ratio = summary["unpinned"]["median_spread"] / max(summary["pinned"]["median_spread"], 1e-12)
     print(f"unpinned / pinned median spread: {ratio:.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({"example": str(example), "rounds": args.rounds, "programs": table,
+        Path(args.json).write_text(json.dumps({"example": str(example), "rounds": args.rounds, "busy": args.busy, "programs": table,
                                                "summary": summary, "ratio": ratio}, indent=1))
     return 0
 

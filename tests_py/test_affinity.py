@@ -5,12 +5,14 @@ records which cores a CPU timing held."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
 import pytest
 
 from kernelsmith.config import ConfigError
+from kernelsmith.evaluator import Evaluator
 from kernelsmith.evaluator.affinity import PinnedTiming, _current_cpu, choose_cores
 from kernelsmith.task import Task, TimingConfig
 
@@ -27,10 +29,6 @@ def test_cores_start_where_the_thread_runs_and_wrap_round():
     assert _current_cpu() in ALLOWED
 
 
-def _masks() -> dict[int, set[int]]:
-    return {int(t): os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")}
-
-
 @pytest.mark.skipif(len(ALLOWED) < 2, reason="pinning needs a host with at least two allowed cores")
 def test_every_thread_is_pinned_for_the_block_and_restored_after():
     release = threading.Event()
@@ -44,29 +42,32 @@ def test_every_thread_is_pinned_for_the_block_and_restored_after():
     early = threading.Thread(target=helper)
     early.start()
     started.wait(10)
-    before = _masks()
+    # the two threads this test owns (others of the test process may come
+    # and go meanwhile: pytest's, a library's)
+    mine = (threading.get_native_id(), early.native_id)
+    before = {tid: os.sched_getaffinity(tid) for tid in mine}
     try:
         with PinnedTiming(1) as pin:
             assert len(pin.cores) == 1 and pin.cores[0] in ALLOWED
-            inside = _masks()
+            inside = {tid: os.sched_getaffinity(tid) for tid in mine}
             late = threading.Thread(target=lambda: seen.setdefault("late", os.sched_getaffinity(0)))
             late.start()
             late.join()
-        after = _masks()
+        after = {tid: os.sched_getaffinity(tid) for tid in mine}
     finally:
         release.set()
         early.join()
-    assert len(inside) >= 2 and all(mask == set(pin.cores) for mask in inside.values()), inside
+    assert all(mask == set(pin.cores) for mask in inside.values()), inside
     assert seen["late"] == set(pin.cores)  # a thread started inside inherits the pin
     assert after == before
 
 
 def test_no_pin_when_turned_off_or_the_timing_has_every_core():
-    before = _masks()
+    before = os.sched_getaffinity(0)
     with PinnedTiming(1, enabled=False) as off:
-        assert _masks() == before
+        assert os.sched_getaffinity(0) == before
     with PinnedTiming(len(ALLOWED)) as full:
-        assert _masks() == before
+        assert os.sched_getaffinity(0) == before
     assert off.cores == [] and full.cores == []
 
 
@@ -76,10 +77,57 @@ def test_cpu_pin_must_be_a_boolean():
         TimingConfig(cpu_pin="yes")
 
 
+#: the relu seed, reporting the cores of every thread of its worker: it
+#: raises once they are all on fewer cores than the worker may use, which
+#: only the timing slot's pin does (the trials run unpinned)
+REPORTS_PIN = """
+import os
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        tids = os.listdir("/proc/self/task")
+        masks = {tuple(sorted(os.sched_getaffinity(int(t)))) for t in tids}
+        if len(masks) == 1 and len(next(iter(masks))) < ALLOWED:
+            raise RuntimeError(f"all {len(tids)} threads pinned to {sorted(next(iter(masks)))}")
+        return y
+
+
+ALLOWED = len(os.sched_getaffinity(0))  # at import: before any timing
+"""
+
+
+@pytest.mark.skipif(len(ALLOWED) < 2, reason="pinning needs a host with at least two allowed cores")
+def test_the_worker_is_pinned_while_it_times_and_only_then():
+    """Through the real pool: a program that looks at its own worker's
+    threads sees them all on one core while it is timed (it raises to say
+    so), not during its trials; with ``timing.cpu_pin: false``, never."""
+    triton_examples = EXAMPLES.parent / "triton"
+    pinned, unpinned = Task.load(triton_examples / "relu", trials=2), Task.load(triton_examples / "relu", trials=2)
+    unpinned.config.timing.cpu_pin = False
+    with Evaluator(backend="triton", workers=1, timeout_s=240) as ev:
+        on, off = ev.evaluate(pinned, REPORTS_PIN), ev.evaluate(unpinned, REPORTS_PIN)
+    assert on.compiled and "raised while being timed" in on.error, (on.category, on.error)
+    assert re.search(r"all \d+ threads pinned to \[\d+\]", on.error), on.error
+    assert off.category == "ok" and off.timing["pinned_cores"] == [], (off.category, off.error)
+
+
 def test_a_cpu_evaluation_records_the_core_its_timing_held():
     pytest.importorskip("kernelsmith._core")
-    from kernelsmith.evaluator import Evaluator
-
     seed = (EXAMPLES / "softmax" / "seed.py").read_text()
     pinned = Task.load(EXAMPLES / "softmax", trials=1)
     unpinned = Task.load(EXAMPLES / "softmax", trials=1)

@@ -1,8 +1,8 @@
 """Pinning a host-clock timing to its cores.
 
 On a CPU device (PoCL, the Triton interpreter, torch on the host) the
-scheduler moves the timing's threads between cores while it runs: each move
-costs the caches, and on the 2-core development machine the same nine
+scheduler moves the timing's threads between cores while it runs, and on
+the 2-core development machine, idle otherwise, the same nine
 OpenCL programs, re-timed head to head four times in a row with nothing
 else running, moved by up to 35% each (one: 0.055x to 0.075x), with the
 reference's median between 0.087 and 0.145 ms. With the process on one
@@ -11,9 +11,10 @@ to 0.104 ms. So for the timing slot the worker pins every one of its
 threads (the caller's, torch's pool, PoCL's) to as many cores as the timing
 has threads, starting with the core it runs on (where the scheduler just
 woke it, usually an idle one), and gives them their old masks back after.
-A neighbour that is not pinned itself moves off those cores; one that is
-pinned to them shows as host load to the gate (contention.DeviceGate),
-which judges the timing as before.
+Next to a busy neighbour (not pinned itself) the spreads were the same
+with and without the pin (benchmarks/bench_cpu_pinning.py --busy 1); a
+neighbour pinned to the timing's cores is host load to the gate
+(contention.DeviceGate), which judges the timing as before.
 """
 from __future__ import annotations
 
