@@ -18,7 +18,6 @@ from kernelsmith.evaluator.memory import (GiB, MiB, Footprint, Grant, MemoryAdmi
 from kernelsmith.task import Task
 
 HERE = Path(__file__).parent
-MEM = HERE / "fixtures" / "memory"
 EXAMPLES = HERE.parent / "examples" / "triton"
 
 needs_interpreter = pytest.mark.skipif(
@@ -172,6 +171,40 @@ def test_process_peaks_from_compute_apps():
 
 
 # -- real evaluations --------------------------------------------------------------------
+# The faults are real: a worker has an address-space limit (memory_limit_mb,
+# RLIMIT_AS, 8 GiB by default), the trusted referee none. The large buffers
+# are torch.empty, never written: address space, not memory.
+
+SEED = (EXAMPLES / "relu" / "seed.py").read_text()
+CONTIGUOUS = "        x = x.contiguous()\n"
+
+
+def _program(extra: str = "", signature: str = "") -> str:
+    """The relu example's seed with ``extra`` lines at the top of forward
+    (``signature``: more parameters after x)."""
+    assert CONTIGUOUS in SEED
+    source = SEED.replace(CONTIGUOUS, CONTIGUOUS + extra)
+    return source.replace("def forward(self, x: torch.Tensor)", f"def forward(self, x: torch.Tensor{signature})")
+
+
+def _relu_task(root: Path, name: str, scratch_gib: int = 0, pad_gib: int = 0) -> Task:
+    """ReLU over 16 x 1024 whose reference reserves ``scratch_gib`` GiB in
+    forward, and whose inputs carry a ``pad_gib`` GiB tensor it ignores."""
+    folder = root / name
+    folder.mkdir()
+    pad = ", pad" if pad_gib else ""
+    (folder / "reference.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        f"    def forward(self, x{pad}):\n"
+        f"        scratch = torch.empty({scratch_gib} << 30, dtype=torch.uint8)\n"
+        "        del scratch\n"
+        "        return torch.relu(x)\n\n\n"
+        "def get_inputs():\n"
+        f"    return [torch.randn(16, 1024)] + ([torch.empty({pad_gib} << 30, dtype=torch.uint8)] if {pad_gib} else [])"
+        "\n\n\ndef get_init_inputs():\n    return []\n")
+    return Task.load(folder, backend="triton", trials=1)
+
 
 def _show(r) -> str:
     return f"{r.category}: {r.error}\n{r.memory}\n{r.log_tail[-1500:]}"
@@ -189,13 +222,16 @@ def test_referee_measures_the_footprint():
 
 
 @needs_interpreter
-def test_out_of_memory_attributed_in_real_workers():
+def test_out_of_memory_attributed_in_real_workers(tmp_path):
     relu = Task.load(EXAMPLES / "relu")
     cases = [
-        (relu, (MEM / "hog.py").read_text()),                            # its own 64 GiB workspace
-        (Task.load(MEM / "ref_oom"), (EXAMPLES / "relu" / "seed.py").read_text()),  # the reference's scratch
-        (Task.load(MEM / "inputs_oom"), (MEM / "relu_two_args.py").read_text()),    # making the inputs
-        (relu, (EXAMPLES / "relu" / "seed.py").read_text()),
+        # an honest ReLU asking for a 64 GiB workspace: far over the reference's peak
+        (relu, _program("        workspace = torch.empty(64 << 30, dtype=torch.uint8, device=x.device)\n")),
+        # the reference's 12 GiB scratch does not fit the worker
+        (_relu_task(tmp_path, "ref_oom", scratch_gib=12), SEED),
+        # nor do its 12 GiB inputs
+        (_relu_task(tmp_path, "inputs_oom", pad_gib=12), _program(signature=", pad: torch.Tensor")),
+        (relu, SEED),
     ]
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False,
                    device_memory=lambda device: StandInMemory(16 * GiB)) as ev:
@@ -224,13 +260,28 @@ def test_out_of_memory_attributed_in_real_workers():
 
 
 @needs_interpreter
+def test_memory_the_program_kept_is_charged_where_the_harness_runs_out(tmp_path):
+    task = _relu_task(tmp_path, "ref_scratch", scratch_gib=6)
+    # an honest ReLU that keeps 6 GiB across calls: its own call succeeds, the
+    # reference's 6 GiB scratch, next, does not fit 12 GiB of address space
+    hoarder = _program("        if not hasattr(self, 'kept'):\n"
+                       "            self.kept = torch.empty(6 << 30, dtype=torch.uint8, device=x.device)\n")
+    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False, memory_limit_mb=12288,
+                   device_memory=lambda device: StandInMemory(16 * GiB)) as ev:
+        kept, honest = ev.evaluate_many([(task, hoarder), (task, SEED)])
+    assert honest.category == "ok", _show(honest)
+    assert kept.category == "oom", _show(kept)
+    assert kept.memory["fault"] == "harness" and "Model.forward" in kept.memory["where"]
+    assert kept.memory["held_bytes"] > 6 * GiB and "kept the memory" in kept.error
+
+
+@needs_interpreter
 def test_small_device_admits_one_worker_at_a_time():
     relu = Task.load(EXAMPLES / "relu")
-    seed = (EXAMPLES / "relu" / "seed.py").read_text()
     # room for one worker's need (512 MiB allowance + the harness's copies) after the 1 GiB reserve
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False,
                    device_memory=lambda device: StandInMemory(GiB + 600 * MiB)) as ev:
-        results = ev.evaluate_many([(relu, seed)] * 3)
+        results = ev.evaluate_many([(relu, SEED)] * 3)
         admission = ev.memory[None]
     assert all(r.category == "ok" for r in results), [_show(r) for r in results]
     assert admission.max_concurrent == 1

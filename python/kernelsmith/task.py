@@ -254,6 +254,9 @@ class Task:
         config.pop("name", None)  # renaming a task does not change what is evaluated
         config.pop("description", None)
         config.pop("difficulty", None)
+        if config.get("memory_margin") == TaskConfig.memory_margin:
+            # added later: the default leaves the ids of existing tasks as they were
+            config.pop("memory_margin")
         blob = self.reference_source.replace("\r\n", "\n").strip() + "\n" + json.dumps(config, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -134,17 +134,31 @@ def model_bytes(model: Any) -> int:
 
 # -- worker side -----------------------------------------------------------------------
 
+def _address_space_bytes() -> Optional[int]:
+    """This process's address space (VmSize), what RLIMIT_AS limits."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 class CallMeter:
     """Worker side: the device memory around the program's calls (CUDA's
-    caching allocator statistics; on the host only what an error message
-    says was asked for). ``start``/``stop`` bracket each call; ``facts``
-    describes an out-of-memory for the parent; ``summary`` is the worker's
-    peak, reported with every result."""
+    caching allocator statistics; on the host, where the device's memory is
+    the worker's address space under RLIMIT_AS, its growth since the job
+    started and what an error message says was asked for). ``start``/``stop``
+    bracket each call; ``facts`` describes an out-of-memory for the parent;
+    ``summary`` is the worker's peak, reported with every result."""
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
         self.process_peak = 0
         self._before: Optional[int] = None
+        self._host_start = None if cuda else _address_space_bytes()
 
     def _torch(self) -> Any:
         import torch
@@ -162,8 +176,12 @@ class CallMeter:
         self._before = cuda.memory_allocated()
 
     def stop(self) -> None:
-        if self.cuda:
+        if not self.cuda:
+            return
+        try:
             self.process_peak = max(self.process_peak, self._torch().cuda.max_memory_allocated())
+        except Exception:  # noqa: BLE001 - a context the program broke: its verdict, not this reading, counts
+            pass
 
     def facts(self, exc: BaseException, fault: str, where: str) -> dict[str, Any]:
         tried = tried_bytes(str(exc))
@@ -171,6 +189,9 @@ class CallMeter:
         if fault == "candidate":
             facts["candidate_bytes"] = tried
         if not self.cuda:
+            now = _address_space_bytes()
+            if now is not None and self._host_start is not None:
+                facts["held_bytes"] = max(0, now - self._host_start)
             return facts
         cuda = self._torch().cuda
         try:
@@ -187,10 +208,7 @@ class CallMeter:
     def summary(self) -> dict[str, Any]:
         if not self.cuda:
             return {}
-        try:
-            self.stop()
-        except Exception:  # noqa: BLE001
-            pass
+        self.stop()
         return {"peak_bytes": self.process_peak}
 
 
