@@ -14,7 +14,8 @@ import pytest
 
 from kernelsmith.evaluator import Evaluator
 from kernelsmith.evaluator.memory import (GiB, MiB, Footprint, Grant, MemoryAdmission, ProcessMemorySampler,
-                                          StandInMemory, attribute_memory_fault, compute_apps, tried_bytes)
+                                          StandInMemory, attribute_memory_fault, compute_apps, summary_line,
+                                          tried_bytes)
 from kernelsmith.task import Task
 
 HERE = Path(__file__).parent
@@ -255,6 +256,7 @@ def test_out_of_memory_attributed_in_real_workers(tmp_path):
     assert inputs_oom.memory["where"].startswith("input set 'get_inputs'")
     assert "does not fit this device" in inputs_oom.error and "inputs 12.00 GiB" in inputs_oom.error
     assert honest.category == "ok", _show(honest)
+    assert summary_line(honest.memory).startswith("reference params 0 B, inputs 64.0 KiB, outputs 64.0 KiB")
     # every measured task's priming and the retry ran alone; the rest next to each other
     assert sum(g.alone for g in log) >= 4 and any(not g.alone for g in log)
 

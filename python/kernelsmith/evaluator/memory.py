@@ -41,12 +41,17 @@ MiB = 1 << 20
 #: autotuner's scratch buffer): an OOM under it is never the candidate's alone
 MIN_ALLOWANCE_BYTES = 512 * MiB
 
-#: copies of each kind a worker holds at once over its trials, timing and
-#: refill checks (worker.run_job after the cuts: the pristine inputs, a clone
-#: per call, the timing's three input sets, the refill checks' old, fresh and
-#: reference copies; outputs: before, expected, after and the timed call's)
-WORKER_INPUT_COPIES = 6
-WORKER_OUTPUT_COPIES = 4
+#: copies of each kind a worker holds at once (worker.run_job): inputs, at
+#: most four, in the refill checks after the timing (the set they refill, its
+#: old values, fresh ones, the reference's clone); outputs, at most five, in
+#: a trial (before, expected, after, and a snapshot's or a trivial form's
+#: transient copies)
+WORKER_INPUT_COPIES = 4
+WORKER_OUTPUT_COPIES = 5
+
+#: a CUDA context per worker process (0.6 GiB per zygote child on the H100):
+#: a spare started while others run is not in the idle reading
+CONTEXT_BYTES = 768 * MiB
 
 
 @dataclass
@@ -114,6 +119,8 @@ def fmt_bytes(n: Optional[float]) -> str:
         return f"{n / GiB:.2f} GiB"
     if abs(n) >= MiB:
         return f"{n / MiB:.1f} MiB"
+    if abs(n) >= 1024:
+        return f"{n / 1024:.1f} KiB"
     return f"{int(n)} B"
 
 
@@ -299,12 +306,14 @@ class MemoryAdmission:
     started later. A job is admitted when its need fits next to the admitted
     ones; a job whose need is unknown or larger than the device, or that asks
     for it (a retry), runs alone: it waits until the admitted ones leave, and
-    nothing else is admitted while it waits or runs. ``log`` records every
-    grant (need, alone) for tests and the benchmark."""
+    nothing else is admitted while it waits or runs. ``per_job_bytes`` is
+    added to every need (a device context per worker). ``log`` records
+    every grant (need, alone) for tests and the benchmark."""
 
-    def __init__(self, source: Optional[DeviceMemory], reserve_bytes: int = GiB) -> None:
+    def __init__(self, source: Optional[DeviceMemory], reserve_bytes: int = GiB, per_job_bytes: int = 0) -> None:
         self.source = source
         self.reserve_bytes = int(reserve_bytes)
+        self.per_job_bytes = int(per_job_bytes)
         self._cond = threading.Condition()
         self._in_use = 0
         self._admitted = 0
@@ -327,6 +336,7 @@ class MemoryAdmission:
     @contextlib.contextmanager
     def admit(self, need: Optional[int], alone: bool = False) -> Iterator[Grant]:
         started = time.monotonic()
+        need = None if need is None else need + self.per_job_bytes
         with self._cond:
             if self._admitted == 0:
                 self._read_capacity()
@@ -515,6 +525,27 @@ def run_admitted(admission: MemoryAdmission, footprint: Callable[[], Optional[Fo
     return result
 
 
+def summary_line(memory: Any) -> str:
+    """``result.memory`` in one line (``kernelsmith eval``): the footprint,
+    the worker's need and admission, the worker's peak, a retry."""
+    if not isinstance(memory, dict) or not memory:
+        return ""
+    parts = []
+    fp = Footprint.from_dict(memory.get("footprint"))
+    if fp is not None:
+        parts.append(f"reference params {fmt_bytes(fp.params_bytes)}, inputs {fmt_bytes(fp.inputs_bytes)}, outputs "
+                     f"{fmt_bytes(fp.outputs_bytes)}, peak {fmt_bytes(fp.peak_bytes)}")
+    grant = memory.get("admission") if isinstance(memory.get("admission"), dict) else {}
+    if grant:
+        parts.append(f"worker need {fmt_bytes(grant.get('need_bytes'))} "
+                     f"({'alone' if grant.get('alone') else 'shared'}, device free {fmt_bytes(grant.get('device_free_bytes'))})")
+    if memory.get("peak_bytes") is not None:
+        parts.append(f"worker peak {fmt_bytes(memory['peak_bytes'])}")
+    if memory.get("retried_alone"):
+        parts.append("run again alone after a harness memory fault")
+    return "; ".join(parts)
+
+
 # -- per-process device memory (for benchmarks) -------------------------------------------
 
 def compute_apps(text: Optional[str] = None) -> dict[int, int]:
@@ -595,4 +626,4 @@ class ProcessMemorySampler:
 
 __all__ = ["Attribution", "CallMeter", "DeviceMemory", "Footprint", "Grant", "HostMemory", "MemoryAdmission", "NvidiaSmiMemory",
            "ProcessMemorySampler", "StandInMemory", "apply_attribution", "attribute_memory_fault", "compute_apps",
-           "default_memory_source", "fmt_bytes", "run_admitted", "is_out_of_memory", "process_role", "tried_bytes"]
+           "default_memory_source", "fmt_bytes", "run_admitted", "is_out_of_memory", "process_role", "summary_line", "tried_bytes"]

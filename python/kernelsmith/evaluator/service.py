@@ -31,7 +31,7 @@ from ..result import EvalResult
 from ..task import MAX_TRIALS, Task
 from .contention import DeviceGate, ReferenceBaselines, TimingPolicy, host_cpu_count
 from .devices import detect_gpus
-from .memory import MemoryAdmission, default_memory_source, run_admitted
+from .memory import CONTEXT_BYTES, MemoryAdmission, default_memory_source, run_admitted
 from .pool import PoolError
 from .sandbox import Limits, run_worker
 
@@ -136,7 +136,8 @@ class Evaluator(TaskBackends):
         self.gates = {d: DeviceGate(d, timing_policy, baselines) for d in self.devices}
         # device memory, scheduled (evaluator/memory.py): one admission per device
         source = device_memory or default_memory_source
-        self.memory = {d: MemoryAdmission(source(d)) for d in self.devices}
+        self.memory = {d: MemoryAdmission(source(d), per_job_bytes=CONTEXT_BYTES if d is not None else 0)
+                       for d in self.devices}
         self._slots: "queue.Queue[Optional[str]]" = queue.Queue()
         for i in range(self.workers):
             self._slots.put(self.devices[i % len(self.devices)])

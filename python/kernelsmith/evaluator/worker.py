@@ -719,6 +719,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         if step + 1 < len(input_sets):
             del pristine, c_args, got_before, got_after, expected  # before the next trial makes its own
     history.clear()
+    # only the last call's inputs are needed from here; the timing makes its own
+    del pristine, got_before, got_after, expected
     if checks_on:
         # the last trial's buffers, which the program has just been called on
         # (the trials themselves use new buffers and values every time)
@@ -726,8 +728,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         _refill_checks(run_candidate, model, gen, make_inputs, clone, cmp, atol, rtol, backend, "correctness",
                        held=c_args, fresh=False)
         spent["s"] += time.monotonic() - t0
-    # the last trial's tensors are not needed by the timing, which makes its own
-    del pristine, got_before, got_after, expected, c_args
+    del c_args
     check_integrity()
     phases["census"] = round(spent["s"] + census.overhead_s, 4)
     phases["correctness"] = round(max(0.0, time.monotonic() - correctness_started - phases.get("compile", 0.0)
@@ -918,6 +919,11 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                 raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
                     f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when timed"
                 ])
+            del res
+        # the refill checks need the first set only (memory.Footprint counts
+        # four input copies at once)
+        last.clear()
+        del input_sets[1:]
         if os.environ.get("KS_BENCH_NO_CENSUS", "") != "1":
             _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
                            "after timing", held=input_sets[0], fresh=True)
