@@ -288,3 +288,16 @@ def test_small_device_admits_one_worker_at_a_time():
     assert all(r.category == "ok" for r in results), [_show(r) for r in results]
     assert admission.max_concurrent == 1
     assert all(r.memory["admission"]["need_bytes"] > 512 * MiB for r in results)
+
+
+@needs_interpreter
+def test_fresh_mode_goes_through_the_same_admission_and_attribution(tmp_path):
+    task = _relu_task(tmp_path, "ref_oom", scratch_gib=12)
+    with Evaluator(backend="triton", mode="fresh", workers=1, timeout_s=150, timing=False,
+                   device_memory=lambda device: StandInMemory(16 * GiB)) as ev:
+        result = ev.evaluate(task, SEED)
+        log = list(ev.memory[None].log)
+    assert result.category == "harness", _show(result)
+    assert result.memory["retried_alone"] is True and "Model.forward" in result.memory["where"]
+    # the priming alone, the first run shared, the retry alone
+    assert [g.alone for g in log] == [True, False, True]

@@ -141,16 +141,21 @@ def model_bytes(model: Any) -> int:
 
 # -- worker side -----------------------------------------------------------------------
 
-def _address_space_bytes() -> Optional[int]:
-    """This process's address space (VmSize), what RLIMIT_AS limits."""
+def _proc_bytes(path: str, key: str) -> Optional[int]:
+    """A ``key:  n kB`` line of a /proc file, in bytes."""
     try:
-        with open("/proc/self/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmSize:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _address_space_bytes() -> Optional[int]:
+    """This process's address space (VmSize), what RLIMIT_AS limits."""
+    return _proc_bytes("/proc/self/status", "VmSize")
 
 
 class CallMeter:
@@ -190,7 +195,10 @@ class CallMeter:
         except Exception:  # noqa: BLE001 - a context the program broke: its verdict, not this reading, counts
             pass
 
-    def facts(self, exc: BaseException, fault: str, where: str) -> dict[str, Any]:
+    def facts(self, exc: BaseException, fault: str, where: str, metered: bool = True) -> dict[str, Any]:
+        """``metered``: the fault came from a call bracketed by start/stop
+        (not from a timed call, whose peak the reference's calls share:
+        only the failed request counts there)."""
         tried = tried_bytes(str(exc))
         facts: dict[str, Any] = {"fault": fault, "where": where[:300], "tried_bytes": tried}
         if fault == "candidate":
@@ -204,7 +212,7 @@ class CallMeter:
         try:
             held, peak = cuda.memory_allocated(), cuda.max_memory_allocated()
             facts["held_bytes"] = held
-            if fault == "candidate" and self._before is not None:
+            if fault == "candidate" and metered and self._before is not None:
                 # what the call had allocated plus what it failed to get
                 facts["candidate_bytes"] = max(peak - self._before, held - self._before + (tried or 0))
             facts["device_free_bytes"], facts["device_total_bytes"] = cuda.mem_get_info()
@@ -265,14 +273,7 @@ class HostMemory(DeviceMemory):
     """The host's available memory (a CPU device's memory is the host's)."""
 
     def free_bytes(self) -> Optional[int]:
-        try:
-            with open("/proc/meminfo") as f:
-                for line in f:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            pass
-        return None
+        return _proc_bytes("/proc/meminfo", "MemAvailable")
 
 
 def default_memory_source(device: Optional[str]) -> DeviceMemory:

@@ -368,8 +368,14 @@ class Referee:
                 return {"error": f"the referee failed: {exc}"}
             finally:
                 sel.close()
+        if not line:
+            try:  # its pipe closes before it is reaped: callers test proc.poll() next
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - still running: the next request finds out
+                pass
+            return {"error": "the referee exited: " + self._log_tail()}
         try:
-            return json.loads(line) if line else {"error": "the referee exited: " + self._log_tail()}
+            return json.loads(line)
         except ValueError:
             return {"error": "the referee answered garbage"}
 

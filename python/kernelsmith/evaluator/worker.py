@@ -210,14 +210,14 @@ def _init_inputs(ref: Any) -> list[Any]:
 _meter: Optional[Any] = None
 
 
-def _memory_facts(exc: BaseException, fault: str, where: str) -> dict[str, Any]:
+def _memory_facts(exc: BaseException, fault: str, where: str, metered: bool = True) -> dict[str, Any]:
     """What the device's memory looked like at an out-of-memory ``exc``
     (memory.CallMeter.facts), for the parent to attribute."""
     if _meter is None:
         from .memory import tried_bytes
 
         return {"fault": fault, "where": where[:300], "tried_bytes": tried_bytes(str(exc))}
-    return _meter.facts(exc, fault, where)
+    return _meter.facts(exc, fault, where, metered)
 
 
 def _harness(what: str, exc: BaseException) -> "Verdict":
@@ -466,12 +466,12 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     out["hardware"] = HardwareInfo.of(backend.hardware_info()).to_dict()
 
     def fail_from(exc: BaseException, where: str, category: Optional[str] = None,
-                  fault: str = "candidate") -> Verdict:
+                  fault: str = "candidate", metered: bool = True) -> Verdict:
         cat = category or backend.classify_exception(exc)
         text = backend.trim_traceback(exc, cand_path)
         # an out-of-memory is attributed by the parent from what the device
         # held (memory.attribute_memory_fault), not by where it surfaced
-        extra = {"memory": _memory_facts(exc, fault, where)} if cat == "oom" else {}
+        extra = {"memory": _memory_facts(exc, fault, where, metered)} if cat == "oom" else {}
         return Verdict(category=cat, error=f"{where}:\n{text}", compiled=cat not in ("compile",), **extra)
 
     # -- reference (trusted, but loaded here so the caller never runs task code)
@@ -896,7 +896,8 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                                       device_name=hw.name if on_gpu else "",
                                       work=work if timing_cfg.roofline else None)
                 except CandidateTimingError as exc:
-                    raise fail_from(exc.original, "ModelNew.forward raised while being timed")
+                    # the timed calls' peak is the reference's too: only the failed request counts
+                    raise fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
                 except BaseException as exc:  # device faults surface at the harness's synchronize
                     raise fail_from(exc, "timing reference and candidate failed", fault="harness")
                 backend.synchronize()
