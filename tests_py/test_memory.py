@@ -301,3 +301,19 @@ def test_fresh_mode_goes_through_the_same_admission_and_attribution(tmp_path):
     assert result.memory["retried_alone"] is True and "Model.forward" in result.memory["where"]
     # the priming alone, the first run shared, the retry alone
     assert [g.alone for g in log] == [True, False, True]
+
+
+@needs_interpreter
+def test_replay_check_still_catches_an_earlier_output_from_its_fingerprints():
+    """The trial history is kept as fingerprints, not device copies: a program
+    returning its first output again (under the partial policy, where the
+    census's provenance check does not name it first) is still a replay."""
+    task = Task.load(EXAMPLES / "relu", policy="partial", trials=3)
+    replay = SEED.replace("        return y\n", "        if not hasattr(self, 'first'):\n"
+                                                 "            self.first = y\n"
+                                                 "        return self.first\n")
+    assert replay != SEED
+    with Evaluator(backend="triton", workers=1, timeout_s=150, timing=False) as ev:
+        result = ev.evaluate(task, replay)
+    assert result.category == "hacked", _show(result)
+    assert "same output as for earlier, different inputs" in result.hack_reasons[0], result.hack_reasons
