@@ -178,8 +178,10 @@ def test_warm_up_primes_the_referee_with_each_tasks_reference():
         pool = next(iter(ev._device_pools.values()))
         from kernelsmith.evaluator.referee import prime_key
 
-        answer = pool.referee._primed[prime_key(task)]
+        answer = dict(pool.referee._primed[prime_key(task)])
+        footprint = answer.pop("footprint")
         assert answer == {"primed": ["get_inputs", *task.config.extra_inputs], "degenerate": []}, answer
+        assert footprint["inputs_bytes"] > 0 and footprint["peak_bytes"] >= footprint["outputs_bytes"] > 0
         result = ev.evaluate(task, task.seed_source)
     assert result.category == "ok", result.error
     assert "referee" in result.phases
@@ -251,7 +253,9 @@ def test_a_referee_that_does_not_answer_in_time_is_restarted(tmp_path):
         assert referee.degenerate(Task.load(slow, trials=1), timeout_s=3) is None
         assert referee.restarts == 1
         del referee._primed[prime_key(fast)]
-        assert referee.prime(fast) == {"primed": ["get_inputs", *fast.config.extra_inputs], "degenerate": []}
+        answer = dict(referee.prime(fast))
+        assert answer.pop("footprint")["inputs_bytes"] == 16 * 1024 * 4
+        assert answer == {"primed": ["get_inputs", *fast.config.extra_inputs], "degenerate": []}
         result = ev.evaluate(fast, fast.seed_source)
     assert result.category == "ok", result.error
     assert result.census.get("referee") == "agreed", result.census

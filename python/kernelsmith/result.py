@@ -98,6 +98,13 @@ class EvalResult:
     # other_streams, degenerate (trivial outputs the tolerance accepts),
     # per_call (kernels per timed call)
     census: dict = field(default_factory=dict)
+    # device memory (evaluator/memory.py): the task's footprint and
+    # memory_margin, the admission (need_bytes, alone, waited_s,
+    # device_free_bytes), the worker's peak_bytes (CUDA), and for a memory
+    # fault what the worker saw (fault: candidate | harness, where,
+    # candidate_bytes, held_bytes, tried_bytes), who it was attributed to and
+    # why (attributed, reason), retried_alone and first_attempt
+    memory: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property

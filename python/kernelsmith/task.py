@@ -149,6 +149,11 @@ class TaskConfig:
     min_coverage: float = 0.5
     # hard wall-clock limit for one candidate's worker, seconds
     timeout_s: float = 300.0
+    # device memory (evaluator/memory.py): an out-of-memory is the program's
+    # (category oom, charged) only when its own allocations exceed this many
+    # times the reference's measured peak during forward (at least 512 MiB);
+    # otherwise it is the harness's, retried alone and never charged
+    memory_margin: float = 2.0
     timing: TimingConfig = field(default_factory=TimingConfig)
     # free text shown in prompts
     description: str = ""
@@ -171,6 +176,9 @@ class TaskConfig:
             raise ConfigError("allowed_torch_ops: must be a list of op names")
         if self.timeout_s <= 0:
             raise ConfigError("timeout_s: must be positive")
+        if not isinstance(self.memory_margin, (int, float)) or isinstance(self.memory_margin, bool) \
+                or self.memory_margin <= 0:
+            raise ConfigError(f"memory_margin: must be a number > 0, got {self.memory_margin!r}")
         if self.policy not in ("strict", "partial"):
             raise ConfigError(f"policy: must be 'strict' or 'partial', got {self.policy!r}")
         if not isinstance(self.min_coverage, (int, float)) or not 0.0 <= self.min_coverage <= 1.0:
@@ -246,6 +254,9 @@ class Task:
         config.pop("name", None)  # renaming a task does not change what is evaluated
         config.pop("description", None)
         config.pop("difficulty", None)
+        if config.get("memory_margin") == TaskConfig.memory_margin:
+            # added later: the default leaves the ids of existing tasks as they were
+            config.pop("memory_margin")
         blob = self.reference_source.replace("\r\n", "\n").strip() + "\n" + json.dumps(config, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

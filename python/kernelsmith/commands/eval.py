@@ -58,4 +58,8 @@ def run(args: argparse.Namespace) -> int:
         print(result.render_feedback())
         if result.phases:
             print("Phases (s): " + ", ".join(f"{k} {v:.3g}" for k, v in result.phases.items()))
+        from ..evaluator.memory import summary_line
+
+        if summary_line(result.memory):
+            print("Memory: " + summary_line(result.memory))
     return 0 if result.correct and not result.hacked else 1

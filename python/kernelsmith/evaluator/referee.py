@@ -91,8 +91,41 @@ def read_outputs(path: str) -> dict[str, list[Any]]:
     return out
 
 
-#: the last reference model built, by (reference source, init seed, device, dtype)
+#: the last reference model built, by (reference source, init seed, dtype),
+#: kept on the host: the referee holds no device memory between requests
 _LAST_MODEL: dict = {}
+
+
+def _release_device_memory() -> None:
+    """Give the allocator's cached blocks back to the device after a request
+    (a referee that kept them held 72.6 GiB of an 80 GB card)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _model_on_device(ref: Any, init_seed: int, key: tuple, device: str, dtype: Any) -> Any:
+    """The reference model for ``init_seed`` on ``device``: built on the host
+    once per seed (the trials the worker names share one), copied to the
+    device per request and dropped with it. A model whose constructor put
+    tensors on the device itself is not kept."""
+    import copy
+
+    import torch
+
+    from .worker import _init_inputs
+
+    host = _LAST_MODEL.get(key)
+    if host is None:
+        init_inputs = _init_inputs(ref)
+        torch.manual_seed(init_seed)
+        host = ref.Model(*init_inputs)
+        _LAST_MODEL.clear()
+        if all(t.device.type == "cpu" for t in list(host.parameters()) + list(host.buffers())):
+            _LAST_MODEL[key] = host
+            host = copy.deepcopy(host)
+    return host.to(device=device, dtype=dtype).eval()
 
 
 def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
@@ -108,26 +141,45 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     from . import correctness as cmp
     from .worker import _init_inputs, _on_device, _trivial_outputs
 
+    from .memory import Footprint, model_bytes, tensor_bytes
+
     task = Task.from_dict(req["task"])
     ref = _reference_module(task, req)
     device, dtype = backend.device(), getattr(torch, task.config.dtype)
+    on_cuda = device == "cuda"
     torch.manual_seed(0)
     model = ref.Model(*_init_inputs(ref)).to(device=device, dtype=dtype).eval()
     sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
     degenerate: list[str] = []
+    # the task's footprint (memory.Footprint), measured here once: what the
+    # parent admits workers by and attributes out-of-memory faults with
+    footprint = Footprint(params_bytes=model_bytes(model), measured="allocator" if on_cuda else "sizes")
     with torch.no_grad():
         for name in sets:
             torch.manual_seed(0)
             inputs = _on_device(getattr(ref, name)(), device, dtype)
-            outputs = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
+            if on_cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+            raw = cmp.flatten_outputs(model(*inputs))
+            backend.synchronize()
+            out_bytes = tensor_bytes(raw)
+            peak = torch.cuda.max_memory_allocated() - before if on_cuda else out_bytes
+            footprint.inputs_bytes = max(footprint.inputs_bytes, tensor_bytes(inputs))
+            footprint.outputs_bytes = max(footprint.outputs_bytes, out_bytes)
+            footprint.peak_bytes = max(footprint.peak_bytes, peak, out_bytes)
+            outputs = cmp.snapshot(raw)
+            del raw
             if name == "get_inputs":
                 # the trivial outputs this task's tolerance cannot tell from
                 # the reference's: decided here, by trusted code, once per
                 # task, instead of in every candidate's worker (0.17 s each)
                 atol, rtol = task.config.tolerances()
                 degenerate = sorted(_trivial_outputs(cmp, outputs, inputs, atol, rtol))
+            del inputs, outputs
     backend.synchronize()
-    return {"primed": sets, "degenerate": degenerate}
+    return {"primed": sets, "degenerate": degenerate, "footprint": footprint.to_dict()}
 
 
 def prime_key(task: Any) -> str:
@@ -157,7 +209,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     from ..task import Task
     from . import correctness as cmp
-    from .worker import _init_inputs, _on_device
+    from .worker import _on_device
 
     task = Task.from_dict(req["task"])
     cfg = task.config
@@ -167,20 +219,14 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     ref = _reference_module(task, req)
     # The trials the worker names (the last of each input set) share one
     # init seed: their model is built once, as the worker built it once.
-    model_key = (key, int(req["init_seed"]), device, cfg.dtype)
-    model = _LAST_MODEL.get(model_key)
-    if model is None:
-        init_inputs = _init_inputs(ref)
-        torch.manual_seed(int(req["init_seed"]))
-        model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
-        _LAST_MODEL.clear()
-        _LAST_MODEL[model_key] = model
+    model = _model_on_device(ref, int(req["init_seed"]), (key, int(req["init_seed"]), cfg.dtype), device, dtype)
     gen = getattr(ref, str(req.get("set", "get_inputs")))
     torch.manual_seed(int(req["input_seed"]))
     inputs = _on_device(gen(), device, dtype)
     with torch.no_grad():
         expected = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
     backend.synchronize()
+    del model, inputs  # only the expected outputs stay on the device for the comparison
     try:
         groups = read_outputs(req["file"])
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RuntimeError, MemoryError) as exc:
@@ -189,12 +235,16 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         return {"malformed": f"{type(exc).__name__}: {exc}"[:1000]}
     answer: dict[str, Any] = {}
     for name in ("candidate", "reference"):
-        got = [t.to(device) for t in groups[name]]
-        if len(got) != len(expected) or any(g.shape != e.shape for g, e in zip(got, expected)):
-            answer[name] = f"{len(got)} outputs of shapes {[list(g.shape) for g in got]}, expected " \
+        host = groups.pop(name)
+        if len(host) != len(expected) or any(g.shape != e.shape for g, e in zip(host, expected)):
+            answer[name] = f"{len(host)} outputs of shapes {[list(g.shape) for g in host]}, expected " \
                            f"{[list(e.shape) for e in expected]}"
             continue
+        # one group on the device at a time, compared in chunks
+        got = [t.to(device) for t in host]
+        del host
         res = cmp.compare(got, expected, atol, rtol)
+        del got
         answer[name] = "" if res["ok"] else res["message"]
     return answer
 
@@ -212,6 +262,7 @@ def main() -> None:
             answer = prime(req, backend) if req.get("prime") else check(req, backend)
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        _release_device_memory()  # nothing of a request stays on the device
         out.write(json.dumps(answer) + "\n")
 
 
@@ -317,8 +368,14 @@ class Referee:
                 return {"error": f"the referee failed: {exc}"}
             finally:
                 sel.close()
+        if not line:
+            try:  # its pipe closes before it is reaped: callers test proc.poll() next
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - still running: the next request finds out
+                pass
+            return {"error": "the referee exited: " + self._log_tail()}
         try:
-            return json.loads(line) if line else {"error": "the referee exited: " + self._log_tail()}
+            return json.loads(line)
         except ValueError:
             return {"error": "the referee answered garbage"}
 
@@ -328,9 +385,27 @@ class Referee:
         returned, not raised: the first real check pays the cost then."""
         key = prime_key(task)
         with self._prime_lock:  # the first candidates of a task arrive together
-            if key not in self._primed:
-                self._primed[key] = self.ask({"prime": True, "task": task.to_dict()}, timeout_s)
-            return self._primed[key]
+            if key in self._primed:
+                return self._primed[key]
+            answer = self.ask({"prime": True, "task": task.to_dict()}, timeout_s)
+            if "out of memory" not in str(answer.get("error", "")).lower():
+                # a reference that raises raises again; one that ran out of
+                # memory next to others is measured again (alone) next time
+                self._primed[key] = answer
+            return answer
+
+    def primed(self, task: Any) -> bool:
+        """Whether ``task`` is primed here (its footprint measured)."""
+        return prime_key(task) in self._primed
+
+    def footprint(self, task: Any, timeout_s: float = 300.0) -> Any:
+        """``task``'s footprint (memory.Footprint) as this referee measured
+        it when it primed the task (priming it now if not yet); None when
+        priming failed."""
+        from .memory import Footprint
+
+        answer = self.prime(task, timeout_s)
+        return Footprint.from_dict(answer.get("footprint")) if isinstance(answer, dict) else None
 
     def degenerate(self, task: Any, timeout_s: float = 300.0) -> Optional[list[str]]:
         """The trivial outputs (zeros, a constant, an input passed through)

@@ -31,6 +31,7 @@ from ..result import EvalResult
 from ..task import MAX_TRIALS, Task
 from .contention import DeviceGate, ReferenceBaselines, TimingPolicy, host_cpu_count
 from .devices import detect_gpus
+from .memory import CONTEXT_BYTES, MemoryAdmission, default_memory_source, run_admitted
 from .pool import PoolError
 from .sandbox import Limits, run_worker
 
@@ -84,6 +85,10 @@ class Evaluator(TaskBackends):
         for both sides, and one core each even with a busy neighbour), None
         (library default) on GPU hosts.
     timing_policy: contention and drift rules (evaluator/contention.py).
+    device_memory: the free-memory source of a device (``device -> object
+        with free_bytes()``, evaluator/memory.py); default nvidia-smi for a
+        GPU, the host's available memory for CPU workers. Workers are
+        admitted by their task's footprint against it.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class Evaluator(TaskBackends):
         spares: Optional[int] = None,
         cpu_threads: Optional[int] = -1,
         timing_policy: Optional[TimingPolicy] = None,
+        device_memory: Optional[Any] = None,
     ) -> None:
         if isolation not in ("auto", "bwrap", "process"):
             raise ValueError(f"isolation must be 'auto', 'bwrap' or 'process', got '{isolation}'")
@@ -128,6 +134,10 @@ class Evaluator(TaskBackends):
         self.timing = timing
         baselines = ReferenceBaselines()
         self.gates = {d: DeviceGate(d, timing_policy, baselines) for d in self.devices}
+        # device memory, scheduled (evaluator/memory.py): one admission per device
+        source = device_memory or default_memory_source
+        self.memory = {d: MemoryAdmission(source(d), per_job_bytes=CONTEXT_BYTES if d is not None else 0)
+                       for d in self.devices}
         self._slots: "queue.Queue[Optional[str]]" = queue.Queue()
         for i in range(self.workers):
             self._slots.put(self.devices[i % len(self.devices)])
@@ -198,21 +208,30 @@ class Evaluator(TaskBackends):
         )
         device = self._slots.get()
         queued = time.monotonic() - submitted
-        try:
+
+        def run() -> EvalResult:
             if self.mode == "pool":
                 try:
-                    result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
-                                                                    finalists)
+                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
+                                                                  finalists)
                 except PoolError:
                     # the pool itself failed (its zygote was killed from outside):
                     # a harness fault, not the candidate's; once more on a new pool
-                    result = self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
-                                                                    finalists)
-            else:
-                result = run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
-                                    limits=limits, device=device, isolation=self.isolation,
-                                    gate=self.gates[device], cpu_threads=self.cpu_threads, finalists=finalists,
-                                    referee=None if finalists else self._referee(backend, device))
+                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
+                                                                  finalists)
+            return run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
+                              limits=limits, device=device, isolation=self.isolation,
+                              gate=self.gates[device], cpu_threads=self.cpu_threads, finalists=finalists,
+                              referee=None if finalists else self._referee(backend, device))
+
+        try:
+            try:
+                referee = self._device_pool(backend, device).referee if self.mode == "pool" else \
+                    self._referee(backend, device)
+            except PoolError:  # as in run(): once more on a new pool
+                referee = self._device_pool(backend, device).referee
+            result = run_admitted(self.memory[device], lambda: referee.footprint(task, limits.timeout_s),
+                                  referee.primed(task), task.config.memory_margin, run)
         finally:
             self._slots.put(device)
         result.task_id = task.id
@@ -273,6 +292,19 @@ class Evaluator(TaskBackends):
                     if referee is not None and self.backend_for(task).name == pool.backend.name:
                         referee.prime(task)
         return time.monotonic() - started
+
+    def footprint(self, task: TaskLike, device: Optional[str] = "first") -> Any:
+        """The task's footprint (evaluator/memory.py ``Footprint``: bytes of
+        parameters, inputs, outputs and the reference's peak during forward)
+        as the trusted referee of ``device`` (default: the first) measures
+        it, priming the task there when it has not yet; None when the
+        reference failed."""
+        task = self._task(task)
+        device = self.devices[0] if device == "first" else device
+        backend = self.backend_for(task)
+        referee = self._device_pool(backend, device).referee if self.mode == "pool" else \
+            self._referee(backend, device)
+        return referee.footprint(task)
 
     def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
         """Re-time finalists head to head: every source (each already judged

@@ -58,7 +58,11 @@ class Channel:
             raise SystemExit("parent closed the channel")
         return json.loads(line)
 
+    #: the last stage sent (where a fault outside the program's calls happened)
+    last_stage = "start"
+
     def stage(self, stage: str) -> None:
+        self.last_stage = stage
         self.send(type="stage", stage=stage)
 
     #: seeds received so far (the parent keeps them in the same order)
@@ -202,13 +206,32 @@ def _init_inputs(ref: Any) -> list[Any]:
     return list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
 
 
+#: this worker's device memory meter (one job per process), set by run_job
+_meter: Optional[Any] = None
+
+
+def _memory_facts(exc: BaseException, fault: str, where: str, metered: bool = True) -> dict[str, Any]:
+    """What the device's memory looked like at an out-of-memory ``exc``
+    (memory.CallMeter.facts), for the parent to attribute."""
+    if _meter is None:
+        from .memory import tried_bytes
+
+        return {"fault": fault, "where": where[:300], "tried_bytes": tried_bytes(str(exc))}
+    return _meter.facts(exc, fault, where, metered)
+
+
 def _harness(what: str, exc: BaseException) -> "Verdict":
     """The reference itself failed: the task's (or the machine's) fault,
-    never charged to the candidate."""
-    kind = "ran out of memory" if "out of memory" in str(exc).lower() or isinstance(exc, MemoryError) else "failed"
+    never charged to the candidate (an out-of-memory goes to the parent's
+    attribution with what the worker saw: memory.attribute_memory_fault)."""
+    from .memory import is_out_of_memory
+
+    oom = is_out_of_memory(exc)
+    kind = "ran out of memory" if oom else "failed"
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    extra = {"memory": _memory_facts(exc, "harness", what)} if oom else {}
     return Verdict(category="harness", error=f"the task's reference {kind} ({what}): {text[-1500:]}. "
-                   "This is not the candidate's fault: fix the task (sizes, packages) or the machine.")
+                   "This is not the candidate's fault: fix the task (sizes, packages) or the machine.", **extra)
 
 
 def _trivial_outputs(cmp: Any, expected: list[Any], inputs: list[Any], atol: float, rtol: float) -> list[str]:
@@ -428,6 +451,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     from .guards import TorchOpGuard
 
     _set_cpu_limit(job.get("cpu_limit_s"))
+    global _meter
+    from .memory import CallMeter
+
+    _meter = CallMeter(backend.device() == "cuda")
     cand_path = os.path.abspath(job["candidate_path"])
     ref_path = os.path.abspath(job["reference_path"])
     device = backend.device()
@@ -438,10 +465,14 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     # HardwareInfo.of: a backend written against the old dict interface still records the shared names.
     out["hardware"] = HardwareInfo.of(backend.hardware_info()).to_dict()
 
-    def fail_from(exc: BaseException, where: str, category: Optional[str] = None) -> Verdict:
+    def fail_from(exc: BaseException, where: str, category: Optional[str] = None,
+                  fault: str = "candidate", metered: bool = True) -> Verdict:
         cat = category or backend.classify_exception(exc)
         text = backend.trim_traceback(exc, cand_path)
-        return Verdict(category=cat, error=f"{where}:\n{text}", compiled=cat not in ("compile",))
+        # an out-of-memory is attributed by the parent from what the device
+        # held (memory.attribute_memory_fault), not by where it surfaced
+        extra = {"memory": _memory_facts(exc, fault, where, metered)} if cat == "oom" else {}
+        return Verdict(category=cat, error=f"{where}:\n{text}", compiled=cat not in ("compile",), **extra)
 
     # -- reference (trusted, but loaded here so the caller never runs task code)
     chan.stage("load reference")
@@ -518,7 +549,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         model = model.to(device=device, dtype=dtype)
     except BaseException as exc:
         raise _harness(f"moving Model to {device}", exc)
-    model_new = model_new.to(device=device, dtype=dtype)
+    try:
+        model_new = model_new.to(device=device, dtype=dtype)
+    except BaseException as exc:  # the program's parameters: its memory
+        raise fail_from(exc, f"moving ModelNew to {device} failed")
     # Same seed, so matching parameter shapes should hold matching values; a
     # difference means ModelNew initialised its weights in another order.
     lazy = torch.nn.parameter.UninitializedParameter  # a Lazy* layer's weights before its first call
@@ -555,6 +589,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         calls["n"] += 1
         t0 = time.monotonic()
         try:
+            _meter.start()  # type: ignore[union-attr]
             with census.watch() as seen:
                 with backend.launch_guard() as launches:
                     with guard:
@@ -563,6 +598,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         except BaseException as exc:
             raise fail_from(exc, f"ModelNew.forward raised ({where})")
         finally:
+            _meter.stop()  # type: ignore[union-attr]
             if first:  # Triton and OpenCL compile on the first call
                 phases["compile"] = round(time.monotonic() - t0, 4)
             out["census"].update(census.total.summary())
@@ -600,12 +636,16 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     stats = {"max_abs_err": 0.0, "max_rel_err": 0.0, "atol": atol, "rtol": rtol, "trials": 0,
              "input_sets": ["get_inputs"] + list(cfg.extra_inputs), "first_mismatch": None}
     out["correctness"] = stats
-    history: list[tuple[list[Any], list[Any]]] = []  # (reference outputs, candidate outputs) per trial
-    # per input set, the last trial: what the trusted referee re-checks
+    # fingerprints (correctness.fingerprint) of (reference outputs, candidate
+    # outputs) per trial: the replay check's history, not four trials' outputs
+    history: list[tuple[list[Any], list[Any]]] = []
+    # per input set, the last trial: what the trusted referee re-checks,
+    # copied to the host (off the device; encode_outputs reads them there)
     referee_trials: dict[str, tuple[int, list[Any], list[Any]]] = {}
+    last_of_set = {name: i for i, (name, _) in enumerate(input_sets)}
     model.eval()
     correctness_started = time.monotonic()
-    for set_name, trial in input_sets:
+    for step, (set_name, trial) in enumerate(input_sets):
         gen = getattr(ref, set_name, None)
         if gen is None:
             raise Verdict(category="runtime", error=f"task reference defines no input generator {set_name}")
@@ -620,6 +660,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             if changed is not None:
                 raise Verdict(category="hacked", hacked=True, compiled=True,
                               hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
+            del c_args  # each call gets inputs of its own; one copy at a time besides the pristine ones
             try:
                 with census.reference() if stats["trials"] == 0 else contextlib.nullcontext():
                     expected = cmp.snapshot(cmp.flatten_outputs(model(*clone(pristine))))
@@ -654,8 +695,9 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             stats["max_abs_err"] = max(stats["max_abs_err"], res["max_abs_err"])
             stats["max_rel_err"] = max(stats["max_rel_err"], res["max_rel_err"])
             if not res["ok"]:
+                got_print, expected_print = (cmp.fingerprint(got), cmp.fingerprint(expected)) if history else ([], [])
                 for old_expected, old_got in history:
-                    if cmp.identical(got, old_got) and not cmp.identical(expected, old_expected):
+                    if got_print == old_got and expected_print != old_expected:
                         raise Verdict(category="hacked", hacked=True, compiled=True, hack_reasons=[
                             f"forward returned the same output as for earlier, different inputs ({label}): cached or replayed results"
                         ])
@@ -667,12 +709,18 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                     hint = f"\nThe program passed the default inputs but fails on {set_name}() (other shapes): do not hard-code sizes."
                 raise Verdict(category="incorrect", compiled=True,
                               error=f"{label}, candidate run {order} the reference: {res['message']}{hint}")
-        history.append((expected, cmp.snapshot(got_after)))
-        referee_trials[set_name] = (input_seed_index, history[-1][1], expected)
-        # replays are of recent outputs; a bound keeps 100 trials of large
-        # outputs from filling device memory
+        # the values now: the program may rewrite a buffer it returned
+        history.append((cmp.fingerprint(expected), cmp.fingerprint(got_after)))
+        if last_of_set[set_name] == step:
+            referee_trials[set_name] = (input_seed_index, [t.detach().to("cpu", copy=True) for t in got_after],
+                                        [t.detach().to("cpu", copy=True) for t in expected])
+        # replays are of recent outputs
         del history[:-4]
+        if step + 1 < len(input_sets):
+            del pristine, c_args, got_before, got_after, expected  # before the next trial makes its own
     history.clear()
+    # only the last call's inputs are needed from here; the timing makes its own
+    del pristine, got_before, got_after, expected
     if checks_on:
         # the last trial's buffers, which the program has just been called on
         # (the trials themselves use new buffers and values every time)
@@ -680,6 +728,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         _refill_checks(run_candidate, model, gen, make_inputs, clone, cmp, atol, rtol, backend, "correctness",
                        held=c_args, fresh=False)
         spent["s"] += time.monotonic() - t0
+    del c_args
     check_integrity()
     phases["census"] = round(spent["s"] + census.overhead_s, 4)
     phases["correctness"] = round(max(0.0, time.monotonic() - correctness_started - phases.get("compile", 0.0)
@@ -847,9 +896,10 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                                       device_name=hw.name if on_gpu else "",
                                       work=work if timing_cfg.roofline else None)
                 except CandidateTimingError as exc:
-                    raise fail_from(exc.original, "ModelNew.forward raised while being timed")
+                    # the timed calls' peak is the reference's too: only the failed request counts
+                    raise fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
                 except BaseException as exc:  # device faults surface at the harness's synchronize
-                    raise fail_from(exc, "timing reference and candidate failed")
+                    raise fail_from(exc, "timing reference and candidate failed", fault="harness")
                 backend.synchronize()
                 # What this process itself used: the parent subtracts it from the
                 # host's busy time to see the load of everything else.
@@ -870,6 +920,11 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                 raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, hack_reasons=[
                     f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when timed"
                 ])
+            del res
+        # the refill checks need the first set only (memory.Footprint counts
+        # four input copies at once)
+        last.clear()
+        del input_sets[1:]
         if os.environ.get("KS_BENCH_NO_CENSUS", "") != "1":
             _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
                            "after timing", held=input_sets[0], fresh=True)
@@ -908,8 +963,17 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
         result = {**partial, **v.fields}
     except SystemExit:
         raise
-    except BaseException:  # harness bug or something the candidate broke; still report
+    except BaseException as exc:  # harness bug or something the candidate broke; still report
+        from .memory import is_out_of_memory
+
         result = {"category": "runtime", "error": "evaluation failed:\n" + traceback.format_exc(limit=-3)}
+        if is_out_of_memory(exc):
+            # outside the program's calls (they end in a Verdict): the
+            # harness's own memory, e.g. making the inputs; the parent
+            # attributes it (memory.attribute_memory_fault)
+            result.update(category="harness", memory=_memory_facts(exc, "harness", chan.last_stage))
+    if _meter is not None:
+        result.setdefault("memory", {}).update(_meter.summary())
     try:
         chan.send(type="result", result=result)
     except Exception:
