@@ -341,9 +341,16 @@ class DevicePool:
         self.requests_dir = os.path.join(self.root, "requests")
         os.mkdir(self.cache_dir, 0o755)
         os.mkdir(self.requests_dir, 0o700)
-        self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
-        # the trusted comparison, out of the candidates' reach (referee.py)
+        # the trusted comparison, out of the candidates' reach (referee.py);
+        # started first so that its imports and device context overlap the
+        # zygote's warm-up (Zygote() waits for it) instead of following it
         self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)
+        try:
+            self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
+        except BaseException:
+            self.referee.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         self._builder: Optional[subprocess.Popen] = None
         self._builder_ticket: Any = None
         self.netns = uids is not None and not self.zygote.bwrap
