@@ -238,15 +238,28 @@ def status(paths: Optional[Paths] = None) -> Optional[dict[str, Any]]:
         return None
 
 
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie (its parent, maybe a container's
+    init that reaps nothing, has not collected it; its files and lock are
+    closed already)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][:1] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if _gone(pid):
             return True
-        except PermissionError:
-            return False
         time.sleep(0.02)
     return False
 

@@ -206,6 +206,8 @@ class Daemon:
             traceback.print_exc()
             return {"ok": False, "code": "remote", "error": f"{type(exc).__name__}: {exc}"}
         self.served += 1
+        print(f"served task {task.id}: {result.category} in {time.monotonic() - started:.2f} s "
+              f"(daemon up {time.time() - self.started:.1f} s)", flush=True)
         return {"ok": True, "pid": self.pid, "result": result.to_dict(), "wall_s": round(time.monotonic() - started, 4)}
 
     def _evaluator(self, options: dict[str, Any]) -> Any:
