@@ -14,6 +14,8 @@ time of the whole thing, median [min-max] over ``--repeats``:
   starts one (stopped before each repeat);
 * ``eval, daemon warm``: ``kernelsmith eval`` served by the running daemon
   (repeated);
+* ``kernelsmith daemon status``: the client's own cost (Python, the CLI's
+  imports, one round trip) without an evaluation;
 * ``Evaluator(mode="fresh")``: one evaluation in a warm caller whose worker
   is a new Python (``python -m ...worker``), the referee already started.
 
@@ -75,10 +77,11 @@ def main() -> int:
     rows: dict[str, list[float]] = {}
     work: dict[str, list[float]] = {}
     verdicts: set[str] = set()
+    zygote_warm: list[float] = []
 
     def record(name: str, wall: float, result: dict) -> None:
         rows.setdefault(name, []).append(wall)
-        if result:
+        if "category" in result:
             verdicts.add(f"{name}: {result.get('category')}")
             work.setdefault(name, []).append(sum(v for k, v in (result.get("phases") or {}).items()
                                                  if k not in ("queue", "startup")))
@@ -90,11 +93,19 @@ def main() -> int:
             record("import torch, kernelsmith", *_run([py, "-c", "import torch, kernelsmith"], env))
         for _ in range(args.repeats):
             record("eval --no-daemon", *_run(eval_cmd + ["--no-daemon"], env))
+        status_cmd = [py, "-m", "kernelsmith", "daemon", "status", "--json"]
         for _ in range(args.repeats):
             subprocess.run(stop_cmd, env=env, capture_output=True, cwd=str(ROOT))
             record("eval, daemon cold (starts it)", *_run(eval_cmd, env))
+            # where a cold start goes: the zygote's own warm-up (imports, backend set-up)
+            daemons = json.loads(subprocess.run(status_cmd, env=env, capture_output=True, text=True,
+                                                cwd=str(ROOT)).stdout)["daemons"]
+            zygote_warm.extend(p["zygote_warm_s"] for d in daemons for e in d["evaluators"] for p in e["pools"])
         for _ in range(args.repeats):
             record("eval, daemon warm", *_run(eval_cmd, env))
+        for _ in range(args.repeats):
+            # the client's floor: the same start-up and imports, one round trip, no evaluation
+            record("kernelsmith daemon status (client floor)", *_run(status_cmd, env))
         subprocess.run(stop_cmd, env=env, capture_output=True, cwd=str(ROOT))
         fresh = ("import json, sys, time\n"
                  "from kernelsmith.evaluator import Evaluator\nfrom kernelsmith.task import Task\n"
@@ -119,11 +130,14 @@ def main() -> int:
     for name, times in rows.items():
         own = f"{statistics.median(work[name]):.2f} s" if work.get(name) else "-"
         print(f"{name:42s} {_summary(times):>28s}   {own}")
+    if zygote_warm:
+        print(f"the daemon's zygote warm-up (imports, backend set-up) in the cold runs: "
+              f"{', '.join(f'{w:.2f}' for w in zygote_warm)} s")
     print(f"verdicts: {', '.join(sorted(verdicts))}")
     print(f"load average after: {os.getloadavg()}; {os.cpu_count()} CPUs")
     if args.json:
         Path(args.json).write_text(json.dumps({"task": args.task, "candidate": args.candidate, "rows": rows,
-                                               "own_phases": work}, indent=2))
+                                               "own_phases": work, "zygote_warm_s": zygote_warm}, indent=2))
     return 0
 
 

@@ -370,7 +370,7 @@ def evaluate(task: Any, source: str, trials: Optional[int] = None, *, daemon: Op
         try:
             answer = evaluate_remote(task.to_dict(), source, trials, options)
         except DaemonError as exc:
-            log.warning("kernelsmith: the evaluation daemon failed (%s); evaluating in this process instead "
+            log.warning("the evaluation daemon failed (%s); evaluating in this process instead "
                         "(KERNELSMITH_DAEMON=0 or --no-daemon skips the daemon)", exc)
         except RemoteError as exc:
             raise RuntimeError(f"evaluation failed in the daemon: {exc}") from None

@@ -233,7 +233,8 @@ class Daemon:
         with self._lock:
             evaluators = []
             for key, ev in self._evaluators.items():
-                pools = [{"backend": b, "device": d, "zygote_pid": p.zygote.proc.pid, "alive": p.zygote.alive()}
+                pools = [{"backend": b, "device": d, "zygote_pid": p.zygote.proc.pid, "alive": p.zygote.alive(),
+                          "zygote_warm_s": p.zygote.warm_s}
                          for (b, d), p in ev._device_pools.items()]
                 evaluators.append({"options": json.loads(key), "pools": pools})
             idle_for = time.monotonic() - self._last
