@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "export": "turn run directories into training data (SFT samples, RL rows for verl)",
     "serve": "HTTP evaluation and reward service for RL trainers (verl, TRL, OpenRLHF)",
     "task": "set up an in-place task: a kernel in its own source tree, its tests, a patch (task init)",
+    "daemon": "the per-user evaluation daemon that keeps `eval` warm between calls (status, start, stop)",
 }
 
 

@@ -23,13 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
     parser.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
+    parser.add_argument("--no-daemon", action="store_true",
+                        help="evaluate in this process instead of the warm per-user evaluation daemon (also: "
+                             "KERNELSMITH_DAEMON=0); see `kernelsmith daemon`")
     parser.add_argument("--kernelbench", action="store_true",
                         help="with --json: KernelBench's KernelExecResult fields and units (correctness a bool, "
                              "runtime and ref_runtime in us)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluator import Evaluator
+    # no torch and no evaluator here: with a warm daemon this process only
+    # loads the task and talks to the daemon (kernelsmith/daemon)
+    from .. import daemon
     from ..task import Task
     from . import UsageError
 
@@ -44,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path}: no such candidate file")
         source = path.read_text()
-    with Evaluator(timeout_s=args.timeout, timing=not args.no_timing, isolation=args.isolation,
-                   devices=[args.device] if args.device is not None else None) as ev:
-        result = ev.evaluate(task, source)
+    result = daemon.evaluate(task, source, daemon=False if args.no_daemon else None, timeout_s=args.timeout,
+                             timing=not args.no_timing, isolation=args.isolation,
+                             devices=[args.device] if args.device is not None else None)
     if args.json and args.kernelbench:
         from ..kernelbench import to_kernelbench
 

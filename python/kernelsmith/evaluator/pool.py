@@ -207,10 +207,14 @@ class Zygote:
             pass
 
     def exit_status(self, job: str, timeout: float) -> Optional[int]:
+        box = self._box(self._exits, job)
         try:
-            status = self._box(self._exits, job).get(timeout=timeout)
+            # a dead zygote's children died with it (PR_SET_PDEATHSIG); a box
+            # made after its death gets no -9 from the reader: no waiting then
+            # (closing a pool whose zygote had died took 5 s per spare)
+            status = box.get(timeout=timeout) if not self.dead.is_set() else box.get_nowait()
         except queue.Empty:
-            return None
+            return -9 if self.dead.is_set() else None
         with self._lock:
             self._exits.pop(job, None)
         return status
@@ -341,9 +345,16 @@ class DevicePool:
         self.requests_dir = os.path.join(self.root, "requests")
         os.mkdir(self.cache_dir, 0o755)
         os.mkdir(self.requests_dir, 0o700)
-        self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
-        # the trusted comparison, out of the candidates' reach (referee.py)
+        # the trusted comparison, out of the candidates' reach (referee.py);
+        # started first so that its imports and device context overlap the
+        # zygote's warm-up (Zygote() waits for it) instead of following it
         self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)
+        try:
+            self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
+        except BaseException:
+            self.referee.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         self._builder: Optional[subprocess.Popen] = None
         self._builder_ticket: Any = None
         self.netns = uids is not None and not self.zygote.bwrap
