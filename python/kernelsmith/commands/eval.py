@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..evaluator import Evaluator
+    from ..evaluator.probes import warning
     from ..task import Task
     from . import UsageError
 
@@ -46,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
         source = path.read_text()
     with Evaluator(timeout_s=args.timeout, timing=not args.no_timing, isolation=args.isolation,
                    devices=[args.device] if args.device is not None else None) as ev:
+        # the referee's look at the task (the pool's first candidate primes it anyway)
+        degenerate = warning(ev.check_task(task))
+        if degenerate:
+            print(f"kernelsmith eval: warning: {degenerate} (kernelsmith task check {args.task})", file=sys.stderr)
         result = ev.evaluate(task, source)
     if args.json and args.kernelbench:
         from ..kernelbench import to_kernelbench

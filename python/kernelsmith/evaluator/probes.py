@@ -144,3 +144,12 @@ def describe(forms: list[str], probes: dict[str, Any]) -> str:
     for name, why in sorted((probes.get("skipped") or {}).items()):
         text += f"; probe {name} skipped: {why}"
     return text
+
+
+def warning(answer: Any) -> Optional[str]:
+    """The warning for a degenerate task from the referee's answer about it
+    (:meth:`Evaluator.check_task`); None for a task that is not degenerate,
+    or an answer that says nothing (an error)."""
+    if not isinstance(answer, dict) or "error" in answer or not answer.get("degenerate"):
+        return None
+    return describe(list(answer["degenerate"]), answer.get("probes") or {})

@@ -274,6 +274,19 @@ class Evaluator(TaskBackends):
                         referee.prime(task)
         return time.monotonic() - started
 
+    def check_task(self, task: TaskLike, timeout_s: Optional[float] = None) -> dict[str, Any]:
+        """The trusted referee's look at ``task`` (its priming, on the first
+        device): ``{"primed": [input sets], "degenerate": [trivial forms that
+        pass the tolerance on the task's own inputs], "probes": {...}}``
+        (evaluator/probes.py; ``probes`` only for a degenerate task), or
+        ``{"error": ...}`` when the reference could not be run. Cached per
+        task; the pool's first candidates of the task would prime it anyway."""
+        task = self._task(task)
+        backend, device = self.backend_for(task), self.devices[0]
+        referee = self._device_pool(backend, device).referee if self.mode == "pool" else \
+            self._referee(backend, device)
+        return referee.prime(task, timeout_s or self.timeout_s or task.config.timeout_s)
+
     def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
         """Re-time finalists head to head: every source (each already judged
         correct by :meth:`evaluate`) against the reference on the same input
