@@ -178,15 +178,25 @@ def test_where_the_probe_is_skipped_the_trivial_rule_still_decides(triton_verdic
 
 
 @interpreter
-def test_fresh_mode_workers_decide_the_probes_themselves():
-    """No referee answer in the job (fresh mode): the worker assesses the
-    task itself; the referee still re-checks the probe trial."""
+def test_fresh_mode_and_a_worker_without_the_referees_word():
+    """Fresh mode: the referee primes the task before the job, as the pool
+    does. A worker without its word (no referee) assesses the task itself
+    and runs the same probe."""
+    from kernelsmith.backends.base import get_backend
+    from kernelsmith.evaluator.sandbox import Limits, run_worker
+
     task = _kb("leaky_relu")
     with Evaluator(backend="triton", workers=1, timeout_s=240, timing=False, mode="fresh") as ev:
         honest, copy = ev.evaluate_many([(task, _program("triton", "leaky_relu")), (task, _program("triton", "copy"))])
     assert honest.category == "ok" and honest.census["referee"] == "agreed", _show(honest)
     assert honest.census["referee_trials"] == 2 and honest.census["probes"]["sets"] == ["probe:normal"]
     assert copy.category == "incorrect" and copy.error.startswith("input set 'probe:normal'"), _show(copy)
+    alone = {name: run_worker(task=task, source=_program("triton", name), backend=get_backend("triton"), trials=2,
+                              timing=False, limits=Limits(timeout_s=240), device=None)
+             for name in ("leaky_relu", "copy")}
+    assert alone["leaky_relu"].category == "ok", _show(alone["leaky_relu"])
+    assert alone["leaky_relu"].correctness["input_sets"] == ["get_inputs", "probe:normal"]
+    assert alone["copy"].category == "incorrect" and alone["copy"].error.startswith("input set 'probe:normal'")
 
 
 @interpreter
@@ -207,6 +217,7 @@ def test_the_referee_insists_on_the_probe_trial(tmp_path):
     (tmp_path / "own.bin").write_bytes(encode_outputs({"candidate": [x], "reference": [torch.relu(x)]}))
     with Evaluator(backend="triton", workers=1, timing=False) as ev:
         referee = ev._device_pool(ev.backend_for(task), None).referee
+        assert referee.probes(task)["sets"] == ["probe:normal"]  # primed, as before the task's first job
         result = EvalResult(category="ok", compiled=True, correct=True, speedup=3.0)
         judge(result, {"trials": [{"file": "own.bin", "init_seed_index": 0, "input_seed_index": 1,
                                    "set": "get_inputs"}], "repeated": False}, seeds, task, str(tmp_path), referee)

@@ -359,6 +359,16 @@ class Referee:
         probes = answer.get("probes", {})
         return dict(probes) if isinstance(probes, dict) else None
 
+    def primed_probe_sets(self, task: Any) -> list[str]:
+        """The probe input sets this referee found to judge ``task`` when it
+        primed it (before the task's jobs, pool and fresh mode alike); [] for
+        a task it has not primed, could not prime, or that is not
+        degenerate. Never primes: a check must not start the reference anew."""
+        answer = self._primed.get(prime_key(task))  # no lock: prime() holds it while a task primes
+        probes = answer.get("probes") if isinstance(answer, dict) else None
+        sets = probes.get("sets") if isinstance(probes, dict) else None
+        return [str(s) for s in sets] if isinstance(sets, list) else []
+
     def _log_tail(self) -> str:
         try:
             with open(self.log_path, "rb") as f:
@@ -465,7 +475,7 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
     # a degenerate task's probe sets decide it: the worker must have run
     # each one the referee found to apply (probes.py)
     named = {str(e.get("set", "get_inputs")) for e in entries}
-    missing = [s for s in (referee.probes(task) or {}).get("sets", []) if s not in named]
+    missing = [s for s in referee.primed_probe_sets(task) if s not in named]
     if missing:
         result.category, result.hacked, result.correct = "hacked", True, False
         result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
