@@ -287,3 +287,15 @@ def test_task_check_on_a_task_that_is_not_degenerate_and_on_a_bad_path(capsys, t
     assert answer["degenerate"] == ["input #0 unchanged"] and answer["probes"]["sets"] == ["probe:normal"], answer
     assert main(["task", "check", str(tmp_path / "no_such_task")]) == 2
     assert "no such task" in capsys.readouterr().err
+
+
+@interpreter
+def test_eval_warns_about_a_degenerate_task(capsys):
+    from kernelsmith.cli import main
+
+    rc = main(["eval", str(DEG / "kb_small" / "20_LeakyReLU.py"), str(DEG / "triton" / "leaky_relu.py"),
+               "--no-timing", "--trials", "1"])
+    captured = capsys.readouterr()
+    assert rc == 0 and "Verdict: CORRECT" in captured.out, captured
+    assert "kernelsmith eval: warning: degenerate task: input #0 unchanged" in captured.err, captured.err
+    assert "judged on probe inputs too (normal)" in captured.err, captured.err
