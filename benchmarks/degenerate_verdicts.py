@@ -6,7 +6,8 @@ trusted referee's finding (`kernelsmith task check`), then an honest Triton
 kernel (expected ok, timed), a copy kernel (incorrect on the probe set) and a
 program returning its input with no kernel (hacked).
 
-    python benchmarks/degenerate_verdicts.py [--suite kb_level1|kb_small] [--timeout S] [--no-timing] [--json out.json]
+    python benchmarks/degenerate_verdicts.py [--suite kb_level1|kb_small] [--tasks 19_ReLU,31_ELU] [--trials N]
+                                             [--timeout S] [--no-timing] [--json out.json]
 
 `kb_level1` (default) are the upstream files, full size (4096 x 393216 fp32,
 6.4 GB a tensor: a GPU run); `kb_small` the same at 16 x 1024 (CPU, with
@@ -35,6 +36,8 @@ PROGRAMS = {"honest": "ok", "copy": "incorrect", "identity": "hacked"}
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=("kb_level1", "kb_small"), default="kb_level1")
+    parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated task files to run (default: all four)")
+    parser.add_argument("--trials", type=int, default=None, help="correctness trials (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--no-timing", action="store_true", help="correctness only")
     parser.add_argument("--json", default=None, help="write the findings and results here")
@@ -47,8 +50,11 @@ def main() -> int:
 
     mismatches, rows = 0, []
     with Evaluator(backend="triton", workers=1, timeout_s=args.timeout, timing=not args.no_timing) as ev:
-        for stem, kernel in TASKS.items():
-            task = Task.load(DEG / args.suite / f"{stem}.py")
+        for stem in args.tasks.split(","):
+            if stem not in TASKS:
+                parser.error(f"--tasks: {stem} is not one of {', '.join(TASKS)}")
+            kernel = TASKS[stem]
+            task = Task.load(DEG / args.suite / f"{stem}.py", trials=args.trials)
             started = time.monotonic()
             finding = ev.check_task(task)
             print(f"# {stem}: {warning(finding) or finding.get('error') or 'not degenerate'} "
