@@ -23,7 +23,8 @@ COMMANDS: dict[str, str] = {
     "curate": "mine nn.Module classes from repositories into deduplicated KernelBench-format tasks",
     "export": "turn run directories into training data (SFT samples, RL rows for verl)",
     "serve": "HTTP evaluation and reward service for RL trainers (verl, TRL, OpenRLHF)",
-    "task": "set up an in-place task: a kernel in its own source tree, its tests, a patch (task init)",
+    "task": "check a task for degenerate forms and the probes that judge it (task check); set up an in-place task: "
+            "a kernel in its own source tree, its tests, a patch (task init)",
     "daemon": "the per-user evaluation daemon that keeps `eval` warm between calls (status, start, stop)",
 }
 

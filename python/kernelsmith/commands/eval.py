@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     # no torch and no evaluator here: with a warm daemon this process only
     # loads the task and talks to the daemon (kernelsmith/daemon)
     from .. import daemon
+    from ..evaluator.probes import warning
     from ..task import Task
     from . import UsageError
 
@@ -52,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     result = daemon.evaluate(task, source, daemon=False if args.no_daemon else None, timeout_s=args.timeout,
                              timing=not args.no_timing, isolation=args.isolation,
                              devices=[args.device] if args.device is not None else None)
+    # the trusted referee's finding on the task, carried by the result (no
+    # second round trip): a degenerate task is judged on probe inputs too
+    degenerate = warning(result.census) if isinstance(result.census, dict) else None
+    if degenerate:
+        print(f"kernelsmith eval: warning: {degenerate} (kernelsmith task check {args.task})", file=sys.stderr)
     if args.json and args.kernelbench:
         from ..kernelbench import to_kernelbench
 

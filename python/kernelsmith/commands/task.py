@@ -1,5 +1,11 @@
 """``kernelsmith task init``: write an in-place task (``inplace.yaml``) from a
-few flags and check it on the unmodified tree (docs/in_place.md)."""
+few flags and check it on the unmodified tree (docs/in_place.md).
+``kernelsmith task check TASK``: load a task, run its reference in the
+trusted referee and say whether it is degenerate (a trivial output passes its
+tolerance), which probe input sets judge it and which were skipped and why
+(docs/evaluator.md, "Degenerate tasks and probes"). Exit status 0 when the
+check ran (degenerate or not), 1 when the reference could not be run, 2 for
+bad input."""
 from __future__ import annotations
 
 import argparse
@@ -69,6 +75,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     init.add_argument("--force", action="store_true", help="replace an existing config")
     init.add_argument("--no-check", action="store_true", help="write the config without running it")
     init.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    check = sub.add_parser("check", help="load a task and report whether it is degenerate and how it is judged",
+                           description="Load a task, run its reference once in the trusted referee and report "
+                                       "whether a trivial output (zeros, a constant, an input passed through) "
+                                       "passes its tolerance, which probe input sets judge it, and which probes "
+                                       "were skipped and why.")
+    check.add_argument("task", help="task directory (reference.py, task.yaml) or a KernelBench problem file")
+    check.add_argument("--backend", default=None, help="evaluation backend (default: the task's, else triton)")
+    check.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the referee")
+    check.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    check.add_argument("--timeout", type=float, default=None, help="seconds for the reference (default: the task's)")
+    check.add_argument("--json", action="store_true", help="print the referee's answer as JSON")
 
 
 def _rel(path: str, base: Path) -> str:
@@ -81,8 +98,11 @@ def run(args: argparse.Namespace) -> int:
     from ..inplace.config import BenchmarkConfig
     from . import UsageError
 
+    if args.action == "check":
+        return check(args)
     if args.action != "init":
-        raise UsageError("give an action: kernelsmith task init --tree ... (see kernelsmith task init -h)")
+        raise UsageError("give an action: kernelsmith task init --tree ... or kernelsmith task check TASK "
+                         "(see kernelsmith task init -h, kernelsmith task check -h)")
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists; give --force to replace it or -o another file")
@@ -130,4 +150,50 @@ def run(args: argparse.Namespace) -> int:
               "(the original must pass its own tests and match itself)")
         return 1
     print(f"ok: evolve it with: kernelsmith evolve {out}")
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """``kernelsmith task check TASK``: the referee's look at the task
+    (:meth:`kernelsmith.evaluator.Evaluator.check_task`), printed."""
+    import json
+
+    from ..evaluator import Evaluator
+    from ..evaluator.probes import PREFIX, PROBES, describe
+    from ..task import Task
+
+    task = Task.load(args.task, backend=args.backend)  # TaskError: exit 2 in the CLI
+    # fresh mode: only the referee process is started, no pool of workers
+    with Evaluator(mode="fresh", workers=1, isolation=args.isolation,
+                   devices=[args.device] if args.device is not None else None) as ev:
+        answer = ev.check_task(task, args.timeout)
+    if args.json:
+        print(json.dumps({"task": task.name, "task_id": task.id, **answer}, indent=2))
+        return 1 if "error" in answer else 0
+    atol, rtol = task.config.tolerances()
+    print(f"task {task.name} ({task.id}), backend {task.config.backend}, dtype {task.config.dtype}, "
+          f"atol {atol:g}, rtol {rtol:g}")
+    if "error" in answer:
+        print(f"the reference could not be run: {answer['error']}")
+        return 1
+    print(f"input sets: {', '.join(answer.get('primed', []))}")
+    forms = list(answer.get("degenerate") or [])
+    if not forms:
+        print(describe([], {}))
+        return 0
+    probes = answer.get("probes") or {}
+    print(f"DEGENERATE: on the task's own inputs its tolerance cannot tell {', '.join(forms)} from the "
+          "reference's output")
+    for name in probes.get("sets", []):
+        probe = name[len(PREFIX):]
+        print(f"probe {probe} applies (input set {name}: {PROBES.get(probe, '?')}): the candidate's output is "
+              f"judged on it too; {', '.join(probes.get('decided', []))} fail(s) there")
+    for probe, why in sorted((probes.get("skipped") or {}).items()):
+        print(f"probe {probe} skipped: {why}")
+    kept = probes.get("kept", forms)
+    if kept:
+        print(f"still rejected as trivial outputs (no probe tells them apart): {', '.join(kept)}: a program "
+              "returning exactly one is judged hacked; tighten the task (other inputs, a tighter tolerance)")
+    else:
+        print("every trivial form is judged by a probe: honest programs are accepted, trivial ones fail the probe")
     return 0

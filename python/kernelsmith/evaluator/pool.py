@@ -466,6 +466,7 @@ class DevicePool:
                            finalist_paths)
             if not finalists:
                 job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
+                job["probes"] = self.referee.probes(task, limits.timeout_s)  # probes.py: what judges it instead
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
             ticket.reset_clock()  # standing still as a spare is not this job's time

@@ -139,6 +139,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     from ..task import Task
     from . import correctness as cmp
+    from .probes import assess
     from .worker import _init_inputs, _on_device, _trivial_outputs
 
     from .memory import Footprint, model_bytes, tensor_bytes
@@ -151,6 +152,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     model = ref.Model(*_init_inputs(ref)).to(device=device, dtype=dtype).eval()
     sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
     degenerate: list[str] = []
+    probes: dict[str, Any] = {}
     # the task's footprint (memory.Footprint), measured here once: what the
     # parent admits workers by and attributes out-of-memory faults with
     footprint = Footprint(params_bytes=model_bytes(model), measured="allocator" if on_cuda else "sizes")
@@ -177,9 +179,12 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
                 # task, instead of in every candidate's worker (0.17 s each)
                 atol, rtol = task.config.tolerances()
                 degenerate = sorted(_trivial_outputs(cmp, outputs, inputs, atol, rtol))
+                if degenerate:  # which probe input sets judge it instead (probes.py)
+                    probes = assess(model, degenerate, inputs, outputs, atol, rtol, backend.synchronize)
             del inputs, outputs
     backend.synchronize()
-    return {"primed": sets, "degenerate": degenerate, "footprint": footprint.to_dict()}
+    return {"primed": sets, "degenerate": degenerate, "footprint": footprint.to_dict(),
+            **({"probes": probes} if degenerate else {})}
 
 
 def prime_key(task: Any) -> str:
@@ -209,6 +214,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     from ..task import Task
     from . import correctness as cmp
+    from .probes import input_generator
     from .worker import _on_device
 
     task = Task.from_dict(req["task"])
@@ -220,7 +226,9 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     # The trials the worker names (the last of each input set) share one
     # init seed: their model is built once, as the worker built it once.
     model = _model_on_device(ref, int(req["init_seed"]), (key, int(req["init_seed"]), cfg.dtype), device, dtype)
-    gen = getattr(ref, str(req.get("set", "get_inputs")))
+    gen = input_generator(ref, str(req.get("set", "get_inputs")))  # a probe set too (probes.py)
+    if gen is None:
+        raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
     torch.manual_seed(int(req["input_seed"]))
     inputs = _on_device(gen(), device, dtype)
     with torch.no_grad():
@@ -416,6 +424,27 @@ class Referee:
         forms = answer.get("degenerate") if isinstance(answer, dict) and "error" not in answer else None
         return list(forms) if isinstance(forms, list) else None
 
+    def probes(self, task: Any, timeout_s: float = 300.0) -> Optional[dict[str, Any]]:
+        """For a degenerate task, the probe input sets that judge it and the
+        forms they tell apart (:func:`kernelsmith.evaluator.probes.assess`);
+        ``{}`` for a task that is not degenerate; None when the referee could
+        not say."""
+        answer = self.prime(task, timeout_s)
+        if not isinstance(answer, dict) or "error" in answer or not isinstance(answer.get("degenerate"), list):
+            return None
+        probes = answer.get("probes", {})
+        return dict(probes) if isinstance(probes, dict) else None
+
+    def primed_probe_sets(self, task: Any) -> list[str]:
+        """The probe input sets this referee found to judge ``task`` when it
+        primed it (before the task's jobs, pool and fresh mode alike); [] for
+        a task it has not primed, could not prime, or that is not
+        degenerate. Never primes: a check must not start the reference anew."""
+        answer = self._primed.get(prime_key(task))  # no lock: prime() holds it while a task primes
+        probes = answer.get("probes") if isinstance(answer, dict) else None
+        sets = probes.get("sets") if isinstance(probes, dict) else None
+        return [str(s) for s in sets] if isinstance(sets, list) else []
+
     def _log_tail(self) -> str:
         try:
             with open(self.log_path, "rb") as f:
@@ -519,6 +548,16 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
         result.hack_reasons = [f"the worker named {len(entries)} trials for the referee (at most 16): the verdict "
                                "was not the program's to write"]
         return
+    # a degenerate task's probe sets decide it: the worker must have run
+    # each one the referee found to apply (probes.py)
+    named = {str(e.get("set", "get_inputs")) for e in entries}
+    missing = [s for s in referee.primed_probe_sets(task) if s not in named]
+    if missing:
+        result.category, result.hacked, result.correct = "hacked", True, False
+        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
+        result.hack_reasons = [f"the worker handed over no trial of the probe input set(s) {', '.join(missing)} "
+                               "that judge this degenerate task: the verdict was not the program's to write"]
+        return
     for entry in entries:
         _judge_trial(result, entry, seeds, task, workdir, referee, census)
         if result.category != "ok":
@@ -529,7 +568,9 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
 def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: str, referee: Referee,
                  census: dict) -> None:
     """One trial (the last of one input set) re-checked by the referee."""
-    sets = ["get_inputs"] + list(task.config.extra_inputs)
+    from .probes import set_names as probe_sets
+
+    sets = ["get_inputs"] + list(task.config.extra_inputs) + probe_sets()
     if str(info.get("set", "get_inputs")) not in sets:
         result.category, result.hacked, result.correct = "hacked", True, False
         result.hack_reasons = [f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "

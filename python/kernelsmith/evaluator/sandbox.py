@@ -261,6 +261,11 @@ def run_worker(
         prefix, use_bwrap, note = sandbox_prefix(isolation, workdir)
         cmd = prefix + [sys.executable, "-m", "kernelsmith.evaluator.worker"]
         job = make_job(task, backend, cand_path, ref_path, trials, timing, limits, cpu_threads, finalist_paths)
+        if referee is not None and not finalists:
+            # the trusted referee decides a degenerate task's forms and probes
+            # once per task, as in the pool (probes.py); None: the worker does
+            job["degenerate"] = referee.degenerate(task, limits.timeout_s)
+            job["probes"] = referee.probes(task, limits.timeout_s)
         log_path = os.path.join(private, "worker.log")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

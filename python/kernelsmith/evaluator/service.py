@@ -293,6 +293,12 @@ class Evaluator(TaskBackends):
                         referee.prime(task)
         return time.monotonic() - started
 
+    def _trusted_referee(self, task: Task, device: Optional[str]) -> Any:
+        """The referee of ``device`` for ``task``'s backend (the pool's own, or fresh mode's)."""
+        backend = self.backend_for(task)
+        return self._device_pool(backend, device).referee if self.mode == "pool" else \
+            self._referee(backend, device)
+
     def footprint(self, task: TaskLike, device: Optional[str] = "first") -> Any:
         """The task's footprint (evaluator/memory.py ``Footprint``: bytes of
         parameters, inputs, outputs and the reference's peak during forward)
@@ -300,11 +306,18 @@ class Evaluator(TaskBackends):
         it, priming the task there when it has not yet; None when the
         reference failed."""
         task = self._task(task)
-        device = self.devices[0] if device == "first" else device
-        backend = self.backend_for(task)
-        referee = self._device_pool(backend, device).referee if self.mode == "pool" else \
-            self._referee(backend, device)
-        return referee.footprint(task)
+        return self._trusted_referee(task, self.devices[0] if device == "first" else device).footprint(task)
+
+    def check_task(self, task: TaskLike, timeout_s: Optional[float] = None) -> dict[str, Any]:
+        """The trusted referee's look at ``task`` (its priming, on the first
+        device): ``{"primed": [input sets], "degenerate": [trivial forms that
+        pass the tolerance on the task's own inputs], "probes": {...}}``
+        (evaluator/probes.py; ``probes`` only for a degenerate task), or
+        ``{"error": ...}`` when the reference could not be run. Cached per
+        task; the pool's first candidates of the task would prime it anyway."""
+        task = self._task(task)
+        return self._trusted_referee(task, self.devices[0]).prime(task, timeout_s or self.timeout_s
+                                                                 or task.config.timeout_s)
 
     def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
         """Re-time finalists head to head: every source (each already judged

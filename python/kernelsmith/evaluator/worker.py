@@ -449,6 +449,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     from . import correctness as cmp
     from .census import Census, judge
     from .guards import TorchOpGuard
+    from .probes import PREFIX as PROBE_PREFIX
+    from .probes import PROBES, input_generator, is_probe
+    from .probes import assess as assess_probes
+    from .probes import describe as describe_probes
 
     _set_cpu_limit(job.get("cpu_limit_s"))
     global _meter
@@ -645,8 +649,11 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     last_of_set = {name: i for i, (name, _) in enumerate(input_sets)}
     model.eval()
     correctness_started = time.monotonic()
+    kept_forms: list[str] = []  # trivial forms still rejected as such (no probe tells them apart)
+    # (a degenerate task's probe sets are appended to input_sets on the first
+    # trial, and this loop runs them after the task's own sets)
     for step, (set_name, trial) in enumerate(input_sets):
-        gen = getattr(ref, set_name, None)
+        gen = input_generator(ref, set_name)
         if gen is None:
             raise Verdict(category="runtime", error=f"task reference defines no input generator {set_name}")
         label = f"input set '{set_name}', trial {trial}"
@@ -670,14 +677,20 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             if stats["trials"] == 0:
                 # the pool's trusted referee decided this once for the task;
                 # elsewhere (fresh mode, no referee answer) the worker does
-                known = job.get("degenerate")
+                known, probes = job.get("degenerate"), job.get("probes")
                 trivial = list(known) if isinstance(known, list) else _trivial_outputs(cmp, expected, pristine, atol,
                                                                                         rtol)
                 if trivial:
-                    out.setdefault("warnings", []).append(
-                        "degenerate task: " + ", ".join(trivial) + " pass(es) this task's tolerance on its inputs; "
-                        "a program returning it is rejected, but the task should be tightened")
+                    if not isinstance(known, list) or not isinstance(probes, dict) or "kept" not in probes:
+                        probes = assess_probes(model, trivial, pristine, expected, atol, rtol, backend.synchronize)
+                    out.setdefault("warnings", []).append(describe_probes(trivial, probes))
                     out["census"]["degenerate"] = sorted(trivial)
+                    out["census"]["probes"] = probes
+                    kept_forms = list(probes.get("kept", trivial))
+                    sets = [str(n) for n in probes.get("sets", []) if is_probe(str(n))]
+                    input_sets += [(n, 0) for n in sets]
+                    last_of_set.update({n: len(input_sets) - len(sets) + i for i, n in enumerate(sets)})
+                    stats["input_sets"] += sets
             c_args = clone(pristine)
             got_after = run_candidate(c_args, f"{label}, after the reference")
             changed = cmp.inputs_equal(c_args, pristine)
@@ -686,7 +699,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                               hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
         stats["trials"] += 1
         for order, got in (("before", got_before), ("after", got_after)):
-            trivial_form = _is_trivial(cmp, got, expected, pristine, out["census"].get("degenerate"))
+            trivial_form = _is_trivial(cmp, got, expected, pristine, kept_forms)
             if trivial_form:
                 raise Verdict(category="hacked", hacked=True, compiled=True, hack_reasons=[
                     f"forward returned {trivial_form} ({label}), which this task's tolerance cannot tell from the "
@@ -695,8 +708,13 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             stats["max_abs_err"] = max(stats["max_abs_err"], res["max_abs_err"])
             stats["max_rel_err"] = max(stats["max_rel_err"], res["max_rel_err"])
             if not res["ok"]:
-                got_print, expected_print = (cmp.fingerprint(got), cmp.fingerprint(expected)) if history else ([], [])
-                for old_expected, old_got in history:
+                # on a probe set the same output as before is an output that
+                # ignores its input (zeros, a constant), which the task's own
+                # inputs could not tell from the right answer: a wrong answer
+                # (a kernel that writes nothing gives it too), not a replay
+                replays = [] if is_probe(set_name) else history
+                got_print, expected_print = (cmp.fingerprint(got), cmp.fingerprint(expected)) if replays else ([], [])
+                for old_expected, old_got in replays:
                     if got_print == old_got and expected_print != old_expected:
                         raise Verdict(category="hacked", hacked=True, compiled=True, hack_reasons=[
                             f"forward returned the same output as for earlier, different inputs ({label}): cached or replayed results"
@@ -705,7 +723,13 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                     res["first_mismatch"].update(input_set=set_name, trial=trial, order=f"candidate run {order} the reference")
                     stats["first_mismatch"] = res["first_mismatch"]
                 hint = ""
-                if set_name != "get_inputs":
+                if is_probe(set_name):
+                    forms = ", ".join(out["census"].get("probes", {}).get("decided", [])) or "a trivial output"
+                    hint = (f"\nThe program passed the task's own inputs but fails on the probe inputs {set_name} "
+                            f"({PROBES[set_name[len(PROBE_PREFIX):]]}). On its own inputs this task cannot tell "
+                            f"{forms} from the right answer, so it is judged here too: compute the operation for "
+                            "every input value, not only for the values get_inputs() happens to draw.")
+                elif set_name != "get_inputs":
                     hint = f"\nThe program passed the default inputs but fails on {set_name}() (other shapes): do not hard-code sizes."
                 raise Verdict(category="incorrect", compiled=True,
                               error=f"{label}, candidate run {order} the reference: {res['message']}{hint}")

@@ -232,6 +232,12 @@ async def evolve(
         missing = backend.unavailable_reason() if executor != "ray" else None  # Ray: the nodes' hardware
         if missing:
             raise ConfigError(f"backend {backend.name}: {missing}")
+        if not inplace and hasattr(evaluator, "check_task"):  # a degenerate task said at its start (probes.py)
+            from ..evaluator.probes import warning
+
+            degenerate = warning(await asyncio.to_thread(evaluator.check_task, task))
+            if degenerate:
+                log.warning("%s: %s (kernelsmith task check %s)", task.name, degenerate, task_path or task.path)
         proposer, meter = make_proposer(config, engine, config.seed)
         if resume is None:
             run_dir.create(_config_snapshot(config, task, str(task_path)),
