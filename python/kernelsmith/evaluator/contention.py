@@ -385,25 +385,24 @@ class DeviceGate:
                 if throttled:
                     reasons.append(throttled)
         ref_ms = report.get("ref_ms")
+        # a finalist's paired reference is judged against the reference alone
+        # (same worker, same inputs, moments earlier), a step's against the
+        # task's running baseline
         alone = ticket.reference_alone_ms if comparison not in (None, "reference") else None
-        baseline = self.baselines.get(ticket.key, self.device) if ticket.key and alone is None else None
-        if alone is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
-            # a finalist: its paired reference against the reference alone,
-            # same worker, same inputs, moments earlier
-            ratio = float(ref_ms) / alone
-            attempt.update(reference_alone_ms=round(alone, 6), reference_ratio=round(ratio, 4))
-            tol = self.policy.side_effect_tolerance if ticket.timed_on_cpu else self.policy.gpu_drift_tolerance
-            if ratio > 1 + tol or ratio < 1 / (1 + tol):
+        against = alone if alone is not None else (self.baselines.get(ticket.key, self.device) if ticket.key else None)
+        if against is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
+            ratio = float(ref_ms) / against
+            attempt.update({"reference_alone_ms" if alone is not None else "reference_baseline_ms": round(against, 6),
+                            "reference_ratio": round(ratio, 4)})
+            tol = (self.policy.gpu_drift_tolerance if not ticket.timed_on_cpu else
+                   self.policy.side_effect_tolerance if alone is not None else self.policy.drift_tolerance)
+            if alone is not None and not 1 / (1 + tol) <= ratio <= 1 + tol:
                 reasons.append(f"reference moved with the program: {ref_ms:.4g} ms paired with {comparison}, "
                                f"{alone:.4g} ms alone before any finalist was loaded ({ratio:.2f}x): a side effect "
                                "of the program (threads it left, spinning, caches) or the machine changed")
-        if baseline is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
-            ratio = float(ref_ms) / baseline
-            attempt.update(reference_baseline_ms=round(baseline, 6), reference_ratio=round(ratio, 4))
-            tol = self.policy.drift_tolerance if ticket.timed_on_cpu else self.policy.gpu_drift_tolerance
-            if ratio > 1 + tol or ratio < 1 / (1 + tol):
+            elif not 1 / (1 + tol) <= ratio <= 1 + tol:
                 reasons.append(f"reference drifted: {ref_ms:.4g} ms against a running baseline of "
-                               f"{baseline:.4g} ms ({ratio:.2f}x)")
+                               f"{against:.4g} ms ({ratio:.2f}x)")
                 if len(reasons) == 1 and ticket.key:
                     # drift alone: if the machine has moved for good, the
                     # baseline follows after a few agreeing results
