@@ -104,7 +104,14 @@ def test_bench_runs_resumes_and_reports(tmp_path):
 
     results = {r["key"]: r for r in json.loads((out / "results.json").read_text())}
     for key in ("level1/1_Softmax", "level1/2_softmax_dir"):
-        assert results[key]["correct"] and results[key]["best_speedup"] > 0
+        assert results[key]["correct"]
+        # a best only from a reliable timing: a machine too busy for any
+        # (the gate's verdict in each record) has none
+        evals = [json.loads(line).get("eval") or {} for line in (runs[key] / "trajectory.jsonl").read_text().splitlines()]
+        if any(e.get("category") == "ok" and e.get("timing_reliable") for e in evals):
+            assert results[key]["best_speedup"] > 0
+        else:
+            assert results[key]["best_speedup"] is None
         assert results[key]["hardware"] and results[key]["ref_runtime_ms"] > 0
     assert not results["level2/1_Relu"]["correct"]  # no seed, mutate cannot translate the reference
     metrics = json.loads((out / "metrics.json").read_text())["metrics"]

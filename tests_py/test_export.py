@@ -159,6 +159,14 @@ def test_same_seed_same_bytes(runs, tmp_path):
     assert (tmp_path / "ra" / "train.jsonl").read_bytes() == (tmp_path / "rb" / "train.jsonl").read_bytes()
 
 
+def _trusted_runtime(record: dict) -> bool:
+    """A correct, timed record whose timing the evaluator trusted (an
+    unreliable or suspicious one never sets a best)."""
+    metrics = record.get("metrics") or {}
+    return record["status"] == "correct" and bool(metrics.get("runtime_ms")) \
+        and not metrics.get("unreliable") and not metrics.get("suspicious")
+
+
 def _lineage_min_runtime(records: list[dict], parent_id: int) -> float:
     by_id = {}
     for r in records:
@@ -170,7 +178,7 @@ def _lineage_min_runtime(records: list[dict], parent_id: int) -> float:
     best, node = float("inf"), parent_id
     while node in by_id:
         record, parent = by_id[node]
-        if record["status"] == "correct" and record.get("metrics", {}).get("runtime_ms"):
+        if _trusted_runtime(record):
             best = min(best, record["metrics"]["runtime_ms"])
         node = parent
     return best
@@ -206,14 +214,19 @@ def test_rl_strategies_and_one_schema(runs, tmp_path):
     # best: correct children faster than every ancestor of their parent
     expected = set()
     for (run_dir, step), r in steps.items():
-        if r["status"] == "correct" and r["metrics"].get("runtime_ms"):
+        if _trusted_runtime(r):
             if r["metrics"]["runtime_ms"] < _lineage_min_runtime(records[run_dir], r["parent_id"]):
                 expected.add((run_dir, step))
     assert {(r["extra_info"]["run_dir"], r["extra_info"]["step"]) for r in results["best"]} == expected
-    assert any(r["extra_info"]["kind"] == "translation" for r in results["best"])
+    # the first correct translation of the reference is a best step, where
+    # its timing was trusted (on a machine too busy for that, it is not)
+    translations = [r for r in results["all"] if r["extra_info"]["kind"] == "translation"
+                    and _trusted_runtime(steps[(r["extra_info"]["run_dir"], r["extra_info"]["step"])])]
     assert all(r["extra_info"]["recorded"]["child_coverage"] == 1.0 for r in results["best"])
-    translation = next(r for r in results["best"] if r["extra_info"]["kind"] == "translation")
-    assert translation["extra_info"]["parent"]["is_reference"] and translation["extra_info"]["parent"]["speedup"] == 1.0
+    if translations:
+        translation = next(r for r in results["best"] if r["extra_info"]["kind"] == "translation")
+        assert translation["extra_info"]["parent"]["is_reference"]
+        assert translation["extra_info"]["parent"]["speedup"] == 1.0
 
 
 def test_rl_val_split_by_task_and_cli(runs, tmp_path, capsys):

@@ -87,6 +87,12 @@ class TimingConfig:
     # replace max_samples / time_budget_s so a CPU evaluation stays quick
     cpu_max_samples: int = 20
     cpu_time_budget_s: float = 0.5
+    # ... and for each comparison of the finalists' re-timing at the end of
+    # a run (Evaluator.confirm_best), on which the run's best rests: three
+    # times the per-step caps (the CI floor below bounds what more pairs
+    # could show; a re-timing under contention runs up to three times)
+    cpu_finalist_max_samples: int = 60
+    cpu_finalist_time_budget_s: float = 1.5
     # host-clock timing: the speedup's CI is at least +-this share wide. The
     # pairs of one timing do not see how much a CPU timing moves from one
     # session to the next (PoCL on a shared 2-core machine: 15%, measured by
@@ -103,10 +109,11 @@ class TimingConfig:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ConfigError(f"timing.{key}: must be an integer >= 0, got {getattr(self, key)!r}")
         for key in ("repeats", "gpu_min_pairs", "max_samples", "input_sets", "gpu_input_sets", "max_launches_per_sample",
-                    "cpu_max_samples"):
+                    "cpu_max_samples", "cpu_finalist_max_samples"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ConfigError(f"timing.{key}: must be an integer >= 1, got {getattr(self, key)!r}")
-        for key in ("target_rel_half_width", "time_budget_s", "target_sample_s", "cpu_time_budget_s"):
+        for key in ("target_rel_half_width", "time_budget_s", "target_sample_s", "cpu_time_budget_s",
+                    "cpu_finalist_time_budget_s"):
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"timing.{key}: must be a number > 0, got {value!r}")

@@ -61,12 +61,21 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
             speedup = _speedup(record)
             if speedup is not None:
                 result.candidate_speedups.append(speedup)
-                best = speedup if best is None else max(best, speedup)
+                # the loop's rule: a timing judged unreliable (contention,
+                # drift) or below the hardware floor never becomes a best
+                if not record.metric("unreliable") and not record.metric("suspicious"):
+                    best = speedup if best is None else max(best, speedup)
         if record.kind == "step" and (first is None or (record.iteration or 0) < (first.iteration or 0)):
             first = record
         curve.append([int(record.step if record.step is not None else len(curve)), best or 0.0])
     result.curve = curve
-    result.correct = best is not None
+    result.correct = bool(result.candidate_speedups)
+    # a finished run's best is the loop's (summary.json): the finalists'
+    # confirmed figure where one was reliable, the same field as
+    # best_program.py and `kernelsmith evolve`'s summary
+    if summary.get("best_program_id") is not None and isinstance(summary.get("best_speedup"), (int, float)):
+        best = float(summary["best_speedup"])
+        result.correct = True
     result.best_speedup = best
     if first is not None and first.status == "correct":
         result.first_correct = True

@@ -182,7 +182,8 @@ async def run_suite_async(
                 _write_failure(run_dir, exc)
                 continue
             ran.append(task.key)
-            best = f"{summary.best_speedup:.3f}x" if summary.best_speedup is not None else "no correct program"
+            best = (f"{summary.best_speedup:.3f}x" if summary.best_speedup is not None else
+                    "none reliably timed" if summary.correct_steps else "no correct program")
             log(f"[{index}/{len(tasks)}] {task.key}: {'resumed, ' if state == 'resume' else ''}"
                 f"{summary.steps} steps, best {best} ({time.monotonic() - started:.0f} s)")
             if summary.stop_reason == "interrupted":

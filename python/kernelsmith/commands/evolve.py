@@ -77,10 +77,18 @@ def _confirmation(conf: dict[str, Any]) -> str:
         return "-"
     best = next((r for r in rows if r.get("program_id") == conf.get("best_program_id")), None)
     if best is None:
-        return f"no finalist passed the re-timing ({len(rows)} tried); per-step best shown"
-    return (f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
+        unreliable = sum(1 for r in rows if r.get("timing_reliable") is False)
+        why = f"{unreliable} timed unreliably" if unreliable else "none passed"
+        return f"no ({len(rows)} finalist(s) re-timed, {why}); per-step best shown"
+    alone = best.get("alone") or {}
+    text = (f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
             f"[{best.get('speedup_ci_low', 0):.3f}, {best.get('speedup_ci_high', 0):.3f}] "
-            f"(per-step {best.get('step_speedup', 0):.3f}x)")
+            f"(per-step {best.get('step_speedup', 0):.3f}x")
+    if best.get("capped"):
+        text += f"; capped to its alone re-timing, head to head {best['head_to_head']['speedup']:.3f}x"
+    elif alone.get("speedup") is not None:
+        text += f"; alone {alone['speedup']:.3f}x"
+    return text + ")"
 
 
 def _table(summary: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """Output comparison for the correctness protocol (runs in workers)."""
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import torch
@@ -28,6 +29,38 @@ def snapshot(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 CHUNK = 1 << 24
 
 
+#: elements per slice of the host-side fast path: two float64 slices and
+#: their temporaries stay in a core's cache
+_SLICE = 1 << 16
+
+
+def _errors_if_within(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float,
+                      chunk: int) -> Optional[tuple[float, float]]:
+    """(max_abs_err, max_rel_err) of ``g`` against ``e`` when every element
+    is within tolerance (then every difference is finite), else None: the
+    full pass below then finds and names the mismatch. The same float64
+    arithmetic as the full pass, in fewer passes and, on the host, slice by
+    slice (on a device, in chunks: see CHUNK): the full pass over a 4M-element output took 0.7 s on a loaded
+    2-core machine, most of a CPU evaluation's correctness phase."""
+    gf, ef = g.detach().reshape(-1), e.detach().reshape(-1)
+    step = chunk if gf.is_cuda else _SLICE
+    oks, abs_max, rel_max = [], [], []
+    for start in range(0, gf.numel(), step):
+        gd = gf[start:start + step].to(torch.float64)
+        ed = ef[start:start + step].to(torch.float64)
+        diff = torch.sub(gd, ed).abs_()
+        scale = ed.abs()
+        oks.append((diff <= scale * rtol + atol).all())
+        abs_max.append(diff.max())
+        rel_max.append(diff.div_(scale.clamp_min_(1e-12)).masked_fill_(ed == 0, 0.0).max())
+    # one device-to-host read (each read waits for the device)
+    values = torch.stack([torch.stack(oks).all().to(torch.float64), torch.stack(abs_max).max(),
+                          torch.stack(rel_max).max()]).tolist()
+    # an infinite expected value gives an infinite tolerance: the full pass
+    # leaves such elements out of the error figures
+    return (values[1], values[2]) if values[0] and math.isfinite(values[1]) else None
+
+
 def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float,
             chunk: int = CHUNK) -> dict[str, Any]:
     """Compare candidate outputs with the reference.
@@ -51,6 +84,11 @@ def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, 
             res.update(ok=False, message=f"output {k} has dtype {g.dtype}, expected {e.dtype}")
             return res
         if g.numel() == 0:
+            continue
+        fast = _errors_if_within(g, e, atol, rtol, chunk)
+        if fast is not None:
+            res["max_abs_err"] = max(res["max_abs_err"], fast[0])
+            res["max_rel_err"] = max(res["max_rel_err"], fast[1])
             continue
         # in chunks of the flattened outputs: the float64 temporaries of a
         # whole 6 GiB output (five of them, twice its size each) did not fit

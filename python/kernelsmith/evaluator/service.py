@@ -319,15 +319,38 @@ class Evaluator(TaskBackends):
         return self._trusted_referee(task, self.devices[0]).prime(task, timeout_s or self.timeout_s
                                                                  or task.config.timeout_s)
 
-    def confirm_best(self, task: TaskLike, sources: Sequence[str]) -> dict[str, Any]:
+    def confirm_best(self, task: TaskLike, sources: Sequence[str], alone: bool = True) -> dict[str, Any]:
         """Re-time finalists head to head: every source (each already judged
         correct by :meth:`evaluate`) against the reference on the same input
-        sets in one worker and one timing slot, and the top two against each
-        other. Returns ``{"finalists": [{index, correct, speedup,
-        speedup_ci_low, speedup_ci_high, runtime_ms, ref_runtime_ms, verdict,
-        error}], "head_to_head": {...}, "result": EvalResult}``; a source that
-        fails the static checks is left out with its reason."""
-        task = self._task(task)
+        sets in one worker, each comparison in its own timing slot and judged
+        as a step's timing is (contention, drift, and the reference against
+        the reference timed alone there: evaluator/finalists.py), and the top
+        two against each other. With ``alone``, the reliable winner is then
+        re-timed in a worker of its own and its figure held to that one.
+        Returns ``{"finalists": [{index, correct, speedup, speedup_ci_low,
+        speedup_ci_high, runtime_ms, ref_runtime_ms, verdict,
+        timing_reliable, unreliable_reasons, alone, capped, error}],
+        "head_to_head": {...}, "result": EvalResult}``; a source that fails
+        the static checks is left out with its reason. Only a row that is
+        correct, timed, not suspicious and ``timing_reliable`` may become a
+        best (``finalists.reliable``)."""
+        from .finalists import hold_to_alone
+
+        entries, head, result = self._head_to_head(self._task(task), sources)
+        if alone:
+            rows = {e["index"]: e for e in entries}
+
+            def retime_alone(index: int) -> Optional[dict[str, Any]]:
+                again, _, _ = self._head_to_head(self._task(task), [sources[index]])
+                return again[0] if again else None
+
+            hold_to_alone([rows[i] for i in sorted(rows)], retime_alone)
+        return {"finalists": entries, "head_to_head": head, "result": result}
+
+    def _head_to_head(self, task: Task, sources: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any],
+                                                                         Optional[EvalResult]]:
+        from .finalists import apply_verdicts, check_reference_spread
+
         backend = self.backend_for(task)
         entries: list[dict[str, Any]] = []
         kept: list[int] = []
@@ -338,11 +361,15 @@ class Evaluator(TaskBackends):
             else:
                 kept.append(i)
         if not kept:
-            return {"finalists": entries, "head_to_head": {}, "result": None}
+            return entries, {}, None
         future = self._pool.submit(self._evaluate, task, sources[kept[0]], None, time.monotonic(),
                                    [sources[i] for i in kept])
         result = future.result()
         timed = (result.timing or {}).get("finalists") or []
+        apply_verdicts(timed, result.load)  # local indices: the gate's records name them so
+        policy = self.gates[self.devices[0]].policy
+        on_gpu = (result.hardware or {}).get("kind") == "gpu"
+        check_reference_spread(timed, policy.gpu_drift_tolerance if on_gpu else policy.side_effect_tolerance)
         for entry in timed:
             entry["index"] = kept[int(entry["index"])]
             entries.append(entry)
@@ -352,7 +379,7 @@ class Evaluator(TaskBackends):
                 head[key] = kept[int(head[key])]
         if not timed:  # the worker failed before timing: every finalist shares its verdict
             entries += [{"index": i, "correct": False, "error": result.error or result.category} for i in kept]
-        return {"finalists": sorted(entries, key=lambda e: e["index"]), "head_to_head": head, "result": result}
+        return sorted(entries, key=lambda e: e["index"]), head, result
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

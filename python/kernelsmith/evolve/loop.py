@@ -261,6 +261,8 @@ class Evolution:
         worker (Evaluator.confirm_best); the fastest there is the run's best,
         with the speedup measured there. Per-step speedups were each taken
         against their own reference measurement, at other moments."""
+        from ..evaluator.finalists import reliable as finalist_reliable
+
         confirm = getattr(self.evaluator, "confirm_best", None)
         if confirm is None or self.config.finalists < 1 or not self._correct:
             return
@@ -276,9 +278,15 @@ class Evolution:
             pid = ids[int(entry["index"])]
             rows.append({**entry, "program_id": pid, "step_speedup": self._correct[pid][0],
                          "step_timing_reliable": self._correct[pid][2]})
-        winners = [r for r in rows if r.get("correct") and r.get("speedup") is not None]
+        # a finalist whose re-timing the gate judged unreliable (contention,
+        # drift, a reference that moved with it, or its alone re-timing)
+        # claims nothing: the per-step best (reliable timings only) stays
+        winners = [r for r in rows if finalist_reliable(r)]
         self.best_confirmation = {"finalists": rows, "head_to_head": outcome.get("head_to_head", {})}
         if not winners:
+            self.best_confirmation["note"] = ("no finalist's re-timing was reliable"
+                                              + ("; the per-step best is kept" if self.best_program_id is not None
+                                                 else "; no best"))
             return
         best = max(winners, key=lambda r: r["speedup"])
         self.best_speedup, self.best_program_id = float(best["speedup"]), int(best["program_id"])

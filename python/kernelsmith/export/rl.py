@@ -18,7 +18,9 @@ Step selection strategies:
       steps applied before it (seeds included).
     * ``run``: the best in the whole run before the step (record-breaking steps).
 
-    A reference seed counts as speedup 0, so the first correct translation
+    A timing the evaluator judged unreliable (contention, drift) or below
+    the hardware floor sets no best and is not selected, as in the evolve
+    loop. A reference seed counts as speedup 0, so the first correct translation
     of a run started from the reference is always selected. These are
     states from which a real improvement was shown to be reachable.
 ``all``
@@ -91,10 +93,16 @@ INF = float("inf")
 def _program_runtime(program: RecordedProgram) -> float:
     """Runtime of a correct, timed program; inf for anything else (the
     reference seed included: any correct translation beats "no kernel")."""
-    if program.is_reference or program.status != "correct":
+    if program.is_reference or program.status != "correct" or _untrusted(program.metrics):
         return INF
     value = program.metrics.get("runtime_ms")
     return float(value) if isinstance(value, (int, float)) and value > 0 else INF
+
+
+def _untrusted(metrics: Any) -> bool:
+    """A timing the evaluator judged unreliable (contention, drift) or below
+    the hardware floor: it never sets a best, as in the evolve loop."""
+    return bool((metrics or {}).get("unreliable") or (metrics or {}).get("suspicious"))
 
 
 def _lineage_best(run: Run, program: RecordedProgram) -> float:
@@ -124,7 +132,7 @@ def select_steps(run: Run, config: RLConfig, summary: ExportSummary) -> list[Ste
         summary.steps_seen += 1
         island = int(step.record.island) if step.record.island is not None else -1
         before_run, before_island = run_best, island_best.get(island, seed_best)
-        child_runtime = step.child_runtime_ms if step.status == "correct" else None
+        child_runtime = step.child_runtime_ms if step.status == "correct" and not _untrusted(step.metrics) else None
         # Every step updates the running bests, chosen or not.
         if child_runtime:
             run_best = min(run_best, child_runtime)
@@ -148,7 +156,7 @@ def select_steps(run: Run, config: RLConfig, summary: ExportSummary) -> list[Ste
                 summary.count(f"dropped:{step.status}")
                 continue
             if not child_runtime:
-                summary.count("dropped:untimed")
+                summary.count("dropped:unreliable-timing" if _untrusted(step.metrics) else "dropped:untimed")
                 continue
             before = {"run": before_run, "island": before_island,
                       "lineage": _lineage_best(run, step.parent)}[config.best_scope]

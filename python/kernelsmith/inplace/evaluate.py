@@ -165,10 +165,10 @@ class InplaceEvaluator:
         result.wall_s = round(time.monotonic() - started, 3)
         return result
 
-    def confirm_best(self, task: InplaceTask, sources: Sequence[str]) -> dict[str, Any]:
+    def confirm_best(self, task: InplaceTask, sources: Sequence[str], alone: bool = True) -> dict[str, Any]:
         """The finalists (each already through the tests) re-timed head to head."""
         assert task.spec is not None
-        return self.inner.confirm_best(task, [task.spec.program(s) for s in sources])
+        return self.inner.confirm_best(task, [task.spec.program(s) for s in sources], alone=alone)
 
     def close(self) -> None:
         self.inner.close()

@@ -242,15 +242,20 @@ class LocalScorer:
             sources = [prepared[i][1] for i in indices] + ([parent] if parent else [])
             if len(sources) < 2:
                 return
-            confirmed = confirm(task, sources)
+            # a group's ranking needs the head-to-head figures only, not the
+            # winner's alone re-timing that a run's best gets
+            confirmed = confirm(task, sources, alone=False)
             entries = {int(e["index"]): e for e in confirmed.get("finalists", [])}
             parent_entry = entries.get(len(indices)) if parent else None
-            parent_rt = _number((parent_entry or {}).get("runtime_ms")) if parent_entry and parent_entry.get("correct") else None
+            parent_rt = _number((parent_entry or {}).get("runtime_ms")) \
+                if parent_entry and parent_entry.get("correct") and parent_entry.get("timing_reliable") is not False \
+                else None
             if parent and parent_rt is None:
                 return  # the parent failed there: the group keeps its own evaluations' timings
             for pos, index in enumerate(indices):
                 e = entries.get(pos)
-                if not e or not e.get("correct") or not _number(e.get("runtime_ms")) or e.get("suspicious"):
+                if not e or not e.get("correct") or not _number(e.get("runtime_ms")) or e.get("suspicious") \
+                        or e.get("timing_reliable") is False:
                     continue  # keeps its own evaluation's timing
                 result = EvalResult.from_dict(results[index].to_dict())
                 result.runtime_ms, result.ref_runtime_ms = float(e["runtime_ms"]), _number(e.get("ref_runtime_ms"))

@@ -1,0 +1,120 @@
+"""The finalists' re-timing under the rules of a step's timing.
+
+``Evaluator.confirm_best`` re-times a run's finalists head to head in one
+worker (worker.run_finalists). Each comparison there holds the timing slot
+on its own and is judged by the device gate (contention.py) as a step's
+timing is: host load, foreign GPU processes, the GPU clock, and the
+reference's median, which for a finalist must stay near the reference timed
+alone in the same worker before any finalist was loaded. This module reads
+those trusted verdicts (the gate's attempt records, never the worker's own
+claims) into each finalist's row, and then holds the winner to what it
+shows alone: re-timed in a worker of its own, a head-to-head figure above
+the alone figure's CI is capped to the alone figure, and a winner whose
+alone timing is unreliable is marked unreliable (the next one is tried).
+
+Measured on the 2-core machine (load about 1.5): five fused OpenCL
+finalists of examples/opencl/fused_residual moved the reference from its
+usual 9.5-10 ms to 45-51 ms and confirmed a program at 3.8x that shows
+1.07x alone; with no verdict on the finalists' timing that figure became
+the run's best.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Optional
+
+#: the fields of a finalist's row that its alone re-timing may replace
+FIGURES = ("speedup", "speedup_ci_low", "speedup_ci_high", "runtime_ms", "ref_runtime_ms", "verdict")
+
+
+def apply_verdicts(entries: list[dict[str, Any]], load: dict[str, Any]) -> None:
+    """Each timed finalist's reliability from the gate's attempts (``load``
+    of the finalists' EvalResult): the last attempt of ``finalist <i>``
+    decides, as a step's last attempt does. A finalist with figures but no
+    trusted record of its timing is unreliable."""
+    attempts = list((load or {}).get("attempts") or [])
+    reference = [a for a in attempts if a.get("comparison") == "reference"]
+    for entry in entries:
+        if entry.get("speedup") is None:
+            continue
+        mine = [a for a in attempts if a.get("comparison") == f"finalist {entry['index']}"]
+        if not mine:
+            entry.update(timing_reliable=False, unreliable_reasons=["no trusted record of this finalist's timing"])
+            continue
+        last = mine[-1]
+        reasons = list(last.get("reasons") or [])
+        if reference and reference[-1].get("reasons") and "reference_alone_ms" not in last:
+            # the reference alone was never timed reliably: a finalist is
+            # judged against the running baseline, where there is one
+            entry["reference_alone"] = "unreliable: " + "; ".join(reference[-1]["reasons"])
+        entry.update(timing_reliable=not reasons, unreliable_reasons=reasons, timing_attempts=len(mine))
+        for key in ("reference_alone_ms", "reference_baseline_ms", "reference_ratio"):
+            if key in last:
+                entry[key] = last[key]
+
+
+def check_reference_spread(entries: list[dict[str, Any]], tolerance: float) -> None:
+    """The reference paired with each finalist against its median over all
+    finalists: one that moved with one program (further than ``tolerance``,
+    ratio - 1) is that program's side effect, whatever the reference alone
+    showed (it is timed once, and may itself have been unreliable)."""
+    refs = [e["ref_runtime_ms"] for e in entries
+            if e.get("speedup") is not None and isinstance(e.get("ref_runtime_ms"), (int, float))]
+    if len(refs) < 3:  # the median of two is no majority
+        return
+    middle = statistics.median(refs)
+    for entry in entries:
+        ref = entry.get("ref_runtime_ms")
+        if entry.get("speedup") is None or not isinstance(ref, (int, float)) or middle <= 0:
+            continue
+        ratio = ref / middle
+        if ratio > 1 + tolerance or ratio < 1 / (1 + tolerance):
+            entry["timing_reliable"] = False
+            entry["unreliable_reasons"] = list(entry.get("unreliable_reasons") or []) + [
+                f"reference moved with the program: {ref:.4g} ms paired with it, {middle:.4g} ms the median "
+                f"paired with the {len(refs)} finalists ({ratio:.2f}x)"]
+
+
+def reliable(entry: dict[str, Any]) -> bool:
+    """A finalist whose confirmed figure may become a run's best."""
+    return bool(entry.get("correct")) and entry.get("speedup") is not None and not entry.get("suspicious") \
+        and entry.get("timing_reliable", False) is True
+
+
+def hold_to_alone(entries: list[dict[str, Any]],
+                  retime_alone: Callable[[int], Optional[dict[str, Any]]]) -> list[int]:
+    """Re-time the reliable winner alone (``retime_alone(index)``: its row
+    from a worker with no other finalist, verdicts applied) until the
+    winner's head-to-head figure is no higher than its alone figure's CI:
+    above it, the alone figures replace the head-to-head ones (``capped``);
+    an alone timing that failed or is unreliable marks the finalist
+    unreliable, and the next one is tried. Returns the indices re-timed."""
+    checked: list[int] = []
+    while True:
+        candidates = [e for e in entries if reliable(e)]
+        if not candidates:
+            return checked
+        top = max(candidates, key=lambda e: e["speedup"])
+        if top["index"] in checked:
+            return checked
+        checked.append(top["index"])
+        alone = retime_alone(top["index"]) or {}
+        if not reliable(alone):
+            why = alone.get("error") or "; ".join(alone.get("unreliable_reasons") or []) or "no figure"
+            top.update(timing_reliable=False,
+                       unreliable_reasons=list(top.get("unreliable_reasons") or []) + [f"re-timed alone: {why}"])
+            top["alone"] = {k: alone.get(k) for k in FIGURES if k in alone}
+            continue
+        top["alone"] = {k: alone[k] for k in FIGURES if k in alone}
+        high = alone.get("speedup_ci_high")
+        if isinstance(high, (int, float)) and top["speedup"] > high:
+            # faster next to the others than alone, beyond the alone CI: the
+            # pairing flattered it; the alone figures are the ones to believe
+            top["capped"] = (f"head to head {top['speedup']:.3f}x [{top.get('speedup_ci_low', 0):.3f}, "
+                             f"{top.get('speedup_ci_high', 0):.3f}] is above its alone re-timing "
+                             f"{alone['speedup']:.3f}x [{alone.get('speedup_ci_low', 0):.3f}, {high:.3f}]")
+            top["head_to_head"] = {k: top.get(k) for k in FIGURES}
+            top.update({k: alone[k] for k in FIGURES if k in alone})
+
+
+__all__ = ["FIGURES", "apply_verdicts", "check_reference_spread", "hold_to_alone", "reliable"]
