@@ -109,11 +109,15 @@ def _failure_line(summary: dict[str, Any]) -> str:
         "llm-quota": "the LLM account is out of quota or credit",
         "llm-not-found": "the LLM endpoint has no such model or path (check --model and the base URL)",
         "llm-failures": "too many LLM requests failed in a row (is the endpoint up?)",
+        "llm-all-failed": "no proposal of the run came back (is the endpoint up? does the model answer?)",
         "harness-error": ("the task's reference failed (not the program's fault; nothing was charged to it; "
                           f"a resumed run evaluates its own copy of the task, in {run_dir}/task)"),
     }.get(reason, reason)
+    # The failed steps used up the run's iterations: a plain resume would
+    # have nothing left to do, so the way on asks for more steps.
+    more = " --iterations N" if reason == "llm-all-failed" else ""
     return (f"kernelsmith evolve: stopped: {what}: {detail} -- nothing is lost; "
-            f"fix it and continue with: kernelsmith evolve --resume {run_dir}")
+            f"fix it and continue with: kernelsmith evolve --resume {run_dir}{more}")
 
 
 def run(args: argparse.Namespace) -> int:
