@@ -44,9 +44,14 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path}: no such candidate file")
         source = path.read_text()
+    from ..evaluator.phases import PhaseLine
+
     with Evaluator(timeout_s=args.timeout, timing=not args.no_timing, isolation=args.isolation,
                    devices=[args.device] if args.device is not None else None) as ev:
-        result = ev.evaluate(task, source)
+        # the phase it is in, on stderr while it runs: a line updated in place
+        # on a terminal; with -v each phase and its time as it ends
+        with PhaseLine("evaluating", lines=bool(getattr(args, "verbose", 0))):
+            result = ev.evaluate(task, source)
     if args.json and args.kernelbench:
         from ..kernelbench import to_kernelbench
 

@@ -553,6 +553,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         guard = TorchOpGuard(allowed, tracker=census.note_derived)
         first = calls["n"] == 0
         calls["n"] += 1
+        if first:  # named, so a limit reached here says it was the compile (or a package's autotuning)
+            chan.stage(f"{where}: the program's first call (compiles its kernels)")
         t0 = time.monotonic()
         try:
             with census.watch() as seen:
@@ -620,6 +622,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
             if changed is not None:
                 raise Verdict(category="hacked", hacked=True, compiled=True,
                               hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
+            if stats["trials"] == 0:
+                chan.stage(f"{label}: the reference's first call")
             try:
                 with census.reference() if stats["trials"] == 0 else contextlib.nullcontext():
                     expected = cmp.snapshot(cmp.flatten_outputs(model(*clone(pristine))))
@@ -637,6 +641,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                         "degenerate task: " + ", ".join(trivial) + " pass(es) this task's tolerance on its inputs; "
                         "a program returning it is rejected, but the task should be tightened")
                     out["census"]["degenerate"] = sorted(trivial)
+            if stats["trials"] == 0:
+                chan.stage(label)  # the reference's first call is over
             c_args = clone(pristine)
             got_after = run_candidate(c_args, f"{label}, after the reference")
             changed = cmp.inputs_equal(c_args, pristine)

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..evaluator import phases
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
 from ..result import EvalResult
 from .task import InplaceSpec, InplaceTask
@@ -136,12 +137,15 @@ class InplaceEvaluator:
             return EvalResult(category="compile", error=f"{spec.config.target.file}: syntax error: {exc.msg} "
                                                         f"(line {exc.lineno})", wall_s=0.0)
         with tempfile.TemporaryDirectory(prefix="ks-inplace-") as tmp:
-            root = copy_tree(spec.tree, Path(tmp) / "tree")
-            (root / spec.config.target.file).write_text(file_text)
-            tests = run_tests(spec, root, isolation=self.isolation)
+            with phases.step("copy the tree"):
+                root = copy_tree(spec.tree, Path(tmp) / "tree")
+                (root / spec.config.target.file).write_text(file_text)
+            with phases.step("project tests"):
+                tests = run_tests(spec, root, isolation=self.isolation)
         if not tests["passed"]:
-            what = {"timeout": "the project's tests timed out", "crash": "the project's tests crashed"}.get(
-                tests["category"], "the project's tests failed")
+            what = {"timeout": f"the project's tests ran past their limit of {spec.config.tests_timeout_s:g} s "
+                               "(tests_timeout_s) and were killed",
+                    "crash": "the project's tests crashed"}.get(tests["category"], "the project's tests failed")
             result = EvalResult(compiled=tests["category"] != "crash", category=tests["category"],
                                 error=f"{what} (`{tests['command']}`, exit status {tests['returncode']}):\n"
                                       + tests["output"][-1500:])
@@ -149,11 +153,13 @@ class InplaceEvaluator:
             result.wall_s = round(time.monotonic() - started, 3)
             return result
         program = spec.program(source)
-        result = self.inner.evaluate(task, program)
+        with phases.step(f"comparison {spec.config.compare.dtypes[0]}"):
+            result = self.inner.evaluate(task, program)
         for dtype in spec.config.compare.dtypes[1:]:
             if not result.correct or result.hacked:
                 break
-            other = self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
+            with phases.step(f"comparison {dtype}"):
+                other = self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
             if not other.correct or other.hacked:
                 other.error = f"[{dtype}] " + other.error
                 other.correctness = {**other.correctness, "dtype": dtype}
