@@ -341,6 +341,12 @@ class DevicePool:
         self.requests_dir = os.path.join(self.root, "requests")
         os.mkdir(self.cache_dir, 0o755)
         os.mkdir(self.requests_dir, 0o700)
+        # Triton autotune results, kept here and handed to the next children
+        self.autotune = None
+        if backend.name == "triton" and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
+            from ..backends._triton_autotune import AutotuneStore
+
+            self.autotune = AutotuneStore(os.path.join(self.root, "autotune"))
         self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
         # the trusted comparison, out of the candidates' reach (referee.py)
         self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)
@@ -455,6 +461,8 @@ class DevicePool:
                            finalist_paths)
             if not finalists:
                 job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
+            if self.autotune is not None:  # autotuning done once per kernel and key (_triton_autotune)
+                job["autotune"] = self.autotune.job_paths(child.workdir)
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
             ticket.reset_clock()  # standing still as a spare is not this job's time
@@ -463,6 +471,8 @@ class DevicePool:
             evidence["src"], evidence["dir"] = child.workdir, tempfile.mkdtemp(prefix="evidence-",
                                                                              dir=self.referee.workdir)
             raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
+            if "autotune" in job:
+                self.autotune.absorb(job["autotune"]["new"])  # type: ignore[union-attr]
             if isinstance(raw, dict):
                 raw.pop("referee", None)  # the referee takes only what was handed over
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),

@@ -414,6 +414,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     phases: dict[str, float] = out.setdefault("phases", {})
     started = time.monotonic()
+    if isinstance(job.get("autotune"), dict):  # the parent's autotune records (backends/_triton_autotune.py)
+        from ..backends._triton_autotune import install
+
+        install(job["autotune"].get("known"), job["autotune"].get("new"))
     task = Task.from_dict(job["task"])
     cfg = task.config
     if backend is None:

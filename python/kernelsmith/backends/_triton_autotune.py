@@ -1,0 +1,243 @@
+"""Autotuning done once per kernel source and tuning key, for pool workers.
+
+A Triton kernel under ``@triton.autotune`` (or a package's subclass of
+Triton's ``Autotuner``, e.g. fla-core's ``fla_cache_autotune``) compiles and
+benchmarks every config the first time it sees a tuning key (the values of
+its ``key`` arguments and the tensors' dtypes). Each pool worker is a fresh
+process with a private compile cache, so it did that again for every
+candidate, every comparison shape and every dtype: fla-core's
+``l2norm_fwd_kernel`` has 25 configs per key, and the original (the
+reference) and every candidate that keeps a kernel unchanged tune the same
+kernel again. Triton's own ``cache_results`` keeps results on disk, but in
+the worker's private cache (a candidate can write there), and not at all
+under the interpreter.
+
+Here the result goes to the trusted side instead:
+
+* in the worker, :func:`install` wraps ``Autotuner.run`` (subclasses that
+  call ``super().run`` go through it too). Before Triton tunes a key it has
+  not seen, the record of (kernel source, target, Triton version, tuning
+  key, the config list) is looked up in the file the parent handed over
+  (read-only to the worker); a hit puts that config in the autotuner's cache
+  and nothing is benchmarked. A miss is tuned as usual and its winner
+  appended to the worker's own file (``new``);
+* the parent (:class:`AutotuneStore`, one per device pool) reads that file
+  after the job, keeps what passes its checks, and rewrites the file the
+  next workers read.
+
+What a worker reports is untrusted: a record can only name a config from
+the autotuner's own list (anything else is ignored), and the first record of
+a key is kept (a later worker cannot replace it). The first evaluation of a
+run is the seed's, so the reference's keys (the task's shapes) are tuned by
+the original code before any candidate runs; a candidate can at worst give
+a slower config to a later candidate that shares its kernel source.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from typing import Any, Optional
+
+KNOWN_ENV = "KERNELSMITH_AUTOTUNE_KNOWN"
+NEW_ENV = "KERNELSMITH_AUTOTUNE_NEW"
+#: what the parent reads of one worker's file
+MAX_NEW_BYTES = 1 << 20
+MAX_RECORDS = 20000
+MAX_CONFIG_CHARS = 1000
+
+_installed: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _kernel_identity(autotuner: Any) -> str:
+    """The kernel's source identity: Triton's ``JITFunction.cache_key``
+    (its source and the sources of what it calls), or, under the interpreter
+    (no cache_key), a hash of the Python function's source."""
+    fn = autotuner.fn
+    for _ in range(8):
+        key = getattr(fn, "cache_key", None)
+        if isinstance(key, str):
+            return key
+        inner = getattr(fn, "fn", None)
+        if inner is None:
+            break
+        fn = inner
+    import inspect
+
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
+    return "src:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _target() -> str:
+    """Triton's version and the device target (timings are the device's)."""
+    if "target" not in _installed:
+        import triton
+
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            _installed["target"] = f"triton {triton.__version__} interpreter"
+        else:
+            from triton.runtime import driver
+
+            _installed["target"] = f"triton {triton.__version__} {driver.active.get_current_target()}"
+    return _installed["target"]
+
+
+def tuning_key(autotuner: Any, args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """The key Triton's ``Autotuner.run`` tunes under: the ``key`` arguments'
+    values, then the dtype of every tensor argument."""
+    named = {**dict(zip(autotuner.arg_names, args)), **kwargs}
+    named = {k: v for k, v in named.items() if k in autotuner.arg_names}
+    key = [named[k] for k in autotuner.keys if k in named]
+    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    return tuple(key)
+
+
+def record_key(kernel: str, target: str, key: tuple, configs: list[Any]) -> str:
+    text = json.dumps([kernel, target, [str(k) for k in key], sorted(str(c) for c in configs)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Handover:
+    def __init__(self, known_path: Optional[str], new_path: Optional[str]) -> None:
+        self.known: dict[str, str] = {}
+        if known_path and os.path.isfile(known_path):
+            try:
+                with open(known_path, encoding="utf-8") as f:
+                    data = json.load(f)
+                self.known = {str(k): str(v) for k, v in (data.get("records") or {}).items()}
+            except (OSError, ValueError, AttributeError):
+                self.known = {}
+        self.new_path = new_path
+        self.handed = 0  # keys taken from the parent's records (nothing benchmarked)
+        self.tuned = 0  # keys tuned here and reported
+
+
+def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
+    """Wrap Triton's ``Autotuner.run`` in this process (once); the paths
+    default to the environment (``KERNELSMITH_AUTOTUNE_KNOWN`` / ``_NEW``)."""
+    known_path = known_path or os.environ.get(KNOWN_ENV)
+    new_path = new_path or os.environ.get(NEW_ENV)
+    if not known_path and not new_path:
+        return None
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None
+    with _lock:
+        handover = _Handover(known_path, new_path)
+        _installed["handover"] = handover
+        if "original" in _installed:
+            return handover
+        original = Autotuner.run
+        _installed["original"] = original
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state: Optional[_Handover] = _installed.get("handover")
+        fresh = None
+        if state is not None and len(getattr(self, "configs", ())) > 1:
+            try:
+                key = tuning_key(self, args, kwargs)
+                if key not in self.cache:
+                    rk = record_key(_kernel_identity(self), _target(), key, list(self.configs))
+                    chosen = state.known.get(rk)
+                    match = next((c for c in self.configs if str(c) == chosen), None) if chosen else None
+                    if match is not None:
+                        self.cache[key] = match
+                        state.handed += 1
+                    else:
+                        fresh = (key, rk)
+            except Exception:  # noqa: BLE001 - a key we cannot build: Triton tunes as it would anyway
+                fresh = None
+        result = original(self, *args, **kwargs)
+        if fresh is not None and state is not None and fresh[0] in self.cache:
+            state.tuned += 1
+            # the same kernel under another autotuner of this process (the
+            # reference's, a candidate's that kept it) takes it from here
+            state.known[fresh[1]] = str(self.cache[fresh[0]])
+        if fresh is not None and state is not None and state.new_path and fresh[0] in self.cache:
+            line = json.dumps({"key": fresh[1], "config": str(self.cache[fresh[0]]),
+                               "kernel": getattr(getattr(self, "base_fn", None), "__name__", "")})
+            try:
+                with open(state.new_path, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
+            except OSError:
+                pass
+        return result
+
+    Autotuner.run = run  # type: ignore[method-assign]
+    return handover
+
+
+def uninstall() -> None:
+    """Triton's own ``Autotuner.run`` again (tests)."""
+    with _lock:
+        original = _installed.pop("original", None)
+        _installed.pop("handover", None)
+        if original is not None:
+            from triton.runtime.autotuner import Autotuner
+
+            Autotuner.run = original  # type: ignore[method-assign]
+
+
+class AutotuneStore:
+    """The parent's autotune records for one device: read from each worker's
+    file after its job (checked, first record of a key kept), written to
+    ``known_path`` for the next workers (read-only to them)."""
+
+    def __init__(self, folder: str) -> None:
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        os.chmod(folder, 0o755)
+        self.known_path = os.path.join(folder, "known.json")
+        self.records: dict[str, str] = {}
+        self.rejected = 0
+        self._lock = threading.Lock()
+        self._write()
+
+    def job_paths(self, workdir: str) -> dict[str, str]:
+        """The two paths a job's worker is given."""
+        return {"known": self.known_path, "new": os.path.join(workdir, ".ks-autotune.jsonl")}
+
+    def absorb(self, new_path: str) -> int:
+        """Take a finished worker's records; the number kept."""
+        try:
+            if os.path.islink(new_path) or not os.path.isfile(new_path):
+                return 0
+            with open(new_path, "rb") as f:
+                data = f.read(MAX_NEW_BYTES)
+        except OSError:
+            return 0
+        kept = 0
+        with self._lock:
+            for raw in data.decode("utf-8", errors="replace").splitlines():
+                try:
+                    entry = json.loads(raw)
+                    key, config = entry["key"], entry["config"]
+                except (ValueError, KeyError, TypeError):
+                    self.rejected += 1
+                    continue
+                if not (isinstance(key, str) and len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+                        and isinstance(config, str) and 0 < len(config) <= MAX_CONFIG_CHARS):
+                    self.rejected += 1
+                    continue
+                if key in self.records or len(self.records) >= MAX_RECORDS:
+                    continue  # the first record of a key stays
+                self.records[key] = config
+                kept += 1
+            if kept:
+                self._write()
+        return kept
+
+    def _write(self) -> None:
+        tmp = self.known_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"records": self.records}, f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.known_path)
+
+
+__all__ = ["AutotuneStore", "install", "record_key", "tuning_key", "uninstall"]

@@ -1,0 +1,208 @@
+"""Autotuning done once per kernel source and tuning key
+(backends/_triton_autotune.py): a worker reports the config it tuned, the
+parent keeps it (checked, first record wins) and hands it to later workers,
+which then benchmark nothing. Triton's default benchmarker needs a GPU, so the
+kernels here bring their own ``do_bench`` (the Autotuner's documented
+argument) and run under TRITON_INTERPRET=1; on a GPU the same path runs with
+Triton's benchmarker (scripts/run_inplace_fla.sh)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.runtime.autotuner import Autotuner  # noqa: E402
+
+from kernelsmith.backends import _triton_autotune as at  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="CPU test: the interpreter")
+
+HERE = Path(__file__).resolve().parent
+BENCHED: list[str] = []
+
+
+def counting_bench(fn, quantiles=None):
+    """The benchmark Triton would run per config, counted."""
+    BENCHED.append("x")
+    t0 = time.perf_counter()
+    fn()
+    spent = time.perf_counter() - t0
+    return [spent, spent, spent]
+
+
+def double_kernel(x, y, n, B: tl.constexpr):
+    o = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(y + o, tl.load(x + o, mask=o < n) * 2, mask=o < n)
+
+
+CONFIGS = [triton.Config({"B": b}) for b in (16, 32, 64)]
+
+
+def make_autotuner(configs=CONFIGS, cls=None):
+    """A new Autotuner over the same kernel source (what a new process, or
+    the reference next to a candidate that kept the kernel, has)."""
+    jitted = triton.jit(double_kernel)
+    if cls is None:
+        return triton.autotune(configs=configs, key=["n"], do_bench=counting_bench)(jitted)
+    return cls(jitted, jitted.arg_names, configs, ["n"], None, None, do_bench=counting_bench)
+
+
+def launch(tuner, n=100):
+    x = torch.randn(n)
+    y = torch.empty_like(x)
+    tuner[lambda m: (triton.cdiv(n, m["B"]),)](x, y, n)
+    assert torch.equal(y, x * 2)
+    return tuner
+
+
+class PackageAutotuner(Autotuner):
+    """A package's wrapper, as fla-core's CachedAutotuner is: its own run,
+    which ends in Triton's."""
+
+    def run(self, *args, **kwargs):
+        self.wrapped_calls = getattr(self, "wrapped_calls", 0) + 1
+        return super().run(*args, **kwargs)
+
+
+@pytest.fixture
+def handover(tmp_path):
+    BENCHED.clear()
+    yield tmp_path
+    at.uninstall()
+
+
+def test_a_record_from_the_parent_skips_the_benchmark(handover):
+    tmp = handover
+    at.install(str(tmp / "none.json"), str(tmp / "first.jsonl"))
+    first = launch(make_autotuner())
+    assert len(BENCHED) == 3  # every config benchmarked once
+    reported = [json.loads(line) for line in (tmp / "first.jsonl").read_text().splitlines()]
+    assert len(reported) == 1 and reported[0]["kernel"] == "double_kernel"
+    best = str(next(iter(first.cache.values())))
+    assert reported[0]["config"] == best
+
+    store = at.AutotuneStore(str(tmp / "store"))
+    assert store.absorb(str(tmp / "first.jsonl")) == 1
+    assert json.loads(Path(store.known_path).read_text())["records"] == {reported[0]["key"]: best}
+
+    # a later process: the parent's records, a new autotuner of the same source
+    BENCHED.clear()
+    at.install(store.known_path, str(tmp / "second.jsonl"))
+    again = launch(make_autotuner())
+    assert BENCHED == [] and str(next(iter(again.cache.values()))) == best
+    assert not (tmp / "second.jsonl").exists()  # nothing new to report
+    # a package's subclass of Autotuner gets it through Triton's run too
+    wrapped = launch(make_autotuner(cls=PackageAutotuner))
+    assert BENCHED == [] and wrapped.wrapped_calls == 1
+    # another tuning key (n) is tuned, and reported
+    launch(make_autotuner(), n=1000)
+    assert len(BENCHED) == 3 and len((tmp / "second.jsonl").read_text().splitlines()) == 1
+
+
+def test_the_same_kernel_tuned_once_per_process(handover):
+    """The reference and a candidate that kept the kernel: two autotuners of
+    one source in one worker; the second takes the first's result."""
+    at.install(None, str(handover / "new.jsonl"))
+    launch(make_autotuner())
+    launch(make_autotuner())
+    assert len(BENCHED) == 3
+
+
+def test_a_record_can_only_name_one_of_the_autotuners_configs(handover):
+    tmp = handover
+    tuner = make_autotuner()
+    key = at.tuning_key(tuner, (torch.zeros(100), torch.zeros(100), 100), {})
+    forged = at.record_key(at._kernel_identity(tuner), "triton %s interpreter" % triton.__version__, key, CONFIGS)
+    (tmp / "known.json").write_text(json.dumps({"records": {forged: "B: 4096, num_warps: 1"}}))
+    at.install(str(tmp / "known.json"), None)
+    launch(tuner)
+    assert len(BENCHED) == 3  # not one of its configs: tuned as usual
+    # the record is found when it names one (the key is the one Triton uses)
+    BENCHED.clear()
+    (tmp / "known.json").write_text(json.dumps({"records": {forged: str(CONFIGS[2])}}))
+    at.install(str(tmp / "known.json"), None)
+    tuner = launch(make_autotuner())
+    assert BENCHED == [] and tuner.cache == {key: CONFIGS[2]}
+
+
+def test_records_are_keyed_by_source_key_target_and_configs():
+    base = at.record_key("src:a", "t", (100, "torch.float32"), CONFIGS)
+    assert base == at.record_key("src:a", "t", (100, "torch.float32"), list(reversed(CONFIGS)))
+    assert base != at.record_key("src:b", "t", (100, "torch.float32"), CONFIGS)
+    assert base != at.record_key("src:a", "t", (101, "torch.float32"), CONFIGS)
+    assert base != at.record_key("src:a", "t", (100, "torch.bfloat16"), CONFIGS)
+    assert base != at.record_key("src:a", "other gpu", (100, "torch.float32"), CONFIGS)
+    assert base != at.record_key("src:a", "t", (100, "torch.float32"), CONFIGS[:2])
+
+
+def test_the_store_keeps_the_first_record_and_drops_junk(tmp_path):
+    store = at.AutotuneStore(str(tmp_path / "store"))
+    good, other = "a" * 64, "b" * 64
+    (tmp_path / "w1.jsonl").write_text("\n".join([
+        json.dumps({"key": good, "config": "B: 32"}),
+        "not json",
+        json.dumps({"key": "../../etc", "config": "B: 32"}),
+        json.dumps({"key": other, "config": "x" * (at.MAX_CONFIG_CHARS + 1)}),
+        json.dumps({"key": other}),
+    ]))
+    assert store.absorb(str(tmp_path / "w1.jsonl")) == 1 and store.rejected == 4
+    (tmp_path / "w2.jsonl").write_text(json.dumps({"key": good, "config": "B: 16"}) + "\n")
+    assert store.absorb(str(tmp_path / "w2.jsonl")) == 0  # a later worker cannot replace it
+    assert json.loads(Path(store.known_path).read_text())["records"] == {good: "B: 32"}
+    os.symlink(tmp_path / "w2.jsonl", tmp_path / "link.jsonl")
+    assert store.absorb(str(tmp_path / "link.jsonl")) == 0
+    assert store.absorb(str(tmp_path / "missing.jsonl")) == 0
+
+
+CANDIDATE = '''
+import time
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+def slow_bench(fn, quantiles=None):
+    time.sleep(1.0)  # what benchmarking a config costs, made visible
+    fn()
+    return [1.0, 1.0, 1.0]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (256, 512, 1024)], key=["n"], do_bench=slow_bench)
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, n)
+        return y
+'''
+
+
+def test_a_pool_tunes_a_kernel_once_and_hands_the_result_to_later_workers():
+    from kernelsmith.evaluator import Evaluator
+    from kernelsmith.task import Task
+
+    task = Task.load(HERE.parent / "examples" / "triton" / "relu", trials=1)
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        first = ev.evaluate(task, CANDIDATE)
+        second = ev.evaluate(task, CANDIDATE + "\n# another candidate, the same kernel\n")
+    assert first.correct and second.correct, (first.error, second.error)
+    # the first worker benchmarked 3 configs (1 s each) in the program's first call
+    assert first.phases["compile"] >= 3.0, first.phases
+    # the next one, a new process, took the parent's record: nothing benchmarked
+    assert second.phases["compile"] < 1.0, second.phases
