@@ -206,3 +206,65 @@ def test_a_pool_tunes_a_kernel_once_and_hands_the_result_to_later_workers():
     assert first.phases["compile"] >= 3.0, first.phases
     # the next one, a new process, took the parent's record: nothing benchmarked
     assert second.phases["compile"] < 1.0, second.phases
+
+
+TUNED_PKG = '''
+import time
+import torch
+import triton
+import triton.language as tl
+
+
+def slow_bench(fn, quantiles=None):
+    print("BENCHMARKED", flush=True)
+    time.sleep(0.5)
+    fn()
+    return [1.0, 1.0, 1.0]
+
+
+@triton.autotune(configs=[triton.Config({"B": b}) for b in (16, 32, 64)], key=["n"], do_bench=slow_bench)
+@triton.jit
+def double_kernel(x, y, n, B: tl.constexpr):
+    o = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(y + o, tl.load(x + o, mask=o < n) * 2, mask=o < n)
+
+
+def double(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    double_kernel[lambda m: (triton.cdiv(n, m["B"]),)](x, y, n)
+    return y
+'''
+
+
+def test_the_project_tests_take_and_give_autotune_results(tmp_path):
+    """An in-place task's test command runs in its own processes: a
+    sitecustomize put first on its PYTHONPATH installs the hand-over there
+    (without importing kernelsmith), so the second run of the tests
+    benchmarks nothing."""
+    from kernelsmith.cli import main
+    from kernelsmith.inplace import InplaceEvaluator, load_inplace
+    from kernelsmith.inplace.evaluate import copy_tree, run_tests
+
+    tree = tmp_path / "tree"
+    (tree / "tunedpkg").mkdir(parents=True)
+    (tree / "tunedpkg" / "__init__.py").write_text(TUNED_PKG)
+    (tmp_path / "inputs.py").write_text("import torch\ndef make_inputs(shape, dtype):\n"
+                                        "    return [torch.randn(*shape, dtype=dtype)]\n")
+    check = "import torch, tunedpkg; x = torch.randn(100); assert torch.equal(tunedpkg.double(x), x * 2)"
+    assert main(["task", "init", "--tree", str(tree), "--file", "tunedpkg/__init__.py", "--function", "double",
+                 "--region", "double_kernel,double", "--tests", f'python -c "{check}"',
+                 "--inputs", f"{tmp_path / 'inputs.py'}:make_inputs", "--bench-shapes", "100",
+                 "-o", str(tmp_path / "t.yaml"), "--no-check"]) == 0
+    task = load_inplace(tmp_path / "t.yaml")
+    with InplaceEvaluator(workers=1) as ev:
+        store = ev.autotune_store(task)
+        outputs = []
+        for run in range(2):
+            root = copy_tree(task.spec.tree, tmp_path / f"copy{run}")
+            tests = run_tests(task.spec, root, autotune=store)
+            assert tests["passed"], tests["output"]
+            outputs.append(tests["output"])
+            if run == 0:
+                assert len(store.records) == 1
+    assert outputs[0].count("BENCHMARKED") == 3 and "BENCHMARKED" not in outputs[1], outputs

@@ -184,6 +184,80 @@ def uninstall() -> None:
             Autotuner.run = original  # type: ignore[method-assign]
 
 
+def install_when_imported() -> None:
+    """:func:`install` as soon as Triton's autotuner module is imported (now
+    if it is): for a process that may never import Triton (the project's
+    test command and its subprocesses), which then pays nothing."""
+    import sys
+
+    if "triton.runtime.autotuner" in sys.modules:
+        install()
+        return
+    import importlib.abc
+    import importlib.machinery
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+            if name != "triton.runtime.autotuner":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run_module = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run_module(module)
+                sys.meta_path[:] = [f for f in sys.meta_path if f is not finder]
+                install()
+
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+            return spec
+
+    finder = _Finder()
+    sys.meta_path.insert(0, finder)
+
+
+#: the ``sitecustomize`` of a project's test command: hands the results over
+#: there too, then runs the environment's own sitecustomize, if any
+_SITECUSTOMIZE = """# kernelsmith: Triton autotune results handed over (kernelsmith/backends/_triton_autotune.py)
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if os.environ.get("KERNELSMITH_AUTOTUNE_KNOWN") or os.environ.get("KERNELSMITH_AUTOTUNE_NEW"):
+    try:
+        import _ks_triton_autotune
+        _ks_triton_autotune.install_when_imported()
+    except Exception as exc:  # the tests run as they would without it
+        print(f"kernelsmith: autotune hand-over not installed: {exc}", file=sys.stderr)
+try:
+    import importlib.machinery
+    import importlib.util
+
+    _spec = importlib.machinery.PathFinder.find_spec(
+        "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+    if _spec is not None and _spec.loader is not None:
+        _module = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_module)
+except Exception:
+    pass
+"""
+
+
+def write_site_folder(folder: str) -> str:
+    """A folder to put first on a process's PYTHONPATH: its sitecustomize
+    installs the hand-over (this file, copied: the process need not be able
+    to import kernelsmith)."""
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        f.write(_SITECUSTOMIZE)
+    with open(__file__, encoding="utf-8") as src, \
+            open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst:
+        dst.write(src.read())
+    return folder
+
+
 class AutotuneStore:
     """The parent's autotune records for one device: read from each worker's
     file after its job (checked, first record of a key kept), written to
@@ -193,6 +267,7 @@ class AutotuneStore:
         os.makedirs(folder, mode=0o755, exist_ok=True)
         os.chmod(folder, 0o755)
         self.known_path = os.path.join(folder, "known.json")
+        self.site_dir: Optional[str] = None  # write_site_folder's, for a process started by a command
         self.records: dict[str, str] = {}
         self.rejected = 0
         self._lock = threading.Lock()
@@ -240,4 +315,5 @@ class AutotuneStore:
         os.replace(tmp, self.known_path)
 
 
-__all__ = ["AutotuneStore", "install", "record_key", "tuning_key", "uninstall"]
+__all__ = ["AutotuneStore", "install", "install_when_imported", "record_key", "tuning_key", "uninstall",
+           "write_site_folder"]

@@ -63,16 +63,23 @@ def test_environment(spec: InplaceSpec, root: Path, home: Path) -> dict[str, str
 
 
 def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
-              timeout_s: Optional[float] = None) -> dict[str, Any]:
+              timeout_s: Optional[float] = None, autotune: Any = None) -> dict[str, Any]:
     """Run the project's test command in ``root`` (a copy of the tree),
-    sandboxed. Returns {passed, returncode, category, output, seconds, isolation}."""
+    sandboxed. Returns {passed, returncode, category, output, seconds, isolation}.
+    ``autotune``: an AutotuneStore whose Triton autotune results the tests'
+    processes take, and add to (backends/_triton_autotune.py)."""
     home = root / ".ks-home"
     home.mkdir(exist_ok=True)
     prefix, bwrap, _note = sandbox_prefix(isolation, str(root))
     command = with_interpreter(spec.command(spec.config.tests))
     started = time.monotonic()
     timeout = timeout_s or spec.config.tests_timeout_s
-    proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=test_environment(spec, root, home),
+    env = test_environment(spec, root, home)
+    if autotune is not None:
+        paths = autotune.job_paths(str(home))
+        env.update(PYTHONPATH=os.pathsep.join([autotune.site_dir, env["PYTHONPATH"]]),
+                   KERNELSMITH_AUTOTUNE_KNOWN=paths["known"], KERNELSMITH_AUTOTUNE_NEW=paths["new"])
+    proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -84,6 +91,8 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         rc, timed_out = None, True
     if bwrap and rc is not None and rc > 128:
         rc = -(rc - 128)  # bwrap's init reports a signal death as 128 + signal
+    if autotune is not None:
+        autotune.absorb(autotune.job_paths(str(home))["new"])
     text = out.decode(errors="replace")
     if timed_out:
         category = "timeout"
@@ -113,6 +122,24 @@ class InplaceEvaluator:
         self.isolation = isolation
         self.workers = getattr(inner, "workers", 1)
         self.tests_log: list[dict[str, Any]] = []
+        self._autotune: Any = None  # the project tests' Triton autotune results (made on first use)
+        self._autotune_dir: Optional[str] = None
+
+    def autotune_store(self, task: InplaceTask) -> Any:
+        """The store of the Triton autotune results the project's tests
+        hand on from one run to the next (None for other backends, or with
+        KERNELSMITH_AUTOTUNE_HANDOVER=0)."""
+        if task.spec is None or task.spec.config.backend != "triton" \
+                or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0":
+            return None
+        if self._autotune is None:
+            from ..backends._triton_autotune import AutotuneStore, write_site_folder
+
+            self._autotune_dir = tempfile.mkdtemp(prefix="ks-inplace-autotune-")
+            os.chmod(self._autotune_dir, 0o755)
+            self._autotune = AutotuneStore(os.path.join(self._autotune_dir, "records"))
+            self._autotune.site_dir = write_site_folder(os.path.join(self._autotune_dir, "site"))
+        return self._autotune
 
     def backend_for(self, task: Any) -> Any:
         return self.inner.backend_for(task)
@@ -141,7 +168,7 @@ class InplaceEvaluator:
                 root = copy_tree(spec.tree, Path(tmp) / "tree")
                 (root / spec.config.target.file).write_text(file_text)
             with phases.step("project tests"):
-                tests = run_tests(spec, root, isolation=self.isolation)
+                tests = run_tests(spec, root, isolation=self.isolation, autotune=self.autotune_store(task))
         if not tests["passed"]:
             what = {"timeout": f"the project's tests ran past their limit of {spec.config.tests_timeout_s:g} s "
                                "(tests_timeout_s) and were killed",
@@ -178,6 +205,8 @@ class InplaceEvaluator:
 
     def close(self) -> None:
         self.inner.close()
+        if self._autotune_dir is not None:
+            shutil.rmtree(self._autotune_dir, ignore_errors=True)
 
     def __enter__(self) -> "InplaceEvaluator":
         return self
