@@ -134,13 +134,13 @@ def test_a_record_can_only_name_one_of_the_autotuners_configs(handover):
 
 
 def test_records_are_keyed_by_source_key_target_and_configs():
-    base = at.record_key("src:a", "t", (100, "torch.float32"), CONFIGS)
-    assert base == at.record_key("src:a", "t", (100, "torch.float32"), list(reversed(CONFIGS)))
-    assert base != at.record_key("src:b", "t", (100, "torch.float32"), CONFIGS)
-    assert base != at.record_key("src:a", "t", (101, "torch.float32"), CONFIGS)
-    assert base != at.record_key("src:a", "t", (100, "torch.bfloat16"), CONFIGS)
-    assert base != at.record_key("src:a", "other gpu", (100, "torch.float32"), CONFIGS)
-    assert base != at.record_key("src:a", "t", (100, "torch.float32"), CONFIGS[:2])
+    base = at.record_key("code:a", "t", (100, "torch.float32"), CONFIGS)
+    assert base == at.record_key("code:a", "t", (100, "torch.float32"), list(reversed(CONFIGS)))
+    assert base != at.record_key("code:b", "t", (100, "torch.float32"), CONFIGS)
+    assert base != at.record_key("code:a", "t", (101, "torch.float32"), CONFIGS)
+    assert base != at.record_key("code:a", "t", (100, "torch.bfloat16"), CONFIGS)
+    assert base != at.record_key("code:a", "other gpu", (100, "torch.float32"), CONFIGS)
+    assert base != at.record_key("code:a", "t", (100, "torch.float32"), CONFIGS[:2])
 
 
 def test_the_store_keeps_the_first_record_and_drops_junk(tmp_path):
@@ -268,3 +268,38 @@ def test_the_project_tests_take_and_give_autotune_results(tmp_path):
             if run == 0:
                 assert len(store.records) == 1
     assert outputs[0].count("BENCHMARKED") == 3 and "BENCHMARKED" not in outputs[1], outputs
+
+
+def test_the_referee_tunes_the_references_kernels_first_for_every_worker(tmp_path):
+    """A reference that runs an autotuned Triton kernel (an in-place task's
+    original): the trusted referee primes the task before any worker runs,
+    its results go to the store, so already the first worker, whose program
+    kept that kernel, benchmarks nothing for it."""
+    from kernelsmith.evaluator import Evaluator
+    from kernelsmith.task import Task
+
+    kernel = CANDIDATE.split("class ModelNew")[0]
+    (tmp_path / "reference.py").write_text(kernel + '''
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, n)
+        return y
+
+
+def get_inputs():
+    return [torch.randn(16, 1024)]
+
+
+def get_init_inputs():
+    return []
+''')
+    (tmp_path / "task.yaml").write_text("backend: triton\ntrials: 1\ntiming:\n  enabled: false\n")
+    task = Task.load(tmp_path)
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        result = ev.evaluate(task, CANDIDATE)
+        store = next(iter(ev._device_pools.values())).autotune
+    assert result.correct, result.error
+    assert len(store.records) == 1
+    assert result.phases["compile"] < 1.0, result.phases  # the first call took the referee's record

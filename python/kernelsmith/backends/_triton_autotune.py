@@ -54,7 +54,7 @@ _lock = threading.Lock()
 def _kernel_identity(autotuner: Any) -> str:
     """The kernel's source identity: Triton's ``JITFunction.cache_key``
     (its source and the sources of what it calls), or, under the interpreter
-    (no cache_key), a hash of the Python function's source."""
+    (no cache_key), a hash of the Python function's code."""
     fn = autotuner.fn
     for _ in range(8):
         key = getattr(fn, "cache_key", None)
@@ -64,13 +64,16 @@ def _kernel_identity(autotuner: Any) -> str:
         if inner is None:
             break
         fn = inner
-    import inspect
+    # the interpreter's function: its compiled code, which is the same for
+    # the same source wherever it was loaded from (a file, an exec'd string)
+    return "code:" + hashlib.sha256(_code_text(getattr(fn, "__code__", None)).encode()).hexdigest()
 
-    try:
-        text = inspect.getsource(fn)
-    except (OSError, TypeError):
-        text = getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
-    return "src:" + hashlib.sha256(text.encode()).hexdigest()
+
+def _code_text(code: Any) -> str:
+    if code is None:
+        return ""
+    consts = [_code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+    return json.dumps([code.co_code.hex(), consts, list(code.co_names), list(code.co_varnames)])
 
 
 def _target() -> str:

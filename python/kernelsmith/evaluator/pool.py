@@ -462,6 +462,7 @@ class DevicePool:
             if not finalists:
                 job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
             if self.autotune is not None:  # autotuning done once per kernel and key (_triton_autotune)
+                self.autotune.absorb(self.referee.autotune_path)  # trusted, and first: it primed the task
                 job["autotune"] = self.autotune.job_paths(child.workdir)
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
