@@ -39,12 +39,8 @@ out="${OUT:-runs/fla-l2norm-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"  # absolute: the patch is applied from another folder below
 tree="$out/fla-tree"
-rm -rf "$tree" && mkdir -p "$tree"
-"$py" -m zipfile -e "$fla" "$tree"
-"$py" -m zipfile -e "$einops" "$tree"
-rm -rf "$tree"/fla_core-*.dist-info "$tree"/einops-*.dist-info
-# a git checkout, so the patch has a commit to apply to
-(cd "$tree" && git init -q && git add -A && git -c user.name=ks -c user.email=ks@localhost commit -qm "fla-core $(basename "$fla")")
+source scripts/inplace_wheel.sh
+wheel_tree "$tree" fla-core "$fla" "$einops"
 iters="${FLA_ITERATIONS:-8}"
 tests="$PWD/examples/inplace/fla/test_fla_l2norm.py"
 start=$(date +%s)
@@ -60,13 +56,4 @@ start=$(date +%s)
 "$py" -m kernelsmith evolve "$out/l2norm.yaml" --iterations "$iters" --out "$out/run" "$@"
 echo "evolve ($iters steps): $(( $(date +%s) - start )) s"
 cat "$out/run/summary.md"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cp -r "$tree" "$work/tree"
-if [ -s "$out/run/best.patch" ]; then
-    (cd "$work/tree" && git apply --verbose "$out/run/best.patch")
-    echo "best.patch applies to fla-core's files; their tests with it:"
-else
-    echo "no improvement found (best.patch is empty); the tests on the original files:"
-fi
-(cd "$work/tree" && PYTHONPATH=. "$py" -m pytest -q -p no:cacheprovider "$tests")
+check_best_patch "$tree" "$out/run" fla-core "$tests"
