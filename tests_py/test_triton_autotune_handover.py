@@ -72,6 +72,12 @@ class PackageAutotuner(Autotuner):
         return super().run(*args, **kwargs)
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test its own records kept between commands (none from before)."""
+    monkeypatch.setenv(at.CACHE_ENV, str(tmp_path / "kept" / "triton-autotune.json"))
+
+
 @pytest.fixture
 def handover(tmp_path):
     BENCHED.clear()
@@ -144,7 +150,7 @@ def test_records_are_keyed_by_source_key_target_and_configs():
 
 
 def test_the_store_keeps_the_first_record_and_drops_junk(tmp_path):
-    store = at.AutotuneStore(str(tmp_path / "store"))
+    store = at.AutotuneStore(str(tmp_path / "store"), persist=None)
     good, other = "a" * 64, "b" * 64
     (tmp_path / "w1.jsonl").write_text("\n".join([
         json.dumps({"key": good, "config": "B: 32"}),
@@ -157,6 +163,7 @@ def test_the_store_keeps_the_first_record_and_drops_junk(tmp_path):
     (tmp_path / "w2.jsonl").write_text(json.dumps({"key": good, "config": "B: 16"}) + "\n")
     assert store.absorb(str(tmp_path / "w2.jsonl")) == 0  # a later worker cannot replace it
     assert json.loads(Path(store.known_path).read_text())["records"] == {good: "B: 32"}
+    assert json.loads(Path(store.trusted_path).read_text())["records"] == {}
     os.symlink(tmp_path / "w2.jsonl", tmp_path / "link.jsonl")
     assert store.absorb(str(tmp_path / "link.jsonl")) == 0
     assert store.absorb(str(tmp_path / "missing.jsonl")) == 0
@@ -176,6 +183,29 @@ def slow_bench(fn, quantiles=None):
     fn()
     return [1.0, 1.0, 1.0]
 '''
+
+def test_the_referees_records_win_and_are_all_it_reads_and_they_are_kept(tmp_path):
+    kept = tmp_path / "kept.json"
+    store = at.AutotuneStore(str(tmp_path / "store"), persist=str(kept))
+    a, b = "a" * 64, "b" * 64
+    (tmp_path / "worker.jsonl").write_text(json.dumps({"key": a, "config": "B: 16"}) + "\n"
+                                           + json.dumps({"key": b, "config": "B: 16"}) + "\n")
+    (tmp_path / "referee.jsonl").write_text(json.dumps({"key": a, "config": "B: 64"}) + "\n")
+    assert store.absorb(str(tmp_path / "worker.jsonl")) == 2
+    assert store.absorb(str(tmp_path / "referee.jsonl"), trusted=True) == 1  # replaces the worker's
+    assert store.absorb(str(tmp_path / "worker.jsonl")) == 0  # and a worker cannot take it back
+    assert json.loads(Path(store.known_path).read_text())["records"] == {a: "B: 64", b: "B: 16"}
+    assert json.loads(Path(store.trusted_path).read_text())["records"] == {a: "B: 64"}
+    # the next command's store starts from them, trust included
+    later = at.AutotuneStore(str(tmp_path / "later"), persist=str(kept))
+    assert later.records == {a: "B: 64", b: "B: 16"} and later.trusted == {a}
+    # two commands at once: the kept file holds both's records
+    (tmp_path / "more.jsonl").write_text(json.dumps({"key": "c" * 64, "config": "B: 32"}) + "\n")
+    assert later.absorb(str(tmp_path / "more.jsonl")) == 1
+    (tmp_path / "other.jsonl").write_text(json.dumps({"key": "d" * 64, "config": "B: 32"}) + "\n")
+    assert store.absorb(str(tmp_path / "other.jsonl")) == 1
+    assert sorted(json.loads(kept.read_text())["records"]) == [a, b, "c" * 64, "d" * 64]
+
 
 CANDIDATE = SLOW_BENCH + '''
 
@@ -285,5 +315,11 @@ def get_init_inputs():
         result = ev.evaluate(task, CANDIDATE)
         store = next(iter(ev._device_pools.values())).autotune
     assert result.correct, result.error
-    assert len(store.records) == 1
+    assert len(store.records) == 1 and store.trusted == set(store.records)
     assert result.phases["compile"] < 1.0, result.phases  # the first call took the referee's record
+    # the next command (a new pool, a new referee) tunes nothing: the records were kept
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        again = ev.evaluate(task, CANDIDATE)
+        referee = next(iter(ev._device_pools.values())).referee
+        assert again.correct and again.phases["compile"] < 1.0, again.phases
+        assert not os.path.exists(referee.autotune_path)  # the referee reported nothing new: it tuned nothing

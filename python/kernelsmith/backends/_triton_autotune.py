@@ -261,27 +261,67 @@ def write_site_folder(folder: str) -> str:
     return folder
 
 
-class AutotuneStore:
-    """The parent's autotune records for one device: read from each worker's
-    file after its job (checked, first record of a key kept), written to
-    ``known_path`` for the next workers (read-only to them)."""
+#: the records kept between commands (``task init``, then ``evolve``): a JSON
+#: file; ``KERNELSMITH_AUTOTUNE_CACHE`` names another, ``off`` keeps none
+CACHE_ENV = "KERNELSMITH_AUTOTUNE_CACHE"
 
-    def __init__(self, folder: str) -> None:
+
+def persist_path() -> Optional[str]:
+    value = os.environ.get(CACHE_ENV, "")
+    if value.lower() in ("off", "0", "none"):
+        return None
+    if value:
+        return value
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kernelsmith", "triton-autotune.json")
+
+
+def store_folder(root: str) -> str:
+    """Where a device pool rooted at ``root`` keeps its store (the referee reads it too)."""
+    return os.path.join(root, "autotune")
+
+
+def _valid(key: Any, config: Any) -> bool:
+    return (isinstance(key, str) and len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+            and isinstance(config, str) and 0 < len(config) <= MAX_CONFIG_CHARS)
+
+
+class AutotuneStore:
+    """The parent's autotune records for one device pool (or one command's
+    project tests).
+
+    Records come from processes that run candidate code (workers, the
+    project's tests: untrusted; the first record of a key is kept, a later
+    one cannot replace it) and from the referee (trusted: it runs only the
+    task's reference; its record replaces an untrusted one). ``known_path``
+    holds all of them, for workers and tests; ``trusted_path`` only the
+    trusted ones, for the referee, so the reference's configs are never a
+    candidate's choice. Both are rewritten after each change, read-only to
+    the processes that read them. The records are also kept in
+    :func:`persist_path` (merged, the same rules), so the ``evolve`` after a
+    ``task init`` does not tune again."""
+
+    def __init__(self, folder: str, persist: Optional[str] = "default") -> None:
         os.makedirs(folder, mode=0o755, exist_ok=True)
         os.chmod(folder, 0o755)
         self.known_path = os.path.join(folder, "known.json")
+        self.trusted_path = os.path.join(folder, "trusted.json")
         self.site_dir: Optional[str] = None  # write_site_folder's, for a process started by a command
+        self.persist_path = persist_path() if persist == "default" else persist
         self.records: dict[str, str] = {}
+        self.trusted: set[str] = set()  # keys whose record the referee made
         self.rejected = 0
         self._lock = threading.Lock()
+        if self.persist_path:
+            self._merge(self._read_persisted())
         self._write()
 
     def job_paths(self, workdir: str) -> dict[str, str]:
         """The two paths a job's worker is given."""
         return {"known": self.known_path, "new": os.path.join(workdir, ".ks-autotune.jsonl")}
 
-    def absorb(self, new_path: str) -> int:
-        """Take a finished worker's records; the number kept."""
+    def absorb(self, new_path: str, trusted: bool = False) -> int:
+        """Take a finished process's records; the number kept."""
         try:
             if os.path.islink(new_path) or not os.path.isfile(new_path):
                 return 0
@@ -289,34 +329,70 @@ class AutotuneStore:
                 data = f.read(MAX_NEW_BYTES)
         except OSError:
             return 0
-        kept = 0
+        entries = []
+        for raw in data.decode("utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(raw)
+                key, config = entry["key"], entry["config"]
+            except (ValueError, KeyError, TypeError):
+                self.rejected += 1
+                continue
+            if not _valid(key, config):
+                self.rejected += 1
+                continue
+            entries.append((key, config, trusted))
         with self._lock:
-            for raw in data.decode("utf-8", errors="replace").splitlines():
-                try:
-                    entry = json.loads(raw)
-                    key, config = entry["key"], entry["config"]
-                except (ValueError, KeyError, TypeError):
-                    self.rejected += 1
-                    continue
-                if not (isinstance(key, str) and len(key) == 64 and all(c in "0123456789abcdef" for c in key)
-                        and isinstance(config, str) and 0 < len(config) <= MAX_CONFIG_CHARS):
-                    self.rejected += 1
-                    continue
-                if key in self.records or len(self.records) >= MAX_RECORDS:
-                    continue  # the first record of a key stays
-                self.records[key] = config
-                kept += 1
+            kept = self._merge(entries)
             if kept:
                 self._write()
+                self._persist()
         return kept
 
+    def _merge(self, entries: list[tuple[str, str, bool]]) -> int:
+        kept = 0
+        for key, config, trusted in entries:
+            if trusted:
+                if key in self.trusted:
+                    continue  # the referee's first record stays too
+                self.trusted.add(key)
+            elif key in self.records or len(self.records) >= MAX_RECORDS:
+                continue  # the first record of a key stays
+            self.records[key] = config
+            kept += 1
+        return kept
+
+    def _read_persisted(self) -> list[tuple[str, str, bool]]:
+        try:
+            with open(self.persist_path, encoding="utf-8") as f:  # type: ignore[arg-type]
+                data = json.load(f)
+            trusted = set(data.get("trusted") or [])
+            return [(k, v, k in trusted) for k, v in (data.get("records") or {}).items() if _valid(k, v)]
+        except (OSError, ValueError, AttributeError, TypeError):
+            return []
+
+    def _persist(self) -> None:
+        if not self.persist_path:
+            return
+        try:
+            # another command may have added records since: theirs and ours, the same rules
+            self._merge(self._read_persisted())
+            os.makedirs(os.path.dirname(self.persist_path) or ".", exist_ok=True)
+            self._dump(self.persist_path, self.records, sorted(self.trusted))
+        except OSError:
+            pass  # a cache: without it the next command tunes again
+
     def _write(self) -> None:
-        tmp = self.known_path + ".tmp"
+        self._dump(self.known_path, self.records)
+        self._dump(self.trusted_path, {k: v for k, v in self.records.items() if k in self.trusted})
+
+    @staticmethod
+    def _dump(path: str, records: dict[str, str], trusted: Optional[list[str]] = None) -> None:
+        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"records": self.records}, f)
+            json.dump({"records": records, **({"trusted": trusted} if trusted is not None else {})}, f)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, self.known_path)
+        os.replace(tmp, path)
 
 
-__all__ = ["AutotuneStore", "install", "install_when_imported", "record_key", "tuning_key", "uninstall",
-           "write_site_folder"]
+__all__ = ["AutotuneStore", "install", "install_when_imported", "persist_path", "record_key", "store_folder",
+           "tuning_key", "uninstall", "write_site_folder"]

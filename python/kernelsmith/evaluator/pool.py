@@ -344,9 +344,9 @@ class DevicePool:
         # Triton autotune results, kept here and handed to the next children
         self.autotune = None
         if backend.name == "triton" and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
-            from ..backends._triton_autotune import AutotuneStore
+            from ..backends._triton_autotune import AutotuneStore, store_folder
 
-            self.autotune = AutotuneStore(os.path.join(self.root, "autotune"))
+            self.autotune = AutotuneStore(store_folder(self.root))
         self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
         # the trusted comparison, out of the candidates' reach (referee.py)
         self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)
@@ -462,7 +462,7 @@ class DevicePool:
             if not finalists:
                 job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
             if self.autotune is not None:  # autotuning done once per kernel and key (_triton_autotune)
-                self.autotune.absorb(self.referee.autotune_path)  # trusted, and first: it primed the task
+                self.autotune.absorb(self.referee.autotune_path, trusted=True)  # it primed the task first
                 job["autotune"] = self.autotune.job_paths(child.workdir)
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against

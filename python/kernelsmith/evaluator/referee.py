@@ -233,6 +233,7 @@ class Referee:
         # the parent copies each outputs file into workdir: the referee
         # reads nothing of the children's
         self.workdir = workdir
+        self.root = root
         self.autotune_path = os.path.join(workdir, "autotune.jsonl")  # its Triton autotune results
         self.log_path = os.path.join(root, "referee.log")
         self.gate = gate
@@ -251,7 +252,11 @@ class Referee:
         backend, device, isolation, cpu_threads = self._spec
         env = worker_environment(backend, self.workdir, device, cpu_threads)
         if backend.name == "triton":
+            from ..backends._triton_autotune import store_folder
+
+            # its results go to the pool's store; it takes only trusted records (its own, kept)
             env["KERNELSMITH_AUTOTUNE_NEW"] = self.autotune_path
+            env["KERNELSMITH_AUTOTUNE_KNOWN"] = os.path.join(store_folder(self.root), "trusted.json")
         prefix, _bwrap, _note = sandbox_prefix(isolation, self.workdir)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
