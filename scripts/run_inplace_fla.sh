@@ -15,8 +15,8 @@
 #
 # A GPU only: fla's autotuner benchmarks with Triton's GPU benchmarker, which
 # the interpreter (TRITON_INTERPRET=1) does not have. Autotuning is done once
-# per kernel source and key in the evaluator's pool and handed to later
-# workers (python/kernelsmith/backends/_triton_autotune.py).
+# per kernel source and key and handed to later processes
+# (python/kernelsmith/backends/_triton_autotune.py, docs/in_place.md).
 #
 # fla's code has no '# tune:' values, so --annotate gives the offline mutator
 # one: the feature size up to which l2norm_fwd uses the blocked kernel
@@ -39,6 +39,9 @@ out="${OUT:-runs/fla-l2norm-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"  # absolute: the patch is applied from another folder below
 tree="$out/fla-tree"
+# the autotune records of this run only: task init tunes, evolve reuses, a
+# later run starts cold (so its times are comparable)
+export KERNELSMITH_AUTOTUNE_CACHE="${KERNELSMITH_AUTOTUNE_CACHE:-$out/triton-autotune.json}"
 source scripts/inplace_wheel.sh
 wheel_tree "$tree" fla-core "$fla" "$einops"
 iters="${FLA_ITERATIONS:-8}"
