@@ -258,14 +258,11 @@ def double(x):
 '''
 
 
-def test_the_project_tests_take_and_give_autotune_results(tmp_path):
-    """An in-place task's test command runs in its own processes: a
-    sitecustomize put first on its PYTHONPATH installs the hand-over there
-    (without importing kernelsmith), so the second run of the tests
-    benchmarks nothing."""
+@pytest.fixture
+def tuned_task(tmp_path):
+    """An in-place task over a package whose kernel is autotuned."""
     from kernelsmith.cli import main
-    from kernelsmith.inplace import InplaceEvaluator, load_inplace
-    from kernelsmith.inplace.evaluate import copy_tree, run_tests
+    from kernelsmith.inplace import load_inplace
 
     tree = tmp_path / "tree"
     (tree / "tunedpkg").mkdir(parents=True)
@@ -277,49 +274,47 @@ def test_the_project_tests_take_and_give_autotune_results(tmp_path):
                  "--region", "double_kernel,double", "--tests", f'python -c "{check}"',
                  "--inputs", f"{tmp_path / 'inputs.py'}:make_inputs", "--bench-shapes", "100",
                  "-o", str(tmp_path / "t.yaml"), "--no-check"]) == 0
-    task = load_inplace(tmp_path / "t.yaml")
+    return load_inplace(tmp_path / "t.yaml")
+
+
+def test_the_project_tests_take_and_give_autotune_results(tuned_task, tmp_path):
+    """An in-place task's test command runs in its own processes: a
+    sitecustomize put first on its PYTHONPATH installs the hand-over there
+    (without importing kernelsmith), so the second run of the tests
+    benchmarks nothing."""
+    from kernelsmith.inplace import InplaceEvaluator
+    from kernelsmith.inplace.evaluate import copy_tree, run_tests
+
     with InplaceEvaluator(workers=1) as ev:
-        store = ev.autotune_store(task)
+        store = ev.autotune_store(tuned_task)
         outputs = []
         for run in range(2):
-            root = copy_tree(task.spec.tree, tmp_path / f"copy{run}")
-            tests = run_tests(task.spec, root, autotune=store)
+            root = copy_tree(tuned_task.spec.tree, tmp_path / f"copy{run}")
+            tests = run_tests(tuned_task.spec, root, autotune=store)
             assert tests["passed"], tests["output"]
             outputs.append(tests["output"])
             if run == 0:
-                assert len(store.records) == 1
+                assert len(store.records) == 1 and not store.trusted
     assert outputs[0].count("BENCHMARKED") == 3 and "BENCHMARKED" not in outputs[1], outputs
 
 
-def test_the_referee_tunes_the_references_kernels_first_for_every_worker(tmp_path):
-    """A reference that runs an autotuned Triton kernel (an in-place task's
-    original): the trusted referee primes the task before any worker runs,
-    its results go to the store, so already the first worker, whose program
-    kept that kernel, benchmarks nothing for it."""
-    from kernelsmith.evaluator import Evaluator
-    from kernelsmith.task import Task
+def test_the_tests_of_the_unmodified_tree_tune_for_the_reference(tuned_task):
+    """task init's check runs the project's own code: what its tests tune is
+    trusted, so the referee and the workers take it (nothing tuned twice);
+    a candidate's tests are not."""
+    from kernelsmith.inplace import InplaceEvaluator
 
-    # the program's kernel, its source unchanged, as the reference's
-    (tmp_path / "reference.py").write_text(CANDIDATE.replace("class ModelNew(", "class Model(") + '''
-
-def get_inputs():
-    return [torch.randn(16, 1024)]
-
-
-def get_init_inputs():
-    return []
-''')
-    (tmp_path / "task.yaml").write_text("backend: triton\ntrials: 1\ntiming:\n  enabled: false\n")
-    task = Task.load(tmp_path)
-    with Evaluator(backend="triton", workers=1, timing=False) as ev:
-        result = ev.evaluate(task, CANDIDATE)
-        store = next(iter(ev._device_pools.values())).autotune
-    assert result.correct, result.error
-    assert len(store.records) == 1 and store.trusted == set(store.records)
-    assert result.phases["compile"] < 1.0, result.phases  # the first call took the referee's record
-    # the next command (a new pool, a new referee) tunes nothing: the records were kept
-    with Evaluator(backend="triton", workers=1, timing=False) as ev:
-        again = ev.evaluate(task, CANDIDATE)
-        referee = next(iter(ev._device_pools.values())).referee
-        assert again.correct and again.phases["compile"] < 1.0, again.phases
-        assert not os.path.exists(referee.autotune_path)  # the referee reported nothing new: it tuned nothing
+    with InplaceEvaluator(workers=1) as ev:
+        original = ev.evaluate(tuned_task, tuned_task.spec.marked_original())
+        assert original.correct, original.error
+        tests_store = ev.autotune_store(tuned_task)
+        assert len(tests_store.records) == 1 and tests_store.trusted == set(tests_store.records)
+        pool = next(iter(ev.inner._device_pools.values()))
+        assert pool.autotune.trusted == tests_store.trusted  # the pool started from the kept records
+        assert not os.path.exists(pool.referee.autotune_path)  # so the referee tuned nothing
+        assert original.phases["compile"] < 1.0, original.phases  # nor did the worker
+        changed = tuned_task.seed_source.replace("* 2, mask=o < n)", "* 2.0, mask=o < n)")
+        assert changed != tuned_task.seed_source
+        candidate = ev.evaluate(tuned_task, changed)
+        assert candidate.correct, candidate.error
+        assert len(tests_store.records) == 2 and len(tests_store.trusted) == 1  # its kernel: untrusted
