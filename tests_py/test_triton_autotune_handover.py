@@ -318,3 +318,30 @@ def test_the_tests_of_the_unmodified_tree_tune_for_the_reference(tuned_task):
         candidate = ev.evaluate(tuned_task, changed)
         assert candidate.correct, candidate.error
         assert len(tests_store.records) == 2 and len(tests_store.trusted) == 1  # its kernel: untrusted
+
+
+def test_a_compiled_kernel_is_the_same_kernel_on_another_line(tmp_path):
+    """Triton's own cache_key includes the kernel's first line, which differs
+    between the project's file and the program the evaluator builds from it
+    (a header, markers): the hand-over's identity leaves it out, and still
+    tells a changed kernel apart. JITFunctions, not the interpreter (no GPU
+    needed to hash them)."""
+    import subprocess
+    import sys
+
+    kernel = ('import triton\nimport triton.language as tl\n\n'
+              '@triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])\n'
+              '@triton.jit\ndef k(x, n, B: tl.constexpr):\n    tl.store(x + tl.arange(0, B), 1.0)\n')
+    (tmp_path / "original.py").write_text(kernel)
+    (tmp_path / "moved.py").write_text("# a header\n# and a marker\n\n" + kernel)
+    (tmp_path / "changed.py").write_text(kernel.replace("1.0)", "2.0)"))
+    script = ("import original, moved, changed\n"
+              "from kernelsmith.backends._triton_autotune import _kernel_identity as i\n"
+              "assert original.k.fn.cache_key != moved.k.fn.cache_key  # Triton's own: the line counts\n"
+              "assert i(original.k).startswith('jit:')\n"
+              "print(i(original.k) == i(moved.k), i(original.k) == i(changed.k))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(Path(at.__file__).parents[2]), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "False"]

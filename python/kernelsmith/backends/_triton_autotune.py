@@ -57,13 +57,8 @@ def _kernel_identity(autotuner: Any) -> str:
     (no cache_key), a hash of the Python function's code."""
     fn = autotuner.fn
     for _ in range(8):
-        key = getattr(fn, "cache_key", None)
-        if isinstance(key, str):
-            # Triton appends the kernel's first line number, which differs
-            # between the project's file and the evaluated program built from
-            # it (a header, markers): the same kernel, the same tuning
-            line = str(getattr(fn, "starting_line_number", ""))
-            return key[: -len(line)] if line and key.endswith(line) else key
+        if isinstance(getattr(fn, "src", None), str) and hasattr(fn, "parse"):  # a JITFunction
+            return _jit_identity(fn)
         inner = getattr(fn, "fn", None)
         if inner is None:
             break
@@ -71,6 +66,29 @@ def _kernel_identity(autotuner: Any) -> str:
     # the interpreter's function: its compiled code, which is the same for
     # the same source wherever it was loaded from (a file, an exec'd string)
     return "code:" + hashlib.sha256(_code_text(getattr(fn, "__code__", None)).encode()).hexdigest()
+
+
+def _jit_identity(fn: Any) -> str:
+    """What Triton's ``cache_key`` hashes (the source, the kernels it calls,
+    the constexpr globals it uses) without its first-line number, which
+    differs between the project's file and the evaluated program built from
+    it (a header, markers): the same kernel, the same tuning. Falls back to
+    the source alone where Triton's internals differ."""
+    import inspect
+
+    try:
+        from triton.language.core import constexpr
+        from triton.runtime.jit import DependenciesFinder
+
+        finder = DependenciesFinder(name=fn._fn_name, globals=fn.__globals__,
+                                    nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+        finder.visit(fn.parse())
+        consts = sorted((name, repr(val)) for (name, _), (val, _) in finder.used_global_vals.items()
+                        if isinstance(val, constexpr))
+        text = finder.ret + json.dumps(consts)
+    except Exception:  # noqa: BLE001 - another Triton: the kernel's own source
+        text = fn.src
+    return "jit:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _code_text(code: Any) -> str:
