@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     # The seed's evaluation comes before any step (minutes for a package that
     # autotunes): its phase is shown until the first step's progress line
     # takes over (on a terminal; -v prints each phase with its time).
-    seed_phases = PhaseLine("evaluating the seed", live=None if not args.json else False,
-                            lines=bool(getattr(args, "verbose", 0)))
+    seed_phases = PhaseLine("evaluating the seed" if args.resume is None else "resuming",
+                            live=False if args.json else None, lines=bool(getattr(args, "verbose", 0)))
     progress = Progress(enabled=not args.json, before_first=seed_phases.close)
     try:
         with seed_phases:
