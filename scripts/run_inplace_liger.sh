@@ -26,11 +26,8 @@ out="${OUT:-runs/liger-softmax-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"  # absolute: the patch is applied from another folder below
 tree="$out/liger-tree"
-rm -rf "$tree" && mkdir -p "$tree"
-"$py" -m zipfile -e "$wheel" "$tree"
-rm -rf "$tree"/liger_kernel-*.dist-info
-# a git checkout, so the patch has a commit to apply to
-(cd "$tree" && git init -q && git add -A && git -c user.name=ks -c user.email=ks@localhost commit -qm "liger-kernel $(basename "$wheel")")
+source scripts/inplace_wheel.sh
+wheel_tree "$tree" liger-kernel "$wheel"
 if [ "${TRITON_INTERPRET:-0}" = "1" ]; then
     bench="8x256"; compare="1x7,3x100,2x3x65"; dtypes="float32"; iters=4
 else
@@ -47,13 +44,4 @@ iters="${LIGER_ITERATIONS:-$iters}"
     -o "$out/softmax.yaml" --force
 "$py" -m kernelsmith evolve "$out/softmax.yaml" --iterations "$iters" --out "$out/run" "$@"
 cat "$out/run/summary.md"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cp -r "$tree" "$work/tree"
-if [ -s "$out/run/best.patch" ]; then
-    (cd "$work/tree" && git apply --verbose "$out/run/best.patch")
-    echo "best.patch applies to liger-kernel's files; their tests with it:"
-else
-    echo "no improvement found (best.patch is empty); the tests on the original files:"
-fi
-(cd "$work/tree" && PYTHONPATH=. "$py" -m pytest -q -p no:cacheprovider "$OLDPWD/examples/inplace/liger/test_liger_softmax.py")
+check_best_patch "$tree" "$out/run" liger-kernel "$PWD/examples/inplace/liger/test_liger_softmax.py"

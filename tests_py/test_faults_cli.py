@@ -48,11 +48,11 @@ def _llm_env(mock_llm) -> dict[str, str]:
     return _env(OPENAI_BASE_URL=mock_llm.openai_base_url, OPENAI_API_KEY=KEY)
 
 
-def _config(tmp_path: Path, **llm: object) -> Path:
+def _config(tmp_path: Path, max_llm_failures: int = 2, **llm: object) -> Path:
     path = tmp_path / "run.yaml"
     retry = {"max_attempts": 2, "backoff_base_s": 0.01}
     path.write_text(json.dumps({  # JSON is YAML
-        "proposal_concurrency": 1, "checkpoint_every": 2, "max_llm_failures": 2,
+        "proposal_concurrency": 1, "checkpoint_every": 2, "max_llm_failures": max_llm_failures,
         # 2 s: on a loaded 2-core machine a request can wait that long before the
         # mock server's thread records it (0.5 s lost requests under load)
         "llm": {"timeout_s": 2.0, "retry": retry, **llm},
@@ -145,6 +145,69 @@ def test_failing_endpoint_stops_after_max_llm_failures(mock_llm, tmp_path, fault
     assert len(mock_llm.requests) == 4  # each step retried once (max_attempts 2)
     if kind == "server":
         assert steps[0]["llm_error"]["status"] == 500 and "upstream exploded" in steps[0]["llm_error"]["message"]
+
+
+@pytest.mark.parametrize("fault, kind, words", [
+    (lambda r: MockResponse.malformed(), "malformed", "malformed"),
+    (lambda r: MockResponse.dropped(), "connection", "connection"),
+], ids=["malformed-json", "dropped-connection"])
+def test_a_run_whose_every_proposal_failed_exits_1_naming_the_fault(mock_llm, tmp_path, fault, kind, words):
+    """Fewer failures than max_llm_failures, so the loop runs to its last
+    iteration: it used to end as 'iterations' with exit code 0 and only the
+    progress line's 'LLM errors 2' said nothing came back."""
+    mock_llm.handler = fault
+    out = tmp_path / "run"
+    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path, max_llm_failures=5),
+               "--out", out, "--iterations", 2, env=_llm_env(mock_llm))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "llm-all-failed"
+    assert summary["status_counts"] == {"correct": 1, "llm-error": 2}  # the seed, then two failed requests
+    assert [s["llm_error"]["kind"] for s in _steps(out)] == [kind, kind]
+    last = _last_line(proc)
+    assert last.startswith("kernelsmith evolve: stopped: no proposal of the run came back"), last
+    assert "all 2 proposal(s) of this run failed" in last and words in last.lower(), last
+    assert f"--resume {out} --iterations N" in last
+    # The endpoint is back: more steps on the same run, and a part with good
+    # answers ends as a finished run again.
+    mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 2"))
+    resumed = cli("evolve", "--resume", out, "--iterations", 1, "--json", env=_llm_env(mock_llm))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads(resumed.stdout)["stop_reason"] == "iterations"
+
+
+def test_a_run_with_some_good_proposals_exits_0_despite_llm_errors(mock_llm, tmp_path):
+    mock_llm.script(MockResponse.dropped(), MockResponse.dropped())  # step 1 fails for good (2 attempts)
+    mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 2"))
+    out = tmp_path / "run"
+    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path, max_llm_failures=5),
+               "--out", out, "--iterations", 2, "--json", env=_llm_env(mock_llm))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["stop_reason"] == "iterations" and summary["status_counts"]["llm-error"] == 1
+
+
+def test_the_offline_mutator_on_a_program_without_tune_values_is_bad_input(tmp_path):
+    """The default model (mutate) on a task without seed.py starts from the
+    reference, which has no '# tune:' value: every step would fail. It used
+    to run, print 'outcomes llm-error 1, reference 1' and exit 0 with the
+    reason only in trajectory.jsonl; now it is refused before anything is
+    written, the reason on the last line."""
+    import shutil
+
+    noseed, plain, out = tmp_path / "noseed", tmp_path / "plain", tmp_path / "run"
+    noseed.mkdir()
+    shutil.copy(TASK / "reference.py", noseed / "reference.py")
+    shutil.copytree(TASK, plain)  # a seed.py with no '# tune:' value
+    (plain / "seed.py").write_text(re.sub(r"\s*# tune:.*", "", SEED))
+    for task, what in ((noseed, "the task has no seed program (seed.py)"), (plain, "its seed program")):
+        proc = cli("evolve", task, "--iterations", 1, "--out", out)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert lines[0].startswith(f"kernelsmith evolve: error: model mutate: {what}"), lines[0]
+        assert "no tunable values to mutate" in lines[0] and "# tune:" in lines[0] and "--model" in lines[0]
+        assert not out.exists()
 
 
 def test_transient_faults_are_retried_and_failures_never_reach_a_prompt(mock_llm, tmp_path):

@@ -103,6 +103,41 @@ def test_task_init_fails_when_the_unmodified_tree_fails_its_tests(workspace, tmp
     assert "project tests: FAILED" in out and "does not run on the unmodified tree" in out
 
 
+def test_task_init_prints_each_check_step_with_its_time(workspace, tmp_path, capsys):
+    rc = main(["task", "init", "--tree", str(workspace / "scalepkg"), "--file", "scalepkg/ops.py",
+               "--function", "scale_add", "--region", "GRID_DIV,_scale_add_kernel,scale_add", "--tests", TESTS,
+               "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "64",
+               "-o", str(tmp_path / "steps.yaml")])
+    out = capsys.readouterr().out
+    assert rc == 0, out[-3000:]
+    steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    names = [line.rsplit(": ", 1)[0] for line in steps]
+    # in the order they ran, each with its time in seconds
+    assert names[:2] == ["copy the tree", "project tests"], steps
+    assert "comparison float32: load reference" in names and "comparison float32: timing" in names, steps
+    assert all(line.endswith(" s") and float(line.rsplit(": ", 1)[1][:-2]) >= 0 for line in steps), steps
+    assert "checked in " in out
+
+
+def test_project_tests_past_their_limit_name_the_limit(task_file, tmp_path):
+    import dataclasses
+
+    task = load_inplace(task_file)
+    spec = dataclasses.replace(task.spec, config=dataclasses.replace(task.spec.config, tests_timeout_s=3.0))
+    task = dataclasses.replace(task, spec=spec)
+    # the candidate's module sleeps at import, so the project's tests hang in their collection
+    stuck = task.seed_source.replace("GRID_DIV = 1  # tune: [1, 2]", "GRID_DIV = __import__('time').sleep(60) or 1")
+    assert stuck != task.seed_source
+    from kernelsmith.evaluator.phases import PhaseLine
+
+    with InplaceEvaluator(workers=1) as ev, PhaseLine("checking") as shown:
+        started = __import__("time").monotonic()
+        result = ev.evaluate(task, stuck)
+    assert result.category == "timeout" and __import__("time").monotonic() - started < 30
+    assert "the project's tests ran past their limit of 3 s (tests_timeout_s) and were killed" in result.error
+    assert shown.durations[-1][0] == "project tests"
+
+
 def test_config_errors_name_the_key(tmp_path):
     bad = tmp_path / "inplace.yaml"
     bad.write_text("kind: inplace\ntree: .\ntarget: {file: a.py, function: f}\ntests: 'true'\ninputs: i.py:g\n")

@@ -51,9 +51,16 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path}: no such candidate file")
         source = path.read_text()
-    result = daemon.evaluate(task, source, daemon=False if args.no_daemon else None, timeout_s=args.timeout,
-                             timing=not args.no_timing, isolation=args.isolation,
-                             devices=[args.device] if args.device is not None else None)
+    from ..evaluator.phases import PhaseLine
+
+    # the phase it is in, on stderr while it runs: a line updated in place
+    # on a terminal; with -v each phase and its time as it ends (an
+    # evaluation in this process; through the daemon the line shows the
+    # elapsed time only)
+    with PhaseLine("evaluating", lines=bool(getattr(args, "verbose", 0))):
+        result = daemon.evaluate(task, source, daemon=False if args.no_daemon else None, timeout_s=args.timeout,
+                                 timing=not args.no_timing, isolation=args.isolation,
+                                 devices=[args.device] if args.device is not None else None)
     # the trusted referee's finding on the task, carried by the result (no
     # second round trip): a degenerate task is judged on probe inputs too
     degenerate = warning(result.census) if isinstance(result.census, dict) else None

@@ -32,13 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Progress:
     """One status line on stderr: steps, best speedup so far, tokens."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, before_first: Any = None) -> None:
         self.enabled = enabled
+        self.before_first = before_first  # called once, before the first line (ends the seed's phase line)
         self.tty = sys.stderr.isatty()
         self.started = time.monotonic()
         self._last = 0.0
 
     def __call__(self, snap: dict[str, Any]) -> None:
+        if self.before_first is not None:
+            self.before_first()
+            self.before_first = None
         if not self.enabled:
             return
         now = time.monotonic()
@@ -117,11 +121,15 @@ def _failure_line(summary: dict[str, Any]) -> str:
         "llm-quota": "the LLM account is out of quota or credit",
         "llm-not-found": "the LLM endpoint has no such model or path (check --model and the base URL)",
         "llm-failures": "too many LLM requests failed in a row (is the endpoint up?)",
+        "llm-all-failed": "no proposal of the run came back (is the endpoint up? does the model answer?)",
         "harness-error": ("the task's reference failed (not the program's fault; nothing was charged to it; "
                           f"a resumed run evaluates its own copy of the task, in {run_dir}/task)"),
     }.get(reason, reason)
+    # The failed steps used up the run's iterations: a plain resume would
+    # have nothing left to do, so the way on asks for more steps.
+    more = " --iterations N" if reason == "llm-all-failed" else ""
     return (f"kernelsmith evolve: stopped: {what}: {detail} -- nothing is lost; "
-            f"fix it and continue with: kernelsmith evolve --resume {run_dir}")
+            f"fix it and continue with: kernelsmith evolve --resume {run_dir}{more}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,11 +157,19 @@ def run(args: argparse.Namespace) -> int:
     out = args.out
     if args.resume is None and out is None:
         out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py').removesuffix('.yaml')}-{time.strftime('%Y%m%d-%H%M%S')}")
-    progress = Progress(enabled=not args.json)
+    from ..evaluator.phases import PhaseLine
+
+    # The seed's evaluation comes before any step (minutes for a package that
+    # autotunes): its phase is shown until the first step's progress line
+    # takes over (on a terminal; -v prints each phase with its time).
+    seed_phases = PhaseLine("evaluating the seed" if args.resume is None else "resuming",
+                            live=False if args.json else None, lines=bool(getattr(args, "verbose", 0)))
+    progress = Progress(enabled=not args.json, before_first=seed_phases.close)
     try:
-        summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
-                                     if args.resume is not None else None, progress=progress,
-                                     executor=args.executor))
+        with seed_phases:
+            summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
+                                         if args.resume is not None else None, progress=progress,
+                                         executor=args.executor))
     finally:
         progress.close()
     data = summary.to_dict()

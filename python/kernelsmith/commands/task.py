@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 from pathlib import Path
 
 from ..backends import DEFAULT_BACKEND
@@ -139,14 +141,22 @@ def run(args: argparse.Namespace) -> int:
     if args.no_check:
         return 0
     print("checking it on the unmodified tree: the project's tests, the comparison, the timing ...", flush=True)
+    from ..evaluator.phases import PhaseLine
+
+    started = time.monotonic()
     with InplaceEvaluator(isolation=args.isolation, workers=1) as ev:
-        result = ev.evaluate(task, task.spec.marked_original())
+        # each step printed with its time as it ends (a slow package shows
+        # where it spends it); the step going on, live, on a terminal
+        with PhaseLine("checking", lines=True, lines_stream=sys.stdout) as shown:
+            result = ev.evaluate(task, task.spec.marked_original())
+    print(f"checked in {time.monotonic() - started:.1f} s")
     tests = result.correctness.get("project_tests") or {}
     print(f"project tests: {'passed' if tests.get('passed') else 'FAILED'} ({tests.get('seconds', '?')} s, "
           f"{tests.get('isolation', '?')})")
     print(result.render_feedback())
     if not result.correct or result.hacked:
-        print(f"the task does not run on the unmodified tree ({result.category}); fix {out} or the tree "
+        during = f" during: {shown.durations[-1][0]}" if result.category == "timeout" and shown.durations else ""
+        print(f"the task does not run on the unmodified tree ({result.category}{during}); fix {out} or the tree "
               "(the original must pass its own tests and match itself)")
         return 1
     print(f"ok: evolve it with: kernelsmith evolve {out}")

@@ -345,6 +345,12 @@ class DevicePool:
         self.requests_dir = os.path.join(self.root, "requests")
         os.mkdir(self.cache_dir, 0o755)
         os.mkdir(self.requests_dir, 0o700)
+        # Triton autotune results, kept here and handed to the next children
+        self.autotune = None
+        if backend.name == "triton" and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
+            from ..backends._triton_autotune import AutotuneStore, store_folder
+
+            self.autotune = AutotuneStore(store_folder(self.root))
         # the trusted comparison, out of the candidates' reach (referee.py);
         # started first so that its imports and device context overlap the
         # zygote's warm-up (Zygote() waits for it) instead of following it
@@ -467,6 +473,9 @@ class DevicePool:
             if not finalists:
                 job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
                 job["probes"] = self.referee.probes(task, limits.timeout_s)  # probes.py: what judges it instead
+            if self.autotune is not None:  # autotuning done once per kernel and key (_triton_autotune)
+                self.autotune.absorb(self.referee.autotune_path, trusted=True)  # it primed the task first
+                job["autotune"] = self.autotune.job_paths(child.workdir)
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
             ticket.reset_clock()  # standing still as a spare is not this job's time
@@ -475,6 +484,8 @@ class DevicePool:
             evidence["src"], evidence["dir"] = child.workdir, tempfile.mkdtemp(prefix="evidence-",
                                                                              dir=self.referee.workdir)
             raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
+            if "autotune" in job:
+                self.autotune.absorb(job["autotune"]["new"])  # type: ignore[union-attr]
             if isinstance(raw, dict):
                 raw.pop("referee", None)  # the referee takes only what was handed over
             result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),

@@ -263,6 +263,12 @@ def main() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by a task's reference goes to the log
     backend = prepare(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "0" else None)
+    if os.environ.get("KERNELSMITH_AUTOTUNE_NEW"):
+        # the reference's Triton autotune results, tuned here by trusted code
+        # first (prime runs every input set), go to the pool's store
+        from ..backends._triton_autotune import install
+
+        install()
     out.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         try:
@@ -286,6 +292,8 @@ class Referee:
         # the parent copies each outputs file into workdir: the referee
         # reads nothing of the children's
         self.workdir = workdir
+        self.root = root
+        self.autotune_path = os.path.join(workdir, "autotune.jsonl")  # its Triton autotune results
         self.log_path = os.path.join(root, "referee.log")
         self.gate = gate
         self._spec = (backend, device, isolation, cpu_threads)
@@ -302,6 +310,12 @@ class Referee:
 
         backend, device, isolation, cpu_threads = self._spec
         env = worker_environment(backend, self.workdir, device, cpu_threads)
+        if backend.name == "triton":
+            from ..backends._triton_autotune import store_folder
+
+            # its results go to the pool's store; it takes only trusted records (its own, kept)
+            env["KERNELSMITH_AUTOTUNE_NEW"] = self.autotune_path
+            env["KERNELSMITH_AUTOTUNE_KNOWN"] = os.path.join(store_folder(self.root), "trusted.json")
         prefix, _bwrap, _note = sandbox_prefix(isolation, self.workdir)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

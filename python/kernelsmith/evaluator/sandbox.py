@@ -384,8 +384,11 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
     wall-clock limit does not count the time the worker stood still
     (stopped while another worker on its device timed, or waiting for the
     timing slot)."""
+    from . import phases  # what a waiting command shows (phases.PhaseLine)
+
     deadline = time.monotonic() + timeout_s
     stage = "start"
+    phases.report(stage)
     buf = b""
     sel = selectors.DefaultSelector()
     sel.register(link.fileno(), selectors.EVENT_READ)
@@ -412,7 +415,8 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                     continue
                 kind = msg.get("type")
                 if kind == "stage":
-                    stage = str(msg.get("stage"))
+                    stage = str(msg.get("stage"))[:200]
+                    phases.report(stage)
                 elif kind == "seed?":
                     # drawn here, in the parent, when the worker needs it; kept
                     # (``seeds``) so the trusted referee can rebuild a trial

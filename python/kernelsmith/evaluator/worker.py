@@ -463,6 +463,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     phases: dict[str, float] = out.setdefault("phases", {})
     started = time.monotonic()
+    if isinstance(job.get("autotune"), dict):  # the parent's autotune records (backends/_triton_autotune.py)
+        from ..backends._triton_autotune import install
+
+        install(job["autotune"].get("known"), job["autotune"].get("new"))
     task = Task.from_dict(job["task"])
     cfg = task.config
     if backend is None:
@@ -617,6 +621,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         guard = TorchOpGuard(allowed, tracker=census.note_derived)
         first = calls["n"] == 0
         calls["n"] += 1
+        if first:  # named, so a limit reached here says it was the compile (or a package's autotuning)
+            chan.stage(f"{where}: the program's first call (compiles its kernels)")
         t0 = time.monotonic()
         try:
             _meter.start()  # type: ignore[union-attr]
@@ -694,6 +700,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                 raise Verdict(category="hacked", hacked=True, compiled=True,
                               hack_reasons=[f"forward modified its input #{changed} in place ({label}); inputs must stay unchanged"])
             del c_args  # each call gets inputs of its own; one copy at a time besides the pristine ones
+            if stats["trials"] == 0:
+                chan.stage(f"{label}: the reference's first call")
             try:
                 with census.reference() if stats["trials"] == 0 else contextlib.nullcontext():
                     expected = cmp.snapshot(cmp.flatten_outputs(model(*clone(pristine))))
@@ -717,6 +725,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                     input_sets += [(n, 0) for n in sets]
                     last_of_set.update({n: len(input_sets) - len(sets) + i for i, n in enumerate(sets)})
                     stats["input_sets"] += sets
+            if stats["trials"] == 0:
+                chan.stage(label)  # the reference's first call is over
             c_args = clone(pristine)
             got_after = run_candidate(c_args, f"{label}, after the reference")
             changed = cmp.inputs_equal(c_args, pristine)

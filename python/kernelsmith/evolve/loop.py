@@ -135,6 +135,12 @@ class Evolution:
         self._wall_before = 0.0  # wall time of the parts before a resume
         self.parts = 1
         self.llm_failures_in_a_row = 0
+        # proposal steps applied by this part of the run (this process), and
+        # how many of them the proposer failed: a part whose every proposal
+        # failed ends as a fault (``llm-all-failed``), not as a finished run
+        self.part_proposals = 0
+        self.part_llm_errors = 0
+        self._last_llm_error = ""
         self._evaluated: dict[str, dict[str, Any]] | None = None  # sha256 of a source -> its logged EvalResult
         self._proposed: dict[int, dict[str, Any]] = {}  # request id -> logged prompt and answer (resume)
         # Whether an evaluation has run the task's reference (a correctness
@@ -244,6 +250,7 @@ class Evolution:
                 pass
         if self._stop_reason is None:
             self._stop_reason = "iterations"
+        self._all_proposals_failed()
         self.checkpoint()
         await self.confirm_best()
         return self.finish()
@@ -292,6 +299,21 @@ class Evolution:
         self.best_speedup, self.best_program_id = float(best["speedup"]), int(best["program_id"])
         self.best_confirmation["best_program_id"] = self.best_program_id
         self.run_dir.write_best(self._correct[self.best_program_id][1])
+
+    def _all_proposals_failed(self) -> None:
+        """A part that ran proposals and got none (each an LLM fault: a
+        malformed answer, a dropped connection, a proposer that cannot
+        propose) did not do what was asked, however it stopped: a fault,
+        not a finished run. Fewer failures than ``max_llm_failures`` in a row
+        would otherwise end as ``iterations`` with exit code 0."""
+        if self.part_proposals == 0 or self.part_llm_errors < self.part_proposals:
+            return
+        if self._stop_reason in ("interrupted", "budget", "harness-error") or self._stop_reason.startswith("llm-"):
+            return  # already its own reason (a fault, or the user's or the budget's stop)
+        self._stop_reason = "llm-all-failed"
+        where = "of this run" if self.parts == 1 else "since the resume"
+        self._stop_detail = (f"all {self.part_proposals} proposal(s) {where} failed; "
+                             f"last: {self._last_llm_error}")
 
     def request_stop(self, reason: str, detail: str = "") -> None:
         if self._stop_reason is None:
@@ -501,6 +523,11 @@ class Evolution:
             self.llm_failures_in_a_row += 1
         else:
             self.llm_failures_in_a_row = 0
+        if record.kind == "step":
+            self.part_proposals += 1
+            if status == LLM_ERROR:
+                self.part_llm_errors += 1
+                self._last_llm_error = record.proposal_error or ""
         self._remember(record, child)
         if self.progress is not None:
             self.progress(self.snapshot())

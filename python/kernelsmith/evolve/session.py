@@ -69,6 +69,21 @@ def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any
     return LLMProposer(client, propagate=(BudgetExceeded,)), getattr(client, "meter", None)
 
 
+def _check_start(proposer: Any, task: Any, config: EvolveConfig) -> None:
+    """A proposer that cannot change the run's first program (the offline
+    mutator with no ``# tune:`` value to move) would fail every step: bad
+    input, refused before the run directory is written."""
+    check = getattr(proposer, "cannot_start_from", None)
+    if check is None:
+        return
+    start = task.seed_source or reference_as_seed(task.reference_source)
+    problem = check(start)
+    if problem:
+        what = "its seed program" if task.seed_source else "the task has no seed program (seed.py), and its reference"
+        raise ConfigError(f"model {config.model}: {what} cannot be tuned: {problem}; or let a model write "
+                          "the kernels: --model openai:NAME (see docs/evolve.md)")
+
+
 def _measured_hardware(records: list[StepRecord]) -> HardwareInfo | None:
     for record in records:
         hardware = record.eval.hardware if record.kind == "seed" and record.eval is not None else None
@@ -240,6 +255,7 @@ async def evolve(
                 log.warning("%s: %s (kernelsmith task check %s)", task.name, degenerate, task_path or task.path)
         proposer, meter = make_proposer(config, engine, config.seed)
         if resume is None:
+            _check_start(proposer, task, config)
             run_dir.create(_config_snapshot(config, task, str(task_path)),
                            [] if inplace else _task_files(Path(task_path)))
             if inplace:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..evaluator import phases
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
 from ..result import EvalResult
 from .task import InplaceSpec, InplaceTask
@@ -62,16 +63,25 @@ def test_environment(spec: InplaceSpec, root: Path, home: Path) -> dict[str, str
 
 
 def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
-              timeout_s: Optional[float] = None) -> dict[str, Any]:
+              timeout_s: Optional[float] = None, autotune: Any = None, trusted: bool = False) -> dict[str, Any]:
     """Run the project's test command in ``root`` (a copy of the tree),
-    sandboxed. Returns {passed, returncode, category, output, seconds, isolation}."""
+    sandboxed. Returns {passed, returncode, category, output, seconds, isolation}.
+    ``autotune``: an AutotuneStore whose Triton autotune results the tests'
+    processes take, and add to (backends/_triton_autotune.py); ``trusted``:
+    the tree is the project's own code, unchanged, so its results are as
+    good as the referee's."""
     home = root / ".ks-home"
     home.mkdir(exist_ok=True)
     prefix, bwrap, _note = sandbox_prefix(isolation, str(root))
     command = with_interpreter(spec.command(spec.config.tests))
     started = time.monotonic()
     timeout = timeout_s or spec.config.tests_timeout_s
-    proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=test_environment(spec, root, home),
+    env = test_environment(spec, root, home)
+    if autotune is not None:
+        paths = autotune.job_paths(str(home))
+        env.update(PYTHONPATH=os.pathsep.join([autotune.site_dir, env["PYTHONPATH"]]),
+                   KERNELSMITH_AUTOTUNE_KNOWN=paths["known"], KERNELSMITH_AUTOTUNE_NEW=paths["new"])
+    proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -83,6 +93,8 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         rc, timed_out = None, True
     if bwrap and rc is not None and rc > 128:
         rc = -(rc - 128)  # bwrap's init reports a signal death as 128 + signal
+    if autotune is not None:
+        autotune.absorb(autotune.job_paths(str(home))["new"], trusted=trusted)
     text = out.decode(errors="replace")
     if timed_out:
         category = "timeout"
@@ -112,6 +124,24 @@ class InplaceEvaluator:
         self.isolation = isolation
         self.workers = getattr(inner, "workers", 1)
         self.tests_log: list[dict[str, Any]] = []
+        self._autotune: Any = None  # the project tests' Triton autotune results (made on first use)
+        self._autotune_dir: Optional[str] = None
+
+    def autotune_store(self, task: InplaceTask) -> Any:
+        """The store of the Triton autotune results the project's tests
+        hand on from one run to the next (None for other backends, or with
+        KERNELSMITH_AUTOTUNE_HANDOVER=0)."""
+        if task.spec is None or task.spec.config.backend != "triton" \
+                or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0":
+            return None
+        if self._autotune is None:
+            from ..backends._triton_autotune import AutotuneStore, write_site_folder
+
+            self._autotune_dir = tempfile.mkdtemp(prefix="ks-inplace-autotune-")
+            os.chmod(self._autotune_dir, 0o755)
+            self._autotune = AutotuneStore(os.path.join(self._autotune_dir, "records"))
+            self._autotune.site_dir = write_site_folder(os.path.join(self._autotune_dir, "site"))
+        return self._autotune
 
     def backend_for(self, task: Any) -> Any:
         return self.inner.backend_for(task)
@@ -136,12 +166,18 @@ class InplaceEvaluator:
             return EvalResult(category="compile", error=f"{spec.config.target.file}: syntax error: {exc.msg} "
                                                         f"(line {exc.lineno})", wall_s=0.0)
         with tempfile.TemporaryDirectory(prefix="ks-inplace-") as tmp:
-            root = copy_tree(spec.tree, Path(tmp) / "tree")
-            (root / spec.config.target.file).write_text(file_text)
-            tests = run_tests(spec, root, isolation=self.isolation)
+            with phases.step("copy the tree"):
+                root = copy_tree(spec.tree, Path(tmp) / "tree")
+                (root / spec.config.target.file).write_text(file_text)
+            with phases.step("project tests"):
+                # the unmodified file (task init's check) is the project's own
+                # code: its tests' autotune results serve the reference too
+                tests = run_tests(spec, root, isolation=self.isolation, autotune=self.autotune_store(task),
+                                  trusted=file_text == spec.original)
         if not tests["passed"]:
-            what = {"timeout": "the project's tests timed out", "crash": "the project's tests crashed"}.get(
-                tests["category"], "the project's tests failed")
+            what = {"timeout": f"the project's tests ran past their limit of {spec.config.tests_timeout_s:g} s "
+                               "(tests_timeout_s) and were killed",
+                    "crash": "the project's tests crashed"}.get(tests["category"], "the project's tests failed")
             result = EvalResult(compiled=tests["category"] != "crash", category=tests["category"],
                                 error=f"{what} (`{tests['command']}`, exit status {tests['returncode']}):\n"
                                       + tests["output"][-1500:])
@@ -149,11 +185,13 @@ class InplaceEvaluator:
             result.wall_s = round(time.monotonic() - started, 3)
             return result
         program = spec.program(source)
-        result = self.inner.evaluate(task, program)
+        with phases.step(f"comparison {spec.config.compare.dtypes[0]}"):
+            result = self.inner.evaluate(task, program)
         for dtype in spec.config.compare.dtypes[1:]:
             if not result.correct or result.hacked:
                 break
-            other = self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
+            with phases.step(f"comparison {dtype}"):
+                other = self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
             if not other.correct or other.hacked:
                 other.error = f"[{dtype}] " + other.error
                 other.correctness = {**other.correctness, "dtype": dtype}
@@ -172,6 +210,8 @@ class InplaceEvaluator:
 
     def close(self) -> None:
         self.inner.close()
+        if self._autotune_dir is not None:
+            shutil.rmtree(self._autotune_dir, ignore_errors=True)
 
     def __enter__(self) -> "InplaceEvaluator":
         return self

@@ -119,6 +119,18 @@ def _evolvable_lines(source: str) -> set[int] | None:
     return lines
 
 
+def _tunables_or_problem(source: str) -> tuple[list[Tunable], str | None]:
+    """(the tunables of ``source``, None), or ([], why the mutator cannot change it)."""
+    try:
+        tunables = parse_tunables(source)
+    except TuneSyntaxError as exc:
+        return [], str(exc)
+    if not any(any(c != t.value for c in t.choices) for t in tunables):
+        return [], ("no tunable values to mutate: annotate values inside the EVOLVE blocks with "
+                    "'# tune: [v1, v2, ...]' (see docs/edits_prompts_proposers.md)")
+    return tunables, None
+
+
 def parse_tunables(source: str, *, evolvable_only: bool = True) -> list[Tunable]:
     """The ``# tune:`` annotated values of ``source`` (inside EVOLVE blocks when
     ``evolvable_only`` and the program has blocks)."""
@@ -256,16 +268,9 @@ class MutationProposer(Proposer):
     # -- the proposer ----------------------------------------------------
     def propose_source(self, parent_source: str, iteration: int, inspirations: Sequence[Any] = ()) -> Proposal:
         """The synchronous core of :meth:`propose`."""
-        try:
-            tunables = parse_tunables(parent_source)
-        except TuneSyntaxError as exc:
-            return Proposal(text="", model=self.name, error=str(exc))
-        if not any(any(c != t.value for c in t.choices) for t in tunables):
-            return Proposal(
-                text="", model=self.name,
-                error="no tunable values to mutate: annotate values inside the EVOLVE blocks with "
-                      "'# tune: [v1, v2, ...]' (see docs/edits_prompts_proposers.md)",
-            )
+        tunables, problem = _tunables_or_problem(parent_source)
+        if problem:
+            return Proposal(text="", model=self.name, error=problem)
         by_key = {t.key: t for t in tunables}
         candidate, changes, how = parent_source, {}, "mutate"
         attempt = 0
@@ -287,6 +292,13 @@ class MutationProposer(Proposer):
             usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
             meta={"operator": how, "changes": described, "attempts": attempt + 1, "donor": self._last_donor},
         )
+
+    def cannot_start_from(self, source: str) -> str | None:
+        """Why no proposal can be made from ``source`` (no movable ``# tune:``
+        value, or an annotation that does not read), None when one can: asked
+        before a run starts, so a program the mutator cannot change is bad
+        input, not a run of failed steps."""
+        return _tunables_or_problem(source)[1]
 
     async def propose(self, request: Any, messages: Sequence[Mapping[str, str]] = ()) -> Proposal:
         parent = getattr(request, "parent", None)

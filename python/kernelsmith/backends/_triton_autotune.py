@@ -1,0 +1,420 @@
+"""Autotuning done once per kernel source and tuning key, for pool workers.
+
+A Triton kernel under ``@triton.autotune`` (or a package's subclass of
+Triton's ``Autotuner``, e.g. fla-core's ``fla_cache_autotune``) compiles and
+benchmarks every config the first time it sees a tuning key (the values of
+its ``key`` arguments and the tensors' dtypes). Each pool worker is a fresh
+process with a private compile cache, so it did that again for every
+candidate, every comparison shape and every dtype: fla-core's
+``l2norm_fwd_kernel`` has 25 configs per key, and the original (the
+reference) and every candidate that keeps a kernel unchanged tune the same
+kernel again. Triton's own ``cache_results`` keeps results on disk, but in
+the worker's private cache (a candidate can write there), and not at all
+under the interpreter.
+
+Here the result goes to the trusted side instead:
+
+* in the worker, :func:`install` wraps ``Autotuner.run`` (subclasses that
+  call ``super().run`` go through it too). Before Triton tunes a key it has
+  not seen, the record of (kernel source, target, Triton version, tuning
+  key, the config list) is looked up in the file the parent handed over
+  (read-only to the worker); a hit puts that config in the autotuner's cache
+  and nothing is benchmarked. A miss is tuned as usual and its winner
+  appended to the worker's own file (``new``);
+* the parent (:class:`AutotuneStore`, one per device pool) reads that file
+  after the job, keeps what passes its checks, and rewrites the file the
+  next workers read.
+
+What a worker reports is untrusted: a record can only name a config from
+the autotuner's own list (anything else is ignored), and the first record of
+a key is kept (a later worker cannot replace it). The first evaluation of a
+run is the seed's, so the reference's keys (the task's shapes) are tuned by
+the original code before any candidate runs; a candidate can at worst give
+a slower config to a later candidate that shares its kernel source.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from typing import Any, Optional
+
+KNOWN_ENV = "KERNELSMITH_AUTOTUNE_KNOWN"
+NEW_ENV = "KERNELSMITH_AUTOTUNE_NEW"
+#: what the parent reads of one worker's file
+MAX_NEW_BYTES = 1 << 20
+MAX_RECORDS = 20000
+MAX_CONFIG_CHARS = 1000
+
+_installed: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _kernel_identity(autotuner: Any) -> str:
+    """The kernel's source identity: Triton's ``JITFunction.cache_key``
+    (its source and the sources of what it calls), or, under the interpreter
+    (no cache_key), a hash of the Python function's code."""
+    fn = autotuner.fn
+    for _ in range(8):
+        if isinstance(getattr(fn, "src", None), str) and hasattr(fn, "parse"):  # a JITFunction
+            return _jit_identity(fn)
+        inner = getattr(fn, "fn", None)
+        if inner is None:
+            break
+        fn = inner
+    # the interpreter's function: its compiled code, which is the same for
+    # the same source wherever it was loaded from (a file, an exec'd string)
+    return "code:" + hashlib.sha256(_code_text(getattr(fn, "__code__", None)).encode()).hexdigest()
+
+
+def _jit_identity(fn: Any) -> str:
+    """What Triton's ``cache_key`` hashes (the source, the kernels it calls,
+    the constexpr globals it uses) without its first-line number, which
+    differs between the project's file and the evaluated program built from
+    it (a header, markers): the same kernel, the same tuning. Falls back to
+    the source alone where Triton's internals differ."""
+    import inspect
+
+    try:
+        from triton.language.core import constexpr
+        from triton.runtime.jit import DependenciesFinder
+
+        finder = DependenciesFinder(name=fn._fn_name, globals=fn.__globals__,
+                                    nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+        finder.visit(fn.parse())
+        consts = sorted((name, repr(val)) for (name, _), (val, _) in finder.used_global_vals.items()
+                        if isinstance(val, constexpr))
+        text = finder.ret + json.dumps(consts)
+    except Exception:  # noqa: BLE001 - another Triton: the kernel's own source
+        text = fn.src
+    return "jit:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _code_text(code: Any) -> str:
+    if code is None:
+        return ""
+    consts = [_code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+    return json.dumps([code.co_code.hex(), consts, list(code.co_names), list(code.co_varnames)])
+
+
+def _target() -> str:
+    """Triton's version and the device target (timings are the device's)."""
+    if "target" not in _installed:
+        import triton
+
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            _installed["target"] = f"triton {triton.__version__} interpreter"
+        else:
+            from triton.runtime import driver
+
+            _installed["target"] = f"triton {triton.__version__} {driver.active.get_current_target()}"
+    return _installed["target"]
+
+
+def tuning_key(autotuner: Any, args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """The key Triton's ``Autotuner.run`` tunes under: the ``key`` arguments'
+    values, then the dtype of every tensor argument."""
+    named = {**dict(zip(autotuner.arg_names, args)), **kwargs}
+    named = {k: v for k, v in named.items() if k in autotuner.arg_names}
+    key = [named[k] for k in autotuner.keys if k in named]
+    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    return tuple(key)
+
+
+def record_key(kernel: str, target: str, key: tuple, configs: list[Any]) -> str:
+    text = json.dumps([kernel, target, [str(k) for k in key], sorted(str(c) for c in configs)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Handover:
+    def __init__(self, known_path: Optional[str], new_path: Optional[str]) -> None:
+        self.known: dict[str, str] = {}
+        if known_path and os.path.isfile(known_path):
+            try:
+                with open(known_path, encoding="utf-8") as f:
+                    data = json.load(f)
+                self.known = {str(k): str(v) for k, v in (data.get("records") or {}).items()}
+            except (OSError, ValueError, AttributeError):
+                self.known = {}
+        self.new_path = new_path
+        self.handed = 0  # keys taken from the parent's records (nothing benchmarked)
+        self.tuned = 0  # keys tuned here and reported
+
+
+def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
+    """Wrap Triton's ``Autotuner.run`` in this process (once); the paths
+    default to the environment (``KERNELSMITH_AUTOTUNE_KNOWN`` / ``_NEW``)."""
+    known_path = known_path or os.environ.get(KNOWN_ENV)
+    new_path = new_path or os.environ.get(NEW_ENV)
+    if not known_path and not new_path:
+        return None
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None
+    with _lock:
+        handover = _Handover(known_path, new_path)
+        _installed["handover"] = handover
+        if "original" in _installed:
+            return handover
+        original = Autotuner.run
+        _installed["original"] = original
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state: Optional[_Handover] = _installed.get("handover")
+        fresh = None
+        if state is not None and len(getattr(self, "configs", ())) > 1:
+            try:
+                key = tuning_key(self, args, kwargs)
+                if key not in self.cache:
+                    rk = record_key(_kernel_identity(self), _target(), key, list(self.configs))
+                    chosen = state.known.get(rk)
+                    match = next((c for c in self.configs if str(c) == chosen), None) if chosen else None
+                    if match is not None:
+                        self.cache[key] = match
+                        state.handed += 1
+                    else:
+                        fresh = (key, rk)
+            except Exception:  # noqa: BLE001 - a key we cannot build: Triton tunes as it would anyway
+                fresh = None
+        result = original(self, *args, **kwargs)
+        if fresh is not None and state is not None and fresh[0] in self.cache:
+            state.tuned += 1
+            # the same kernel under another autotuner of this process (the
+            # reference's, a candidate's that kept it) takes it from here
+            state.known[fresh[1]] = str(self.cache[fresh[0]])
+        if fresh is not None and state is not None and state.new_path and fresh[0] in self.cache:
+            line = json.dumps({"key": fresh[1], "config": str(self.cache[fresh[0]]),
+                               "kernel": getattr(getattr(self, "base_fn", None), "__name__", "")})
+            try:
+                with open(state.new_path, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
+            except OSError:
+                pass
+        return result
+
+    Autotuner.run = run  # type: ignore[method-assign]
+    return handover
+
+
+def uninstall() -> None:
+    """Triton's own ``Autotuner.run`` again (tests)."""
+    with _lock:
+        original = _installed.pop("original", None)
+        _installed.pop("handover", None)
+        if original is not None:
+            from triton.runtime.autotuner import Autotuner
+
+            Autotuner.run = original  # type: ignore[method-assign]
+
+
+def install_when_imported() -> None:
+    """:func:`install` as soon as Triton's autotuner module is imported (now
+    if it is): for a process that may never import Triton (the project's
+    test command and its subprocesses), which then pays nothing."""
+    import sys
+
+    if "triton.runtime.autotuner" in sys.modules:
+        install()
+        return
+    import importlib.abc
+    import importlib.machinery
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+            if name != "triton.runtime.autotuner":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run_module = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run_module(module)
+                sys.meta_path[:] = [f for f in sys.meta_path if f is not finder]
+                install()
+
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+            return spec
+
+    finder = _Finder()
+    sys.meta_path.insert(0, finder)
+
+
+#: the ``sitecustomize`` of a project's test command: hands the results over
+#: there too, then runs the environment's own sitecustomize, if any
+_SITECUSTOMIZE = """# kernelsmith: Triton autotune results handed over (kernelsmith/backends/_triton_autotune.py)
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if os.environ.get("KERNELSMITH_AUTOTUNE_KNOWN") or os.environ.get("KERNELSMITH_AUTOTUNE_NEW"):
+    try:
+        import _ks_triton_autotune
+        _ks_triton_autotune.install_when_imported()
+    except Exception as exc:  # the tests run as they would without it
+        print(f"kernelsmith: autotune hand-over not installed: {exc}", file=sys.stderr)
+try:
+    import importlib.machinery
+    import importlib.util
+
+    _spec = importlib.machinery.PathFinder.find_spec(
+        "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+    if _spec is not None and _spec.loader is not None:
+        _module = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_module)
+except Exception:
+    pass
+"""
+
+
+def write_site_folder(folder: str) -> str:
+    """A folder to put first on a process's PYTHONPATH: its sitecustomize
+    installs the hand-over (this file, copied: the process need not be able
+    to import kernelsmith)."""
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        f.write(_SITECUSTOMIZE)
+    with open(__file__, encoding="utf-8") as src, \
+            open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst:
+        dst.write(src.read())
+    return folder
+
+
+#: the records kept between commands (``task init``, then ``evolve``): a JSON
+#: file; ``KERNELSMITH_AUTOTUNE_CACHE`` names another, ``off`` keeps none
+CACHE_ENV = "KERNELSMITH_AUTOTUNE_CACHE"
+
+
+def persist_path() -> Optional[str]:
+    value = os.environ.get(CACHE_ENV, "")
+    if value.lower() in ("off", "0", "none"):
+        return None
+    if value:
+        return value
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kernelsmith", "triton-autotune.json")
+
+
+def store_folder(root: str) -> str:
+    """Where a device pool rooted at ``root`` keeps its store (the referee reads it too)."""
+    return os.path.join(root, "autotune")
+
+
+def _valid(key: Any, config: Any) -> bool:
+    return (isinstance(key, str) and len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+            and isinstance(config, str) and 0 < len(config) <= MAX_CONFIG_CHARS)
+
+
+class AutotuneStore:
+    """The parent's autotune records for one device pool (or one command's
+    project tests).
+
+    Records come from processes that run candidate code (workers, the
+    project's tests: untrusted; the first record of a key is kept, a later
+    one cannot replace it) and from the referee (trusted: it runs only the
+    task's reference; its record replaces an untrusted one). ``known_path``
+    holds all of them, for workers and tests; ``trusted_path`` only the
+    trusted ones, for the referee, so the reference's configs are never a
+    candidate's choice. Both are rewritten after each change, read-only to
+    the processes that read them. The records are also kept in
+    :func:`persist_path` (merged, the same rules), so the ``evolve`` after a
+    ``task init`` does not tune again."""
+
+    def __init__(self, folder: str, persist: Optional[str] = "default") -> None:
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        os.chmod(folder, 0o755)
+        self.known_path = os.path.join(folder, "known.json")
+        self.trusted_path = os.path.join(folder, "trusted.json")
+        self.site_dir: Optional[str] = None  # write_site_folder's, for a process started by a command
+        self.persist_path = persist_path() if persist == "default" else persist
+        self.records: dict[str, str] = {}
+        self.trusted: set[str] = set()  # keys whose record the referee made
+        self.rejected = 0
+        self._lock = threading.Lock()
+        if self.persist_path:
+            self._merge(self._read_persisted())
+        self._write()
+
+    def job_paths(self, workdir: str) -> dict[str, str]:
+        """The two paths a job's worker is given."""
+        return {"known": self.known_path, "new": os.path.join(workdir, ".ks-autotune.jsonl")}
+
+    def absorb(self, new_path: str, trusted: bool = False) -> int:
+        """Take a finished process's records; the number kept."""
+        try:
+            if os.path.islink(new_path) or not os.path.isfile(new_path):
+                return 0
+            with open(new_path, "rb") as f:
+                data = f.read(MAX_NEW_BYTES)
+        except OSError:
+            return 0
+        entries = []
+        for raw in data.decode("utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(raw)
+                key, config = entry["key"], entry["config"]
+            except (ValueError, KeyError, TypeError):
+                self.rejected += 1
+                continue
+            if not _valid(key, config):
+                self.rejected += 1
+                continue
+            entries.append((key, config, trusted))
+        with self._lock:
+            kept = self._merge(entries)
+            if kept:
+                self._write()
+                self._persist()
+        return kept
+
+    def _merge(self, entries: list[tuple[str, str, bool]]) -> int:
+        kept = 0
+        for key, config, trusted in entries:
+            if trusted:
+                if key in self.trusted:
+                    continue  # the referee's first record stays too
+                self.trusted.add(key)
+            elif key in self.records or len(self.records) >= MAX_RECORDS:
+                continue  # the first record of a key stays
+            self.records[key] = config
+            kept += 1
+        return kept
+
+    def _read_persisted(self) -> list[tuple[str, str, bool]]:
+        try:
+            with open(self.persist_path, encoding="utf-8") as f:  # type: ignore[arg-type]
+                data = json.load(f)
+            trusted = set(data.get("trusted") or [])
+            return [(k, v, k in trusted) for k, v in (data.get("records") or {}).items() if _valid(k, v)]
+        except (OSError, ValueError, AttributeError, TypeError):
+            return []
+
+    def _persist(self) -> None:
+        if not self.persist_path:
+            return
+        try:
+            # another command may have added records since: theirs and ours, the same rules
+            self._merge(self._read_persisted())
+            os.makedirs(os.path.dirname(self.persist_path) or ".", exist_ok=True)
+            self._dump(self.persist_path, self.records, sorted(self.trusted))
+        except OSError:
+            pass  # a cache: without it the next command tunes again
+
+    def _write(self) -> None:
+        self._dump(self.known_path, self.records)
+        self._dump(self.trusted_path, {k: v for k, v in self.records.items() if k in self.trusted})
+
+    @staticmethod
+    def _dump(path: str, records: dict[str, str], trusted: Optional[list[str]] = None) -> None:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"records": records, **({"trusted": trusted} if trusted is not None else {})}, f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+
+
+__all__ = ["AutotuneStore", "install", "install_when_imported", "persist_path", "record_key", "store_folder",
+           "tuning_key", "uninstall", "write_site_folder"]
