@@ -36,7 +36,8 @@ PROGRAMS = {"honest": "ok", "copy": "incorrect", "identity": "hacked"}
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=("kb_level1", "kb_small"), default="kb_level1")
-    parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated task files to run (default: all four)")
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help="comma-separated task files to run (default: all four)")
     parser.add_argument("--trials", type=int, default=None, help="correctness trials (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--no-timing", action="store_true", help="correctness only")

@@ -118,7 +118,8 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
         still = set(_trivial_outputs(cmp, outputs, inputs, atol, rtol))
         told = sorted(set(forms) - still)
         if not told:
-            out["skipped"][name] = f"it tells none of the trivial forms apart ({', '.join(sorted(still))} pass on it too)"
+            out["skipped"][name] = (f"it tells none of the trivial forms apart ({', '.join(sorted(still))} "
+                                    "pass on it too)")
             continue
         out["sets"].append(PREFIX + name)
         decided.update(told)
