@@ -502,9 +502,11 @@ def evidence_info(store: Optional[dict[str, Any]]) -> Any:
     return {"trials": store["trials"], "repeated": bool(store.get("repeated"))}
 
 
-def _copy_regular(path: str, into: str, limit: int = MAX_BYTES) -> str:
+def _copy_regular(path: str, into: str, limit: int = MAX_BYTES, link: bool = False) -> str:
     """Copy a child's outputs file (a regular file, not a link, within the
-    size limit) into the referee's folder."""
+    size limit) into the referee's folder. ``link``: the file is already
+    the parent's own copy, so a hard link to the very file opened will do
+    (no second copy of a 12 GiB file on the disk), a copy where it cannot."""
     import secrets
     import stat
 
@@ -514,6 +516,15 @@ def _copy_regular(path: str, into: str, limit: int = MAX_BYTES) -> str:
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             raise ValueError("not a regular file within the size limit")
         dest = os.path.join(into, f"check-{secrets.token_hex(8)}.bin")
+        if link:
+            try:
+                os.link(path, dest, follow_symlinks=False)
+                linked = os.stat(dest, follow_symlinks=False)
+                if (linked.st_dev, linked.st_ino) == (st.st_dev, st.st_ino):  # the very file checked above
+                    return dest
+                os.unlink(dest)
+            except OSError:
+                pass
         with os.fdopen(os.dup(fd), "rb") as src, open(dest, "wb") as dst:
             remaining = st.st_size
             while remaining > 0:
@@ -575,7 +586,9 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
             raise OSError(info["not_handed_over"])
         init_seed, input_seed = seeds[int(info["init_seed_index"])], seeds[int(info["input_seed_index"])]
         limit = referee.evidence_limit(task)
-        copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir, limit)
+        # workdir holds the parent's copies (take_evidence): linked, not copied again
+        copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir, limit,
+                             link=True)
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
         result.category, result.hacked, result.correct = "hacked", True, False
         result.hack_reasons = [f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
