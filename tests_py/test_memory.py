@@ -317,3 +317,28 @@ def test_replay_check_still_catches_an_earlier_output_from_its_fingerprints():
         result = ev.evaluate(task, replay)
     assert result.category == "hacked", _show(result)
     assert "same output as for earlier, different inputs" in result.hack_reasons[0], result.hack_reasons
+
+
+def test_evidence_files_are_limited_by_the_tasks_outputs(tmp_path):
+    """The referee's evidence (both output groups of a trial) was capped at
+    2 GiB: an honest program on a 6 GiB output would have been 'hacked'. The
+    cap is now sized by the task's measured outputs, and still enforced."""
+    import torch
+
+    from kernelsmith.evaluator.referee import MAX_BYTES, evidence_limit, read_outputs, take_evidence, write_outputs
+
+    assert evidence_limit(0) == MAX_BYTES and evidence_limit(6 * GiB) > 12 * GiB
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    write_outputs(str(src / "out.bin"), {"candidate": [torch.ones(1000)], "reference": [torch.ones(1000)]})
+    size = (src / "out.bin").stat().st_size
+    over = {"src": str(src), "dir": str(dst), "max_bytes": size - 1}
+    take_evidence(over, [{"file": "out.bin"}])
+    assert "size limit" in over["trials"][0]["not_handed_over"]
+    within = {"src": str(src), "dir": str(dst), "max_bytes": size}
+    take_evidence(within, [{"file": "out.bin"}])
+    copy = str(dst / within["trials"][0]["file"])
+    assert torch.equal(read_outputs(copy, size)["reference"][0], torch.ones(1000))
+    with pytest.raises(ValueError, match="over the limit"):
+        read_outputs(copy, size - 1)

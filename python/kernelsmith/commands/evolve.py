@@ -122,7 +122,8 @@ def _failure_line(summary: dict[str, Any]) -> str:
         "llm-not-found": "the LLM endpoint has no such model or path (check --model and the base URL)",
         "llm-failures": "too many LLM requests failed in a row (is the endpoint up?)",
         "llm-all-failed": "no proposal of the run came back (is the endpoint up? does the model answer?)",
-        "harness-error": ("the task's reference failed (not the program's fault; nothing was charged to it; "
+        "harness-error": ("the task's reference failed, or the task does not fit the device's memory (not the "
+                          "program's fault; nothing was charged to it; "
                           f"a resumed run evaluates its own copy of the task, in {run_dir}/task)"),
     }.get(reason, reason)
     # The failed steps used up the run's iterations: a plain resume would

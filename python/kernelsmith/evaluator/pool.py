@@ -483,6 +483,7 @@ class DevicePool:
             # the trial outputs the worker hands over, copied where it cannot write
             evidence["src"], evidence["dir"] = child.workdir, tempfile.mkdtemp(prefix="evidence-",
                                                                              dir=self.referee.workdir)
+            evidence["max_bytes"] = self.referee.evidence_limit(task)  # sized by the task's outputs
             raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
             if "autotune" in job:
                 self.autotune.absorb(job["autotune"]["new"])  # type: ignore[union-attr]

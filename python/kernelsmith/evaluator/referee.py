@@ -40,31 +40,55 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16"
 _MODULES: dict[str, Any] = {}  # referee process: reference source -> its loaded module
 
 
-def encode_outputs(groups: dict[str, list[Any]]) -> bytes:
-    """Worker side: the outputs file's bytes for the tensors of each group
-    (``candidate``, ``reference``): a JSON header line, then each tensor's
-    raw bytes."""
+def evidence_limit(outputs_bytes: int = 0) -> int:
+    """The largest outputs file accepted for a task whose largest output set
+    is ``outputs_bytes`` (memory.Footprint): both groups and a header, and
+    never less than MAX_BYTES (a 4096 x 393216 fp32 output alone is 6 GiB)."""
+    return max(MAX_BYTES, 2 * int(outputs_bytes) + (1 << 20))
+
+
+def _raw_views(groups: dict[str, list[Any]]) -> tuple[bytes, list[Any]]:
+    """The header line and each tensor's bytes as a view (no copy of a
+    contiguous host tensor)."""
     import torch
 
     header: dict[str, list[dict[str, Any]]] = {}
-    blobs = []
+    views = []
     for name, tensors in groups.items():
         header[name] = []
         for t in tensors:
             t = t.detach().to("cpu").contiguous()
-            raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
             header[name].append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
                                  "nbytes": len(raw)})
-            blobs.append(raw)
-    return b"".join([(json.dumps(header) + "\n").encode(), *blobs])
+            views.append(raw)
+    return (json.dumps(header) + "\n").encode(), views
 
 
-def read_outputs(path: str) -> dict[str, list[Any]]:
-    """Referee side: the groups back, validated."""
+def encode_outputs(groups: dict[str, list[Any]]) -> bytes:
+    """The outputs file's bytes for the tensors of each group (``candidate``,
+    ``reference``): a JSON header line, then each tensor's raw bytes."""
+    head, views = _raw_views(groups)
+    return b"".join([head, *(bytes(v) for v in views)])
+
+
+def write_outputs(path: str, groups: dict[str, list[Any]]) -> None:
+    """Worker side: :func:`encode_outputs` written to ``path`` a tensor at a
+    time (a 6 GiB output is not copied into one more bytes object)."""
+    head, views = _raw_views(groups)
+    with open(path, "wb") as f:
+        f.write(head)
+        for view in views:
+            f.write(view)
+
+
+def read_outputs(path: str, limit: int = MAX_BYTES) -> dict[str, list[Any]]:
+    """Referee side: the groups back, validated; ``limit`` is the largest
+    file accepted (:func:`evidence_limit`)."""
     import torch
 
     size = os.path.getsize(path)
-    if size > MAX_BYTES:
+    if size > limit:
         raise ValueError(f"outputs file of {size} bytes is over the limit")
     with open(path, "rb") as f:
         header = json.loads(f.readline(1 << 20) or b"{}")
@@ -83,10 +107,14 @@ def read_outputs(path: str) -> dict[str, list[Any]]:
                     numel *= d
                 if numel * torch.empty(0, dtype=tdtype).element_size() != nbytes:
                     raise ValueError(f"tensor entry {entry}: size does not match its shape")
-                raw = f.read(nbytes)
-                if len(raw) != nbytes:
-                    raise ValueError("outputs file is truncated")
-                flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+                raw = bytearray(nbytes)  # read into, not read and copy: one copy of a large output
+                view, got = memoryview(raw), 0
+                while got < nbytes:
+                    n = f.readinto(view[got:got + (1 << 30)])
+                    if not n:
+                        raise ValueError("outputs file is truncated")
+                    got += n
+                flat = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
                 out[name].append(flat.view(tdtype).reshape(shape) if nbytes else torch.empty(shape, dtype=tdtype))
     return out
 
@@ -236,7 +264,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     backend.synchronize()
     del model, inputs  # only the expected outputs stay on the device for the comparison
     try:
-        groups = read_outputs(req["file"])
+        groups = read_outputs(req["file"], int(req.get("max_bytes") or MAX_BYTES))
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RuntimeError, MemoryError) as exc:
         # the file is the worker's evidence, written where candidate code
         # runs: one the referee cannot read is the program's doing
@@ -459,6 +487,12 @@ class Referee:
         sets = probes.get("sets") if isinstance(probes, dict) else None
         return [str(s) for s in sets] if isinstance(sets, list) else []
 
+    def evidence_limit(self, task: Any) -> int:
+        """The largest outputs file accepted for ``task``, from the footprint
+        this referee measured (:func:`evidence_limit`)."""
+        fp = self.footprint(task) if self.primed(task) else None
+        return evidence_limit(fp.outputs_bytes if fp is not None else 0)
+
     def _log_tail(self) -> str:
         try:
             with open(self.log_path, "rb") as f:
@@ -494,7 +528,8 @@ def take_evidence(store: dict[str, Any], trials: Any) -> None:
     for entry in trials:
         entry = dict(entry)
         try:
-            copy = _copy_regular(os.path.join(store["src"], os.path.basename(str(entry.get("file")))), store["dir"])
+            copy = _copy_regular(os.path.join(store["src"], os.path.basename(str(entry.get("file")))), store["dir"],
+                                 int(store.get("max_bytes") or MAX_BYTES))
             entry["file"] = os.path.basename(copy)
         except (OSError, ValueError) as exc:
             entry["not_handed_over"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -510,18 +545,29 @@ def evidence_info(store: Optional[dict[str, Any]]) -> Any:
     return {"trials": store["trials"], "repeated": bool(store.get("repeated"))}
 
 
-def _copy_regular(path: str, into: str) -> str:
+def _copy_regular(path: str, into: str, limit: int = MAX_BYTES, link: bool = False) -> str:
     """Copy a child's outputs file (a regular file, not a link, within the
-    size limit) into the referee's folder."""
+    size limit) into the referee's folder. ``link``: the file is already
+    the parent's own copy, so a hard link to the very file opened will do
+    (no second copy of a 12 GiB file on the disk), a copy where it cannot."""
     import secrets
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             raise ValueError("not a regular file within the size limit")
         dest = os.path.join(into, f"check-{secrets.token_hex(8)}.bin")
+        if link:
+            try:
+                os.link(path, dest, follow_symlinks=False)
+                linked = os.stat(dest, follow_symlinks=False)
+                if (linked.st_dev, linked.st_ino) == (st.st_dev, st.st_ino):  # the very file checked above
+                    return dest
+                os.unlink(dest)
+            except OSError:
+                pass
         with os.fdopen(os.dup(fd), "rb") as src, open(dest, "wb") as dst:
             remaining = st.st_size
             while remaining > 0:
@@ -594,14 +640,17 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
         if info.get("not_handed_over"):  # take_evidence could not copy it
             raise OSError(info["not_handed_over"])
         init_seed, input_seed = seeds[int(info["init_seed_index"])], seeds[int(info["input_seed_index"])]
-        copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir)
+        limit = referee.evidence_limit(task)
+        # workdir holds the parent's copies (take_evidence): linked, not copied again
+        copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir, limit,
+                             link=True)
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
         result.category, result.hacked, result.correct = "hacked", True, False
         result.hack_reasons = [f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
                                "verdict was not the program's to write"]
         return
     request = {"task": task.to_dict(), "init_seed": init_seed, "input_seed": input_seed,
-               "set": str(info.get("set", "get_inputs")), "file": copy}
+               "set": str(info.get("set", "get_inputs")), "file": copy, "max_bytes": limit}
     try:
         answer = referee.ask(request)
         if "error" in answer and referee.proc.poll() is not None:

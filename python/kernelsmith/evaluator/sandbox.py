@@ -276,7 +276,9 @@ def run_worker(
         ticket = gate.join(link.signal, key=task.id, pids={proc.pid}, timed_on_cpu=device is None) if gate else None
         seeds: list[int] = []
         # the trial outputs the worker hands over, copied where it cannot write
-        evidence = {"src": workdir, "dir": private}
+        evidence: dict[str, Any] = {"src": workdir, "dir": private}
+        if referee is not None:
+            evidence["max_bytes"] = referee.evidence_limit(task)  # sized by the task's outputs
         try:
             raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket, seeds, evidence)
         finally:

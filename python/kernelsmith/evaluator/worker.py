@@ -676,7 +676,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     # outputs) per trial: the replay check's history, not four trials' outputs
     history: list[tuple[list[Any], list[Any]]] = []
     # per input set, the last trial: what the trusted referee re-checks,
-    # copied to the host (off the device; encode_outputs reads them there)
+    # copied to the host (off the device; write_outputs reads them there)
     referee_trials: dict[str, tuple[int, list[Any], list[Any]]] = {}
     last_of_set = {name: i for i, (name, _) in enumerate(input_sets)}
     model.eval()
@@ -798,7 +798,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                                       - phases["census"]), 4)
 
     if referee_trials and checks_on:
-        from .referee import encode_outputs
+        from .referee import write_outputs
 
         # handed over now, before any more of the program runs: the parent
         # copies the files before it answers. (Kept here as bytes until after
@@ -807,8 +807,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         handed = []
         for i, (set_name, (index, got, expected)) in enumerate(referee_trials.items()):
             name = f"referee-outputs-{i}.bin"
-            with open(os.path.join(os.path.dirname(cand_path), name), "wb") as f:
-                f.write(encode_outputs({"candidate": got, "reference": expected}))
+            write_outputs(os.path.join(os.path.dirname(cand_path), name), {"candidate": got, "reference": expected})
             handed.append({"file": name, "init_seed_index": init_seed_index, "input_seed_index": index,
                            "set": set_name})
         referee_trials.clear()
