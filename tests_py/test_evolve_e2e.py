@@ -91,15 +91,24 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     assert len(mock_llm.requests) == 8  # 6 answers, the 429 and the abandoned slow reply
     assert mock_llm.requests[-1].body["temperature"] == 0.6 and mock_llm.requests[-1].body["top_p"] == 0.95
 
-    # the best is the winner of the finalists' head-to-head re-timing, with
-    # the speedup measured there (not its per-step figure)
+    # the best is the fastest finalist whose re-timing was reliable, with
+    # the speedup measured there (not its per-step figure); where none was
+    # (a machine too busy), the per-step best stays and the note says so
     confirmation = summary["best_confirmation"]
-    winner = next(r for r in confirmation["finalists"] if r["program_id"] == summary["best_program_id"])
-    assert summary["best_speedup"] == pytest.approx(winner["speedup"])
+    reliable = [r for r in confirmation["finalists"] if r.get("timing_reliable") and r.get("speedup") is not None]
+    if reliable:
+        winner = max(reliable, key=lambda r: r["speedup"])
+        assert summary["best_program_id"] == winner["program_id"]
+        assert summary["best_speedup"] == pytest.approx(winner["speedup"])
+    else:
+        assert "no finalist's re-timing was reliable" in confirmation["note"]
     assert {r["program_id"] for r in confirmation["finalists"]} <= {s["child_id"] for s in records
                                                                    if s["status"] == "correct"}
-    best = next(s for s in records if s.get("child_id") == summary["best_program_id"])
-    assert (out / "best_program.py").read_text() == best["child_source"]
+    if summary["best_program_id"] is not None:  # None only when no timing at all was reliable
+        best = next(s for s in records if s.get("child_id") == summary["best_program_id"])
+        assert (out / "best_program.py").read_text() == best["child_source"]
+    else:
+        assert not any((s.get("eval") or {}).get("timing_reliable") for s in records if s["status"] == "correct")
     assert (out / "checkpoint" / "LATEST").exists()
     # The key reached the server but nothing on disk.
     assert mock_llm.requests[0].headers["authorization"] == f"Bearer {SECRET}"

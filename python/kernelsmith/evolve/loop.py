@@ -265,9 +265,10 @@ class Evolution:
     async def confirm_best(self) -> None:
         """The honest best: the ``finalists`` fastest correct programs (by
         per-step speedup, reliable or not) re-timed head to head in one
-        worker (Evaluator.confirm_best); the fastest there is the run's best,
-        with the speedup measured there. Per-step speedups were each taken
-        against their own reference measurement, at other moments."""
+        worker under a step's timing rules (Evaluator.confirm_best); the
+        fastest whose re-timing was reliable is the run's best, with the
+        speedup measured there. Per-step speedups were each taken against
+        their own reference measurement, at other moments."""
         from ..evaluator.finalists import reliable as finalist_reliable
 
         confirm = getattr(self.evaluator, "confirm_best", None)
