@@ -920,6 +920,10 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
         raise
     except BaseException:  # harness bug or something the candidate broke; still report
         result = {"category": "runtime", "error": "evaluation failed:\n" + traceback.format_exc(limit=-3)}
+    if isinstance(job.get("autotune"), dict):  # what was tuned here, for the parent, before it reads it
+        from ..backends._triton_autotune import flush
+
+        flush()
     try:
         chan.send(type="result", result=result)
     except Exception:
