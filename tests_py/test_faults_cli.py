@@ -208,6 +208,14 @@ def test_the_offline_mutator_on_a_program_without_tune_values_is_bad_input(tmp_p
         assert lines[0].startswith(f"kernelsmith evolve: error: model mutate: {what}"), lines[0]
         assert "no tunable values to mutate" in lines[0] and "# tune:" in lines[0] and "--model" in lines[0]
         assert not out.exists()
+    # From Python (a benchmark sweep) the run goes ahead and ends as the fault it is, the reason kept.
+    from kernelsmith.evolve import evolve_sync, load_evolve_config
+    from standin_evaluator import CostModelEvaluator
+
+    summary = evolve_sync(noseed, load_evolve_config(None, iterations=2, proposal_concurrency=1), out,
+                          evaluator=CostModelEvaluator())
+    assert summary.failed and summary.stop_reason == "llm-all-failed"
+    assert "no tunable values to mutate" in summary.stop_detail
 
 
 def test_transient_faults_are_retried_and_failures_never_reach_a_prompt(mock_llm, tmp_path):

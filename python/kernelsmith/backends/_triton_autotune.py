@@ -14,23 +14,29 @@ under the interpreter.
 
 Here the result goes to the trusted side instead:
 
-* in the worker, :func:`install` wraps ``Autotuner.run`` (subclasses that
-  call ``super().run`` go through it too). Before Triton tunes a key it has
-  not seen, the record of (kernel source, target, Triton version, tuning
-  key, the config list) is looked up in the file the parent handed over
-  (read-only to the worker); a hit puts that config in the autotuner's cache
-  and nothing is benchmarked. A miss is tuned as usual and its winner
-  appended to the worker's own file (``new``);
-* the parent (:class:`AutotuneStore`, one per device pool) reads that file
-  after the job, keeps what passes its checks, and rewrites the file the
-  next workers read.
+* in a worker (and the referee, and a project's test command through
+  :func:`write_site_folder`), :func:`install` wraps
+  ``Autotuner.prune_configs``, which Triton's ``run`` calls only for a key
+  it has not tuned, just before benchmarking (a package's subclass that
+  ends in ``super().run`` goes through it too; a launch of a tuned key costs
+  nothing more). The record of (kernel source, device target and Triton
+  version, tuning key, config list) is looked up in the records the parent
+  handed over (a file read-only to the process); a hit returns its one
+  config, which Triton takes without benchmarking. A miss is tuned as usual
+  and its winner reported (:func:`flush`) to the process's own file;
+* the parent (:class:`AutotuneStore`: one per device pool, one for the
+  project's tests) reads that file after the job, keeps what passes its
+  checks, and rewrites the files the next processes read; the records are
+  also kept between commands (:func:`persist_path`).
 
-What a worker reports is untrusted: a record can only name a config from
-the autotuner's own list (anything else is ignored), and the first record of
-a key is kept (a later worker cannot replace it). The first evaluation of a
-run is the seed's, so the reference's keys (the task's shapes) are tuned by
-the original code before any candidate runs; a candidate can at worst give
-a slower config to a later candidate that shares its kernel source.
+Trust: what a worker or a candidate's tests report is untrusted: a record
+can only name a config from the autotuner's own list (anything else is
+ignored), and the first record of a key is kept (a later one cannot replace
+it). The referee runs only the task's reference, and the tests of the
+unmodified tree only the project's code: their records are trusted, replace
+an untrusted one, and are all the referee reads, so the reference's configs
+are never a candidate's choice. A candidate can at worst give a slower
+config to a later candidate that shares its kernel source.
 """
 from __future__ import annotations
 
@@ -114,7 +120,8 @@ def _target() -> str:
 
 def tuning_key(autotuner: Any, args: tuple, kwargs: dict[str, Any]) -> tuple:
     """The key Triton's ``Autotuner.run`` tunes under: the ``key`` arguments'
-    values, then the dtype of every tensor argument."""
+    values, then the dtype of every tensor argument (``args`` by position,
+    ``kwargs`` by name)."""
     named = {**dict(zip(autotuner.arg_names, args)), **kwargs}
     named = {k: v for k, v in named.items() if k in autotuner.arg_names}
     key = [named[k] for k in autotuner.keys if k in named]
@@ -140,11 +147,49 @@ class _Handover:
         self.new_path = new_path
         self.handed = 0  # keys taken from the parent's records (nothing benchmarked)
         self.tuned = 0  # keys tuned here and reported
+        # keys being tuned: (autotuner, tuning key, record key), reported by flush()
+        self.pending: list[tuple[Any, tuple, str]] = []
+
+
+def flush() -> int:
+    """Report the keys tuned since the last flush (their winners are in the
+    autotuners' caches by now): into this process's known records, for the
+    same kernel under another autotuner (the reference's next to a
+    candidate's), and to the parent's file. Called before a worker reports
+    its result, after each referee request, at a test process's exit, and
+    when the next key is tuned. The number reported."""
+    state: Optional[_Handover] = _installed.get("handover")
+    if state is None or not state.pending:
+        return 0
+    lines, waiting = [], []
+    for tuner, key, rk in state.pending:
+        config = tuner.cache.get(key)
+        if config is None:
+            waiting.append((tuner, key, rk))
+            continue
+        state.known.setdefault(rk, str(config))
+        state.tuned += 1
+        lines.append(json.dumps({"key": rk, "config": str(config),
+                                 "kernel": getattr(getattr(tuner, "base_fn", None), "__name__", "")}))
+    state.pending = waiting
+    if lines and state.new_path:
+        try:
+            with open(state.new_path, "a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))
+        except OSError:
+            pass
+    return len(lines)
 
 
 def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
-    """Wrap Triton's ``Autotuner.run`` in this process (once); the paths
-    default to the environment (``KERNELSMITH_AUTOTUNE_KNOWN`` / ``_NEW``)."""
+    """Wrap Triton's ``Autotuner.prune_configs`` in this process (once); the
+    paths default to the environment (``KERNELSMITH_AUTOTUNE_KNOWN`` / ``_NEW``).
+
+    ``prune_configs`` is what Triton's ``run`` calls when a tuning key is not
+    in the autotuner's cache, just before it benchmarks the configs it
+    returns (and only then): a known record returns its one config, which
+    Triton takes without benchmarking. A launch of a key already tuned costs
+    nothing more than before (the timed calls go through ``run`` untouched)."""
     known_path = known_path or os.environ.get(KNOWN_ENV)
     new_path = new_path or os.environ.get(NEW_ENV)
     if not known_path and not new_path:
@@ -154,59 +199,46 @@ def install(known_path: Optional[str] = None, new_path: Optional[str] = None) ->
     except ImportError:
         return None
     with _lock:
+        flush()  # what an earlier installation tuned goes to its own file
         handover = _Handover(known_path, new_path)
         _installed["handover"] = handover
         if "original" in _installed:
             return handover
-        original = Autotuner.run
+        original = Autotuner.prune_configs
         _installed["original"] = original
 
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def prune_configs(self: Any, kwargs: dict[str, Any], *rest: Any, **more: Any) -> Any:
+        pruned = original(self, kwargs, *rest, **more)
         state: Optional[_Handover] = _installed.get("handover")
-        fresh = None
-        if state is not None and len(getattr(self, "configs", ())) > 1:
-            try:
-                key = tuning_key(self, args, kwargs)
-                if key not in self.cache:
-                    rk = record_key(_kernel_identity(self), _target(), key, list(self.configs))
-                    chosen = state.known.get(rk)
-                    match = next((c for c in self.configs if str(c) == chosen), None) if chosen else None
-                    if match is not None:
-                        self.cache[key] = match
-                        state.handed += 1
-                    else:
-                        fresh = (key, rk)
-            except Exception:  # noqa: BLE001 - a key we cannot build: Triton tunes as it would anyway
-                fresh = None
-        result = original(self, *args, **kwargs)
-        if fresh is not None and state is not None and fresh[0] in self.cache:
-            state.tuned += 1
-            # the same kernel under another autotuner of this process (the
-            # reference's, a candidate's that kept it) takes it from here
-            state.known[fresh[1]] = str(self.cache[fresh[0]])
-        if fresh is not None and state is not None and state.new_path and fresh[0] in self.cache:
-            line = json.dumps({"key": fresh[1], "config": str(self.cache[fresh[0]]),
-                               "kernel": getattr(getattr(self, "base_fn", None), "__name__", "")})
-            try:
-                with open(state.new_path, "a", encoding="utf-8") as f:
-                    f.write(line + "\n")
-            except OSError:
-                pass
-        return result
+        if state is None or len(pruned) < 2:
+            return pruned
+        try:
+            flush()
+            key = tuning_key(self, (), {**(getattr(self, "nargs", None) or {}), **kwargs})
+            rk = record_key(_kernel_identity(self), _target(), key, list(self.configs))
+            chosen = state.known.get(rk)
+            match = next((c for c in pruned if str(c) == chosen), None) if chosen else None
+        except Exception:  # noqa: BLE001 - a key we cannot build: Triton tunes as it would anyway
+            return pruned
+        if match is not None:
+            state.handed += 1
+            return [match]
+        state.pending.append((self, key, rk))
+        return pruned
 
-    Autotuner.run = run  # type: ignore[method-assign]
+    Autotuner.prune_configs = prune_configs  # type: ignore[method-assign]
     return handover
 
 
 def uninstall() -> None:
-    """Triton's own ``Autotuner.run`` again (tests)."""
+    """Triton's own ``Autotuner.prune_configs`` again (tests)."""
     with _lock:
         original = _installed.pop("original", None)
         _installed.pop("handover", None)
         if original is not None:
             from triton.runtime.autotuner import Autotuner
 
-            Autotuner.run = original  # type: ignore[method-assign]
+            Autotuner.prune_configs = original  # type: ignore[method-assign]
 
 
 def install_when_imported() -> None:
@@ -215,6 +247,9 @@ def install_when_imported() -> None:
     test command and its subprocesses), which then pays nothing."""
     import sys
 
+    import atexit
+
+    atexit.register(flush)  # a test process exits normally: what it tuned goes to the parent
     if "triton.runtime.autotuner" in sys.modules:
         install()
         return
@@ -416,5 +451,5 @@ class AutotuneStore:
         os.replace(tmp, path)
 
 
-__all__ = ["AutotuneStore", "install", "install_when_imported", "persist_path", "record_key", "store_folder",
+__all__ = ["AutotuneStore", "flush", "install", "install_when_imported", "persist_path", "record_key", "store_folder",
            "tuning_key", "uninstall", "write_site_folder"]

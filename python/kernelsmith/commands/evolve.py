@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         with seed_phases:
             summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
                                          if args.resume is not None else None, progress=progress,
-                                         executor=args.executor))
+                                         executor=args.executor, refuse_futile=True))
     finally:
         progress.close()
     data = summary.to_dict()

@@ -291,7 +291,8 @@ def main() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by a task's reference goes to the log
     backend = prepare(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "0" else None)
-    if os.environ.get("KERNELSMITH_AUTOTUNE_NEW"):
+    autotune = bool(os.environ.get("KERNELSMITH_AUTOTUNE_NEW"))
+    if autotune:
         # the reference's Triton autotune results, tuned here by trusted code
         # first (prime runs every input set), go to the pool's store
         from ..backends._triton_autotune import install
@@ -305,6 +306,10 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device
+        if autotune:  # what the reference tuned, in the file before the answer
+            from ..backends._triton_autotune import flush
+
+            flush()
         out.write(json.dumps(answer) + "\n")
 
 

@@ -1036,6 +1036,10 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
             result.update(category="harness", memory=_memory_facts(exc, "harness", chan.last_stage))
     if _meter is not None:
         result.setdefault("memory", {}).update(_meter.summary())
+    if isinstance(job.get("autotune"), dict):  # what was tuned here, for the parent, before it reads it
+        from ..backends._triton_autotune import flush
+
+        flush()
     try:
         chan.send(type="result", result=result)
     except Exception:

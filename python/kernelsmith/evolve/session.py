@@ -146,6 +146,7 @@ async def evolve(
     evaluator: Any = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     executor: str = "local",
+    refuse_futile: bool = False,
 ) -> RunSummary:
     """Run (or resume) an evolution; returns its summary.
 
@@ -157,6 +158,11 @@ async def evolve(
     snapshot, so a later plain resume keeps the new total.
     ``executor`` ("local" or "ray") picks the evaluator built when none is
     passed in: local worker processes, or one Ray task per candidate.
+    ``refuse_futile``: a fresh run whose proposer cannot change its first
+    program (the offline mutator, no ``# tune:`` value) is refused as bad
+    input (:class:`ConfigError`) instead of running steps that all fail and
+    stopping as ``llm-all-failed`` (the CLI refuses; a benchmark sweep keeps
+    the failed run as that task's result).
 
     Everything that can be checked (task, config, model and its key,
     backend) is checked before a fresh run writes its directory, and a run
@@ -255,7 +261,8 @@ async def evolve(
                 log.warning("%s: %s (kernelsmith task check %s)", task.name, degenerate, task_path or task.path)
         proposer, meter = make_proposer(config, engine, config.seed)
         if resume is None:
-            _check_start(proposer, task, config)
+            if refuse_futile:
+                _check_start(proposer, task, config)
             run_dir.create(_config_snapshot(config, task, str(task_path)),
                            [] if inplace else _task_files(Path(task_path)))
             if inplace:
