@@ -8,12 +8,14 @@ time of the whole thing, median [min-max] over ``--repeats``:
 
 * ``import torch, kernelsmith``: a fresh Python that imports both (what a
   one-off evaluation cannot avoid paying once, in some process);
+* ``eval, baseline package`` (with ``--baseline DIR``): ``kernelsmith eval``
+  of another copy of the package, e.g. the one before the daemon;
 * ``eval --no-daemon``: ``kernelsmith eval`` evaluating in its own process
   (a pool with one spare; zygote and referee started together);
 * ``eval, daemon cold``: ``kernelsmith eval`` that finds no daemon and
-  starts one (stopped before each repeat);
+  starts one (stopped before each round);
 * ``eval, daemon warm``: ``kernelsmith eval`` served by the running daemon
-  (repeated);
+  (twice per round);
 * ``kernelsmith daemon status``: the client's own cost (Python, the CLI's
   imports, one round trip) without an evaluation;
 * ``Evaluator(mode="fresh")``: one evaluation in a warm caller whose worker
@@ -63,6 +65,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-timing", action="store_true", help="correctness only (passed to every evaluation)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--baseline", metavar="PYTHONPATH",
+                        help="also time `kernelsmith eval` of another copy of the package (e.g. the commit before "
+                             "the daemon: git archive COMMIT python | tar -x -C DIR, plus its _core extension)")
+    parser.add_argument("--baseline-has-daemon", action="store_true",
+                        help="the baseline package knows --no-daemon (pass it)")
     args = parser.parse_args()
 
     rundir = Path(tempfile.mkdtemp(prefix="ks-lat-", dir="/tmp"))
@@ -89,21 +96,23 @@ def main() -> int:
     print(f"task {args.task}, candidate {args.candidate}, {args.repeats} repeats, "
           f"{'no timing' if args.no_timing else 'with timing'}; load average before: {os.getloadavg()}", flush=True)
     try:
+        status_cmd = [py, "-m", "kernelsmith", "daemon", "status", "--json"]
+        # one of each per round, so that a neighbour's load falls on every row alike
         for _ in range(args.repeats):
             record("import torch, kernelsmith", *_run([py, "-c", "import torch, kernelsmith"], env))
-        for _ in range(args.repeats):
+            if args.baseline:
+                base_env = {**env, "PYTHONPATH": args.baseline, "KERNELSMITH_DAEMON": "0"}
+                record(f"eval, baseline package {args.baseline}",
+                       *_run(eval_cmd + (["--no-daemon"] if args.baseline_has_daemon else []), base_env))
             record("eval --no-daemon", *_run(eval_cmd + ["--no-daemon"], env))
-        status_cmd = [py, "-m", "kernelsmith", "daemon", "status", "--json"]
-        for _ in range(args.repeats):
             subprocess.run(stop_cmd, env=env, capture_output=True, cwd=str(ROOT))
             record("eval, daemon cold (starts it)", *_run(eval_cmd, env))
             # where a cold start goes: the zygote's own warm-up (imports, backend set-up)
             daemons = json.loads(subprocess.run(status_cmd, env=env, capture_output=True, text=True,
                                                 cwd=str(ROOT)).stdout)["daemons"]
             zygote_warm.extend(p["zygote_warm_s"] for d in daemons for e in d["evaluators"] for p in e["pools"])
-        for _ in range(args.repeats):
-            record("eval, daemon warm", *_run(eval_cmd, env))
-        for _ in range(args.repeats):
+            for _ in range(2):
+                record("eval, daemon warm", *_run(eval_cmd, env))
             # the client's floor: the same start-up and imports, one round trip, no evaluation
             record("kernelsmith daemon status (client floor)", *_run(status_cmd, env))
         subprocess.run(stop_cmd, env=env, capture_output=True, cwd=str(ROOT))

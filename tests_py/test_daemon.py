@@ -284,3 +284,21 @@ def test_python_api_uses_the_daemon(env: Env, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(RuntimeError, match="trials must be in"):
         daemon.evaluate(task, task.seed_source, trials=1000, timing=False)
     assert env.status()[0]["pid"] == st["pid"]
+
+
+def test_one_daemon_keeps_a_pool_per_backend_and_an_evaluator_per_options(env: Env) -> None:
+    interp = {"TRITON_INTERPRET": "1"}  # one environment (so one daemon) for both backends
+    opencl, _ = env.eval(env=interp)
+    triton, _ = env.eval(ROOT / "examples" / "triton" / "softmax", env=interp)
+    assert opencl["correct"] and opencl["backend"] == "opencl"
+    assert triton["correct"] and triton["backend"] == "triton"
+    # other evaluator options that matter: another evaluator, same daemon
+    other, _ = env.eval(SOFTMAX, "seed", "--isolation", "process", env=interp)
+    assert other["correct"] and other["isolation"].startswith("process")
+    [st] = env.status()
+    assert st["served"] == 3
+    pools = sorted((p["backend"], e["options"]["isolation"]) for e in st["evaluators"] for p in e["pools"])
+    assert pools == [("opencl", "auto"), ("opencl", "process"), ("triton", "auto")]
+    # a shell without TRITON_INTERPRET is another environment: its own daemon
+    env.eval()
+    assert len(env.status()) == 2
