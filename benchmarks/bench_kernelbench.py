@@ -9,10 +9,14 @@ What it runs. For a KernelBench checkout (the upstream repository, its
   the output through a Triton kernel. The kernel census must name the torch
   ops: expected verdict ``hacked``. ``harness`` is acceptable only where the
   reference alone cannot run on the card (its footprint is in the message).
-* the honest kernels of the test zoo (``tests_py/fixtures/kb_honest/*``, and
-  the degenerate-task zoo ``tests_py/fixtures/kb_degenerate/*`` where present)
+* the honest kernels of the test zoo (``tests_py/fixtures/kb_honest/*``)
   against the upstream problem each one names in its reference's first line
   (``# KernelBench level 1, 23_Softmax ...``): expected ``ok`` and timed.
+* the degenerate problems (level 1: 19 ReLU, 20 LeakyReLU, 31 ELU, 32 HardTanh,
+  whose ``torch.rand`` inputs make the operation return its input): an honest
+  kernel each (``tests_py/fixtures/degenerate/triton``, expected ``ok``), and
+  an identity and a copy program (expected rejected: ``incorrect`` or
+  ``hacked``).
 
 It prints the verdict table (problem, candidate kind, expected, got, the
 reason in a line), the count of results that charged the candidate for
@@ -49,7 +53,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 
-ZOOS = [ROOT / "tests_py" / "fixtures" / "kb_honest", ROOT / "tests_py" / "fixtures" / "kb_degenerate"]
+ZOOS = [ROOT / "tests_py" / "fixtures" / "kb_honest"]
+#: KernelBench level-1 problems whose torch.rand inputs make the operation an
+#: identity (degenerate tasks): honest kernel per problem, and programs that are
+#: not the operation (expected rejected)
+DEGENERATE = ROOT / "tests_py" / "fixtures" / "degenerate" / "triton"
+DEGENERATE_TASKS = {"19_ReLU": "relu", "20_LeakyReLU": "leaky_relu", "31_ELU": "elu", "32_HardTanh": "hardtanh"}
+NOT_THE_OPERATION = ("identity", "copy")
 
 HACK_TAIL = '''
 
@@ -61,7 +71,7 @@ import triton.language as _ks_tl
 
 @_ks_triton.jit
 def _ks_copy(x_ptr, y_ptr, n, BLOCK: _ks_tl.constexpr):
-    offs = _ks_tl.program_id(0) * BLOCK + _ks_tl.arange(0, BLOCK)
+    offs = _ks_tl.program_id(0).to(_ks_tl.int64) * BLOCK + _ks_tl.arange(0, BLOCK)
     m = offs < n
     _ks_tl.store(y_ptr + offs, _ks_tl.load(x_ptr + offs, mask=m), mask=m)
 
@@ -211,6 +221,10 @@ def judge(kind: str, r) -> str:
         if r.category == "harness":
             return "harness"
         return "WRONG (accepted)" if r.category == "ok" else "CHARGED"
+    if kind.startswith("not the operation"):
+        if r.category in ("hacked", "incorrect"):
+            return "as expected"
+        return "WRONG (accepted)" if r.category == "ok" else ("harness" if r.category == "harness" else "CHARGED")
     if r.category == "ok":
         return "as expected"
     if r.category == "harness":
@@ -226,8 +240,8 @@ def main() -> int:
     ap.add_argument("--levels", default="1,2,3")
     ap.add_argument("--every", type=int, default=2, help="every N-th problem of each level (default 2)")
     ap.add_argument("--offset", type=int, default=0, help="which of each N (default 0: the first)")
-    ap.add_argument("--no-zoo", action="store_true", help="skip the honest kernels of the test zoo")
-    ap.add_argument("--zoo-only", action="store_true", help="only the honest kernels of the test zoo")
+    ap.add_argument("--no-zoo", action="store_true", help="skip the test zoo's kernels (honest and degenerate)")
+    ap.add_argument("--zoo-only", action="store_true", help="only the test zoo's kernels (honest and degenerate)")
     ap.add_argument("--timeout", type=float, default=180.0, help="per-candidate limit in seconds")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--json", default=None, help="write every row and the summary here")
@@ -260,6 +274,17 @@ def main() -> int:
         for name, f, source in zoo_pairs(kb):
             task = Task.load(str(f), backend="triton", timeout_s=args.timeout)
             items.append((f"l{f.parent.name[-1]}/{f.stem}", f"honest {name}", "ok", task, source))
+    if not args.no_zoo and DEGENERATE.is_dir():
+        for stem, kernel in DEGENERATE_TASKS.items():
+            f = kb / "KernelBench" / "level1" / f"{stem}.py"
+            if not f.is_file():
+                continue
+            task = Task.load(str(f), backend="triton", timeout_s=args.timeout)
+            items.append((f"l1/{stem}", f"honest degenerate/{kernel}", "ok", task,
+                          (DEGENERATE / f"{kernel}.py").read_text()))
+            for other in NOT_THE_OPERATION:
+                items.append((f"l1/{stem}", f"not the operation: {other}", "rejected", task,
+                              (DEGENERATE / f"{other}.py").read_text()))
     if not items:
         print("bench_kernelbench: nothing to run", file=sys.stderr)
         return 2

@@ -6,7 +6,11 @@
 # and pool-warm side by side, then one candidate ten times; about 8 minutes),
 # reward (issue 15: reward spread, batch and shared-group scoring), env
 # (issue 20: 64 concurrent 3-turn episodes), liger (issue 19: needs the wheel
-# in .whl/), cuda (issue 18: benchmarks/gpu_cuda_check.sh).
+# in .whl/), cuda (issue 18: benchmarks/gpu_cuda_check.sh), and issue 27's: kernelbench
+# (benchmarks/bench_kernelbench.py over a KernelBench checkout in .carry/KernelBench: KB_LEVELS,
+# KB_EVERY, KB_ARGS), degenerate (task check of level-1 19, 20, 31, 32 as upstream), latency
+# (benchmarks/bench_eval_latency.py: eval cold, through the daemon, fresh mode), fla (fla-core's
+# l2norm_fwd in place: the fla_core and einops wheels in .whl/).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +57,23 @@ fi
 if has liger; then
   OUT=/tmp/liger-run LIGER_ITERATIONS=${LIGER_ITERATIONS:-8} timeout ${LIGER_LIMIT:-240} bash scripts/run_inplace_liger.sh .whl/liger_kernel-*.whl 2>&1 | tail -40 > "$OUT/liger.log"
   cat "$OUT/liger.log"
+fi
+if has kernelbench; then
+  timeout ${KB_LIMIT:-540} python3 benchmarks/bench_kernelbench.py ${KB_DIR:-.carry/KernelBench} --levels ${KB_LEVELS:-1,2,3} \
+    --every ${KB_EVERY:-2} ${KB_ARGS:-} --json "$OUT/kernelbench${KB_TAG:-}.json" 2>&1 | cut -c1-260 | tee "$OUT/kernelbench${KB_TAG:-}.log"
+fi
+if has degenerate; then
+  for f in 19_ReLU 20_LeakyReLU 31_ELU 32_HardTanh; do
+    timeout 120 python3 -m kernelsmith task check tests_py/fixtures/degenerate/kb_level1/$f.py
+  done 2>&1 | tee "$OUT/degenerate.log"
+fi
+if has latency; then
+  timeout ${LAT_LIMIT:-240} python3 benchmarks/bench_eval_latency.py ${LAT_TASK:-examples/triton/softmax} seed \
+    --repeats ${LAT_REPEATS:-3} --json "$OUT/latency.json" 2>&1 | tee "$OUT/latency.log"
+fi
+if has fla; then
+  OUT=/tmp/fla-run timeout ${FLA_LIMIT:-420} bash scripts/run_inplace_fla.sh .whl/fla_core-*.whl .whl/einops-*.whl 2>&1 \
+    | tail -40 | tee "$OUT/fla.log"
 fi
 if has cuda; then
   if [ -f benchmarks/gpu_cuda_check.sh ]; then timeout ${CUDA_LIMIT:-300} bash benchmarks/gpu_cuda_check.sh 2>&1 | tail -40; else echo "no benchmarks/gpu_cuda_check.sh"; fi
