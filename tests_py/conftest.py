@@ -1,11 +1,18 @@
 """Shared pytest fixtures (keep generic: other test modules add theirs here)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+# `kernelsmith eval` (and kernelsmith.daemon.evaluate) would start a per-user
+# evaluation daemon that outlives the test for 10 minutes, holding a pool:
+# the suite evaluates in-process unless a test asks for the daemon
+# (test_daemon.py does, in private folders, and stops what it starts).
+os.environ.setdefault("KERNELSMITH_DAEMON", "0")
 
 # Helper modules that live next to the tests (mock servers, fixtures data).
 sys.path.insert(0, str(Path(__file__).parent))

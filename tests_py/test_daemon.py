@@ -275,6 +275,7 @@ def test_python_api_uses_the_daemon(env: Env, monkeypatch: pytest.MonkeyPatch) -
     from kernelsmith.task import Task
 
     monkeypatch.setenv("KERNELSMITH_DAEMON_DIR", str(env.dir))
+    monkeypatch.delenv("KERNELSMITH_DAEMON", raising=False)  # the suite's default is off (conftest.py)
     task = Task.load(SOFTMAX)
     result = daemon.evaluate(task, task.seed_source, timing=False)
     assert isinstance(result, EvalResult) and result.correct

@@ -194,10 +194,12 @@ def test_shared_group_timing_ranks_a_group_against_one_reference(scorer, row):
     correct, slower, broken = scorer.score_many(items, cfg)
     assert broken.status == "compile-failed"
     for r in (correct, slower):
-        assert r.status == "correct" and "head to head" in r.detail, r
+        # a re-timing the gate judged unreliable (a busy machine) is not used
+        assert r.status == "correct" and ("head to head" in r.detail or "kept its own timing" in r.detail), r
         assert r.parent_runtime_ms and r.runtime_ms
-    # the parent's runtime came from the same worker for both
-    assert correct.parent_runtime_ms == slower.parent_runtime_ms
+    if all("head to head" in r.detail for r in (correct, slower)):
+        # the parent's runtime came from the same worker for both
+        assert correct.parent_runtime_ms == slower.parent_runtime_ms
     assert slower.speedup < 0.5 < correct.speedup
     with pytest.raises(Exception, match="group must be one of"):
         RewardConfig(group="pairs")

@@ -210,12 +210,19 @@ def request(paths: Paths, msg: dict[str, Any], timeout_s: Optional[float] = 10.0
     """One request to a running daemon; its answer. ConnectionError /
     FileNotFoundError when none listens; DaemonError when it hung up without
     answering (it died)."""
-    with _connect(paths.socket, timeout_s) as sock:
-        send_message(sock, msg)
+    try:
+        sock = _connect(paths.socket, timeout_s)
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise  # none listens: the caller may start one
+    except OSError as exc:
+        raise DaemonError(f"cannot connect to the evaluation daemon at {paths.socket}: {exc}") from exc
+    with sock:
         try:
+            send_message(sock, msg)
             answer = read_message(sock)
-        except (ConnectionResetError, socket.timeout) as exc:
-            raise DaemonError(f"the evaluation daemon gave no answer ({exc})") from exc
+        except (OSError, ValueError) as exc:  # reset, broken pipe, timeout, garbage
+            raise DaemonError(f"the evaluation daemon gave no answer ({type(exc).__name__}: {exc})"
+                              + _log_hint(paths)) from exc
     if answer is None:
         raise DaemonError("the evaluation daemon hung up without an answer (it died?)" + _log_hint(paths))
     return answer
@@ -369,7 +376,7 @@ def evaluate(task: Any, source: str, trials: Optional[int] = None, *, daemon: Op
     if enabled(daemon):
         try:
             answer = evaluate_remote(task.to_dict(), source, trials, options)
-        except DaemonError as exc:
+        except (DaemonError, OSError) as exc:  # OSError: e.g. the log or socket folder not writable
             log.warning("the evaluation daemon failed (%s); evaluating in this process instead "
                         "(KERNELSMITH_DAEMON=0 or --no-daemon skips the daemon)", exc)
         except RemoteError as exc:

@@ -246,7 +246,10 @@ class Daemon:
 
 
 def _preload() -> None:
-    from .. import evaluator, task  # noqa: F401
+    import importlib
+
+    for name in ("kernelsmith.evaluator", "kernelsmith.task"):
+        importlib.import_module(name)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -198,8 +198,9 @@ class LocalScorer:
 
         run_parallel(run, list(by_trials.items()), len(by_trials))
         shared: dict[int, tuple[EvalResult, Optional[float]]] = {}
+        notes: dict[int, str] = {}  # why a completion kept its own timing
         if config.group == "shared":
-            shared = self._shared_timing(items, prepared, results)
+            shared = self._shared_timing(items, prepared, results, notes)
         rewards = []
         for index, (item, (task, _, error)) in enumerate(zip(items, prepared)):
             if index not in results:
@@ -212,11 +213,14 @@ class LocalScorer:
                 rewards.append(reward)
             else:
                 assert task is not None
-                rewards.append(self._reward(task, item, results[index], config))
+                reward = self._reward(task, item, results[index], config)
+                if index in notes:
+                    reward.detail = (reward.detail + "; " if reward.detail else "") + notes[index]
+                rewards.append(reward)
         return rewards
 
-    def _shared_timing(self, items: Sequence[Mapping[str, Any]], prepared: list, results: dict[int, EvalResult]
-                       ) -> dict[int, tuple[EvalResult, Optional[float]]]:
+    def _shared_timing(self, items: Sequence[Mapping[str, Any]], prepared: list, results: dict[int, EvalResult],
+                       notes: dict[int, str]) -> dict[int, tuple[EvalResult, Optional[float]]]:
         """``group="shared"``: re-time each group (same task, same parent) of
         correct, reliably timed completions head to head in one worker with
         the parent, against one reference (``Evaluator.confirm_best``). A
@@ -251,9 +255,16 @@ class LocalScorer:
                 if parent_entry and parent_entry.get("correct") and parent_entry.get("timing_reliable") is not False \
                 else None
             if parent and parent_rt is None:
-                return  # the parent failed there: the group keeps its own evaluations' timings
+                # the parent failed there or its re-timing was unreliable: the
+                # group keeps its own evaluations' timings
+                for index in indices:
+                    notes[index] = "kept its own timing: the parent's head-to-head re-timing failed or was unreliable"
+                return
             for pos, index in enumerate(indices):
                 e = entries.get(pos)
+                if e and e.get("timing_reliable") is False:
+                    notes[index] = ("kept its own timing: its head-to-head re-timing was unreliable ("
+                                    + "; ".join(e.get("unreliable_reasons") or []) + ")")
                 if not e or not e.get("correct") or not _number(e.get("runtime_ms")) or e.get("suspicious") \
                         or e.get("timing_reliable") is False:
                     continue  # keeps its own evaluation's timing
