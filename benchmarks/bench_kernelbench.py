@@ -304,9 +304,17 @@ def main() -> int:
             row = {"problem": label, "kind": kind, "expected": expected, "got": r.category, "judged": verdict,
                    "wall_s": round(r.wall_s, 2), "reason": reason_of(r), "speedup": r.speedup,
                    "phases": r.phases}
+            grant = (r.memory or {}).get("admission") or {}
+            row["alone"], row["waited_s"] = grant.get("alone"), grant.get("waited_s")
             rows.append(row)
-            print(f"[{len(rows):3d}/{len(items)}] {label:58s} {kind:30s} {r.category:9s} {verdict:12s} "
-                  f"{r.wall_s:6.1f}s  {row['reason']}", flush=True)
+            ph = r.phases or {}
+            where = " ".join(f"{k[:4]}{ph[k]:.1f}" for k in ("queue", "startup", "compile", "correctness", "timing",
+                                                            "referee") if isinstance(ph.get(k), (int, float)))
+            print(f"[{len(rows):3d}/{len(items)}] {label:50s} {kind:28s} {r.category:9s} {verdict:12s} "
+                  f"{r.wall_s:6.1f}s {'alone' if grant.get('alone') else 'shared'} [{where}] {row['reason']}",
+                  flush=True)
+            if args.json:  # as it goes: a run cut short by its limit keeps what it judged
+                Path(args.json).write_text(json.dumps({"rows": rows, "partial": True}, indent=1))
         batch_s = time.monotonic() - started
     memory = sampler.stop()
 

@@ -168,7 +168,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     from ..task import Task
     from . import correctness as cmp
     from .probes import assess
-    from .worker import _init_inputs, _on_device, _trivial_outputs
+    from .worker import _init_inputs, _trivial_outputs, draw_inputs
 
     from .memory import Footprint, model_bytes, tensor_bytes
 
@@ -187,7 +187,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     with torch.no_grad():
         for name in sets:
             torch.manual_seed(0)
-            inputs = _on_device(getattr(ref, name)(), device, dtype)
+            inputs = draw_inputs(getattr(ref, name), device, dtype)
             if on_cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
@@ -243,7 +243,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     from ..task import Task
     from . import correctness as cmp
     from .probes import input_generator
-    from .worker import _on_device
+    from .worker import draw_inputs
 
     task = Task.from_dict(req["task"])
     cfg = task.config
@@ -258,7 +258,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     if gen is None:
         raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
     torch.manual_seed(int(req["input_seed"]))
-    inputs = _on_device(gen(), device, dtype)
+    inputs = draw_inputs(gen, device, dtype)
     with torch.no_grad():
         expected = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
     backend.synchronize()

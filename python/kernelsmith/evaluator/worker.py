@@ -182,6 +182,29 @@ def _on_device(values: Any, device: str, dtype: Any) -> list[Any]:
             if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def draw_inputs(gen: Callable[[], Any], device: str, dtype: Any) -> list[Any]:
+    """One input set from a task's generator, on the device. On a GPU the
+    generator runs with CUDA as the default device, so ``torch.rand`` and
+    the like draw there: KernelBench's level-1 inputs (4096 x 393216 fp32,
+    6 GiB a tensor) took seconds per set on the host, plus the copy, in the
+    referee's priming and in every trial of every worker. The worker and
+    the referee both draw through this function after the same seed, so
+    they get the same values; a generator that cannot run with CUDA as its
+    default device (host-only code) runs on the host instead, the same way
+    on both sides."""
+    import torch
+
+    if device == "cuda":
+        state = torch.random.get_rng_state(), torch.cuda.get_rng_state_all()
+        try:
+            with torch.device("cuda"):
+                return _on_device(gen(), device, dtype)
+        except Exception:  # noqa: BLE001 - host-only generator code: drawn on the host, as before
+            torch.random.set_rng_state(state[0])
+            torch.cuda.set_rng_state_all(state[1])
+    return _on_device(gen(), device, dtype)
+
+
 def _load_reference(task: Any, ref_path: str) -> Any:
     import types
 
@@ -373,7 +396,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
 
     def make_inputs() -> list[Any]:
         torch.manual_seed(chan.seed())
-        return _on_device(ref.get_inputs(), device, dtype)
+        return draw_inputs(ref.get_inputs, device, dtype)
 
     torch.manual_seed(seed)
     model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
@@ -602,7 +625,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     def make_inputs(gen: Callable[[], Any]) -> list[Any]:
         torch.manual_seed(chan.seed())
-        return _on_device(gen(), device, dtype)
+        return draw_inputs(gen, device, dtype)
 
     def clone(vals: list[Any]) -> list[Any]:
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]
