@@ -88,7 +88,10 @@ def _confirmation(conf: dict[str, Any]) -> str:
     text = (f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
             f"[{best.get('speedup_ci_low', 0):.3f}, {best.get('speedup_ci_high', 0):.3f}] "
             f"(per-step {best.get('step_speedup', 0):.3f}x")
-    if best.get("capped"):
+    if best.get("retimed_alone"):
+        text += (f"; its head-to-head reference moved with the others loaded "
+                 f"({best['head_to_head']['speedup']:.3f}x there): figure from its re-timing alone")
+    elif best.get("capped"):
         text += f"; capped to its alone re-timing, head to head {best['head_to_head']['speedup']:.3f}x"
     elif alone.get("speedup") is not None:
         text += f"; alone {alone['speedup']:.3f}x"
