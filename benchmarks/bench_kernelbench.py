@@ -285,6 +285,11 @@ def main() -> int:
             for other in NOT_THE_OPERATION:
                 items.append((f"l1/{stem}", f"not the operation: {other}", "rejected", task,
                               (DEGENERATE / f"{other}.py").read_text()))
+    # the zoo's honest and degenerate kernels first, then levels 2 and 3, then
+    # level 1, whose 6 GiB problems run alone: a run cut short by its limit
+    # has judged the most kinds of problem
+    order = {"l2": 1, "l3": 2, "l1": 3}
+    items.sort(key=lambda it: (0 if it[1] != "ref+kernel" else order.get(it[0][:2], 4)))
     if not items:
         print("bench_kernelbench: nothing to run", file=sys.stderr)
         return 2
