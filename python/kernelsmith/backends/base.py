@@ -240,6 +240,12 @@ class Backend(abc.ABC):
     #: run on top of the evaluator's allocation/view/copy defaults
     default_allowed_torch_ops: frozenset = frozenset()
 
+    #: True when the kernel language tunes kernels at run time (Triton's
+    #: autotune): a pool then tunes once per kernel source and key and hands
+    #: the results to later processes (backends/_triton_autotune.py), unless
+    #: KERNELSMITH_AUTOTUNE_HANDOVER=0
+    autotunes: bool = False
+
     #: True when the worker may run under RLIMIT_AS (address-space limit).
     #: CUDA reserves huge virtual ranges, so GPU backends say False.
     supports_address_space_limit: bool = False

@@ -208,6 +208,7 @@ def _cache_device_properties(device: int) -> None:
 class TritonBackend(Backend):
     name = "triton"
     build_error_markers = ("CompilationError",)
+    autotunes = True
 
     def __init__(self) -> None:
         self._torch = None

@@ -347,7 +347,7 @@ class DevicePool:
         os.mkdir(self.requests_dir, 0o700)
         # Triton autotune results, kept here and handed to the next children
         self.autotune = None
-        if backend.name == "triton" and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
+        if backend.autotunes and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
             from ..backends._triton_autotune import AutotuneStore, store_folder
 
             self.autotune = AutotuneStore(store_folder(self.root))

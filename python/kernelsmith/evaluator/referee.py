@@ -343,7 +343,7 @@ class Referee:
 
         backend, device, isolation, cpu_threads = self._spec
         env = worker_environment(backend, self.workdir, device, cpu_threads)
-        if backend.name == "triton":
+        if backend.autotunes:
             from ..backends._triton_autotune import store_folder
 
             # its results go to the pool's store; it takes only trusted records (its own, kept)

@@ -131,7 +131,9 @@ class InplaceEvaluator:
         """The store of the Triton autotune results the project's tests
         hand on from one run to the next (None for other backends, or with
         KERNELSMITH_AUTOTUNE_HANDOVER=0)."""
-        if task.spec is None or task.spec.config.backend != "triton" \
+        from ..backends import get_backend
+
+        if task.spec is None or not get_backend(task.spec.config.backend).autotunes \
                 or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0":
             return None
         if self._autotune is None:
