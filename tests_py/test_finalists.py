@@ -137,9 +137,9 @@ def test_five_fused_finalists_next_to_a_busy_neighbour_claim_nothing_false():
     (from its tune annotations) re-timed head to head next to a busy process,
     ten times. Every confirmed figure is within 15% of the same program
     re-timed alone (quiet, before), or it is marked unreliable and is not
-    the best. Smaller caps than a run's keep it short (208 s for the ten
-    runs on the shared 2-core machine at load 3-5, about 20 s a run); the
-    rules are the same."""
+    the best. Smaller caps than a run's keep it short on the shared 2-core
+    machine: the whole test 153 s at load 1-2 (ten runs 133 s), 250 s at
+    load 3-5; the rules are the same."""
     combos = [(1, 64), (4, 64), (16, 64), (4, 16), (16, 256)]
     sources = [_fused(*c) for c in combos]
     task = Task.load(EXAMPLE, trials=1, timing={"warmup": 1, "repeats": 8, "cpu_finalist_max_samples": 15,
