@@ -23,9 +23,9 @@ reason in a line), the count of results that charged the candidate for
 something that was not its fault (a reference-plus-kernel candidate judged
 anything but ``hacked``/``harness``, an honest kernel rejected for memory or a
 harness fault: target 0), evaluations per minute over the whole batch, and
-each evaluator process's peak device memory (sampled through nvidia-smi every
-0.25 s: the trusted referee, the zygote, the workers, and this process, which
-must hold none).
+each evaluator process's peak device memory (memory.ProcessMemorySampler:
+nvidia-smi every 0.25 s; the trusted referee, the zygote, its forked
+workers, and this process, which must hold none).
 
 Running it (on the GPU machine; the checkout carried in .carry/KernelBench):
 
@@ -41,11 +41,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -127,77 +124,14 @@ def zoo_pairs(kb: Path) -> list[tuple[str, Path, str]]:
     return out
 
 
-class MemorySampler:
-    """Peak device memory per process, from nvidia-smi, labelled by role."""
-
-    def __init__(self, period_s: float = 0.25) -> None:
-        self.period_s = period_s
-        self.peak_mib: dict[int, int] = {}
-        self.role: dict[int, str] = {}
-        self.peak_total_mib = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def _cmdline(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return ""
-
-    def _role_of(self, pid: int) -> str:
-        cmd = self._cmdline(pid)
-        if pid == os.getpid():
-            return "bench (caller)"
-        if "evaluator.referee" in cmd:
-            return "referee"
-        if "evaluator.zygote" in cmd:
-            try:
-                ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                ppid = 0
-            return "worker (zygote child)" if "evaluator.zygote" in self._cmdline(ppid) else "zygote"
-        if "evaluator.worker" in cmd:
-            return "worker (fresh)"
-        if "kernelsmith" in cmd:
-            return "kernelsmith (other)"
-        return "other"
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                text = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                                       "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                                      timeout=10).stdout
-            except (OSError, subprocess.SubprocessError):
-                return
-            total = 0
-            for line in text.splitlines():
-                try:
-                    pid_s, mib_s = [x.strip() for x in line.split(",")]
-                    pid, mib = int(pid_s), int(mib_s)
-                except ValueError:
-                    continue
-                total += mib
-                if pid not in self.role:
-                    self.role[pid] = self._role_of(pid)
-                self.peak_mib[pid] = max(self.peak_mib.get(pid, 0), mib)
-            self.peak_total_mib = max(self.peak_total_mib, total)
-            self._stop.wait(self.period_s)
-
-    def start(self) -> "MemorySampler":
-        self._thread.start()
-        return self
-
-    def stop(self) -> dict:
-        self._stop.set()
-        self._thread.join(timeout=15)
-        by_role: dict[str, list[int]] = defaultdict(list)
-        for pid, mib in self.peak_mib.items():
-            by_role[self.role.get(pid, "other")].append(mib)
-        return {"peak_total_mib": self.peak_total_mib,
-                "by_role": {r: {"processes": len(v), "max_mib": max(v), "median_mib": sorted(v)[len(v) // 2]}
-                            for r, v in sorted(by_role.items())}}
+def memory_by_role(sampler) -> dict:
+    """The sampler's per-process peaks (memory.ProcessMemorySampler) grouped by role."""
+    by_role: dict[str, list[int]] = defaultdict(list)
+    for role, peak in sampler.peaks().values():
+        by_role[role].append(peak // (1 << 20))
+    return {"peak_total_mib": sampler.peak_total // (1 << 20),
+            "by_role": {r: {"processes": len(v), "max_mib": max(v), "median_mib": sorted(v)[len(v) // 2]}
+                        for r, v in sorted(by_role.items())}}
 
 
 def reason_of(r) -> str:
@@ -258,6 +192,7 @@ def main() -> int:
         return 2
 
     from kernelsmith.evaluator import Evaluator
+    from kernelsmith.evaluator.memory import ProcessMemorySampler
     from kernelsmith.task import Task
 
     items: list[tuple[str, str, str, object, str]] = []  # (label, kind, expected, task, source)
@@ -296,7 +231,7 @@ def main() -> int:
 
     print(f"bench_kernelbench: {len(items)} evaluations ({sum(1 for i in items if i[1] == 'ref+kernel')} "
           f"reference-plus-kernel, {sum(1 for i in items if i[1] != 'ref+kernel')} honest)", flush=True)
-    sampler = MemorySampler().start()
+    sampler = ProcessMemorySampler(0.25).__enter__()
     rows = []
     t0 = time.monotonic()
     with Evaluator(backend="triton", workers=args.workers, timeout_s=args.timeout) as ev:
@@ -321,7 +256,8 @@ def main() -> int:
             if args.json:  # as it goes: a run cut short by its limit keeps what it judged
                 Path(args.json).write_text(json.dumps({"rows": rows, "partial": True}, indent=1))
         batch_s = time.monotonic() - started
-    memory = sampler.stop()
+    sampler.__exit__(None, None, None)
+    memory = memory_by_role(sampler)
 
     counts = Counter((r["kind"] == "ref+kernel", r["got"]) for r in rows)
     judged = Counter(r["judged"] for r in rows)

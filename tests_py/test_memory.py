@@ -14,6 +14,7 @@ import pytest
 
 from kernelsmith.evaluator import Evaluator
 from kernelsmith.evaluator.memory import (GiB, MiB, Footprint, Grant, MemoryAdmission, ProcessMemorySampler,
+                                          process_role,
                                           StandInMemory, attribute_memory_fault, compute_apps, summary_line,
                                           tried_bytes)
 from kernelsmith.task import Task
@@ -168,7 +169,30 @@ def test_process_peaks_from_compute_apps():
         sampler.sample()
     peaks = sampler.peaks()
     assert peaks[101][1] == 5 * GiB and peaks[102][1] == 4 * GiB
+    assert sampler.peak_total == 7 * GiB  # the third reading: 3 + 4 GiB
     assert compute_apps("1234, 7421\n5678, 602\n") == {1234: 7421 * MiB, 5678: 602 * MiB}
+
+
+def test_process_roles_tell_a_zygote_from_the_workers_it_forked():
+    # a real process started as the zygote's module name is, and a child it
+    # forks (same command line): the sampler's roles come from /proc
+    import subprocess
+    import sys
+
+    code = ("import os, sys, time\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n    time.sleep(30); os._exit(0)\n"
+            "print(pid, flush=True); time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, "kernelsmith.evaluator.zygote"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        child = int(proc.stdout.readline())
+        assert process_role(proc.pid) == "zygote"
+        assert process_role(child) == "zygote child"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert process_role(proc.pid) == "gone"
 
 
 # -- real evaluations --------------------------------------------------------------------

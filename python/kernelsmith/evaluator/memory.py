@@ -573,16 +573,34 @@ def compute_apps(text: Optional[str] = None) -> dict[int, int]:
     return used
 
 
-def process_role(pid: int) -> str:
-    """What a kernelsmith process is, from its command line: referee, zygote
-    (and its forked workers, which share its command line), worker, other."""
+def _cmdline(pid: int) -> Optional[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
+        return None
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def process_role(pid: int) -> str:
+    """What a kernelsmith process is, from its command line: referee, zygote,
+    zygote child (a pool worker: forked, so it shares the zygote's command
+    line, told apart by its parent), worker (fresh mode), cache_builder,
+    other; gone once it has exited."""
+    cmd = _cmdline(pid)
+    if cmd is None:
         return "gone"
     for role in ("referee", "zygote", "worker", "cache_builder"):
         if f"kernelsmith.evaluator.{role}" in cmd:
+            if role == "zygote" and "kernelsmith.evaluator.zygote" in (_cmdline(_parent(pid)) or ""):
+                return "zygote child"
             return role
     return "other"
 
@@ -597,11 +615,15 @@ class ProcessMemorySampler:
         self.period_s = period_s
         self.read = read
         self._peaks: dict[int, tuple[str, int]] = {}
+        #: the largest sum over all processes in one reading
+        self.peak_total = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     def sample(self) -> None:
-        for pid, used in self.read().items():
+        reading = self.read()
+        self.peak_total = max(self.peak_total, sum(reading.values()))
+        for pid, used in reading.items():
             role, peak = self._peaks.get(pid, (process_role(pid), 0))
             self._peaks[pid] = (role, max(peak, used))
 
