@@ -471,8 +471,7 @@ class DevicePool:
             job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads,
                            finalist_paths)
             if not finalists:
-                job["degenerate"] = self.referee.degenerate(task, limits.timeout_s)
-                job["probes"] = self.referee.probes(task, limits.timeout_s)  # probes.py: what judges it instead
+                job.update(self.referee.job_facts(task, limits.timeout_s))  # degenerate forms, probes
             if self.autotune is not None:  # autotuning done once per kernel and key (_triton_autotune)
                 self.autotune.absorb(self.referee.autotune_path, trusted=True)  # it primed the task first
                 job["autotune"] = self.autotune.job_paths(child.workdir)

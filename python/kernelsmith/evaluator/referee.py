@@ -482,6 +482,13 @@ class Referee:
         probes = answer.get("probes", {})
         return dict(probes) if isinstance(probes, dict) else None
 
+    def job_facts(self, task: Any, timeout_s: float = 300.0) -> dict[str, Any]:
+        """What a job of ``task`` carries from this trusted process (pool and
+        fresh mode alike): ``degenerate`` (:meth:`degenerate`) and ``probes``
+        (:meth:`probes`), each None where the referee could not say (the
+        worker then decides for itself)."""
+        return {"degenerate": self.degenerate(task, timeout_s), "probes": self.probes(task, timeout_s)}
+
     def primed_probe_sets(self, task: Any) -> list[str]:
         """The probe input sets this referee found to judge ``task`` when it
         primed it (before the task's jobs, pool and fresh mode alike); [] for

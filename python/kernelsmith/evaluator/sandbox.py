@@ -264,8 +264,7 @@ def run_worker(
         if referee is not None and not finalists:
             # the trusted referee decides a degenerate task's forms and probes
             # once per task, as in the pool (probes.py); None: the worker does
-            job["degenerate"] = referee.degenerate(task, limits.timeout_s)
-            job["probes"] = referee.probes(task, limits.timeout_s)
+            job.update(referee.job_facts(task, limits.timeout_s))
         log_path = os.path.join(private, "worker.log")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

@@ -414,21 +414,17 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
     def timed(comparison: str, base: Any, cand: Any, paired_reference: bool = True) -> Any:
         """One comparison in its own timing slot, pinned as a step's is, and
         timed again while the parent sees contention or a moving reference."""
+        def take() -> Any:
+            try:
+                return measure(base, cand, backend, input_sets, timing_cfg)
+            except BaseException:
+                chan.timing_done({"release_only": True})
+                raise
+
         chan.timing_slot()
         with _pinned_on_host(backend, out, cfg.timing, torch):
-            while True:
-                cpu0, wall0 = _cpu_seconds(), time.monotonic()
-                try:
-                    o = measure(base, cand, backend, input_sets, timing_cfg)
-                except BaseException:
-                    chan.timing_done({"release_only": True})
-                    raise
-                report = {"comparison": comparison, "speedup": o.speedup, "cand_ms": o.runtime_ms,
-                          "ref_ms": o.ref_runtime_ms if paired_reference else None,
-                          "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
-                          "threads": torch.get_num_threads()}
-                if not chan.timing_done(report):
-                    return o
+            return _timed_until_judged(chan, take, torch, comparison=comparison,
+                                       **({} if paired_reference else {"ref_ms": None}))
 
     with torch.no_grad():
         expected = cmp.snapshot(cmp.flatten_outputs(model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in check])))
@@ -892,6 +888,23 @@ def _timed_on_gpu(backend: Any, out: dict[str, Any]) -> bool:
     return backend.timing_device() == "cuda" or HardwareInfo.from_dict(out.get("hardware")).kind == "gpu"
 
 
+def _timed_until_judged(chan: Channel, take: Callable[[], Any], torch: Any, **report: Any) -> Any:
+    """A timing in the slot this worker holds (``take()`` measures once),
+    reported to the parent and taken again for as long as the parent's
+    verdict asks for it (contention, a drifting or moving reference:
+    contention.py); the last outcome. The report says what this process
+    itself used, which the parent subtracts from the host's busy time to see
+    the load of everything else; ``report`` adds or replaces fields."""
+    while True:
+        cpu0, wall0 = _cpu_seconds(), time.monotonic()
+        o = take()
+        sent = {"speedup": o.speedup, "ref_ms": o.ref_runtime_ms, "cand_ms": o.runtime_ms,
+                "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
+                "threads": torch.get_num_threads(), **report}
+        if not chan.timing_done(sent):
+            return o
+
+
 def _pinned_on_host(backend: Any, out: dict[str, Any], timing_cfg: Any, torch: Any) -> PinnedTiming:
     """The timing slot's pin (affinity.py): on the host clock only, and
     unless the task turns it off (``timing.cpu_pin``)."""
@@ -973,26 +986,20 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         # on the host clock the timing's threads stay on their cores while it
         # holds the slot (affinity.py says why and what it measured)
         pin = _pinned_on_host(backend, out, timing_cfg, torch)
+        def take() -> Any:
+            try:
+                o = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
+                            device_name=hw.name if on_gpu else "", work=work if timing_cfg.roofline else None)
+            except CandidateTimingError as exc:
+                # the timed calls' peak is the reference's too: only the failed request counts
+                raise fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
+            except BaseException as exc:  # device faults surface at the harness's synchronize
+                raise fail_from(exc, "timing reference and candidate failed", fault="harness")
+            backend.synchronize()
+            return o
+
         with pin:
-            while True:
-                cpu0, wall0 = _cpu_seconds(), time.monotonic()
-                try:
-                    outcome = measure(ref_call, cand_call, backend, input_sets, timing_cfg,
-                                      device_name=hw.name if on_gpu else "",
-                                      work=work if timing_cfg.roofline else None)
-                except CandidateTimingError as exc:
-                    # the timed calls' peak is the reference's too: only the failed request counts
-                    raise fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
-                except BaseException as exc:  # device faults surface at the harness's synchronize
-                    raise fail_from(exc, "timing reference and candidate failed", fault="harness")
-                backend.synchronize()
-                # What this process itself used: the parent subtracts it from the
-                # host's busy time to see the load of everything else.
-                report = {"speedup": outcome.speedup, "ref_ms": outcome.ref_runtime_ms, "cand_ms": outcome.runtime_ms,
-                          "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
-                          "threads": torch.get_num_threads()}
-                if not chan.timing_done(report):
-                    break
+            outcome = _timed_until_judged(chan, take, torch)
         outcome.details["pinned_cores"] = pin.cores  # [] where nothing was pinned
         phases["timing"] = round(time.monotonic() - started, 4)
         _judge_per_call(per_call, out, backend.name)
