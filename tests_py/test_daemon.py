@@ -19,8 +19,12 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
+import kernelsmith
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "python"
+# the package as installed (with its built _core), not the source tree, which a
+# clean clone has without the extension
+PACKAGE = Path(kernelsmith.__file__).resolve().parent.parent
 SOFTMAX = ROOT / "examples" / "opencl" / "softmax"
 
 

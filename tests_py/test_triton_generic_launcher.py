@@ -22,6 +22,7 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
+import kernelsmith  # noqa: E402
 from kernelsmith.backends import _triton_launch as tl  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -282,7 +283,7 @@ def _gpu_triton_with_per_signature_launchers():
 
 
 def _probe(mode: str, tmp_path: Path) -> dict:
-    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / mode), PYTHONPATH=str(HERE.parent / "python"))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / mode), PYTHONPATH=str(Path(kernelsmith.__file__).resolve().parent.parent))
     script = tmp_path / "probe.py"  # @triton.jit needs its source in a file
     script.write_text(_PROBE)
     proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=300)
