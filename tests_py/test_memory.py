@@ -343,6 +343,25 @@ def test_replay_check_still_catches_an_earlier_output_from_its_fingerprints():
     assert "same output as for earlier, different inputs" in result.hack_reasons[0], result.hack_reasons
 
 
+def test_host_fingerprint_tells_identical_from_changed_outputs():
+    """On the host the fingerprint is two checksums of the raw bytes (one pass
+    each): equal for the same bits however the tensor is laid out, different
+    for one flipped bit, for another dtype or shape of the same bytes."""
+    import torch
+
+    from kernelsmith.evaluator.correctness import fingerprint
+
+    x = torch.randn(1 << 20)
+    assert fingerprint([x]) == fingerprint([x.clone()])
+    flipped = x.clone()
+    flipped.view(torch.int32)[12345] ^= 1
+    assert fingerprint([x]) != fingerprint([flipped])
+    grid = torch.randn(64, 48)
+    assert fingerprint([grid.t()]) == fingerprint([grid.t().contiguous()])  # by value, not by layout
+    assert fingerprint([x]) != fingerprint([x.view(torch.int32)]) != fingerprint([x.view(1024, 1024)])
+    assert fingerprint([torch.zeros(0)]) == fingerprint([torch.zeros(0)])
+
+
 def test_evidence_files_are_limited_by_the_tasks_outputs(tmp_path):
     """The referee's evidence (both output groups of a trial) was capped at
     2 GiB: an honest program on a 6 GiB output would have been 'hacked'. The
