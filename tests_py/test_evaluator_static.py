@@ -141,3 +141,16 @@ def test_op_names_normalised():
     assert normalize_op("torch.matmul") == "matmul"
     assert normalize_op("relu") == "relu"
     assert "empty_like" in DEFAULT_ALLOWED_OPS and "mm" not in DEFAULT_ALLOWED_OPS
+
+
+def test_available_backends_are_exactly_the_backends():
+    """Helper modules beside the backends (``_triton_cache``, ``_triton_launch``,
+    ``_triton_warm``, ``_triton_autotune``) and ``base`` are not backends:
+    neither listed nor loadable by name; each listed one loads."""
+    names = available_backends()
+    assert names == ["cuda", "opencl", "triton"], names
+    for name in names:
+        assert get_backend(name).name == name
+    for helper in ("base", "_triton_cache", "_triton_launch", "_triton_warm", "_triton_autotune", "triton.base"):
+        with pytest.raises(ValueError, match="unknown backend"):
+            get_backend(helper)

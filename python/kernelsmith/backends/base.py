@@ -418,17 +418,28 @@ class Backend(abc.ABC):
 
 
 def available_backends() -> list[str]:
-    """Names of the backend modules shipped in this package."""
+    """The backends: those shipped in this package (a public module of
+    ``kernelsmith.backends``; ``base`` and the private helper modules such as
+    ``_triton_cache`` are not backends) and those installed through the
+    ``kernelsmith.backends`` entry point group."""
+    from importlib.metadata import entry_points
+
     from . import __path__ as package_path
 
-    return sorted(
-        info.name for info in pkgutil.iter_modules(package_path) if info.name not in {"base"}
-    )
+    names = {info.name for info in pkgutil.iter_modules(package_path)
+             if info.name != "base" and not info.name.startswith("_")}
+    try:
+        names |= {ep.name for ep in entry_points(group="kernelsmith.backends")}
+    except TypeError:  # Python 3.9
+        names |= {ep.name for ep in entry_points().get("kernelsmith.backends", [])}
+    return sorted(names)
 
 
 def get_backend(name: str, **options: Any) -> Backend:
     """Instantiate the backend called ``name`` (``kernelsmith.backends.<name>``
     or an installed ``kernelsmith.backends`` entry point)."""
+    if not name or name == "base" or name.startswith("_") or "." in name:
+        raise ValueError(f"unknown backend '{name}'; available: {', '.join(available_backends())}")
     try:
         module = importlib.import_module(f"kernelsmith.backends.{name}")
         cls = module.BACKEND
