@@ -280,11 +280,20 @@ def test_python_api_uses_the_daemon(env: Env, monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setenv("KERNELSMITH_DAEMON_DIR", str(env.dir))
     monkeypatch.delenv("KERNELSMITH_DAEMON", raising=False)  # the suite's default is off (conftest.py)
+    from kernelsmith.evaluator import phases
+
     task = Task.load(SOFTMAX)
-    result = daemon.evaluate(task, task.seed_source, timing=False)
+    heard: list[str] = []
+    with phases.listening(heard.append):
+        result = daemon.evaluate(task, task.seed_source, timing=False)
     assert isinstance(result, EvalResult) and result.correct
     [st] = env.status()
     assert st["served"] == 1
+    # the worker's stages, streamed back by the daemon, reach this process's
+    # listeners (kernelsmith eval's phase line) in the order they happened
+    assert "load reference" in heard, heard
+    trial = [h for h in heard if h.startswith("input set 'get_inputs', trial 0")]
+    assert trial and heard.index("load reference") < heard.index(trial[0]), heard
     # a bad argument is the daemon's error, raised here, not a fallback
     with pytest.raises(RuntimeError, match="trials must be in"):
         daemon.evaluate(task, task.seed_source, trials=1000, timing=False)

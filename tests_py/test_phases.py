@@ -88,3 +88,37 @@ def test_evolve_shows_the_seed_evaluations_phases(tmp_path):
     shown = [line for line in proc.stderr.splitlines() if line.startswith("  ")]
     assert any(line.startswith("  load reference: ") for line in shown), proc.stderr[-3000:]
     assert any(line.startswith("  timing: ") for line in shown), proc.stderr[-3000:]
+
+
+def test_routed_listeners_hear_only_their_own_evaluations_stages():
+    """The daemon serves several clients at once: each request's listener
+    (phases.routed) hears the stages reported from the threads its work was
+    handed to in a copy of its context (Evaluator.submit), not another's."""
+    import concurrent.futures
+    import contextvars
+    import threading
+
+    from kernelsmith.evaluator import phases
+
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    both = threading.Barrier(2)
+
+    def work(name: str) -> None:  # an evaluation reporting its stages from a pool thread
+        both.wait(timeout=10)  # the two run at the same time
+        for i in range(3):
+            phases.report(f"{name} stage {i}")
+
+    def request(name: str) -> list[str]:
+        heard: list[str] = []
+        with phases.routed(heard.append):
+            pool.submit(contextvars.copy_context().run, work, name).result(timeout=10)
+        return heard
+
+    outer = concurrent.futures.ThreadPoolExecutor(2)  # the daemon's connection threads
+    a, b = outer.submit(request, "a"), outer.submit(request, "b")
+    assert a.result(timeout=10) == ["a stage 0", "a stage 1", "a stage 2"]
+    assert b.result(timeout=10) == ["b stage 0", "b stage 1", "b stage 2"]
+    everyone: list[str] = []
+    with phases.listening(everyone.append):  # a process-wide listener still hears all
+        phases.report("x")
+    assert everyone == ["x"]

@@ -54,9 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluator.phases import PhaseLine
 
     # the phase it is in, on stderr while it runs: a line updated in place
-    # on a terminal; with -v each phase and its time as it ends (an
-    # evaluation in this process; through the daemon the line shows the
-    # elapsed time only)
+    # on a terminal; with -v each phase and its time as it ends (through the
+    # daemon too: it streams the request's stages back)
     with PhaseLine("evaluating", lines=bool(getattr(args, "verbose", 0))):
         result = daemon.evaluate(task, source, daemon=False if args.no_daemon else None, timeout_s=args.timeout,
                                  timing=not args.no_timing, isolation=args.isolation,

@@ -202,6 +202,17 @@ def read_message(sock: socket.socket) -> Optional[dict[str, Any]]:
     return json.loads(b"".join(chunks))
 
 
+def _read_line(reader: Any) -> Optional[dict[str, Any]]:
+    """One JSON line from a buffered reader (several may arrive in one read);
+    None at end of stream before a whole line."""
+    line = reader.readline(MAX_MESSAGE_BYTES + 1)
+    if not line.endswith(b"\n"):
+        if len(line) > MAX_MESSAGE_BYTES:
+            raise ValueError(f"message over {MAX_MESSAGE_BYTES} bytes")
+        return None
+    return json.loads(line)
+
+
 def send_message(sock: socket.socket, msg: dict[str, Any]) -> None:
     sock.sendall(json.dumps(msg).encode() + b"\n")
 
@@ -219,7 +230,16 @@ def request(paths: Paths, msg: dict[str, Any], timeout_s: Optional[float] = 10.0
     with sock:
         try:
             send_message(sock, msg)
-            answer = read_message(sock)
+            reader = sock.makefile("rb")
+            while True:
+                answer = _read_line(reader)
+                if answer is None or set(answer) != {"stage"}:
+                    break
+                # a streamed stage of this evaluation: shown as an in-process
+                # evaluation's would be (evaluator.phases, kernelsmith eval's line)
+                from ..evaluator import phases
+
+                phases.report(str(answer["stage"]))
         except (OSError, ValueError) as exc:  # reset, broken pipe, timeout, garbage
             raise DaemonError(f"the evaluation daemon gave no answer ({type(exc).__name__}: {exc})"
                               + _log_hint(paths)) from exc
@@ -338,7 +358,8 @@ def evaluate_remote(task_dict: dict[str, Any], source: str, trials: Optional[int
     if unknown:
         raise ValueError(f"not evaluator options: {', '.join(unknown)}")
     build = build_id()
-    msg = {"op": "eval", "build": build, "task": task_dict, "source": source, "trials": trials, "options": options}
+    msg = {"op": "eval", "build": build, "task": task_dict, "source": source, "trials": trials, "options": options,
+           "stream": True}
     for attempt in range(3):
         try:
             answer = request(paths, msg, timeout_s=None)

@@ -15,7 +15,10 @@ before a byte of the request is read.
 
 Protocol: one JSON line each way per connection.
 
-  {"op": "eval", "build": id, "task": Task dict, "source": str, "trials": n|null, "options": {...}}
+  {"op": "eval", "build": id, "task": Task dict, "source": str, "trials": n|null, "options": {...},
+   "stream": true|false}
+      -> with "stream": {"stage": str} for each stage the evaluation enters (the worker's stages,
+         as an in-process evaluation reports them to evaluator.phases), then the answer:
       -> {"ok": true, "result": EvalResult dict, "pid": n, "wall_s": s}
        | {"ok": false, "code": "build", "pid": n, ...}   (another build: this daemon then leaves)
        | {"ok": false, "code": "remote", "error": str}   (the evaluation raised)
@@ -167,7 +170,7 @@ class Daemon:
                 conn.settimeout(None)
                 if msg is None:
                     return
-                send_message(conn, self._answer(msg))
+                send_message(conn, self._answer(msg, conn))
             except (OSError, ValueError) as exc:
                 print(f"request failed: {type(exc).__name__}: {exc}", flush=True)
             finally:
@@ -175,7 +178,7 @@ class Daemon:
                     self._in_flight -= 1
                     self._last = time.monotonic()
 
-    def _answer(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, msg: dict[str, Any], conn: Optional[socket.socket] = None) -> dict[str, Any]:
         op = msg.get("op")
         if op == "status":
             return self.status()
@@ -190,17 +193,30 @@ class Daemon:
             self._stop.set()
             return {"ok": False, "code": "build", "pid": self.pid, "build": self.build,
                     "error": f"daemon of build {self.build}, request of build {msg.get('build')}"}
-        return self._evaluate(msg)
+        return self._evaluate(msg, conn if msg.get("stream") else None)
 
-    def _evaluate(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _evaluate(self, msg: dict[str, Any], stream: Optional[socket.socket] = None) -> dict[str, Any]:
         started = time.monotonic()
         try:
+            from ..evaluator import phases
             from ..task import Task
 
             options = {k: v for k, v in dict(msg.get("options") or {}).items() if k in EVALUATOR_OPTIONS}
             task = Task.from_dict(msg["task"])
             ev = self._evaluator(options)
-            result = ev.evaluate(task, str(msg["source"]), msg.get("trials"))
+            told = threading.Lock()
+
+            def tell(stage: str) -> None:  # this request's stages, to its client
+                if stream is None:
+                    return
+                try:
+                    with told:
+                        send_message(stream, {"stage": stage})
+                except OSError:
+                    pass  # the client left; the evaluation still ends and is logged
+
+            with phases.routed(tell):
+                result = ev.evaluate(task, str(msg["source"]), msg.get("trials"))
         except Exception as exc:  # noqa: BLE001 - the client raises it
             self.failed += 1
             traceback.print_exc()

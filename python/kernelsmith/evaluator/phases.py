@@ -12,11 +12,16 @@ terminal; with ``lines=True`` (``-v``, or ``task init``) it prints each phase
 with its time when the phase ends, which also works in a log file.
 
 Listeners are process-wide: the commands that use them run one evaluation
-at a time.
+at a time. A server that runs several at once (the evaluation daemon, which
+streams each request's stages back to its client) routes them with
+:func:`routed`: a listener of the current context, which the Evaluator's
+threads inherit (``Evaluator.submit`` runs each evaluation in a copy of the
+caller's context).
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 import threading
 import time
@@ -25,6 +30,8 @@ from typing import Callable, Iterator, Optional, TextIO
 _lock = threading.Lock()
 _listeners: list[Callable[[str], None]] = []
 _outer: list[str] = []  # the in-place evaluation's current step, around the worker's stages
+_route: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar("ks_phase_route",
+                                                                                          default=None)
 
 
 def report(stage: str) -> None:
@@ -32,8 +39,22 @@ def report(stage: str) -> None:
     with _lock:
         listeners = list(_listeners)
         name = f"{_outer[-1]}: {stage}" if _outer else stage
+    own = _route.get()
+    if own is not None:
+        listeners.append(own)
     for listener in listeners:
         listener(name)
+
+
+@contextlib.contextmanager
+def routed(listener: Callable[[str], None]) -> Iterator[None]:
+    """``listener`` hears the stages of the evaluations this context (and
+    the Evaluator threads it hands work to) runs, and no others."""
+    token = _route.set(listener)
+    try:
+        yield
+    finally:
+        _route.reset(token)
 
 
 @contextlib.contextmanager

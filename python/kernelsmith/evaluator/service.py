@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import os
 import queue
 import shutil
@@ -244,7 +245,11 @@ class Evaluator(TaskBackends):
 
     # -- API ------------------------------------------------------------
     def submit(self, task: TaskLike, source: str, trials: Optional[int] = None) -> "concurrent.futures.Future[EvalResult]":
-        return self._pool.submit(self._evaluate, self._task(task), source, trials, time.monotonic())
+        # in a copy of the caller's context: a listener routed there
+        # (phases.routed, the daemon's per-request stage stream) hears this
+        # evaluation's stages from the pool thread that runs it
+        return self._pool.submit(contextvars.copy_context().run, self._evaluate, self._task(task), source, trials,
+                                 time.monotonic())
 
     def evaluate(self, task: TaskLike, source: str, trials: Optional[int] = None) -> EvalResult:
         """Evaluate one candidate (blocking)."""
