@@ -138,3 +138,46 @@ class EvalResult:
         (:func:`kernelsmith.feedback.render_feedback`, the one renderer;
         ``max_log_chars`` > 0 trims the error log to its head and tail)."""
         return render_feedback(self, max_log_chars)
+
+
+#: a program's status in a run (the trajectory's ``status``, the archive's,
+#: the RL environment's turns): the coarse view of a result's category
+STATUSES = ("correct", "hacked", "compile-failed", "incorrect")
+
+
+def status_of(result: Any) -> str:
+    """The one mapping from a result (an EvalResult or any object with its
+    fields) to :data:`STATUSES`, used by the evolve loop and the RL
+    environment alike."""
+    if getattr(result, "hacked", False):
+        return "hacked"
+    if getattr(result, "correct", False):
+        return "correct"
+    if getattr(result, "compiled", True) is False:
+        return "compile-failed"
+    return "incorrect"
+
+
+def program_metrics(result: Any) -> dict[str, Any]:
+    """A program's metrics as the archive keeps them: ``score`` (its speedup
+    when correct and not suspicious, else 0), the ``suspicious`` and
+    ``unreliable`` marks, and its figures. Computed here once for the
+    evolve loop and the RL environment."""
+    trusted = not getattr(result, "suspicious", False)
+    speedup = float(getattr(result, "speedup", 0.0) or 0.0)
+    # A time below the hardware floor is not trusted as fast: such a
+    # program stays correct but scores nothing, and its feedback says why.
+    metrics: dict[str, Any] = {"score": speedup if status_of(result) == "correct" and trusted else 0.0}
+    if not trusted:
+        metrics["suspicious"] = 1.0
+    # measured under contention or with a drifting reference even after
+    # re-timing: it keeps its score in the archive, but never becomes the
+    # run's best unless the finalists' re-timing confirms it
+    if getattr(result, "timing_reliable", True) is False:
+        metrics["unreliable"] = 1.0
+    for key in ("speedup", "runtime_ms", "ref_runtime_ms"):
+        value = getattr(result, key, None)
+        if isinstance(value, (int, float)):
+            metrics[key] = float(value)
+    return metrics
+

@@ -39,7 +39,7 @@ from ..edit import MODES as EDIT_MODES
 from ..edit import EditResult, apply_response
 from ..feedback import Feedback, render_feedback
 from ..prompts import PromptBuilder, PromptConfig
-from ..result import EvalResult
+from ..result import EvalResult, program_metrics
 from ..rewards.core import RewardConfig, apply_ci, compute_reward, shape, speedup_interval
 from ..task import Task
 
@@ -272,28 +272,6 @@ def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
         running = float(r) + gamma * running
         out.append(running)
     return out[::-1]
-
-
-def _status_of(result: EvalResult) -> str:
-    from ..evolve.loop import _status_of as loop_status
-
-    return loop_status(result)
-
-
-def program_metrics(result: EvalResult) -> dict[str, Any]:
-    """A program's metrics as the evolve loop records them."""
-    status = _status_of(result)
-    trusted = not result.suspicious
-    metrics: dict[str, Any] = {"score": float(result.speedup or 0.0) if status == "correct" and trusted else 0.0}
-    if not trusted:
-        metrics["suspicious"] = 1.0
-    if result.timing_reliable is False:
-        metrics["unreliable"] = 1.0
-    for key in ("speedup", "runtime_ms", "ref_runtime_ms"):
-        value = getattr(result, key, None)
-        if isinstance(value, (int, float)):
-            metrics[key] = float(value)
-    return metrics
 
 
 class KernelEnv:

@@ -23,8 +23,9 @@ import yaml
 
 from ..config import to_dict
 from ..evolve.rundir import RunDir
+from ..result import program_metrics, status_of
 from ..trajectory import StepRecord
-from .core import REFERENCE_NOTE, EnvConfig, Episode, Turn, _status_of, program_metrics
+from .core import REFERENCE_NOTE, EnvConfig, Episode, Turn
 
 __all__ = ["EpisodeRecorder"]
 
@@ -118,7 +119,7 @@ class EpisodeRecorder:
             run.next_request += 1
             if result is not None:
                 metrics = program_metrics(result)
-                status = _status_of(result)
+                status = status_of(result)
                 feedback = result.to_dict()
                 source = turn.source
             else:

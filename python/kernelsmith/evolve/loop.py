@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ..engine import normalized_hash
 from ..feedback import Feedback, clip
-from ..result import EvalResult
+from ..result import EvalResult, program_metrics, status_of
 from ..trajectory import StepRecord
 from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
@@ -449,23 +449,8 @@ class Evolution:
 
     def _program_fields(self, *, source: str, parent_id: int, island: int, iteration: int,
                         result: Any) -> dict[str, Any]:
-        status = _status_of(result)
-        speedup = float(getattr(result, "speedup", 0.0) or 0.0)
-        # A time below the hardware floor is not trusted as fast: such a
-        # program stays correct but scores nothing, and its feedback says why.
-        trusted = not getattr(result, "suspicious", False)
-        metrics = {"score": speedup if status == "correct" and trusted else 0.0}
-        if not trusted:
-            metrics["suspicious"] = 1.0
-        # measured under contention or with a drifting reference even after
-        # re-timing: it keeps its score in the archive, but never becomes
-        # the run's best unless the finalists' re-timing confirms it
-        if getattr(result, "timing_reliable", True) is False:
-            metrics["unreliable"] = 1.0
-        for key in ("speedup", "runtime_ms", "ref_runtime_ms"):
-            value = getattr(result, key, None)
-            if isinstance(value, (int, float)):
-                metrics[key] = float(value)
+        status = status_of(result)
+        metrics = program_metrics(result)
         return {
             "source": source, "parent_id": parent_id, "island": island, "iteration": iteration,
             "metrics": metrics, "status": status, "feedback": _to_dict(result) or {},
@@ -700,16 +685,6 @@ def _reference_ran(result: Any) -> bool:
 def one_line(text: str) -> str:
     """``text`` on one line (an error inside a one-line CLI message)."""
     return " ".join(str(text).split())
-
-
-def _status_of(result: Any) -> str:
-    if getattr(result, "hacked", False):
-        return "hacked"
-    if getattr(result, "correct", False):
-        return "correct"
-    if getattr(result, "compiled", True) is False:
-        return "compile-failed"
-    return "incorrect"
 
 
 def _stop_reason_for(exc: BaseException) -> str | None:
