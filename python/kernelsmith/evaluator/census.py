@@ -287,8 +287,9 @@ class Census:
     def _own_range(self, name: str) -> Optional[str]:
         """The kernel's name when ``name`` is a kernel range the harness
         opened in this call (its prefix and this call's token), else None."""
-        prefix = self.policy.kernel_range + self._token + "::"
-        return name[len(prefix):] if self._token and name.startswith(prefix) else None
+        # (no token: attribution called outside watch(), on recorded events)
+        prefix = self.policy.kernel_range + (self._token + "::" if self._token else "")
+        return name[len(prefix):] if name.startswith(prefix) else None
 
     def _inside_kernel(self, e: Any, record: CallCensus) -> float:
         """Torch ops inside a kernel range are judged like those outside it
