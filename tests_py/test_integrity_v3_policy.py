@@ -166,7 +166,9 @@ def test_a_constant_mutated_in_place_is_named(monkeypatch):
 
 
 def test_the_fence_sees_every_spelling_of_an_import_and_not_the_evaluator(tmp_path):
-    import kernelsmith.evaluator.guards  # noqa: F401 - loaded, as in a worker
+    import kernelsmith.backends.base  # noqa: F401 - loaded, as in a worker
+    import kernelsmith.evaluator.census  # noqa: F401
+    import kernelsmith.evaluator.guards  # noqa: F401
     from kernelsmith.evaluator.policy import ModuleFence
 
     program = tmp_path / "candidate.py"
@@ -190,6 +192,18 @@ def test_the_fence_sees_every_spelling_of_an_import_and_not_the_evaluator(tmp_pa
 
         assert normalize_op("aten.add.Tensor") == "add" and census.KERNEL_RANGE
         assert fence.touched == [] and fence.reason() is None
+    finally:
+        fence.uninstall()
+    # a backend's programming interface (OpenCL programs call kernelsmith.opencl)
+    import kernelsmith.opencl  # noqa: F401
+
+    fence = ModuleFence([str(program)], api=("kernelsmith.opencl",)).install()
+    try:
+        use = "from kernelsmith import opencl as ocl\nocl.build, ocl.round_up\n"
+        exec(compile(use, str(program), "exec"), {})  # noqa: S102
+        assert fence.touched == []
+        exec(compile("import kernelsmith.opencl as o\no.__dict__\n", str(program), "exec"), {})  # noqa: S102
+        assert fence.touched == ["read kernelsmith.opencl.__dict__ (line 2)"], fence.touched
     finally:
         fence.uninstall()
         sys.modules["kernelsmith.evaluator.census"].__dict__.pop("X_TEST", None)

@@ -195,10 +195,16 @@ class ModuleFence:
     program's: code from one of ``program_files``, or code with no file
     (``<string>``: an ``exec``); frames of the evaluator (this package's
     files) are trusted. The access goes through (an exception here could be
-    caught by the program); the verdict names it."""
+    caught by the program); the verdict names it.
 
-    def __init__(self, program_files: Iterable[str]) -> None:
+    ``api``: modules that are a backend's programming interface
+    (``Backend.runtime_modules``: OpenCL programs call
+    ``kernelsmith.opencl``): the program may import them and read their
+    public names (not ``_private`` ones, not ``__dict__``), never write."""
+
+    def __init__(self, program_files: Iterable[str], api: Iterable[str] = ()) -> None:
         self.files = {os.path.abspath(f) for f in program_files}
+        self.api = set(api)
         self.touched: list[str] = []
         self.modules: list[types.ModuleType] = []
 
@@ -235,9 +241,11 @@ class ModuleFence:
         try:
             # the import system's own reads (``__spec__``, ``__path__``) are
             # not uses; ``__dict__`` and every write or delete are
-            frame = None if (how == "read" and attr.startswith("__") and attr != "__dict__") else self._program_frame()
+            name = types.ModuleType.__getattribute__(mod, "__name__")
+            api = how == "read" and (f"{name}.{attr}" in self.api or (name in self.api and not attr.startswith("_")))
+            frame = (None if api or (how == "read" and attr.startswith("__") and attr != "__dict__")
+                     else self._program_frame())
             if frame is not None:
-                name = types.ModuleType.__getattribute__(mod, "__name__")
                 note = f"{how} {name}.{attr} (line {frame.f_lineno})"
                 if note not in self.touched and len(self.touched) < 50:
                     self.touched.append(note)

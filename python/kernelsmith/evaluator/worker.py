@@ -556,7 +556,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     frozen = freeze(allowed, policy=cfg.policy, min_coverage=cfg.min_coverage)
     constants = Constants() if checks_on else None
-    fence = ModuleFence([cand_path]).install() if checks_on else None
+    fence = ModuleFence([cand_path], api=getattr(backend, "runtime_modules", ())).install() if checks_on else None
     # the Python threads that ran before the program was loaded: every other
     # one is the program's (the static check forbids threads; an alias gets
     # round it), and could change the referee's evidence behind our back
