@@ -153,6 +153,7 @@ class Census:
                             jit_markers=tuple(JIT_MARKERS), runtime_prefixes=tuple(_RUNTIME_PREFIXES),
                             scalar_read_ops=frozenset(_SCALAR_READ_OPS))
         self.policy = policy
+        #: kept for readers; the attribution reads self.policy (a frozen dataclass)
         self.allowed = policy.allowed_ops
         #: this call's kernel-range token (see watch)
         self._token = ""
@@ -272,7 +273,7 @@ class Census:
             if not _is_device(e) and e.name.startswith("aten::"):
                 op = normalize_op(e.name[len("aten::"):])
                 for kind, ops in self.policy.housekeeping_kernels:
-                    if op in ops and op in self.allowed:
+                    if op in ops and op in self.policy.allowed_ops:
                         budget[kind] = budget.get(kind, 0) + 1
         for e in events:
             if _is_device(e):
@@ -300,7 +301,7 @@ class Census:
         for child in e.cpu_children:
             name = child.name
             if name.startswith("aten::"):
-                if normalize_op(name[len("aten::"):]) not in self.allowed:
+                if normalize_op(name[len("aten::"):]) not in self.policy.allowed_ops:
                     self._host_event(child, record)
                     foreign += _duration(child)
             elif any(m in name for m in self.policy.jit_markers):
@@ -337,7 +338,7 @@ class Census:
             return
         if name.startswith("aten::"):
             op = normalize_op(name[len("aten::"):])
-            bucket = record.housekeeping if op in self.allowed else record.foreign
+            bucket = record.housekeeping if op in self.policy.allowed_ops else record.foreign
             if not record.device_level or bucket is record.housekeeping:
                 bucket[name] = bucket.get(name, 0.0) + _duration(e)
             else:  # on a GPU its kernels carry the time; the op is named even without one
@@ -370,7 +371,7 @@ class Census:
         # our prefix owns nothing
         owner = None
         for n in chain:
-            if n.startswith("aten::") and normalize_op(n[6:]) not in self.allowed:
+            if n.startswith("aten::") and normalize_op(n[6:]) not in self.policy.allowed_ops:
                 break
             if n.startswith(self.policy.kernel_range):
                 if self._own_range(n) is not None:
@@ -408,7 +409,7 @@ class Census:
                 if note not in record.other_streams:
                     record.other_streams.append(note)
             return
-        if op is not None and normalize_op(op[6:]) in self.allowed:
+        if op is not None and normalize_op(op[6:]) in self.policy.allowed_ops:
             record.housekeeping[op] = record.housekeeping.get(op, 0.0) + _duration(e)
             return
         if not chain:
