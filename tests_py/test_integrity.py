@@ -35,7 +35,10 @@ REASONS = {
     "host": r"output #0 changed after the program's kernel last wrote it",
     "jit": r"PyTorch compute ops aten\.(relu|clamp_min)|outside the program's own kernels",
     "cache": r"launched no triton kernel|cached from an earlier call|same output as for earlier",
-    "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard",
+    # (since integrity v3 the two that take backend_internal from kernelsmith
+    # are rejected when they load, for reaching into the evaluator's modules)
+    "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard"
+                r"|reached into the evaluator's own modules \(.*kernelsmith\.backends\.base\.backend_internal",
     "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)"
               r"|differs from the one the trusted referee computed|the program started 1 thread\(s\) that still run",
 }

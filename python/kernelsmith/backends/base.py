@@ -86,6 +86,9 @@ class _Census:
     #: candidate's); a kernel inside the range that is none of them is judged
     #: like one outside it
     kernel_names: set = set()
+    #: drawn by the census for each call it watches: the harness's kernel
+    #: ranges carry it (``_kernel_range``)
+    token: str = ""
 
 
 def _spans(value: Any) -> Optional[tuple[int, int, Any]]:
@@ -148,21 +151,69 @@ def census_launch(name: str, args: Any, launch: bool = True) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _kernel_range(name: str) -> Iterator[None]:
-    """The ``ks::kernel::<name>`` profiler range. Entering and leaving it runs
-    two profiler ops (``aten::_record_function_enter_new`` / ``_exit``) that
-    are the harness's, not the program's: the op guard must not see them
-    (a CUDA extension's call runs outside ``backend_internal``, since the
-    torch ops its C++ runs are judged)."""
+    """The ``ks::kernel::<token>::<name>`` profiler range; ``<token>`` is the
+    one the census drew for this call (``_Census.token``), so a range the
+    program opens under the prefix is not taken for a kernel. Entering and
+    leaving it runs two profiler ops (``aten::_record_function_enter_new`` /
+    ``_exit``) that are the harness's, not the program's: the op guard must
+    not see them (a CUDA extension's call runs outside ``backend_internal``,
+    since the torch ops its C++ runs are judged)."""
     from torch.profiler import record_function
 
-    ctx = record_function("ks::kernel::" + name)
+    full = "ks::kernel::" + (_Census.token + "::" if _Census.token else "") + name
+    ctx = record_function(full)
     with backend_internal():
         ctx.__enter__()
+    stack = _open_ranges()
+    stack.append([full, ctx])
     try:
         yield
     finally:
+        stack.pop()
         with backend_internal():
             ctx.__exit__(None, None, None)
+
+
+def _open_ranges() -> list:
+    """The kernel ranges open on this thread, innermost last: [name, ctx]."""
+    stack = getattr(_internal, "ranges", None)
+    if stack is None:
+        stack = _internal.ranges = []
+    return stack
+
+
+def program_code(fn: Callable) -> Callable:
+    """``fn``, the program's own code that a backend's launcher calls back
+    (a Triton grid callable, an autotune or pre-run hook), made to run as
+    the program's: outside every open kernel range (closed before, reopened
+    after) and outside ``backend_internal``, so the op guard and the census
+    judge its torch ops wherever it is called from."""
+    if getattr(fn, "_kernelsmith_program", False) or not callable(fn):
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        stack = _open_ranges()
+        depth = getattr(_internal, "depth", 0)
+        if not stack and depth == 0:
+            return fn(*args, **kwargs)
+        with backend_internal():
+            for entry in reversed(stack):
+                entry[1].__exit__(None, None, None)
+        _internal.depth = 0
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _internal.depth = depth
+            from torch.profiler import record_function
+
+            with backend_internal():
+                for entry in stack:
+                    entry[1] = record_function(entry[0])
+                    entry[1].__enter__()
+
+    call._kernelsmith_program = True  # type: ignore[attr-defined]
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 from ..evaluator.static import LOWERING_DTYPES, common_checks, dotted
 from ..hardware import HardwareInfo
 from .base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
+                   program_code,
                    recording)
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
@@ -87,6 +88,7 @@ class _LaunchHooks:
                     break
                 fn = fn.fn
             name = getattr(fn, "__name__", None) or "kernel"
+            _program_hooks(self)
             with backend_internal(), census_launch(str(name), (), launch=False):
                 return original(self, *args, **kwargs)
 
@@ -102,6 +104,12 @@ class _LaunchHooks:
                 module = getattr(fn, "__module__", "") or ""
                 for record in list(cls.records):
                     record.kernels.append(f"{module}.{name}" if module else str(name))
+                # the program's callbacks run as its code, outside the range
+                if callable(kwargs.get("grid")):
+                    kwargs["grid"] = program_code(kwargs["grid"])
+                hooks = getattr(self, "pre_run_hooks", None)
+                if isinstance(hooks, list):
+                    hooks[:] = [program_code(h) for h in hooks]
                 with backend_internal(), census_launch(str(name), [*args, *kwargs.values()]):
                     return original(self, *args, **kwargs)
             with backend_internal():
@@ -109,6 +117,31 @@ class _LaunchHooks:
 
         run._kernelsmith_hook = True  # type: ignore[attr-defined]
         return run
+
+
+def _program_hooks(tuner: Any) -> None:
+    """An autotuner's callbacks that are the program's (its ``pre_hook`` and
+    ``post_hook``, each config's ``pre_hook``, ``early_config_prune`` and
+    ``perf_model``, a heuristics' value functions below it) run as its code:
+    outside the kernel range and ``backend_internal`` (base.program_code).
+    Triton's own reset/restore hooks are wrapped too; they only copy."""
+    for attr in ("pre_hook", "post_hook", "early_config_prune", "perf_model"):
+        hook = getattr(tuner, attr, None)
+        if callable(hook) and not getattr(hook, "_kernelsmith_program", False):
+            setattr(tuner, attr, program_code(hook))
+    for config in getattr(tuner, "configs", None) or ():
+        hook = getattr(config, "pre_hook", None)
+        if callable(hook) and not getattr(hook, "_kernelsmith_program", False):
+            config.pre_hook = program_code(hook)
+    fn = getattr(tuner, "fn", None)
+    for _ in range(8):  # Heuristics between the tuner and the kernel
+        values = getattr(fn, "values", None)
+        if isinstance(values, dict):
+            for key, value in list(values.items()):
+                values[key] = program_code(value)
+        fn = getattr(fn, "fn", None)
+        if fn is None:
+            break
 
 
 def _nvml_arch() -> Optional[int]:

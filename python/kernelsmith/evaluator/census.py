@@ -32,6 +32,7 @@ must reach the task's ``min_coverage``.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
@@ -47,7 +48,7 @@ JIT_MARKERS = ("Torch-Compiled Region", "CompiledFxGraph", "CompiledFunction", "
 #: CUDA runtime/driver calls: the launching side, judged by their kernels
 _RUNTIME_PREFIXES = ("cuda", "cu", "nccl", "Runtime")
 #: a scalar read (``.item()``) is allowed; bulk copies to the host are not
-_SCALAR_READ_OPS = {"_local_scalar_dense", "item"}
+_SCALAR_READ_OPS = frozenset({"_local_scalar_dense", "item"})
 
 POLICIES = ("strict", "partial")
 
@@ -70,6 +71,8 @@ class CallCensus:
     foreign: dict[str, float] = field(default_factory=dict)
     host_reads: list[str] = field(default_factory=list)
     other_streams: list[str] = field(default_factory=list)
+    #: ranges named like the harness's kernel range that the harness did not open
+    forged_ranges: list[str] = field(default_factory=list)
     device_level: bool = False  # times are device kernel times (a GPU), not host ranges
 
     def coverage(self) -> Optional[float]:
@@ -83,7 +86,8 @@ class CallCensus:
                              (self.foreign, other.foreign)):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0.0) + v
-        for mine_l, theirs_l in ((self.host_reads, other.host_reads), (self.other_streams, other.other_streams)):
+        for mine_l, theirs_l in ((self.host_reads, other.host_reads), (self.other_streams, other.other_streams),
+                                 (self.forged_ranges, other.forged_ranges)):
             mine_l.extend(x for x in theirs_l if x not in mine_l)
         self.device_level = self.device_level or other.device_level
 
@@ -130,14 +134,29 @@ class Census:
     """Profiles calls of the candidate and attributes their work. One per
     evaluation; ``watch()`` around each checked call."""
 
-    def __init__(self, allowed_ops: set[str], *, cuda: bool, host_memory: bool, enabled: bool = True) -> None:
+    def __init__(self, allowed_ops: set[str], *, cuda: bool, host_memory: bool, enabled: bool = True,
+                 policy: Any = None) -> None:
         #: False only to measure what the census costs (KS_BENCH_NO_CENSUS=1
         #: in the throughput benchmark): nothing is profiled or judged then
         self.enabled = enabled
         #: seconds spent in the census's own machinery (profiler start and
         #: stop, attribution, provenance), reported as the "census" phase
         self.overhead_s = 0.0
-        self.allowed = set(allowed_ops)
+        # every value the attribution judges by, frozen (evaluator/policy.py):
+        # the worker passes the copy it took before the program was loaded;
+        # the module globals below are read only when none is given
+        if policy is None:
+            from .policy import Policy
+
+            policy = Policy(allowed_ops=frozenset(allowed_ops),
+                            housekeeping_kernels=tuple(_HOUSEKEEPING_KERNELS), kernel_range=KERNEL_RANGE,
+                            jit_markers=tuple(JIT_MARKERS), runtime_prefixes=tuple(_RUNTIME_PREFIXES),
+                            scalar_read_ops=frozenset(_SCALAR_READ_OPS))
+        self.policy = policy
+        #: kept for readers; the attribution reads self.policy (a frozen dataclass)
+        self.allowed = policy.allowed_ops
+        #: this call's kernel-range token (see watch)
+        self._token = ""
         self.cuda = cuda
         self.host_memory = host_memory
         self.total = CallCensus(device_level=cuda)
@@ -191,6 +210,9 @@ class Census:
         t0 = time.perf_counter()
         _Census.launches = []
         _Census.host_memory = self.host_memory
+        # the harness's kernel ranges carry a token drawn for this call: a
+        # range the program opens with the prefix is not one of them
+        self._token = _Census.token = secrets.token_hex(8)
         prof = self._profiler()
         with _quiet():
             prof.__enter__()
@@ -250,8 +272,8 @@ class Census:
         for e in events:
             if not _is_device(e) and e.name.startswith("aten::"):
                 op = normalize_op(e.name[len("aten::"):])
-                for kind, ops in _HOUSEKEEPING_KERNELS:
-                    if op in ops and op in self.allowed:
+                for kind, ops in self.policy.housekeeping_kernels:
+                    if op in ops and op in self.policy.allowed_ops:
                         budget[kind] = budget.get(kind, 0) + 1
         for e in events:
             if _is_device(e):
@@ -263,14 +285,51 @@ class Census:
             elif e.cpu_parent is None:
                 self._host_event(e, record)
 
+    def _own_range(self, name: str) -> Optional[str]:
+        """The kernel's name when ``name`` is a kernel range the harness
+        opened in this call (its prefix and this call's token), else None."""
+        # (no token: attribution called outside watch(), on recorded events)
+        prefix = self.policy.kernel_range + (self._token + "::" if self._token else "")
+        return name[len(prefix):] if name.startswith(prefix) else None
+
+    def _inside_kernel(self, e: Any, record: CallCensus) -> float:
+        """Torch ops inside a kernel range are judged like those outside it
+        (the range holds Triton's launcher, which calls the program's grid
+        and hooks): allowed ones stay the kernel's, any other, and compiled
+        code, is foreign. Returns their host time, which is not the kernel's."""
+        foreign = 0.0
+        for child in e.cpu_children:
+            name = child.name
+            if name.startswith("aten::"):
+                if normalize_op(name[len("aten::"):]) not in self.policy.allowed_ops:
+                    self._host_event(child, record)
+                    foreign += _duration(child)
+            elif any(m in name for m in self.policy.jit_markers):
+                self._host_event(child, record)
+                foreign += _duration(child)
+            else:
+                if name.startswith(self.policy.kernel_range) and self._own_range(name) is None \
+                        and name[:80] not in record.forged_ranges:
+                    record.forged_ranges.append(name[:80])
+                foreign += self._inside_kernel(child, record)
+        return foreign
+
     def _host_event(self, e: Any, record: CallCensus) -> None:
         name = e.name
-        if name.startswith(KERNEL_RANGE):
+        if name.startswith(self.policy.kernel_range):
+            key = self._own_range(name)
+            if key is None:  # the program's own range under our name: judged as the program's code
+                if name[:80] not in record.forged_ranges:
+                    record.forged_ranges.append(name[:80])
+                for child in e.cpu_children:
+                    self._host_event(child, record)
+                return
+            foreign = self._inside_kernel(e, record)
             if not record.device_level:
-                key = name[len(KERNEL_RANGE):]
-                record.own[key] = record.own.get(key, 0.0) + _duration(e)
+                record.own[key] = record.own.get(key, 0.0) + max(0.0, _duration(e) - foreign)
             return
-        if name.startswith("ks::") or name.startswith(_RUNTIME_PREFIXES) or name.startswith("[memory]"):
+        if (name.startswith("ks::") or name.startswith(self.policy.runtime_prefixes)
+                or name.startswith("[memory]")):
             # runtime calls and markers do no work of their own, but a
             # program can name its own range like one: what ran inside it
             # is judged all the same
@@ -279,7 +338,7 @@ class Census:
             return
         if name.startswith("aten::"):
             op = normalize_op(name[len("aten::"):])
-            bucket = record.housekeeping if op in self.allowed else record.foreign
+            bucket = record.housekeeping if op in self.policy.allowed_ops else record.foreign
             if not record.device_level or bucket is record.housekeeping:
                 bucket[name] = bucket.get(name, 0.0) + _duration(e)
             else:  # on a GPU its kernels carry the time; the op is named even without one
@@ -287,7 +346,7 @@ class Census:
             return
         # a range: the candidate's own annotation is transparent, compiled
         # code (a JIT's region) is foreign by itself
-        if any(m in name for m in JIT_MARKERS):
+        if any(m in name for m in self.policy.jit_markers):
             record.foreign[name] = record.foreign.get(name, 0.0) + (0.0 if record.device_level else _duration(e))
             return
         for child in e.cpu_children:
@@ -306,17 +365,32 @@ class Census:
         while front is not None:
             chain.append(front.name)
             front = front.cpu_parent
-        owner = next((n for n in chain if n.startswith(KERNEL_RANGE)), None)
+        # the innermost harness kernel range around the launch owns it,
+        # unless a torch op that is not allowed lies between (a grid
+        # callable's or a hook's compute); a range of the program's under
+        # our prefix owns nothing
+        owner = None
+        for n in chain:
+            if n.startswith("aten::") and normalize_op(n[6:]) not in self.policy.allowed_ops:
+                break
+            if n.startswith(self.policy.kernel_range):
+                if self._own_range(n) is not None:
+                    owner = n
+                    break
+                if n[:80] not in record.forged_ranges:
+                    record.forged_ranges.append(n[:80])
         if owner is None and not chain and not name.startswith("Mem"):
             if budget.get(name, 0) > 0:
                 budget[name] -= 1  # an unlinked launch of one of the program's kernels (see watch)
-                owner = KERNEL_RANGE + name
+                owner = name
             elif budget.get(_DECLARED, 0) > 0 and _Census.kernel_names and _declared(name):
                 budget[_DECLARED] -= 1
-                owner = KERNEL_RANGE + name
+                owner = name
+        elif owner is not None:
+            owner = self._own_range(owner)
         op = next((n for n in chain if n.startswith("aten::")), None)
         if name.startswith("Memcpy"):
-            if "DtoH" in name and owner is None and normalize_op((op or "aten::?")[6:]) not in _SCALAR_READ_OPS:
+            if "DtoH" in name and owner is None and normalize_op((op or "aten::?")[6:]) not in self.policy.scalar_read_ops:
                 record.host_reads.append(f"{name} (from {op or 'outside any torch op'})")
             else:
                 record.housekeeping[name] = record.housekeeping.get(name, 0.0) + _duration(e)
@@ -327,7 +401,7 @@ class Census:
         if owner is not None and _Census.kernel_names and not _declared(name):
             owner = None  # launched from the program's code, but not one of its kernels (a library's)
         if owner is not None:
-            key = owner[len(KERNEL_RANGE):]
+            key = owner
             record.own[key] = record.own.get(key, 0.0) + _duration(e)
             stream = getattr(e, "device_resource_id", None)
             if self.timed_streams and stream not in self.timed_streams:
@@ -335,11 +409,11 @@ class Census:
                 if note not in record.other_streams:
                     record.other_streams.append(note)
             return
-        if op is not None and normalize_op(op[6:]) in self.allowed:
+        if op is not None and normalize_op(op[6:]) in self.policy.allowed_ops:
             record.housekeeping[op] = record.housekeeping.get(op, 0.0) + _duration(e)
             return
         if not chain:
-            kind = next((k for k, _ops in _HOUSEKEEPING_KERNELS if k in name and budget.get(k, 0) > 0), None)
+            kind = next((k for k, _ops in self.policy.housekeeping_kernels if k in name and budget.get(k, 0) > 0), None)
             if kind is not None:  # an unlinked kernel of an allowed op that ran (see _HOUSEKEEPING_KERNELS)
                 budget[kind] -= 1
                 record.housekeeping[kind] = record.housekeeping.get(kind, 0.0) + _duration(e)
@@ -423,6 +497,10 @@ def _declared(kernel: str) -> bool:
 def judge(record: CallCensus, policy: str, min_coverage: float) -> list[str]:
     """Hack reasons for one call's census under a policy."""
     reasons = []
+    if record.forged_ranges:
+        reasons.append("forward opened profiler range(s) named like the evaluator's kernel range ("
+                       + ", ".join(record.forged_ranges[:3]) + ") that the harness did not open: only the harness "
+                       "marks a kernel's work, and what ran inside them is judged as the program's own code")
     if record.host_reads:
         reasons.append("forward copied data to the host (" + "; ".join(record.host_reads[:3])
                        + "): the work must be done on the device by the program's kernels")

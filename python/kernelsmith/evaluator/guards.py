@@ -65,9 +65,14 @@ class TorchOpGuard(TorchDispatchMode):
     op (a copy, a view) made from what: the kernel census follows the
     candidate's results through them (census.Census.note_derived)."""
 
-    def __init__(self, allowed: Iterable[str] = (), tracker: Optional[Callable[[list, list], None]] = None) -> None:
+    def __init__(self, allowed: Iterable[str] = (), tracker: Optional[Callable[[list, list], None]] = None,
+                 frozen: Optional[frozenset] = None) -> None:
         super().__init__()
-        self.allowed = DEFAULT_ALLOWED_OPS | {normalize_op(a) for a in allowed}
+        #: ``frozen``: the whole allowed set, frozen before the program was
+        #: loaded (evaluator/policy.py); then DEFAULT_ALLOWED_OPS, a module
+        #: global the program can rebind, is not read
+        self.allowed = (frozenset(frozen) if frozen is not None
+                        else DEFAULT_ALLOWED_OPS | {normalize_op(a) for a in allowed})
         self.seen: list[str] = []
         self.forbidden: list[str] = []
         self.tracker = tracker

@@ -548,20 +548,37 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     spent = {"s": 0.0}  # the v2 checks' own time besides the census's: the "census" phase
     t0 = time.monotonic()
     snapshot = Snapshot(backend) if checks_on else None
+    # integrity v3 (policy.py): the checks' values frozen before the program
+    # is loaded (the guard and the census read only this copy), the
+    # evaluator's constants fingerprinted to name a change after, and the
+    # program's own reads of kernelsmith's modules noted however it got them
+    from .policy import Constants, ModuleFence, checker_drift, drift_reason, freeze
+
+    frozen = freeze(allowed, policy=cfg.policy, min_coverage=cfg.min_coverage)
+    constants = Constants() if checks_on else None
+    fence = ModuleFence([cand_path], api=getattr(backend, "runtime_modules", ())).install() if checks_on else None
     # the Python threads that ran before the program was loaded: every other
     # one is the program's (the static check forbids threads; an alias gets
     # round it), and could change the referee's evidence behind our back
     threads_before = set(sys._current_frames())
     spent["s"] += time.monotonic() - t0
 
+    def policy_reasons(*checkers: Any) -> list[str]:
+        """What the program changed of the checks' values, and whether it
+        reached into the evaluator's modules (policy.py)."""
+        drift = (constants.changed() if constants is not None else []) + checker_drift(frozen, *checkers)
+        reached = fence.reason() if fence is not None else None
+        return ([drift_reason(drift)] if drift else []) + ([reached] if reached else [])
+
     def check_integrity() -> None:
         t0 = time.monotonic()
         names = snapshot.changed() if snapshot is not None else []
         threads = _new_threads(threads_before) if checks_on else []
+        changed = policy_reasons() if checks_on else []
         spent["s"] += time.monotonic() - t0
-        if names:
+        if names or changed:
             raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
-                          hack_reasons=[patched_reason(names)])
+                          hack_reasons=([patched_reason(names)] if names else []) + changed)
         if threads:
             raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
                           hack_reasons=[f"the program started {len(threads)} thread(s) that still run ({', '.join(threads[:3])}): "
@@ -631,13 +648,13 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     torch_ops: list[str] = out.setdefault("torch_ops", [])
 
     calls = {"n": 0}
-    policy = cfg.policy
-    census = Census(TorchOpGuard(allowed).allowed, cuda=device == "cuda", host_memory=device != "cuda",
-                    enabled=checks_on)
+    policy = frozen.policy
+    census = Census(frozen.allowed_ops, cuda=device == "cuda", host_memory=device != "cuda",
+                    enabled=checks_on, policy=frozen)
     out["census"] = {"policy": policy} if checks_on else {"policy": policy, "disabled": "KS_BENCH_NO_CENSUS=1"}
 
     def run_candidate(args: list[Any], where: str) -> list[Any]:
-        guard = TorchOpGuard(allowed, tracker=census.note_derived)
+        guard = TorchOpGuard(tracker=census.note_derived, frozen=frozen.allowed_ops)
         first = calls["n"] == 0
         calls["n"] += 1
         if first:  # named, so a limit reached here says it was the compile (or a package's autotuning)
@@ -651,6 +668,9 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                         result = model_new(*args)
                     backend.synchronize()
         except BaseException as exc:
+            changed = policy_reasons(guard, census) if checks_on else []
+            if changed:  # it failed after changing the checks: that is the verdict
+                raise Verdict(category="hacked", hacked=True, hack_reasons=changed, compiled=True) from None
             raise fail_from(exc, f"ModelNew.forward raised ({where})")
         finally:
             _meter.stop()  # type: ignore[union-attr]
@@ -663,7 +683,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         for op in guard.seen:
             if op not in torch_ops:
                 torch_ops.append(op)
-        reasons = []
+        reasons = policy_reasons(guard, census) if checks_on else []
         if not launches.kernels:
             reasons.append(f"forward launched no {backend.name} kernel: the result must be computed by the program's own kernels")
         if guard.forbidden and policy == "strict":
@@ -673,7 +693,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                 + "are allowed in forward"
             )
         else:  # the census names what the op guard could not see
-            reasons += judge(seen, policy, cfg.min_coverage)
+            reasons += judge(seen, policy, frozen.min_coverage)
         try:
             flat = cmp.flatten_outputs(result)
         except TypeError as exc:
