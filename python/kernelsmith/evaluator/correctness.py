@@ -181,3 +181,58 @@ def inputs_equal(a: list[Any], b: list[Any]) -> Optional[int]:
             ):
                 return k
     return None
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def layout(values: list[Any]) -> list[Optional[tuple]]:
+    """What a caller sees of each tensor argument besides its values: class,
+    shape, strides, storage offset, dtype, device, data pointer, storage
+    size, requires_grad (None for non-tensors). Taken on tensors the harness
+    made (plain ``torch.Tensor``), so reading them runs no program code."""
+    rec: list[Optional[tuple]] = []
+    for v in values:
+        if not isinstance(v, torch.Tensor):
+            rec.append(None)
+            continue
+        rec.append((type(v), tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.dtype, v.device,
+                    v.data_ptr(), v.untyped_storage().nbytes(), v.requires_grad))
+    return rec
+
+
+def layout_change(before: list[Optional[tuple]], values: list[Any]) -> Optional[tuple[int, str]]:
+    """(index, what changed) of the first tensor argument whose class or
+    memory layout is no longer what :func:`layout` recorded, else None. The
+    class is compared first, with ``type()`` (which no ``__class__``
+    property can fake): a changed class is reported without touching the
+    tensor, whose ``__torch_function__`` may be the program's."""
+    for k, (rec, v) in enumerate(zip(before, values)):
+        if rec is None:
+            continue
+        cls = rec[0]
+        if type(v) is not cls:
+            name = lambda c: f"{c.__module__}.{c.__qualname__}"  # noqa: E731
+            return k, f"its class was changed from {name(cls)} to {name(type(v))}"
+        now = layout([v])[0]
+        if now == rec:
+            continue
+        what = []
+        names = ("class", "shape", "strides", "storage offset", "dtype", "device", "data pointer",
+                 "storage size", "requires_grad")
+        for i, label in enumerate(names):
+            if i == 0 or rec[i] == now[i]:
+                continue
+            if label == "data pointer":
+                what.append("its memory moved (data pointer)")
+            elif label == "storage size":
+                what.append(f"storage size {_fmt_bytes(rec[i])} -> {_fmt_bytes(now[i])}")
+            else:
+                what.append(f"{label} {rec[i]} -> {now[i]}")
+        return k, ", ".join(what)
+    return None

@@ -42,11 +42,13 @@ MiB = 1 << 20
 MIN_ALLOWANCE_BYTES = 512 * MiB
 
 #: copies of each kind a worker holds at once (worker.run_job): inputs, at
-#: most four, in the refill checks after the timing (the set they refill, its
-#: old values, fresh ones, the reference's clone); outputs, at most five, in
+#: most six, in the timing (TimingConfig.input_sets, 3 by default, for the
+#: program and the reference's own copy of each: worker._own_copies; the
+#: refill checks after it hold four: the set they refill, its old values,
+#: fresh ones, the reference's clone); outputs, at most five, in
 #: a trial (before, expected, after, and a snapshot's or a trivial form's
 #: transient copies)
-WORKER_INPUT_COPIES = 4
+WORKER_INPUT_COPIES = 6
 WORKER_OUTPUT_COPIES = 5
 
 #: a CUDA context per worker process (0.6 GiB per zygote child on the H100):

@@ -202,9 +202,12 @@ def measure(
     *,
     device_name: str = "",
     work: Optional[Callable[[], kt.WorkEstimate]] = None,
+    reference_input_sets: Optional[Sequence[Sequence[Any]]] = None,
 ) -> TimingOutcome:
     """Compare ``ref_fn(*args)`` and ``cand_fn(*args)`` (one forward call
-    each) rotating over ``input_sets``.
+    each) rotating over ``input_sets``; with ``reference_input_sets`` (the
+    same values, other tensors) the reference rotates over those instead,
+    so nothing the candidate does to its own arguments reaches it.
 
     device_name: the GPU's name for the roofline check ("" = not a GPU, no
     check). work: estimates the reference's bytes and FLOPs (called only when
@@ -214,6 +217,9 @@ def measure(
     """
     if not input_sets:
         raise ValueError("measure: at least one input set is needed")
+    ref_sets = input_sets if reference_input_sets is None else reference_input_sets
+    if len(ref_sets) != len(input_sets):
+        raise ValueError("measure: the reference needs as many input sets as the candidate")
 
     def cand(*args: Any) -> Any:
         try:
@@ -223,11 +229,11 @@ def measure(
 
     # First calls compile (Triton, OpenCL builds) and autotune: not timed.
     for _ in range(cfg.warmup):
-        ref_fn(*input_sets[0])
+        ref_fn(*ref_sets[0])
         cand(*input_sets[0])
     backend.synchronize()
 
-    ref_source = backend.sample_source(_rotating(ref_fn, input_sets))
+    ref_source = backend.sample_source(_rotating(ref_fn, ref_sets))
     cand_source = backend.sample_source(_rotating(cand, input_sets)) if ref_source is not None else None
     gpu_state = None
     if ref_source is not None and cand_source is not None:
@@ -238,11 +244,12 @@ def measure(
         gpu_state = {"before": before, "after": kt.gpu_state()} if device_name else {}
     elif backend.timing_device() == "cuda":
         opts = harness_options(cfg, host_clock=False)
-        c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cuda", **opts)
+        c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cuda",
+                       reference_input_sets=[list(s) for s in ref_sets], **opts)
     else:
         opts = harness_options(cfg, host_clock=True)
         c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
-                       sync=backend.synchronize, **{k: v for k, v in opts.items() if k != "ci_floor"})
+                       reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize, **{k: v for k, v in opts.items() if k != "ci_floor"})
     roofline = None
     if device_name and work is not None and c.candidate_median_s > 0:
         roofline = roofline_details(c.candidate_median_s, device_name, work)

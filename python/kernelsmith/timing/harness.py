@@ -225,12 +225,16 @@ def _gpu_state(opts: TimingOptions) -> dict[str, Any]:
     return gpu_state(torch.cuda.current_device())
 
 
-def _cuda_runners(fns: Sequence[Callable[..., Any]], input_sets: ArgSets, opts: TimingOptions) -> list:
+def _cuda_runners(fns: Sequence[Callable[..., Any]], input_sets: ArgSets, opts: TimingOptions,
+                  per_fn_sets: Optional[Sequence[ArgSets]] = None) -> list:
+    """One runner per function; ``per_fn_sets`` gives each its own input
+    sets (else all share ``input_sets``)."""
     import torch
     from .cuda import CudaRunner, L2Flusher
 
     flusher = L2Flusher(torch.device("cuda", torch.cuda.current_device())) if opts.l2_flush else None
-    runners = [CudaRunner(fn, input_sets, use_graph=opts.cuda_graph, flusher=flusher) for fn in fns]
+    sets = list(per_fn_sets) if per_fn_sets is not None else [input_sets] * len(fns)
+    runners = [CudaRunner(fn, s, use_graph=opts.cuda_graph, flusher=flusher) for fn, s in zip(fns, sets)]
     for r in runners:
         r.warmup(opts.warmup_s)
     # One launch count for all sides, from the fastest: its samples also
@@ -347,22 +351,26 @@ def compare(
     device: Optional[str] = None,
     sync: Optional[Callable[[], Any]] = None,
     roofline: Optional[Mapping[str, Any]] = None,
+    reference_input_sets: ArgSets = None,
     **options: Any,
 ) -> Comparison:
     """Measure reference and candidate alternately and return the speedup
-    (reference time / candidate time) with its CI and a verdict. On CUDA the
+    (reference time / candidate time) with its CI and a verdict.
+    ``reference_input_sets`` (as many as ``input_sets``) gives the reference
+    arguments of its own; by default both sides get ``input_sets``. On CUDA the
     candidate is also checked for hidden work ('rejected' verdict) and, given
     ``roofline``, against the hardware floor ('suspicious')."""
     opts = TimingOptions.from_kwargs(options)
     dev = _resolve_device(device)
+    ref_sets = input_sets if reference_input_sets is None else reference_input_sets
     if dev == "cpu":
-        ref = CpuRunner(ref_fn, input_sets, sync)
+        ref = CpuRunner(ref_fn, ref_sets, sync)
         cand = CpuRunner(cand_fn, input_sets, sync)
         call_s = min(ref.estimate_call_s(opts.warmup_s), cand.estimate_call_s(opts.warmup_s))
         ref.launches_per_sample = cand.launches_per_sample = _launches_for(call_s, opts)
         return _drive_compare(ref, cand, opts, "cpu")
     before = _gpu_state(opts)
-    ref, cand = _cuda_runners([ref_fn, cand_fn], input_sets, opts)
+    ref, cand = _cuda_runners([ref_fn, cand_fn], input_sets, opts, per_fn_sets=[ref_sets, input_sets])
     c = _drive_compare(ref, cand, opts, "cuda")
     c.l2_flush = opts.l2_flush
     if opts.check_hidden_work:
