@@ -1,0 +1,39 @@
+"""Verdicts on pygpubench's exploits rewritten as relu candidates
+(tests_py/fixtures/pygpubench; docs/pygpubench.md), all in one Evaluator
+batch with the honest seed twice for comparison; one line per program.
+
+    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [name ...]
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.task import Task
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests_py" / "fixtures" / "pygpubench"
+RELU = ROOT / "examples" / "triton" / "relu"
+
+
+def main() -> None:
+    names = sys.argv[1:] or sorted(p.stem for p in FIXTURES.glob("*.py"))
+    task = Task.load(RELU)
+    seed = (RELU / "seed.py").read_text()
+    items = [(task, seed), (task, seed)] + [(task, (FIXTURES / f"{n}.py").read_text()) for n in names]
+    started = time.monotonic()
+    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=True) as ev:
+        out = ev.evaluate_many(items)
+    print("# name | category | hacked | speedup | runtime_ms | ref_runtime_ms | wall_s | referee | reason")
+    for name, r in zip(["_seed", "_seed_again"] + names, out):
+        why = (r.hack_reasons[0] if r.hack_reasons else r.error).replace("\n", " ")[:400]
+        referee = (r.census or {}).get("referee")
+        print(" | ".join(str(x) for x in [name, r.category, r.hacked, r.speedup, r.runtime_ms, r.ref_runtime_ms,
+                                            r.wall_s, referee, why]), flush=True)
+    print(f"# wall {time.monotonic() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
