@@ -42,11 +42,18 @@ class Channel:
 
     @classmethod
     def stdio(cls) -> "Channel":
-        """Move the protocol off fd 1 so the candidate's prints go to stderr."""
+        """Move the protocol off fd 1 so the candidate's prints go to stderr,
+        and off fd 0 too: descriptors of their own (close-on-exec, so no
+        subprocess inherits them) that the system-call filter can protect
+        while a subprocess's child still sets up its own stdin on fd 0."""
         out = os.fdopen(os.dup(1), "w", buffering=1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        return cls(sys.stdin, out)
+        inp = os.fdopen(os.dup(0), "r", encoding="utf-8")
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        return cls(inp, out)
 
     def send(self, **msg: Any) -> None:
         self.out.write(json.dumps(msg) + "\n")
