@@ -293,8 +293,10 @@ void supervise(int listener) {
     std::memset(&req, 0, sizeof(req));
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
       if (errno == EINTR || errno == ENOENT) continue;
-      // the listener is gone (the program closed it): filtered calls now
-      // fail with ENOSYS; the harness sees the missing listener
+      // the listener is gone (the program closed it, or put another file on
+      // its number): the filtered calls now fail with ENOSYS, and the
+      // harness reads this record before its next message
+      record("the program closed the evaluator's system-call supervisor (its listener descriptor)");
       return;
     }
     seccomp_notif_resp resp;
