@@ -81,6 +81,20 @@ TEST(SyscallFilter, DupOntoTheChannelEndsTheProcessAndSaysSo) {
             std::string::npos) << o.err;
 }
 
+TEST(SyscallFilter, TheLineGoesToTheReportDescriptorWhereverFd2Went) {
+  Outcome o = in_child([] {
+    int other, fd = channel(&other);
+    int report = dup(2);
+    sf::install({fd, report}, report);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);  // the program silences stderr first
+    dup2(other, fd);
+    return 0;
+  });
+  ASSERT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("replace the evaluator's channel (dup2 onto fd"), std::string::npos) << o.err;
+}
+
 TEST(SyscallFilter, Dup3AndCloseOfTheChannelAreRefused) {
   Outcome d3 = in_child([] {
     int other, fd = channel(&other);

@@ -79,8 +79,9 @@ def _descriptors(r) -> list[dict]:
 def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
     """What fixtures/fd_probe.py lists (and fstat's) at import: stdin on
     /dev/null, stdout and stderr on the worker's log, the job channel (pool:
-    the one job socket; fresh: the two pipes to the parent) and the
-    system-call filter's listener (worker.Channel.guard). Nothing
+    the one job socket; fresh: the two pipes to the parent), the
+    system-call filter's listener and its descriptor on the log
+    (worker.Channel.guard). Nothing
     of the pool: not the zygote's control socket, not its wake pipe, not
     another child's job socket."""
     with Evaluator(backend="triton", mode=mode, workers=1, timeout_s=150, timing=False) as ev:
@@ -89,9 +90,12 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
     assert seen[0]["kind"] == "chr" and seen[0]["target"] == "/dev/null", seen
     assert seen[1]["kind"] == "file" and seen[1]["target"].endswith("worker.log"), seen
     assert seen[2]["target"] == seen[1]["target"], seen
-    # the system-call filter's listener, which its supervisor thread reads
+    # the system-call filter's listener, which its supervisor thread reads,
+    # and its own descriptor on the log for the line that ends a worker
+    filtered = _core.syscall_filter_supported()
     listener = [d for d in seen.values() if d["target"] == "anon_inode:seccomp notify"]
-    assert len(listener) == (1 if _core.syscall_filter_supported() else 0), seen
+    listener += [d for fd, d in seen.items() if fd > 2 and d["target"] == seen[2]["target"]]
+    assert len(listener) == (2 if filtered else 0), seen
     channel = sorted(d["kind"] for fd, d in seen.items() if fd > 2 and d not in listener)
     assert channel == (["socket"] if mode == "pool" else ["pipe", "pipe"]), seen
 
@@ -194,7 +198,7 @@ def test_the_channel_check_catches_a_replaced_channel_without_the_filter():
         import os, socket
         from kernelsmith import _core
         from kernelsmith.evaluator.worker import Channel
-        def unavailable(fds):
+        def unavailable(fds, report_fd=2):
             raise RuntimeError("no seccomp here")
         _core.syscall_filter_install = unavailable
         ours, theirs = socket.socketpair()

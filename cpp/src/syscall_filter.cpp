@@ -47,6 +47,7 @@ int g_fds[kMaxFds];
 int g_nfds = 0;
 long g_pid = 0;
 int g_listener = -1;
+int g_report = 2;
 bool g_installed = false;
 
 // ---------------------------------------------------------------- assembler
@@ -198,7 +199,7 @@ void write_all(int fd, const char* data, std::size_t n) {
 void write_line(const char* text) {
   Line line;
   line.add("\n").add(kLogPrefix).add(text).add("\n");
-  write_all(2, line.text(), line.size());
+  write_all(g_report, line.text(), line.size());
 }
 
 void record(const char* text) {
@@ -314,11 +315,12 @@ bool supported() {
          syscall(__NR_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
 }
 
-void install(const std::vector<int>& fds) {
+void install(const std::vector<int>& fds, int report_fd) {
   if (g_installed) KS_THROW(Error, "the syscall filter is already installed in this process");
   KS_REQUIRE(!fds.empty() && fds.size() <= static_cast<std::size_t>(kMaxFds),
              "protect between 1 and " << kMaxFds << " descriptors, got " << fds.size());
   for (int fd : fds) KS_REQUIRE(fd >= 0, "a protected descriptor must be >= 0, got " << fd);
+  KS_REQUIRE(report_fd >= 0, "the report descriptor must be >= 0, got " << report_fd);
   if (!supported()) KS_THROW(Error, "this kernel has no seccomp user notifications");
   if (g_shared == nullptr) {
     void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -331,6 +333,7 @@ void install(const std::vector<int>& fds) {
   g_nfds = static_cast<int>(sorted.size());
   std::copy(sorted.begin(), sorted.end(), g_fds);
   g_pid = syscall(__NR_getpid);
+  g_report = report_fd;
 
   std::vector<sock_filter> code = build_program(sorted);
   sock_fprog prog{};
@@ -378,7 +381,7 @@ void fail(const std::string& why) {
 #else  // not Linux x86_64: nothing to install
 
 bool supported() { return false; }
-void install(const std::vector<int>&) {
+void install(const std::vector<int>&, int) {
   KS_THROW(Error, "the syscall filter needs Linux on x86_64");
 }
 bool installed() { return false; }

@@ -132,9 +132,9 @@ def syscall_filter_fail(reason: str) -> None:
     Write `reason` as the filter's line on fd 2 and end the process with SIGKILL (never returns).
     """
     ...
-def syscall_filter_install(fds: collections.abc.Sequence[int]) -> None:
+def syscall_filter_install(fds: collections.abc.Sequence[int], report_fd: int = 2) -> None:
     """
-    Install the filter on this process (every thread), protecting the descriptors `fds` (the evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the process (SIGKILL) after one line on fd 2 that says what happened; by a process it started, the first are let through and the others refused and recorded. Once per process.
+    Install the filter on this process (every thread), protecting the descriptors `fds` (the evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the process (SIGKILL) after one line on `report_fd` that says what happened; by a process it started, the first are let through and the others refused and recorded. The lines go to `report_fd` (a descriptor of its own on the log, listed in `fds` too). Once per process.
     """
     ...
 def syscall_filter_installed() -> bool:

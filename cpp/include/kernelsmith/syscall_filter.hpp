@@ -36,10 +36,12 @@ inline constexpr const char* kLogPrefix = "kernelsmith-syscall-filter: ";
 bool supported();
 
 // Installs the filter on the calling process (every thread) protecting
-// `fds`, and starts the supervisor thread that answers it.
+// `fds`, and starts the supervisor thread that answers it. Its lines go to
+// `report_fd`: a descriptor of its own on the log, listed in `fds` too, so
+// that a program that moves fd 2 elsewhere cannot silence them.
 // Once per process; throws kernelsmith::Error when it cannot (a second call,
 // an unsupported platform, the kernel refusing).
-void install(const std::vector<int>& fds);
+void install(const std::vector<int>& fds, int report_fd = 2);
 
 // Whether install() succeeded in this process.
 bool installed();
@@ -59,8 +61,9 @@ std::uint64_t attempts();
 // the evaluator's channel (dup2 onto fd 5)"; empty when none.
 std::string reason();
 
-// Writes kLogPrefix + `reason` as one line on fd 2 and ends the process
-// with SIGKILL, as the supervisor does.
+// Writes kLogPrefix + `reason` as one line on the report descriptor (fd 2
+// before install()) and ends the process with SIGKILL, as the supervisor
+// does.
 [[noreturn]] void fail(const std::string& reason);
 
 }  // namespace kernelsmith::syscall_filter

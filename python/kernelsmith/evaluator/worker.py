@@ -67,12 +67,16 @@ class Channel:
         are is recorded, to be checked before every message. Returns "" or
         why the filter is not there (the check still is)."""
         problem = ""
+        # the filter's lines go to a descriptor of its own on the log (the
+        # program may move fd 2), protected as the channel is
+        report = os.dup(2)
         try:
             from .. import _core
 
-            _core.syscall_filter_install(self.fds())
-            listener = [_core.syscall_filter_listener()]
+            _core.syscall_filter_install(self.fds() + [report], report)
+            listener = [report, _core.syscall_filter_listener()]
         except Exception as exc:  # noqa: BLE001 - an old kernel, another platform: the fstat check stays
+            os.close(report)
             problem, listener = f"system-call filter unavailable: {exc}", []
         for fd in self.fds() + listener:
             st = os.fstat(fd)
@@ -100,7 +104,7 @@ class Channel:
             except OSError:
                 same = False
             if not same:
-                what = "the evaluator's channel" if fd in self.fds() else "the system-call filter's supervisor"
+                what = "the evaluator's channel" if fd in self.fds() else "the system-call filter's descriptors"
                 reason = f"the program replaced or closed {what} (fd {fd} is no longer the descriptor it was)"
         if reason:
             sys.stderr.flush()
