@@ -40,7 +40,8 @@ class Channel:
         self.inp = inp
         self.out = out
         #: (fd, st_dev, st_ino) of the channel's descriptors and the filter's
-        #: listener, taken before the program was loaded (guard())
+        #: own two (its report line's, its listener), taken before the
+        #: program was loaded (guard())
         self._identity: list[tuple[int, int, int]] = []
 
     @classmethod
@@ -74,11 +75,11 @@ class Channel:
             from .. import _core
 
             _core.syscall_filter_install(self.fds() + [report], report)
-            listener = [report, _core.syscall_filter_listener()]
+            own = [report, _core.syscall_filter_listener()]
         except Exception as exc:  # noqa: BLE001 - an old kernel, another platform: the fstat check stays
             os.close(report)
-            problem, listener = f"system-call filter unavailable: {exc}", []
-        for fd in self.fds() + listener:
+            problem, own = f"system-call filter unavailable: {exc}", []
+        for fd in self.fds() + own:
             st = os.fstat(fd)
             self._identity.append((fd, st.st_dev, st.st_ino))
         return problem
