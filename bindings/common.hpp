@@ -16,5 +16,6 @@ void init_timing(py::module_& m);
 void init_edit(py::module_& m);
 void init_opencl(py::module_& m);
 void init_curate(py::module_& m);
+void init_syscall_filter(py::module_& m);
 
 }  // namespace kernelsmith::bindings

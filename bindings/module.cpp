@@ -15,4 +15,5 @@ PYBIND11_MODULE(_core, m) {
   init_edit(m);
   init_opencl(m);
   init_curate(m);
+  init_syscall_filter(m);
 }

@@ -23,6 +23,7 @@ class CorruptStateError(KernelsmithError):
     pass
 class OpenCLError(KernelsmithError):
     pass
+SYSCALL_FILTER_LOG_PREFIX: str
 __version__: str
 def _log(level: int, message: str) -> None:
     """
@@ -119,6 +120,46 @@ def parse_diff_blocks(response: str) -> list[DiffBlock]:
 def parse_evolve_blocks(source: str) -> BlockParse:
     """
     Find EVOLVE-BLOCK markers; malformed markers give ok=False and an error.
+    """
+    ...
+def syscall_filter_attempts() -> int:
+    """
+    Refused calls recorded in this process or a process forked from it after install.
+    """
+    ...
+def syscall_filter_fail(reason: str) -> None:
+    """
+    Write `reason` as the filter's line on fd 2 and end the process with SIGKILL (never returns).
+    """
+    ...
+def syscall_filter_install(fds: collections.abc.Sequence[int], report_fd: int = 2) -> None:
+    """
+    Install the filter on this process (every thread), protecting the descriptors `fds` (the evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the process (SIGKILL) after one line on `report_fd` that says what happened; by a process it started, the first are let through and the others refused and recorded. The lines go to `report_fd` (a descriptor of its own on the log, listed in `fds` too). Once per process.
+    """
+    ...
+def syscall_filter_installed() -> bool:
+    """
+    Whether the filter is installed in this process.
+    """
+    ...
+def syscall_filter_listener() -> int:
+    """
+    The supervisor's listener descriptor (-1 before install): the harness checks it is still there.
+    """
+    ...
+def syscall_filter_protected() -> list[int]:
+    """
+    The descriptors the filter protects.
+    """
+    ...
+def syscall_filter_reason() -> str:
+    """
+    What the first recorded refused call was; '' when none.
+    """
+    ...
+def syscall_filter_supported() -> bool:
+    """
+    Whether the worker's system-call filter can be installed here (Linux x86_64 with seccomp).
     """
     ...
 def validate_engine_config(config_json: str) -> str:

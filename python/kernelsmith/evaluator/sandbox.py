@@ -206,6 +206,12 @@ def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncod
                   log_text: str, cand_path: str, timeout_s: float, isolation: str, note: str) -> EvalResult:
     """The EvalResult of one conversation: the worker's own report, or what
     its death says (signal, exit status, timeout, the stage it was in)."""
+    refused = _filter_reason(log_text, returncode)
+    if refused:
+        # the worker ended itself over its channel (worker.Channel.check, the
+        # C++ filter's supervisor): whatever it sent before does not count
+        raw = {"category": "hacked", "hacked": True, "compiled": True, "correct": False, "hack_reasons": [refused],
+               "error": f"{refused}. The evaluator's channel and other processes are not the program's to touch."}
     if raw is None:
         if timed_out:
             category, error = "timeout", f"wall-clock limit of {timeout_s:g} s exceeded (worker killed) during: {stage}"
@@ -230,6 +236,22 @@ def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncod
     result.log_tail = log_text[-2000:].replace(cand_path, "candidate.py")
     result.error = result.error.replace(cand_path, "candidate.py")
     return result
+
+
+#: the line the worker's system-call filter (and Channel.check) writes on
+#: fd 2 before it ends the worker (kernelsmith._core.SYSCALL_FILTER_LOG_PREFIX)
+FILTER_PREFIX = "kernelsmith-syscall-filter: "
+
+
+def _filter_reason(log_text: str, returncode: Optional[int]) -> str:
+    """Why the worker's filter ended it (its last line on the log), or ""."""
+    at = log_text.rfind("\n" + FILTER_PREFIX)
+    if at >= 0:
+        return log_text[at + 1 + len(FILTER_PREFIX):].split("\n", 1)[0].strip()[:500]
+    if returncode == -signal.SIGSYS:  # SECCOMP_RET_KILL_PROCESS: the only other way the filter ends a process
+        return ("the program was killed by the evaluator's system-call filter (SIGSYS): a system call of another "
+                "ABI (int 0x80, x32)")
+    return ""
 
 
 def run_worker(

@@ -39,16 +39,80 @@ class Channel:
     def __init__(self, inp: Any, out: Any) -> None:
         self.inp = inp
         self.out = out
+        #: (fd, st_dev, st_ino) of the channel's descriptors and the filter's
+        #: own two (its report line's, its listener), taken before the
+        #: program was loaded (guard())
+        self._identity: list[tuple[int, int, int]] = []
 
     @classmethod
     def stdio(cls) -> "Channel":
-        """Move the protocol off fd 1 so the candidate's prints go to stderr."""
+        """Move the protocol off fd 1 so the candidate's prints go to stderr,
+        and off fd 0 too: descriptors of their own (close-on-exec, so no
+        subprocess inherits them) that the system-call filter can protect
+        while a subprocess's child still sets up its own stdin on fd 0."""
         out = os.fdopen(os.dup(1), "w", buffering=1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        return cls(sys.stdin, out)
+        inp = os.fdopen(os.dup(0), "r", encoding="utf-8")
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        return cls(inp, out)
+
+    def fds(self) -> list[int]:
+        return sorted({self.inp.fileno(), self.out.fileno()})
+
+    def guard(self) -> str:
+        """Before the program is loaded: the system-call filter (C++,
+        kernelsmith._core) protects the channel's descriptors, and what they
+        are is recorded, to be checked before every message. Returns "" or
+        why the filter is not there (the check still is)."""
+        problem = ""
+        # the filter's lines go to a descriptor of its own on the log (the
+        # program may move fd 2), protected as the channel is
+        report = os.dup(2)
+        try:
+            from .. import _core
+
+            _core.syscall_filter_install(self.fds() + [report], report)
+            own = [report, _core.syscall_filter_listener()]
+        except Exception as exc:  # noqa: BLE001 - an old kernel, another platform: the fstat check stays
+            os.close(report)
+            problem, own = f"system-call filter unavailable: {exc}", []
+        for fd in self.fds() + own:
+            st = os.fstat(fd)
+            self._identity.append((fd, st.st_dev, st.st_ino))
+        return problem
+
+    def check(self) -> None:
+        """The channel is still ours: no attempt the filter recorded (in a
+        process the program started), the same descriptors as before the
+        program was loaded. Otherwise the worker ends with a line that says
+        why; the parent reads it as a "hacked" verdict."""
+        if not self._identity:
+            return
+        reason = ""
+        from .. import _core
+
+        if _core.syscall_filter_attempts():
+            reason = _core.syscall_filter_reason() or "the system-call filter refused a call of the program"
+        for fd, dev, ino in self._identity:
+            if reason:
+                break
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == (dev, ino)
+            except OSError:
+                same = False
+            if not same:
+                what = "the evaluator's channel" if fd in self.fds() else "the system-call filter's descriptors"
+                reason = f"the program replaced or closed {what} (fd {fd} is no longer the descriptor it was)"
+        if reason:
+            sys.stderr.flush()
+            _core.syscall_filter_fail(reason)
 
     def send(self, **msg: Any) -> None:
+        self.check()
         self.out.write(json.dumps(msg) + "\n")
         self.out.flush()
 
@@ -462,6 +526,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
         # before any finalist's code is in this process: what the reference
         # takes here and now, with nothing of theirs next to it
         alone = timed("reference", lambda *a: model(*a), lambda *a: model(*a))
+        _guard(chan)  # before the first finalist's code
         for i, path in enumerate(job["finalists"]):
             chan.stage(f"finalist {i}")
             entry: dict[str, Any] = {"index": i, "correct": False}
@@ -509,6 +574,15 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                timing={"finalists": entries, "head_to_head": head if len(entries) > 1 else {},
                        "reference_alone_ms": alone.ref_runtime_ms})
     return out
+
+
+def _guard(chan: Channel) -> None:
+    """The channel protected from here on (Channel.guard); a missing filter
+    is said on the log."""
+    problem = chan.guard()
+    if problem:
+        print(f"kernelsmith worker: {problem}; the channel's descriptors are still checked before each message",
+              file=sys.stderr, flush=True)
 
 
 def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: Any = None) -> dict[str, Any]:
@@ -621,6 +695,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
                                         "program's calls)"])
 
     chan.stage("load candidate")
+    _guard(chan)
     try:
         cand = backend.load_candidate(cand_path, CANDIDATE_MODULE)
     except BaseException as exc:  # the candidate's top level may raise anything
@@ -1187,7 +1262,17 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
 def main() -> None:
     chan = Channel.stdio()
     faulthandler.enable(file=sys.stderr, all_threads=False)
-    serve(chan, chan.receive())
+    try:
+        serve(chan, chan.receive())
+    except SystemExit as exc:
+        # the program's sys.exit, or the parent gone: ended here without the
+        # interpreter's teardown, whose closing of the channel the
+        # system-call filter would take for an attack on it
+        code = exc.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 if __name__ == "__main__":

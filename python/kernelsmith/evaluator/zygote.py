@@ -104,15 +104,29 @@ def _kill_uid(uid: int) -> None:
             continue
 
 
+def _close_all_but(keep: int) -> None:
+    """Close every descriptor of this process above stdio except ``keep``."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, max(keep + 1, os.sysconf("SC_OPEN_MAX")))
+
+
 def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_threads: Optional[int],
            control: socket.socket, wake_r: int, wake_w: int) -> None:
     """In the forked child: isolate, prepare, wait for the job, run it."""
     try:
-        control.close()
-        os.close(wake_r)
-        os.close(wake_w)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # Not one descriptor of the pool may reach the candidate: the control
+        # socket (a program could read the pool's messages to the zygote, the
+        # next children's job sockets among them, and write its own), the
+        # wake pipe (wake_r, wake_w), the job sockets of other spawn lines
+        # received with ours (still in main's ``pending``).
+        # control.close() is not enough: the reader main() made with
+        # makefile() keeps the descriptor open. detach() takes the number
+        # from the object (its finalizer can then never close a reused one)
+        # and every number but stdio and our job socket is closed.
+        control.detach()
+        _close_all_but(sock.fileno())
         os.setsid()
         libc = _libc()
         workdir = str(msg["workdir"])

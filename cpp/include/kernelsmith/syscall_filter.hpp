@@ -1,0 +1,69 @@
+// A seccomp-BPF filter that the evaluation worker installs on itself right
+// before it loads a candidate's code: it keeps the worker's channel to the
+// evaluator (a few protected descriptors) out of the program's reach.
+//
+// The filter sends the calls that matter to a supervisor thread in the
+// worker (SECCOMP_RET_USER_NOTIF), which knows which process made them:
+//   dup2/dup3 onto a protected descriptor, close/close_range covering one,
+//   made by the worker (any of its threads): recorded, the worker killed
+//   (SIGKILL) after one line on fd 2 that names what it tried, which the
+//   parent reads as the reason of a "hacked" verdict;
+//   the same calls by a descendant (subprocess's close_fds between fork and
+//   exec, a program it exec'd whose numbers are its own): let through;
+//   ptrace, process_vm_readv/process_vm_writev, pidfd_getfd, by anyone:
+//   refused and recorded (in a page shared across fork); by the worker,
+//   fatal as above. The harness reads the record before each message.
+// A system call of another ABI (int 0x80, x32) kills the caller (SIGSYS);
+// io_uring_setup fails with ENOSYS (an io_uring could close the channel).
+// Threads: the filter is synchronised onto every thread of the process
+// (SECCOMP_FILTER_FLAG_TSYNC); later threads and processes inherit it.
+//
+// What it cannot stop: code in the same process writing to the channel
+// itself, or to the record (see docs/evaluator.md, "Integrity v3").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kernelsmith::syscall_filter {
+
+// The prefix of the line written to fd 2 before the worker dies.
+inline constexpr const char* kLogPrefix = "kernelsmith-syscall-filter: ";
+
+// Whether this build and kernel can install the filter (Linux x86_64 with
+// seccomp user notifications, 5.5 or later).
+bool supported();
+
+// Installs the filter on the calling process (every thread) protecting
+// `fds`, and starts the supervisor thread that answers it. Its lines go to
+// `report_fd`: a descriptor of its own on the log, listed in `fds` too, so
+// that a program that moves fd 2 elsewhere cannot silence them.
+// Once per process; throws kernelsmith::Error when it cannot (a second call,
+// an unsupported platform, the kernel refusing).
+void install(const std::vector<int>& fds, int report_fd = 2);
+
+// Whether install() succeeded in this process.
+bool installed();
+
+// The supervisor's listener descriptor (-1 before install()): the harness
+// checks that it is still there, as it checks its channel.
+int listener_fd();
+
+// The descriptors install() protects (empty before it).
+std::vector<int> protected_fds();
+
+// Refused calls recorded so far, in this process or any process forked
+// from it after install() (a page shared across fork).
+std::uint64_t attempts();
+
+// What the first recorded attempt was, e.g. "the program tried to replace
+// the evaluator's channel (dup2 onto fd 5)"; empty when none.
+std::string reason();
+
+// Writes kLogPrefix + `reason` as one line on the report descriptor (fd 2
+// before install()) and ends the process with SIGKILL, as the supervisor
+// does.
+[[noreturn]] void fail(const std::string& reason);
+
+}  // namespace kernelsmith::syscall_filter

@@ -1,0 +1,235 @@
+// The worker's seccomp filter, each case in a forked process of its own (the
+// filter cannot be taken off again): what is refused ends the process
+// (SIGKILL) with a line that names it; what a forked child or an exec'd
+// program (subprocess) does with its own descriptors keeps working.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "kernelsmith/error.hpp"
+#include "kernelsmith/syscall_filter.hpp"
+
+namespace sf = kernelsmith::syscall_filter;
+
+namespace {
+
+struct Outcome {
+  int status = 0;
+  std::string err;  // what the process wrote on fd 2
+  bool killed_by(int sig) const { return WIFSIGNALED(status) && WTERMSIG(status) == sig; }
+  int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+};
+
+// Runs `body` in a forked process with fd 2 on a pipe; its return value is
+// the exit status.
+Outcome in_child(const std::function<int()>& body) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], 2);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    _exit(body());
+  }
+  close(pipe_fds[1]);
+  Outcome out;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) out.err.append(buf, static_cast<std::size_t>(n));
+  close(pipe_fds[0]);
+  waitpid(pid, &out.status, 0);
+  return out;
+}
+
+// A socket pair, both ends close-on-exec as Python makes them; returns the
+// end to protect.
+int channel(int* other = nullptr) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  if (other) *other = sv[1];
+  return sv[0];
+}
+
+bool is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+}  // namespace
+
+TEST(SyscallFilter, SupportedHere) { EXPECT_TRUE(sf::supported()); }
+
+TEST(SyscallFilter, DupOntoTheChannelEndsTheProcessAndSaysSo) {
+  int fd = -1;
+  Outcome o = in_child([&] {
+    int other;
+    fd = channel(&other);
+    sf::install({fd});
+    dup2(other, fd);  // the relay's move
+    return 0;
+  });
+  ASSERT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) + "the program tried to replace the evaluator's channel (dup2 onto fd "),
+            std::string::npos) << o.err;
+}
+
+TEST(SyscallFilter, TheLineGoesToTheReportDescriptorWhereverFd2Went) {
+  Outcome o = in_child([] {
+    int other, fd = channel(&other);
+    int report = dup(2);
+    sf::install({fd, report}, report);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);  // the program silences stderr first
+    dup2(other, fd);
+    return 0;
+  });
+  ASSERT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("replace the evaluator's channel (dup2 onto fd"), std::string::npos) << o.err;
+}
+
+TEST(SyscallFilter, Dup3AndCloseOfTheChannelAreRefused) {
+  Outcome d3 = in_child([] {
+    int other, fd = channel(&other);
+    sf::install({fd});
+    syscall(SYS_dup3, other, fd, 0);
+    return 0;
+  });
+  EXPECT_TRUE(d3.killed_by(SIGKILL)) << d3.err;
+  EXPECT_NE(d3.err.find("(dup3 onto fd"), std::string::npos) << d3.err;
+  Outcome c = in_child([] {
+    int fd = channel();
+    sf::install({fd});
+    close(fd);  // then a socket of its own would take the number
+    return 0;
+  });
+  EXPECT_TRUE(c.killed_by(SIGKILL)) << c.err;
+  EXPECT_NE(c.err.find("close the evaluator's channel (close of fd"), std::string::npos) << c.err;
+  Outcome r = in_child([] {
+    int fd = channel();
+    sf::install({fd});
+    syscall(SYS_close_range, 3u, ~0u, 0u);
+    return 0;
+  });
+  EXPECT_TRUE(r.killed_by(SIGKILL)) << r.err;
+  EXPECT_NE(r.err.find("close_range over fds 3..4294967295, which holds fd"), std::string::npos) << r.err;
+}
+
+TEST(SyscallFilter, OtherDescriptorsStayFree) {
+  Outcome o = in_child([] {
+    int other, fd = channel(&other);
+    sf::install({fd});
+    int spare = dup(other);
+    if (dup2(other, spare) != spare) return 2;  // onto an unprotected number
+    if (close(spare) != 0) return 3;
+    if (syscall(SYS_close_range, static_cast<unsigned>(fd + 1), static_cast<unsigned>(fd + 1), 0u) != 0) return 4;
+    if (!is_open(fd)) return 5;
+    return sf::attempts() == 0 ? 0 : 6;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, AForkedChildAndWhatItExecsUseTheNumbersFreely) {
+  // subprocess's close_fds in the child between fork and exec, then a
+  // program whose loader opens and closes its libraries on the same numbers
+  Outcome o = in_child([] {
+    int fd = channel();
+    sf::install({fd});
+    int plain = open("/dev/null", O_RDONLY);  // inheritable, above the channel
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (dup2(0, fd) != fd) _exit(10);  // its own table
+      if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) _exit(11);
+      if (is_open(plain) || is_open(fd)) _exit(12);
+      execl("/bin/sh", "sh", "-c", "exec 3</dev/null 4</dev/null; exec 3<&- 4<&-; /bin/true", static_cast<char*>(nullptr));
+      _exit(13);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status)) return 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 99);
+    if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status);
+    if (!is_open(fd) || !is_open(plain)) return 21;
+    return sf::attempts() == 0 ? 0 : 22;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, AThreadIsFilteredToo) {
+  Outcome o = in_child([] {
+    int other, fd = channel(&other);
+    std::thread before([] {});  // a thread that exists at install time
+    sf::install({fd});
+    std::thread after([&] { dup2(other, fd); });
+    after.join();
+    before.join();
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, AChildsProcessVmReadIsRecordedForTheParent) {
+  Outcome o = in_child([] {
+    int fd = channel();
+    sf::install({fd});
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      char buf[8];
+      iovec local{buf, sizeof(buf)}, remote{&buf, sizeof(buf)};
+      long got = syscall(SYS_process_vm_readv, parent, &local, 1, &remote, 1, 0);
+      _exit(got == -1 && errno == EPERM ? 0 : 1);  // refused, not killed
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 30;
+    if (sf::attempts() != 1) return 31;
+    return sf::reason().find("read another process's memory (process_vm_readv) in a process it started") !=
+                   std::string::npos ? 0 : 32;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, PtraceIsRefused) {
+  Outcome p = in_child([] {
+    sf::install({channel()});
+    syscall(SYS_ptrace, 0L /* PTRACE_TRACEME */, 0L, 0L, 0L);
+    return 0;
+  });
+  EXPECT_TRUE(p.killed_by(SIGKILL)) << p.err;
+  EXPECT_NE(p.err.find("trace a process (ptrace request 0)"), std::string::npos) << p.err;
+}
+
+TEST(SyscallFilter, FailEndsTheProcessWithTheReason) {
+  Outcome o = in_child([]() -> int {
+    sf::install({channel()});
+    sf::fail("the evaluator's channel is no longer the socket it was");
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.err;
+  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) + "the evaluator's channel is no longer the socket it was"),
+            std::string::npos) << o.err;
+}
+
+TEST(SyscallFilter, InstallTwiceOrBadDescriptorsThrows) {
+  Outcome o = in_child([] {
+    try {
+      sf::install({});
+      return 1;
+    } catch (const kernelsmith::InvalidArgument&) {
+    }
+    sf::install({channel()});
+    try {
+      sf::install({channel()});
+      return 2;
+    } catch (const kernelsmith::Error&) {
+    }
+    return sf::installed() && sf::protected_fds().size() == 1 && sf::listener_fd() > 2 ? 0 : 3;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}

@@ -1,0 +1,218 @@
+"""Integrity v3, forged verdicts through the channel (issue 29): a program
+that takes over the worker's channel to the evaluator (a relay dup2'd over
+it, a socket of its own reopened on its number, the zygote's control socket
+a pool child used to inherit) is rejected as hacked with a reason that names
+what it did; the descriptors a candidate can see are stdio and its own
+channel only; the worker's system-call filter (C++, kernelsmith._core) lets
+subprocesses and threads work. The fixtures are in fixtures/hacks_v3 (the
+direct forge, still open, in fixtures/hacks_v3_open: docs/evaluator.md,
+"Integrity v3")."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelsmith import _core
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.evaluator.sandbox import FILTER_PREFIX
+from kernelsmith.task import Task
+
+HERE = Path(__file__).parent
+HACKS = HERE / "fixtures" / "hacks_v3"
+EXAMPLES = HERE.parent / "examples" / "triton"
+PYTHONPATH = str(Path(__import__("kernelsmith").__file__).resolve().parent.parent)
+
+needs_interpreter = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
+)
+
+#: fixture -> what its reason must say
+REASONS = {
+    "channel_relay": r"^the program tried to replace the evaluator's channel \(dup2 onto fd \d+\)$",
+    "channel_close_reopen": r"^the program tried to close the evaluator's channel \(close of fd \d+\)$",
+    # the control socket is gone from the child: the program falls back to a
+    # relay in front of its own channel, which is refused
+    "channel_zygote_control": r"^the program tried to replace the evaluator's channel \(dup2 onto fd \d+\)$",
+}
+
+
+def _show(r) -> str:
+    return f"{r.category}: {r.error[:600]} {r.hack_reasons}\n{r.log_tail[-1500:]}"
+
+
+def test_the_channel_fixtures_pass_the_static_checks():
+    from kernelsmith.backends.base import get_backend
+
+    backend = get_backend("triton")
+    names = sorted(p.stem for p in HACKS.glob("channel_*.py"))
+    assert names == sorted(REASONS), names
+    for p in list(HACKS.glob("channel_*.py")) + [HERE / "fixtures" / "hacks_v3_open" / "channel_direct_forge.py"]:
+        report = backend.static_check(p.read_text())
+        assert not report.hacks and not report.errors and not report.warnings, (p.name, report)
+        assert p.read_text().startswith("# channel"), p.name
+
+
+def test_the_log_prefix_is_the_filters():
+    assert _core.SYSCALL_FILTER_LOG_PREFIX == FILTER_PREFIX
+
+
+# ---------------------------------------------------------------- descriptors
+
+def _descriptors(r) -> list[dict]:
+    m = re.search(r"FDS=(\[.*?\])=FDS", r.error)
+    assert r.category == "compile" and m, _show(r)
+    return json.loads(m.group(1))
+
+
+@needs_interpreter
+@pytest.mark.parametrize("mode", ["pool", "fresh"])
+def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
+    """What fixtures/fd_probe.py lists (and fstat's) at import: stdin on
+    /dev/null, stdout and stderr on the worker's log, the job channel (pool:
+    the one job socket; fresh: the two pipes to the parent), the
+    system-call filter's listener and its descriptor on the log
+    (worker.Channel.guard). Nothing
+    of the pool: not the zygote's control socket, not its wake pipe, not
+    another child's job socket."""
+    with Evaluator(backend="triton", mode=mode, workers=1, timeout_s=150, timing=False) as ev:
+        r = ev.evaluate(Task.load(EXAMPLES / "relu"), (HERE / "fixtures" / "fd_probe.py").read_text())
+    seen = {d["fd"]: d for d in _descriptors(r)}
+    assert seen[0]["kind"] == "chr" and seen[0]["target"] == "/dev/null", seen
+    assert seen[1]["kind"] == "file" and seen[1]["target"].endswith("worker.log"), seen
+    assert seen[2]["target"] == seen[1]["target"], seen
+    # the system-call filter's listener, which its supervisor thread reads,
+    # and its own descriptor on the log for the line that ends a worker
+    filtered = _core.syscall_filter_supported()
+    listener = [d for d in seen.values() if d["target"] == "anon_inode:seccomp notify"]
+    listener += [d for fd, d in seen.items() if fd > 2 and d["target"] == seen[2]["target"]]
+    assert len(listener) == (2 if filtered else 0), seen
+    channel = sorted(d["kind"] for fd, d in seen.items() if fd > 2 and d not in listener)
+    assert channel == (["socket"] if mode == "pool" else ["pipe", "pipe"]), seen
+
+
+# ------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def verdicts():
+    relu = Task.load(EXAMPLES / "relu")
+    names = sorted(REASONS)
+    items = [(relu, (HACKS / f"{n}.py").read_text()) for n in names]
+    items.append((relu, (EXAMPLES / "relu" / "seed.py").read_text()))
+    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
+        out = ev.evaluate_many(items)
+    return dict(zip(names + ["seed_relu"], out))
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", sorted(REASONS))
+def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
+    r = verdicts[name]
+    assert r.category == "hacked" and r.hacked and not r.correct and r.speedup is None, _show(r)
+    assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
+    assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail  # the worker's own last word
+
+
+@needs_interpreter
+def test_the_seed_next_to_them_is_accepted(verdicts):
+    r = verdicts["seed_relu"]
+    assert r.category == "ok" and not r.hacked, _show(r)
+    assert r.census["referee"] == "agreed", r.census
+
+
+# ------------------------------------------------------- the filter on its own
+
+def _run(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.skipif(not _core.syscall_filter_supported(), reason="no seccomp user notifications here")
+def test_subprocess_and_threads_keep_working_under_the_filter():
+    """What an honest program may do (Triton runs ptxas through subprocess on
+    a GPU): subprocess with close_fds, a Python that runs its own subprocess
+    (its children close and reuse the channel's numbers after exec), threads;
+    then a dup2 onto the channel still ends the process naming it."""
+    p = _run("""
+        import os, socket, subprocess, sys, threading
+        from kernelsmith import _core
+        ours, other = socket.socketpair()
+        _core.syscall_filter_install([ours.fileno()])
+        n = ours.fileno()  # the exec'd shell opens and closes the channel's own number
+        subprocess.run(["/bin/sh", "-c", f"exec {n}</dev/null; exec {n}<&-"], check=True)
+        nested = "import subprocess; subprocess.run(['/bin/true'], check=True, close_fds=True); print('nested ok')"
+        print(subprocess.run([sys.executable, "-c", nested], check=True, capture_output=True, text=True).stdout.strip())
+        done = []
+        t = threading.Thread(target=lambda: done.append(sum(range(1000))))
+        t.start(); t.join()
+        ours.sendall(b"still ours"); print(other.recv(64).decode(), done[0], _core.syscall_filter_attempts(), flush=True)
+        os.dup2(other.fileno(), ours.fileno())
+        print("not reached", flush=True)
+    """)
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.split("\n")[:2] == ["nested ok", "still ours 499500 0"], p.stdout
+    assert "not reached" not in p.stdout
+    assert re.search(re.escape(FILTER_PREFIX) + r"the program tried to replace the evaluator's channel "
+                     r"\(dup2 onto fd \d+\)\n", p.stderr), p.stderr
+
+
+@pytest.mark.skipif(not _core.syscall_filter_supported(), reason="no seccomp user notifications here")
+def test_a_started_process_that_reads_the_workers_memory_is_recorded():
+    p = _run("""
+        import ctypes, os, socket
+        from kernelsmith import _core
+        ours, _ = socket.socketpair()
+        _core.syscall_filter_install([ours.fileno()])
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            buf = ctypes.create_string_buffer(8)
+            iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 8)
+            got = libc.syscall(310, parent, iov, 1, iov, 1, 0)  # process_vm_readv
+            os._exit(0 if got == -1 and ctypes.get_errno() == 1 else 1)  # EPERM
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), _core.syscall_filter_attempts(), _core.syscall_filter_reason(),
+              flush=True)
+        os._exit(0)  # as the worker ends: no teardown closing the protected socket
+    """)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert p.stdout.strip() == ("0 1 the program tried to read another process's memory (process_vm_readv) "
+                                "in a process it started"), p.stdout
+
+
+def test_the_channel_check_catches_a_replaced_channel_without_the_filter():
+    """Where the filter cannot be installed (an old kernel) the harness still
+    compares its channel with what it was before the program loaded."""
+    p = _run("""
+        import os, socket
+        from kernelsmith import _core
+        from kernelsmith.evaluator.worker import Channel
+        def unavailable(fds, report_fd=2):
+            raise RuntimeError("no seccomp here")
+        _core.syscall_filter_install = unavailable
+        ours, theirs = socket.socketpair()
+        chan = Channel(ours.makefile("r"), ours.makefile("w"))
+        print(chan.guard(), flush=True)
+        chan.send(type="stage", stage="before")
+        print(theirs.recv(100).decode().strip(), flush=True)
+        relay, _ = socket.socketpair()
+        os.dup2(relay.fileno(), ours.fileno())
+        chan.send(type="stage", stage="after")
+        print("not reached", flush=True)
+    """)
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
+    lines = p.stdout.strip().split("\n")
+    assert lines == ["system-call filter unavailable: no seccomp here", '{"type": "stage", "stage": "before"}'], lines
+    assert re.search(re.escape(FILTER_PREFIX) + r"the program replaced or closed the evaluator's channel "
+                     r"\(fd \d+ is no longer the descriptor it was\)", p.stderr), p.stderr
