@@ -4,8 +4,9 @@ it, a socket of its own reopened on its number, the zygote's control socket
 a pool child used to inherit) is rejected as hacked with a reason that names
 what it did; the descriptors a candidate can see are stdio and its own
 channel only; the worker's system-call filter (C++, kernelsmith._core) lets
-subprocesses and threads work. The fixtures are in fixtures/hacks_v3 (the
-direct forge, still open, in fixtures/hacks_v3_open: docs/evaluator.md,
+subprocesses and threads work; a result line the program writes itself
+(the direct forge) is caught by the parent, whose figures no timing
+reported. The fixtures are in fixtures/hacks_v3 (docs/evaluator.md,
 "Integrity v3")."""
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -43,6 +43,11 @@ REASONS = {
     # the control socket is gone from the child: the program falls back to a
     # relay in front of its own channel, which is refused
     "channel_zygote_control": r"^the program tried to replace the evaluator's channel \(dup2 onto fd \d+\)$",
+    # nothing stops its writes (code in the worker's process can write what
+    # the harness writes); the parent finds a speedup no timing reported to
+    # it (referee.check_timing_reports)
+    "channel_direct_forge": r"^the result's timing figures are not the ones measured \(no timing reported any "
+                            r"figures to the parent\)",
 }
 
 
@@ -56,10 +61,10 @@ def test_the_channel_fixtures_pass_the_static_checks():
     backend = get_backend("triton")
     names = sorted(p.stem for p in HACKS.glob("channel_*.py"))
     assert names == sorted(REASONS), names
-    for p in list(HACKS.glob("channel_*.py")) + [HERE / "fixtures" / "hacks_v3_open" / "channel_direct_forge.py"]:
+    for p in HACKS.glob("channel_*.py"):
         report = backend.static_check(p.read_text())
         assert not report.hacks and not report.errors and not report.warnings, (p.name, report)
-        assert p.read_text().startswith("# channel"), p.name
+        assert p.read_text().startswith("# category: channel"), p.name
 
 
 def test_the_log_prefix_is_the_filters():
@@ -119,7 +124,8 @@ def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
     r = verdicts[name]
     assert r.category == "hacked" and r.hacked and not r.correct and r.speedup is None, _show(r)
     assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
-    assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail  # the worker's own last word
+    if name != "channel_direct_forge":  # the filter's refusals: the worker's own last word
+        assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail
 
 
 @needs_interpreter

@@ -30,10 +30,10 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
+from .._process import package_python_path
 
 
 @dataclass
@@ -49,14 +49,6 @@ class RunnerConfig:
     trivial_atol: float = 1e-3  # outputs all within this of zero are trivial
 
 
-def _python_path() -> str:
-    import kernelsmith
-
-    here = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    rest = os.environ.get("PYTHONPATH", "")
-    return here + (os.pathsep + rest if rest else "")
-
-
 class _Worker:
     """One sandboxed worker process and the line protocol with it."""
 
@@ -64,7 +56,7 @@ class _Worker:
         self.workdir = tempfile.mkdtemp(prefix="ks-curate-")
         self.log_path = os.path.join(self.workdir, "worker.log")
         env = scrub_env(dict(os.environ))
-        env.update(HOME=self.workdir, TMPDIR=self.workdir, PYTHONPATH=_python_path(), PYTHONDONTWRITEBYTECODE="1",
+        env.update(HOME=self.workdir, TMPDIR=self.workdir, PYTHONPATH=package_python_path(), PYTHONDONTWRITEBYTECODE="1",
                    PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(cfg.threads),
                    TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         # read-only host, private writable temp dir, no network, no device nodes (CPU only)

@@ -315,6 +315,7 @@ def start(paths: Optional[Paths] = None, idle_s: Optional[float] = None,
     current = status(paths)
     if current is not None:
         return current
+    from .._process import package_python_path
     from ..evaluator.sandbox import scrub_env
 
     idle = idle_s if idle_s is not None else idle_seconds()
@@ -322,8 +323,7 @@ def start(paths: Optional[Paths] = None, idle_s: Optional[float] = None,
     env = scrub_env(dict(os.environ))
     env.pop("KERNELSMITH_DAEMON", None)
     # the package this client runs, whatever the daemon's cwd
-    package_root = str(Path(__file__).resolve().parent.parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = package_python_path(env)
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(

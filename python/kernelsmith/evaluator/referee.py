@@ -552,9 +552,12 @@ def take_evidence(store: dict[str, Any], trials: Any) -> None:
 def evidence_info(store: Optional[dict[str, Any]]) -> Any:
     """What judge() takes as the worker's word on its trial outputs: the
     handed-over entries, or None where nothing was handed over."""
-    if not store or "trials" not in store:
+    if not store or ("trials" not in store and "timing_reports" not in store):
         return None
-    return {"trials": store["trials"], "repeated": bool(store.get("repeated"))}
+    info: dict[str, Any] = {"timing_reports": list(store.get("timing_reports") or [])}
+    if "trials" in store:
+        info.update(trials=store["trials"], repeated=bool(store.get("repeated")))
+    return info
 
 
 def _copy_regular(path: str, into: str, limit: int = MAX_BYTES, link: bool = False) -> str:
@@ -607,9 +610,14 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
         result.hack_reasons = ["the worker handed over the trial outputs for the trusted referee twice: the verdict "
                                "was not the program's to write"]
         return
+    if isinstance(info, dict) and "trials" not in info and set(info) <= {"timing_reports"}:
+        info = None  # the timing's reports only: no trial outputs were handed over
     entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
-        if census.get("disabled"):
+        # whether the checks are off is the parent's own setting (the worker
+        # inherits it), never the worker's word: a forged result claimed
+        # census.disabled to skip the referee (fixtures/pygpubench/fd_overwrite.py)
+        if census.get("disabled") and checks_disabled():
             return
         result.category, result.hacked, result.correct = "hacked", True, False
         result.hack_reasons = ["the worker reported a correct result without the trial outputs the trusted referee "
@@ -712,14 +720,56 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
 
 
 
+def checks_disabled() -> bool:
+    """The throughput benchmark's switch for the v2 checks (KS_BENCH_NO_CENSUS=1),
+    read in the parent's own environment, which its workers inherit."""
+    return os.environ.get("KS_BENCH_NO_CENSUS", "") == "1"
+
+
+#: a timing report's fields and the result's fields they must equal
+_REPORTED = (("speedup", "speedup"), ("ref_ms", "ref_runtime_ms"), ("cand_ms", "runtime_ms"),
+             ("ci_low", "speedup_ci_low"), ("ci_high", "speedup_ci_high"))
+
+
+def check_timing_reports(result: Any, reports: list) -> None:
+    """Parent side: a result's timing figures must be the ones the worker's
+    timing reported to the parent when it ended (the ``timing-done`` message,
+    sent before any more of the program runs). Figures changed afterwards
+    (the outcome object rewritten by the program's code in the calls after
+    the timing, or the result line rewritten on its way) or a speedup no
+    timing ever reported (a result line the program wrote itself) were not
+    measured (fixtures/pygpubench: stack_sig_scan, event_array, heap_sig_scan,
+    fd_overwrite; hacks_v3/channel_direct_forge.py)."""
+    if result.category != "ok" or result.speedup is None:
+        return
+    timed = [r for r in reports if isinstance(r, dict) and not r.get("release_only")]
+    if not timed:
+        why = "no timing reported any figures to the parent"
+    else:
+        last = timed[-1]
+        differ = [f"{field} {getattr(result, field)!r} against {last.get(key)!r}" for key, field in _REPORTED
+                  if key in last and getattr(result, field) != last.get(key)]
+        if not differ:
+            return
+        why = "they differ from what the timing reported when it ended: " + "; ".join(differ)
+    result.category, result.hacked, result.correct = "hacked", True, False
+    result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
+    result.hack_reasons = [f"the result's timing figures are not the ones measured ({why}): the verdict was not "
+                           "the program's to write"]
+
+
 def trusted_checks(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, referee: Referee,
                    slots: Optional[list] = None) -> None:
     """Parent side, after a worker's result (pool or fresh mode): the
-    referee's re-check of its trial outputs, then its timing against the
-    time it held the device's timing slot (``slots``, where it had one)."""
+    referee's re-check of its trial outputs, the result's timing figures
+    against what the timing reported when it ended, then the timing against
+    the time it held the device's timing slot (``slots``, where it had one)."""
     judge(result, info, seeds, task, workdir, referee)
+    check_timing_reports(result, list((info or {}).get("timing_reports") or []) if isinstance(info, dict) else [])
     if slots is not None:
         cross_check_timing(result, list(slots))
+    if result.category == "hacked":  # whichever check said so: no figure of a hacked result is used
+        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
 
 
 def cross_check_timing(result: Any, slots: list, slack: float = 1.05, grace_s: float = 0.05) -> None:

@@ -1036,6 +1036,7 @@ def _timed_until_judged(chan: Channel, take: Callable[[], Any], torch: Any, **re
         cpu0, wall0 = _cpu_seconds(), time.monotonic()
         o = take()
         sent = {"speedup": o.speedup, "ref_ms": o.ref_runtime_ms, "cand_ms": o.runtime_ms,
+                "ci_low": o.speedup_ci_low, "ci_high": o.speedup_ci_high,
                 "cpu_s": _cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
                 "threads": torch.get_num_threads(), **report}
         if not chan.timing_done(sent):
