@@ -166,7 +166,9 @@ class Census:
         self.timed_streams: set[Any] = set()
         # storage spans (start, bytes) -> crc (or None) of memory the
         # candidate's kernels wrote, or allowed ops copied from it
-        self._derived: list[tuple[int, int, Optional[int]]] = []
+        # (start, nbytes, crc, launches before it): derived spans in the order
+        # they happened among the launches (``_written``)
+        self._derived: list[tuple[int, int, Optional[int], int]] = []
 
     # -- profiling ------------------------------------------------------
     def _profiler(self) -> Any:
@@ -434,14 +436,31 @@ class Census:
         for t in outputs:
             s = _spans(t)
             if s is not None:
-                self._derived.append((s[0], s[1], crc_of(s[2]) if self.host_memory else None))
+                self._derived.append((s[0], s[1], crc_of(s[2]) if self.host_memory else None,
+                                      len(_Census.launches)))
 
     def _written(self) -> list[tuple[int, int, Optional[int]]]:
-        spans = []
-        for launch in _Census.launches:
+        """Every span the program's kernels wrote (or an allowed op derived
+        from their work), in the order it happened: the provenance check
+        takes the last one touching an output as what the output must still
+        hold. (Derived spans used to come after all launches: an output
+        allocated with ``empty_like`` of a kernel's intermediate, then written
+        by a later kernel, was judged by its uninitialised bytes at the
+        allocation, and an honest two-kernel program on the host was
+        "hacked": benchmarks/eval_throughput/l2/matmul_softmax_two_kernels.py.)"""
+        spans: list[tuple[int, int, Optional[int]]] = []
+        derived = iter(self._derived)
+        pending = next(derived, None)
+        for index, launch in enumerate(_Census.launches):
+            while pending is not None and pending[3] <= index:
+                spans.append(pending[:3])
+                pending = next(derived, None)
             crcs = launch["crcs"] or [None] * len(launch["spans"])
             spans.extend((start, n, crc) for (start, n), crc in zip(launch["spans"], crcs))
-        return spans + self._derived
+        while pending is not None:
+            spans.append(pending[:3])
+            pending = next(derived, None)
+        return spans
 
     @staticmethod
     def _overlaps(span: tuple, written: list) -> bool:
