@@ -231,15 +231,14 @@ def request(paths: Paths, msg: dict[str, Any], timeout_s: Optional[float] = 10.0
         try:
             send_message(sock, msg)
             reader = sock.makefile("rb")
-            while True:
-                answer = _read_line(reader)
-                if answer is None or set(answer) != {"stage"}:
-                    break
+            answer = _read_line(reader)
+            while answer is not None and set(answer) == {"stage"}:
                 # a streamed stage of this evaluation: shown as an in-process
                 # evaluation's would be (evaluator.phases, kernelsmith eval's line)
                 from ..evaluator import phases
 
                 phases.report(str(answer["stage"]))
+                answer = _read_line(reader)
         except (OSError, ValueError) as exc:  # reset, broken pipe, timeout, garbage
             raise DaemonError(f"the evaluation daemon gave no answer ({type(exc).__name__}: {exc})"
                               + _log_hint(paths)) from exc

@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .contention import DeviceGate
-from .referee import Referee, evidence_info, trusted_checks
+from .referee import Referee, trusted_checks
 from .sandbox import (Limits, _merge_ticket, converse, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
 
@@ -494,7 +494,7 @@ class DevicePool:
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
             refereed = time.monotonic()
             if not finalists:
-                trusted_checks(result, evidence_info(evidence), seeds, task, evidence["dir"], self.referee,
+                trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee,
                                ticket.slots)
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}

@@ -552,12 +552,9 @@ def take_evidence(store: dict[str, Any], trials: Any) -> None:
 def evidence_info(store: Optional[dict[str, Any]]) -> Any:
     """What judge() takes as the worker's word on its trial outputs: the
     handed-over entries, or None where nothing was handed over."""
-    if not store or ("trials" not in store and "timing_reports" not in store):
+    if not store or "trials" not in store:
         return None
-    info: dict[str, Any] = {"timing_reports": list(store.get("timing_reports") or [])}
-    if "trials" in store:
-        info.update(trials=store["trials"], repeated=bool(store.get("repeated")))
-    return info
+    return {"trials": store["trials"], "repeated": bool(store.get("repeated"))}
 
 
 def _copy_regular(path: str, into: str, limit: int = MAX_BYTES, link: bool = False) -> str:
@@ -610,8 +607,6 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
         result.hack_reasons = ["the worker handed over the trial outputs for the trusted referee twice: the verdict "
                                "was not the program's to write"]
         return
-    if isinstance(info, dict) and "trials" not in info and set(info) <= {"timing_reports"}:
-        info = None  # the timing's reports only: no trial outputs were handed over
     entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         # whether the checks are off is the parent's own setting (the worker
@@ -758,14 +753,16 @@ def check_timing_reports(result: Any, reports: list) -> None:
                            "the program's to write"]
 
 
-def trusted_checks(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, referee: Referee,
-                   slots: Optional[list] = None) -> None:
-    """Parent side, after a worker's result (pool or fresh mode): the
-    referee's re-check of its trial outputs, the result's timing figures
+def trusted_checks(result: Any, evidence: Optional[dict[str, Any]], seeds: list[int], task: Any, workdir: str,
+                   referee: Referee, slots: Optional[list] = None) -> None:
+    """Parent side, after a worker's result (pool or fresh mode; ``evidence``:
+    what converse() took from the worker, referee.take_evidence's store and
+    the timing's reports): the referee's re-check of its trial outputs, the
+    result's timing figures
     against what the timing reported when it ended, then the timing against
     the time it held the device's timing slot (``slots``, where it had one)."""
-    judge(result, info, seeds, task, workdir, referee)
-    check_timing_reports(result, list((info or {}).get("timing_reports") or []) if isinstance(info, dict) else [])
+    judge(result, evidence_info(evidence), seeds, task, workdir, referee)
+    check_timing_reports(result, list((evidence or {}).get("timing_reports") or []))
     if slots is not None:
         cross_check_timing(result, list(slots))
     if result.category == "hacked":  # whichever check said so: no figure of a hacked result is used

@@ -306,9 +306,9 @@ def run_worker(
         if ticket is not None:
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
         if referee is not None:
-            from .referee import evidence_info, trusted_checks
+            from .referee import trusted_checks
 
-            trusted_checks(result, evidence_info(evidence), seeds, task, private, referee,
+            trusted_checks(result, evidence, seeds, task, private, referee,
                            ticket.slots if ticket is not None else None)
         result.wall_s = round(time.monotonic() - started, 3)
         return result
