@@ -39,6 +39,9 @@ class Channel:
     def __init__(self, inp: Any, out: Any) -> None:
         self.inp = inp
         self.out = out
+        #: the seeds received, in order (an input set's seed also picks the
+        #: positions of a large output handed to the referee)
+        self.seeds: list[int] = []
         #: (fd, st_dev, st_ino) of the channel's descriptors and the filter's
         #: own two (its report line's, its listener), taken before the
         #: program was loaded (guard())
@@ -136,6 +139,7 @@ class Channel:
         self.send(type="seed?")
         value = int(self.receive()["seed"])
         self.seeds_received += 1
+        self.seeds.append(value)
         return value
 
     def timing_slot(self) -> float:
@@ -832,7 +836,10 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     # outputs) per trial: the replay check's history, not four trials' outputs
     history: list[tuple[list[Any], list[Any]]] = []
     # per input set, the last trial: what the trusted referee re-checks,
-    # copied to the host (off the device; write_outputs reads them there)
+    # copied to the host (off the device; write_outputs reads them there),
+    # a large output as a sample (evidence_copy)
+    from .referee import evidence_copy
+
     referee_trials: dict[str, tuple[int, list[Any], list[Any]]] = {}
     last_of_set = {name: i for i, (name, _) in enumerate(input_sets)}
     model.eval()
@@ -931,8 +938,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         # the values now: the program may rewrite a buffer it returned
         history.append((cmp.fingerprint(expected), cmp.fingerprint(got_after)))
         if last_of_set[set_name] == step:
-            referee_trials[set_name] = (input_seed_index, [t.detach().to("cpu", copy=True) for t in got_after],
-                                        [t.detach().to("cpu", copy=True) for t in expected])
+            seed = chan.seeds[input_seed_index]
+            referee_trials[set_name] = (input_seed_index, evidence_copy(got_after, seed), evidence_copy(expected, seed))
         # replays are of recent outputs
         del history[:-4]
         if step + 1 < len(input_sets):

@@ -1,0 +1,120 @@
+"""Large outputs go to the trusted referee as a sample (referee.evidence_positions).
+
+A KernelBench level-1 output of 4096 x 393216 fp32 and its reference were
+12 GiB copied to the host, written, copied by the parent and read by the
+referee per input set. Above EVIDENCE_FULL_ELEMENTS elements the worker now
+hands over the elements at positions both sides derive from the trial's
+input seed (the ends always among them), and the referee compares those.
+Here on the CPU: the positions, the file's round trip, the real referee
+process agreeing with an honest sample and overruling a forged one (a wrong
+last element, a whole output where a sample is due, a sample of another
+shape), and a whole OpenCL evaluation of a 9M-element task judged through
+the sample."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelsmith.evaluator import Evaluator
+from kernelsmith.evaluator import referee as rf
+from kernelsmith.result import EvalResult
+from kernelsmith.task import Task
+
+HERE = Path(__file__).parent
+
+BIG = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(3000, 3000)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_positions_are_the_seeds_and_cover_both_ends():
+    n = rf.EVIDENCE_FULL_ELEMENTS + 1000
+    assert rf.evidence_positions(rf.EVIDENCE_FULL_ELEMENTS, 7) is None  # whole up to the limit
+    a, b, c = rf.evidence_positions(n, 7), rf.evidence_positions(n, 7), rf.evidence_positions(n, 8)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert a.numel() == rf.EVIDENCE_SAMPLE + 2 * rf.EVIDENCE_EDGE
+    assert int(a.min()) == 0 and int(a.max()) == n - 1
+    assert set(range(rf.EVIDENCE_EDGE)) <= set(a[: rf.EVIDENCE_EDGE].tolist())
+    # the random part spreads over the middle, not one region
+    inner = a[rf.EVIDENCE_EDGE:-rf.EVIDENCE_EDGE].float()
+    assert inner.min() >= rf.EVIDENCE_EDGE and inner.max() < n - rf.EVIDENCE_EDGE
+    assert abs(float(inner.mean()) / n - 0.5) < 0.01
+
+
+def test_a_sampled_file_round_trips_with_its_shape(tmp_path):
+    big, small = torch.randn(3000, 3000), torch.randn(10)
+    copy = rf.evidence_copy([big, small], 5)
+    assert isinstance(copy[0], rf.Sampled) and copy[0].of == [3000, 3000]
+    assert torch.equal(copy[0].values, big.reshape(-1)[rf.evidence_positions(big.numel(), 5)])
+    assert isinstance(copy[1], torch.Tensor) and torch.equal(copy[1], small)
+    rf.write_outputs(str(tmp_path / "o.bin"), {"candidate": copy, "reference": copy})
+    # two groups of a 4.3M-element sample: less than one whole 36 MB output
+    assert (tmp_path / "o.bin").stat().st_size < big.numel() * 4
+    back = rf.read_outputs(str(tmp_path / "o.bin"))
+    assert back["candidate"][0].of == [3000, 3000] and torch.equal(back["candidate"][0].values, copy[0].values)
+    assert torch.equal(back["reference"][1], small)
+    bad = (tmp_path / "o.bin").read_bytes().replace(b'"of": [3000, 3000]', b'"of": [3000, -1]', 1)
+    (tmp_path / "bad.bin").write_bytes(bad)
+    with pytest.raises(ValueError, match="bad tensor entry"):
+        rf.read_outputs(str(tmp_path / "bad.bin"))
+
+
+def test_the_real_referee_judges_a_sample(tmp_path):
+    (tmp_path / "big_relu.py").write_text(BIG)
+    task = Task.load(tmp_path / "big_relu.py", backend="opencl", trials=1)
+    seeds = [11, 22]
+    torch.manual_seed(seeds[1])
+    x = torch.randn(3000, 3000)
+    truth = torch.relu(x)
+    wrong_end = truth.clone()
+    wrong_end.view(-1)[-1] += 5.0  # one element: always among the sampled positions
+    other = truth.reshape(9000, 1000)
+
+    with Evaluator(backend="opencl", workers=1, timing=False) as ev:
+        referee = ev._device_pool(ev.backend_for(task), None).referee
+
+        def verdict(candidate, reference):
+            rf.write_outputs(str(tmp_path / "out.bin"), {"candidate": candidate, "reference": reference})
+            result = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
+            rf.judge(result, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
+                     seeds, task, str(tmp_path), referee)
+            return result
+
+        sample = rf.evidence_copy([truth], seeds[1])
+        honest = verdict(sample, sample)
+        forged = verdict(rf.evidence_copy([wrong_end], seeds[1]), sample)
+        whole = verdict([truth], [truth])  # a whole output where the referee samples
+        reshaped = verdict(rf.evidence_copy([other], seeds[1]), sample)
+        other_seed = verdict(rf.evidence_copy([truth], seeds[0]), sample)  # positions of another seed
+
+    assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
+    assert forged.category == "hacked" and "at the sampled positions" in forged.hack_reasons[0], forged
+    for r in (whole, reshaped):
+        assert r.category == "hacked" and "sampled" in r.hack_reasons[0], r
+    assert other_seed.category == "hacked", other_seed
+
+
+def test_an_opencl_evaluation_of_a_large_output_goes_through_the_sample(tmp_path):
+    (tmp_path / "big_relu.py").write_text(BIG)
+    task = Task.load(tmp_path / "big_relu.py", backend="opencl", trials=2)
+    program = (HERE / "fixtures" / "degenerate" / "opencl" / "relu.py").read_text()
+    wrong = program.replace("fmax(v, 0.0f)", "(i == n - 1 ? 1.0f : fmax(v, 0.0f))")
+    with Evaluator(backend="opencl", workers=1, timing=False) as ev:
+        honest, bad = ev.evaluate_many([(task, program), (task, wrong)])
+    assert honest.category == "ok" and honest.census.get("referee") == "agreed", honest
+    assert bad.category == "incorrect", bad  # the worker's own full comparison still sees every element
