@@ -354,21 +354,29 @@ def _trivial_candidates(expected: list[Any], inputs: list[Any]) -> dict[str, Opt
 
 def _is_trivial(cmp: Any, got: list[Any], expected: list[Any], inputs: list[Any], forms: Any) -> Optional[str]:
     """Which trivial output (of those that pass this task's tolerance) the
-    candidate returned, if any."""
+    candidate returned, if any. Decided on the outputs themselves, without
+    building the trivial outputs (a zeros and a constant tensor the size of
+    each output, twice per trial: 12 GiB more on the device for a KernelBench
+    level-1 task)."""
     if not forms:
         return None
     import torch
 
-    candidates = _trivial_candidates(expected, inputs)
-    for name in [n for n in candidates if n in forms]:  # zeros before "a constant"
-        trivial = candidates.get(name)
-        if trivial is None or len(trivial) != len(got):
-            continue
-        if name == "a constant":
-            if all(g.numel() and torch.all(g == g.reshape(-1)[0]) for g in got):
+    if not expected or not all(e.is_floating_point() for e in expected) or len(got) != len(expected):
+        return None
+    tensors = all(isinstance(g, torch.Tensor) for g in got)
+    # zeros before "a constant"; the same test as cmp.identical against
+    # zeros_like(expected): shape, dtype, every element == 0 (NaN is not)
+    if "zeros" in forms and tensors and all(g.shape == e.shape and g.dtype == e.dtype and not bool(g.any())
+                                            for g, e in zip(got, expected)):
+        return "zeros"
+    if "a constant" in forms and tensors and all(g.numel() and torch.all(g == g.reshape(-1)[0]) for g in got):
+        return "a constant"
+    if len(expected) == 1:
+        for i, v in enumerate(v for v in inputs if isinstance(v, torch.Tensor)):
+            name = f"input #{i} unchanged"
+            if name in forms and v.shape == expected[0].shape and cmp.identical(got, [v.to(expected[0].dtype)]):
                 return name
-        elif cmp.identical(got, trivial):
-            return name
     return None
 
 
