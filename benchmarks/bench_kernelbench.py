@@ -11,7 +11,9 @@ What it runs. For a KernelBench checkout (the upstream repository, its
   reference alone cannot run on the card (its footprint is in the message).
 * the honest kernels of the test zoo (``tests_py/fixtures/kb_honest/*``)
   against the upstream problem each one names in its reference's first line
-  (``# KernelBench level 1, 23_Softmax ...``): expected ``ok`` and timed.
+  (``# KernelBench level 1, 23_Softmax ...``): expected ``ok`` and timed, at
+  the tolerance the zoo kernel's own task.yaml declares where it declares one
+  (a tl.dot kernel at TF32), else the problem's default.
 * the degenerate problems (level 1: 19 ReLU, 20 LeakyReLU, 31 ELU, 32 HardTanh,
   whose ``torch.rand`` inputs make the operation return its input): an honest
   kernel each (``tests_py/fixtures/degenerate/triton``, expected ``ok``), and
@@ -102,6 +104,21 @@ def pick_problems(kb: Path, levels: list[int], every: int, offset: int) -> list[
         files = sorted(folder.glob("*.py"), key=problem_number)
         picked += [(level, f) for i, f in enumerate(files) if i % every == offset % every]
     return picked
+
+
+def zoo_tolerance(d: Path) -> dict:
+    """The tolerance a zoo kernel's own task declares (``atol``/``rtol`` in its
+    task.yaml: a tl.dot kernel at TF32 says so), applied to the upstream
+    problem it is run against; empty where it declares none."""
+    f = d / "task.yaml"
+    if not f.is_file():
+        return {}
+    out = {}
+    for line in f.read_text().splitlines():
+        m = re.match(r"(atol|rtol):\s*([0-9.eE+-]+)\s*$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
 
 
 def zoo_pairs(kb: Path) -> list[tuple[str, Path, str]]:
@@ -207,7 +224,8 @@ def main() -> int:
             items.append((f"l{level}/{f.stem}", "ref+kernel", "hacked", task, f.read_text() + HACK_TAIL))
     if not args.no_zoo:
         for name, f, source in zoo_pairs(kb):
-            task = Task.load(str(f), backend="triton", timeout_s=args.timeout)
+            tol = zoo_tolerance(ZOOS[0] / name.split("/")[0])
+            task = Task.load(str(f), backend="triton", timeout_s=args.timeout, **tol)
             items.append((f"l{f.parent.name[-1]}/{f.stem}", f"honest {name}", "ok", task, source))
     if not args.no_zoo and DEGENERATE.is_dir():
         for stem, kernel in DEGENERATE_TASKS.items():

@@ -422,6 +422,15 @@ def test_timer_check_forgives_a_contended_census_call_but_not_a_forged_timing():
     # no mismatch: no extra calls at all
     own, problem = settle_timer_check(0.1, 0.5, lambda: calls.append(1) or 0.1)
     assert problem is None and len(calls) == 3
+    # contended through every re-check (three workers streaming 6 GiB beside
+    # it on the H100): one more call alone on the device decides
+    contended, alone = iter([7.7, 7.6, 7.8]), []
+    own, problem = settle_timer_check(7.7, 4.16, lambda: next(contended, 4.3),
+                                      alone=lambda call: alone.append(1) or call())
+    assert problem is None and own == 4.3 and alone == [1]
+    # a forged timing is too slow alone as well
+    own, problem = settle_timer_check(6.6, 0.5, lambda: 6.5, alone=lambda call: alone.append(1) or call())
+    assert problem and alone == [1, 1]
 
 
 def test_fresh_mode_has_the_referee_too():

@@ -347,7 +347,12 @@ class DeviceGate:
 
     def _report(self, ticket: TimingTicket, report: dict[str, Any]) -> bool:
         if report.get("release_only"):  # a worker that gives the slot back without a verdict
+            held = ticket.holding
             self._release(ticket)
+            # nothing was timed in it: the slot does not count towards the
+            # time a reported timing may add up to (referee.cross_check_timing)
+            if held and ticket.slots:
+                ticket.slots.pop()
             return False
         # the finalists' re-timing reports several comparisons, each its own
         # attempts: "reference" (the reference alone) and "finalist <i>"

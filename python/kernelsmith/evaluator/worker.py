@@ -1016,13 +1016,18 @@ def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, s
 
 
 def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Optional[float]],
-                       tries: int = 3) -> tuple[float, Optional[str]]:
+                       tries: int = 3, alone: Optional[Callable[[Callable[[], Optional[float]]], Optional[float]]] = None
+                       ) -> tuple[float, Optional[str]]:
     """:func:`timer_mismatch` for a census call made outside the timing slot,
     next to the other workers' device work, which can only slow its kernels
     (an honest 5.1 ms kernel was seen at 6.6 ms on the H200): on a mismatch
     the fastest of up to ``tries`` more checked calls (``recheck`` returns
-    one call's own device ms) decides. Forged statistics or work hidden from
-    the timer stay too slow in every one of them. Returns (own ms, reason)."""
+    one call's own device ms) decides, and where all of them are still too
+    slow, one more made alone on the device (``alone(recheck)``: in the
+    timing slot, the other workers stopped). Beside three workers streaming
+    6 GiB tensors an honest 4.2 ms argmax ran 7.7 ms in every re-check (H100,
+    KernelBench level 1). Forged statistics or work hidden from the timer
+    stay too slow in every one of them. Returns (own ms, reason)."""
     problem = timer_mismatch(own_ms, timed_ms)
     for _ in range(tries if problem else 0):
         again = recheck()
@@ -1031,7 +1036,22 @@ def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Opt
         problem = timer_mismatch(own_ms, timed_ms)
         if not problem:
             break
+    if problem and alone is not None:
+        again = alone(recheck)
+        if again is not None:
+            own_ms = min(own_ms, again)
+        problem = timer_mismatch(own_ms, timed_ms)
     return own_ms, problem
+
+
+def _in_slot(chan: "Channel", call: Callable[[], Any]) -> Any:
+    """``call()`` in the device's timing slot (the parent stops the device's
+    other workers meanwhile), the slot given back without a timing report."""
+    chan.timing_slot()
+    try:
+        return call()
+    finally:
+        chan.timing_done({"release_only": True})
 
 
 def _timed_on_gpu(backend: Any, out: dict[str, Any]) -> bool:
@@ -1226,7 +1246,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
                     return sum(last.own.values()) / 1000.0 if last is not None and last.device_level else None
 
                 own_ms, problem = settle_timer_check(sum(seen.own.values()) / 1000.0, float(outcome.runtime_ms),
-                                                     recheck)
+                                                     recheck, alone=lambda call: _in_slot(chan, call))
                 out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
                 if problem:
                     raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
