@@ -193,6 +193,7 @@ def main() -> int:
     ap.add_argument("--offset", type=int, default=0, help="which of each N (default 0: the first)")
     ap.add_argument("--no-zoo", action="store_true", help="skip the test zoo's kernels (honest and degenerate)")
     ap.add_argument("--zoo-only", action="store_true", help="only the test zoo's kernels (honest and degenerate)")
+    ap.add_argument("--match", default=None, help="only rows whose problem or kind matches this regular expression")
     ap.add_argument("--timeout", type=float, default=180.0, help="per-candidate limit in seconds")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--json", default=None, help="write every row and the summary here")
@@ -241,6 +242,8 @@ def main() -> int:
     # the zoo's honest and degenerate kernels first, then levels 2 and 3, then
     # level 1, whose 6 GiB problems run alone: a run cut short by its limit
     # has judged the most kinds of problem
+    if args.match:
+        items = [it for it in items if re.search(args.match, f"{it[0]} {it[1]}")]
     order = {"l2": 1, "l3": 2, "l1": 3}
     items.sort(key=lambda it: (0 if it[1] != "ref+kernel" else order.get(it[0][:2], 4)))
     if not items:
@@ -262,6 +265,9 @@ def main() -> int:
             row = {"problem": label, "kind": kind, "expected": expected, "got": r.category, "judged": verdict,
                    "wall_s": round(r.wall_s, 2), "reason": reason_of(r), "speedup": r.speedup,
                    "phases": r.phases}
+            if verdict not in ("as expected",):  # the whole story for what went wrong
+                row["detail"] = {"error": r.error[-4000:], "hack_reasons": r.hack_reasons, "memory": r.memory,
+                                 "log_tail": (r.log_tail or "")[-2000:]}
             grant = (r.memory or {}).get("admission") or {}
             row["alone"], row["waited_s"] = grant.get("alone"), grant.get("waited_s")
             rows.append(row)
@@ -290,6 +296,8 @@ def main() -> int:
     for r in rows:
         if r["judged"] == "harness":
             print(f"  harness: {r['problem']}: {r['reason']}")
+        elif "detail" in r:
+            print(f"  {r['judged']}: {r['problem']} {r['kind']}: {r['detail']['error'][-1500:]}")
     for label, err in load_errors:
         print(f"  task did not load: {label}: {err[:200]}")
     rate = len(rows) / batch_s * 60 if batch_s > 0 else 0.0

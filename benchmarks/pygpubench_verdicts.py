@@ -1,8 +1,10 @@
 """Verdicts on pygpubench's exploits rewritten as relu candidates
 (tests_py/fixtures/pygpubench; docs/pygpubench.md), all in one Evaluator
 batch with the honest seed twice for comparison; one line per program.
+``--dir tests_py/fixtures/hacks_v3`` runs integrity v3's held-out programs
+(relu candidates too) the same way.
 
-    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [name ...]
+    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [--dir DIR] [name ...]
 """
 from __future__ import annotations
 
@@ -19,10 +21,14 @@ RELU = ROOT / "examples" / "triton" / "relu"
 
 
 def main() -> None:
-    names = sys.argv[1:] or sorted(p.stem for p in FIXTURES.glob("*.py"))
+    args = sys.argv[1:]
+    fixtures = FIXTURES
+    if args[:1] == ["--dir"] and len(args) >= 2:
+        fixtures, args = Path(args[1]).resolve(), args[2:]
+    names = args or sorted(p.stem for p in fixtures.glob("*.py"))
     task = Task.load(RELU)
     seed = (RELU / "seed.py").read_text()
-    items = [(task, seed), (task, seed)] + [(task, (FIXTURES / f"{n}.py").read_text()) for n in names]
+    items = [(task, seed), (task, seed)] + [(task, (fixtures / f"{n}.py").read_text()) for n in names]
     started = time.monotonic()
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=True) as ev:
         out = ev.evaluate_many(items)
