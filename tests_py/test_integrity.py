@@ -557,3 +557,51 @@ def test_refill_check_tells_a_plain_bug_from_a_cache():
         verdict = _refill(cache, held, new)
         assert verdict["category"] == "hacked" and "cached from an earlier call" in verdict["hack_reasons"][0], verdict
     assert _refill(lambda args: torch.relu(args[0]), held, new)["category"] == "ok"
+
+
+def test_the_referee_checks_a_reference_that_launches_triton_kernels(tmp_path):
+    """An in-place task's reference is the package's own Triton code. The
+    referee loaded it from a string, where @jit cannot read its source
+    ("@jit functions should be defined in a Python file", seen with fla-core
+    on the H100): every result of such a task went unchecked and unreliable."""
+    ref = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n) * 2.0, mask=i < n)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _double[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+        return y
+
+
+def get_inputs():
+    return [torch.randn(1000)]
+'''
+    (tmp_path / "double.py").write_text(ref)
+    candidate = ref.replace("class Model(", "class ModelNew(").replace("def get_inputs", "def _unused")
+    task = Task.load(tmp_path / "double.py", backend="triton", trials=1)
+    # compiled Triton (not the interpreter, whose @jit reads no source)
+    # decorates at load: the referee's own loading, in its working folder
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    probe = ("import json, sys; from kernelsmith.task import Task; from kernelsmith.evaluator.referee import "
+             "_reference_module; t = Task.load(sys.argv[1], backend='triton'); "
+             "print(hasattr(_reference_module(t, {}), 'Model'))")
+    (tmp_path / "referee").mkdir()
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "double.py")], cwd=tmp_path / "referee",
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-1500:]
+    with Evaluator(backend="triton", workers=1, timing=False) as ev:
+        r = ev.evaluate(task, candidate)
+    assert r.category == "ok" and r.census.get("referee") == "agreed", (r.category, r.census.get("referee"), r.warnings)

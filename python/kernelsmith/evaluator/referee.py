@@ -280,13 +280,30 @@ def prime_key(task: Any) -> str:
                        task.config.dtype])
 
 
+def _reference_file(source: str) -> str:
+    """A file holding ``source`` in the referee's working folder (the
+    parent's, which it removes with the pool)."""
+    import hashlib
+
+    path = os.path.join(os.getcwd(), f"reference_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py")
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+    return path
+
+
 def _reference_module(task: Any, req: dict[str, Any]) -> Any:
     """The task's trusted reference, loaded once per task."""
     key = task.reference_source
     ref = _MODULES.get(key)
     if ref is None:
         ref = types.ModuleType("ks_referee_reference")
-        ref.__file__ = req.get("reference_path", "reference.py")
+        # from a file of its own, as the worker loads it: Triton's @jit reads
+        # its functions' source from their file (a reference that launches
+        # Triton kernels, as an in-place task's does, raised "@jit functions
+        # should be defined in a Python file" here, and every result of such
+        # a task went unchecked and unreliable)
+        ref.__file__ = _reference_file(task.reference_source)
         sys.modules["ks_referee_reference"] = ref
         exec(compile(task.reference_source, ref.__file__, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
         if len(_MODULES) >= 64:
