@@ -325,8 +325,13 @@ async def evolve(
             await asyncio.to_thread(finish_run, run_dir.path, task, evaluator, summary.to_dict(),
                                     getattr(evaluator, "isolation", "auto"))
         return summary
-    except BaseException:
-        if created and not run_dir.started():
+    except BaseException as exc:
+        # A failed start leaves nothing behind, so the same command works
+        # again; a start the user interrupted (Ctrl-C during the seed's
+        # evaluation) keeps its directory, which --resume starts over from
+        # (the CLI says so) and which does not block a re-run either.
+        interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+        if created and not run_dir.started() and not interrupted:
             run_dir.remove_run_files()
         raise
     finally:
