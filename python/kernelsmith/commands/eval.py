@@ -86,6 +86,15 @@ def _backend_hint(args: argparse.Namespace, result, source: str) -> str | None:
             f"backend's static check) and was evaluated with backend {result.backend}: pass --backend {others[0]}")
 
 
+def _from_a_run(source: str) -> bool:
+    """Whether ``source`` is a run's best_program.py (its header says the run's figure)."""
+    if not source.startswith("# kernelsmith"):
+        return False
+    from ..evolve.best import HEADER_MARK  # the evolve package only for such a file: eval stays light
+
+    return source.startswith(HEADER_MARK)
+
+
 def run(args: argparse.Namespace) -> int:
     # no torch and no evaluator here: with a warm daemon this process only
     # loads the task and talks to the daemon (kernelsmith/daemon)
@@ -138,6 +147,11 @@ def run(args: argparse.Namespace) -> int:
 
         if summary_line(result.memory):
             print("Memory: " + summary_line(result.memory))
+    if _from_a_run(source) and result.speedup is not None and not args.json:
+        # a run's best_program.py: its figure from the run next to this one
+        run_figure = source.splitlines()[1].removeprefix("# ").strip()
+        print(f"kernelsmith eval: the run measured this program's {run_figure}; this evaluation is another "
+              "measurement, with its own CI (compare the intervals, not the points)", file=sys.stderr)
     hint = _backend_hint(args, result, source)
     if hint:
         print(hint, file=sys.stderr)
