@@ -12,6 +12,7 @@ import importlib
 import logging
 import re
 import sys
+from typing import NoReturn
 
 # name -> one-line help. Command modules import their heavy dependencies
 # (torch, triton, openai) inside run(), so building the parser stays fast and
@@ -62,7 +63,7 @@ class Parser(argparse.ArgumentParser):
             return f" (did you mean '{close[0]}'?)" if close else ""
         return ""
 
-    def error(self, message: str) -> "typing.NoReturn":  # type: ignore[name-defined]  # noqa: F821
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}{self.suggestion(message)}\n")
 

@@ -168,7 +168,8 @@ class LengthReport:
     def warning(self, what: str) -> Optional[str]:
         if self.limit is None or not self.over_limit:
             return None
-        head = f"{self.over_limit} of {len(self.prompt)} rows are longer than {self.limit} tokens ({what}, {self.method})"
+        head = (f"{self.over_limit} of {len(self.prompt)} rows are longer than {self.limit} tokens "
+                f"({what}, {self.method})")
         if self.compact:
             # --compact dropped all it may (inspirations, top programs,
             # history): what is left is the task, the parent and the answer

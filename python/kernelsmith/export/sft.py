@@ -125,8 +125,8 @@ class ExportSummary:
                     lines.append(f"  {key.replace('_', ' ')} ({lengths['method']}): "
                                  + ", ".join(f"{k} {v}" for k, v in lengths[key].items()))
             if lengths.get("rows_compacted"):
-                lines.append("  " + (lengths.get("compacted_line")
-                                     or f"compacted {lengths['rows_compacted']} prompt(s) over {lengths['limit']} tokens"))
+                fallback = f"compacted {lengths['rows_compacted']} prompt(s) over {lengths['limit']} tokens"
+                lines.append("  " + (lengths.get("compacted_line") or fallback))
         for warning in self.warnings:
             lines.append(f"  WARNING: {warning}")
         for path in self.files:
