@@ -299,10 +299,12 @@ def test_ctrl_c_stops_at_once_says_what_it_keeps_and_how_to_resume(tmp_path):
     assert child.returncode == 130, stderr[-3000:]
     assert took < 3.0, took  # no finalists' re-timing, no wait for the steps in flight
     kept = len(steps())
-    last = stderr.strip().splitlines()[-1]
-    assert last == (f"kernelsmith evolve: interrupted: kept the seed and {kept} step(s) in {out} (trajectory, "
+    said, last = stderr.strip().splitlines()[-2:]
+    assert said == (f"kernelsmith evolve: interrupted: kept the seed and {kept} step(s) in {out} (trajectory, "
                     "checkpoint, best_program.py, summary.json; steps in flight are asked again, the finalists' "
                     f"re-timing runs at the end); continue with: kernelsmith evolve --resume {out}")
+    # said before the evaluator's close, which waits for the evaluations in flight
+    assert last.startswith("kernelsmith evolve: stopping the evaluations in flight")
     assert "not re-timed (interrupted" in stdout and "per-step figure, not confirmed" in stdout
 
     # the command it printed finishes the run: the asked-for 12 steps in all, confirmed at its end

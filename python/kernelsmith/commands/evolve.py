@@ -7,7 +7,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..evolve.loop import RunSummary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +93,7 @@ class Progress:
     def close(self) -> None:
         if self.enabled and self.tty:
             print(file=sys.stderr)
+        self.enabled = False  # closed once: the line ended, nothing more to draw
 
 
 def _confirmation(conf: dict[str, Any], has_best: bool = True) -> str:
@@ -211,31 +215,40 @@ def run(args: argparse.Namespace) -> int:
                             live=False if args.json else None, lines=bool(getattr(args, "verbose", 0)))
     progress = Progress(enabled=not args.json, before_first=seed_phases.close)
     run_dir = Path(args.resume if args.resume is not None else out)
+    said: list[RunSummary] = []
+
+    def show(summary: RunSummary) -> None:
+        """The summary, and for Ctrl-C what was kept, said once: at once
+        when interrupted (the evaluator's close then waits for the
+        evaluations in flight), else at the end."""
+        if said:
+            return
+        said.append(summary)
+        progress.close()
+        data = summary.to_dict()
+        print(json.dumps(data, indent=2) if args.json else _table(data), flush=True)
+        if summary.stop_reason == "interrupted":
+            print(_interrupted_line(data), file=sys.stderr, flush=True)
+            print("kernelsmith evolve: stopping the evaluations in flight (a few seconds; nothing is lost if "
+                  "you press Ctrl-C again)", file=sys.stderr, flush=True)
+
     try:
         with seed_phases:
             summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
                                          if args.resume is not None else None, progress=progress,
-                                         executor=args.executor, refuse_futile=True))
+                                         executor=args.executor, refuse_futile=True, on_interrupt=show))
     except KeyboardInterrupt:
         progress.close()
-        print(_interrupted_early_line(run_dir), file=sys.stderr)
+        if not said:  # said already: a second Ctrl-C while the evaluations in flight stopped
+            print(_interrupted_early_line(run_dir), file=sys.stderr)
         return 130
     finally:
         progress.close()
-    data = summary.to_dict()
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(_table(data))
+    show(summary)
     if summary.failed:
-        sys.stdout.flush()
-        print(_failure_line(data), file=sys.stderr)
+        print(_failure_line(summary.to_dict()), file=sys.stderr)
         return EXIT_FAILURE
-    if summary.stop_reason == "interrupted":
-        sys.stdout.flush()
-        print(_interrupted_line(data), file=sys.stderr)
-        return 130
-    return 0
+    return 130 if summary.stop_reason == "interrupted" else 0
 
 
 def _interrupted_line(summary: dict[str, Any]) -> str:
@@ -253,6 +266,8 @@ def _interrupted_early_line(run_dir: Path) -> str:
 
     if not RunDir(run_dir).exists():
         return "kernelsmith evolve: interrupted before the run started; nothing was written"
+    if RunDir(run_dir).started():
+        return f"kernelsmith evolve: interrupted; continue with: kernelsmith evolve --resume {run_dir}"
     return (f"kernelsmith evolve: interrupted before the seed's evaluation finished: no step was made; {run_dir} "
             "keeps the run's config and its copy of the task; start it again with: kernelsmith evolve --resume "
             f"{run_dir} (or remove the folder)")
