@@ -307,14 +307,18 @@ def test_ctrl_c_stops_at_once_says_what_it_keeps_and_how_to_resume(tmp_path):
     assert last.startswith("kernelsmith evolve: stopping the evaluations in flight")
     assert "not re-timed (interrupted" in stdout and "per-step figure, not confirmed" in stdout
 
-    # the command it printed finishes the run: the asked-for 12 steps in all, confirmed at its end
-    again = cli("evolve", "--resume", out, "--json", env=_env(KS_STANDIN_CONFIRM="1.1,1.0,1.2"))
+    state = json.loads((out / "checkpoint" / (out / "checkpoint" / "LATEST").read_text().strip()
+                        / "run_state.json").read_text())
+    assert state["asks_issued"] > kept  # steps were in flight when it stopped
+
+    # --iterations N with --resume: N steps more than were kept, the ones in flight included (they used
+    # to run on top: '--resume --iterations 2' ran 4 steps)
+    again = cli("evolve", "--resume", out, "--iterations", 1, "--json", env=_env(KS_STANDIN_CONFIRM="1.1,1.0,1.2"))
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads(again.stdout)
-    assert summary["proposal_steps"] == 12 and summary["best"]["confirmed"]
-    # and --iterations with --resume is that many more
+    assert summary["proposal_steps"] == kept + 1 == len(steps()) and summary["best"]["confirmed"]
     more = cli("evolve", "--resume", out, "--iterations", 2, "--json")
-    assert more.returncode == 0 and json.loads(more.stdout)["proposal_steps"] == 14
+    assert more.returncode == 0 and json.loads(more.stdout)["proposal_steps"] == kept + 3 == len(steps())
 
 
 def test_ctrl_c_during_the_seed_keeps_the_run_directory_and_names_the_resume(tmp_path):

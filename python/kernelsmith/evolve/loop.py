@@ -218,7 +218,17 @@ class Evolution:
             # After a resume the engine re-issues the requests that were in
             # flight at the checkpoint, in order, from its first asks.
             for _ in self.engine.pending_requests():
-                pending.append(asyncio.ensure_future(self._step(self.engine.ask())))
+                request = self.engine.ask()
+                if int(request.id) not in self._replay and \
+                        self.steps_applied - self.seeds_applied + len(pending) >= self.config.iterations:
+                    # `--resume --iterations N` asked for fewer steps than
+                    # were in flight when the run stopped: the rest are
+                    # dropped, not run (N more steps means N, issue 31).
+                    # Those already applied (replayed) come first, in ask order.
+                    self.engine.cancel(int(request.id))
+                    self.asks_issued -= 1
+                    continue
+                pending.append(asyncio.ensure_future(self._step(request)))
             while True:
                 while (
                     not self._stop.is_set()
