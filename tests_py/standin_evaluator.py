@@ -36,8 +36,9 @@ class CostModelEvaluator:
 
     @classmethod
     def from_env(cls) -> "CostModelEvaluator":
-        return cls(float(os.environ.get("KS_STANDIN_DELAY", "0")), os.environ.get("KS_STANDIN_LOG"),
-                   os.environ.get("KS_STANDIN_RUN_DIR"))
+        kind = ConfirmingEvaluator if os.environ.get("KS_STANDIN_CONFIRM") else cls
+        return kind(float(os.environ.get("KS_STANDIN_DELAY", "0")), os.environ.get("KS_STANDIN_LOG"),
+                    os.environ.get("KS_STANDIN_RUN_DIR"))
 
     def backend_for(self, task):
         from kernelsmith.backends import get_backend
@@ -77,3 +78,36 @@ class CostModelEvaluator:
 
     def close(self):
         pass
+
+
+class ConfirmingEvaluator(CostModelEvaluator):
+    """The cost model with the figures a real evaluator adds: a CI and a
+    verdict per step, steps with WARPS = 8 timed unreliably (as under load),
+    and the finalists' head-to-head re-timing (``confirm_best``), whose
+    fastest finalist gets the speedup and CI of KS_STANDIN_CONFIRM
+    ("speedup,low,high") and the others less. The per-step figures and the
+    confirmed one differ, as on a real machine."""
+
+    async def evaluate_async(self, task, source, trials=None):
+        from kernelsmith.proposers.mutate import parse_tunables
+
+        result = await super().evaluate_async(task, source, trials)
+        if result.speedup is not None:
+            result.speedup_ci_low, result.speedup_ci_high = result.speedup * 0.9, result.speedup * 1.1
+            low, high = result.speedup_ci_low, result.speedup_ci_high
+            result.timing_verdict = "faster" if low > 1 else "slower" if high < 1 else "indistinguishable"
+            if {t.name: t.value for t in parse_tunables(source)}.get("WARPS") == 8:
+                result.timing_reliable = False
+                result.unreliable_reasons = ["the machine was loaded (stand-in)"]
+        return result
+
+    def confirm_best(self, task, sources):
+        speedup, low, high = (float(x) for x in os.environ["KS_STANDIN_CONFIRM"].split(","))
+        rows = []
+        for index, _source in enumerate(sources):
+            scale = 1.0 if index == 0 else 0.5
+            row_low, row_high = low * scale, high * scale
+            rows.append({"index": index, "correct": True, "speedup": speedup * scale, "speedup_ci_low": row_low,
+                         "speedup_ci_high": row_high, "timing_reliable": True, "suspicious": False,
+                         "verdict": "faster" if row_low > 1 else "slower" if row_high < 1 else "indistinguishable"})
+        return {"finalists": rows, "head_to_head": {}}

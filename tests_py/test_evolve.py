@@ -46,9 +46,20 @@ def test_run_directory_contents(tmp_path):
         assert record["prompt"][0]["role"] == "system" and "Model" in record["prompt"][1]["content"]
     best = max((s for s in steps if s.get("status") == "correct"), key=lambda s: s["metrics"]["score"])
     assert summary.best_speedup == pytest.approx(best["metrics"]["score"])
-    assert (run / "best_program.py").read_text() == best["child_source"]
+    # best_program.py: the best program under a header with the run's one best number
+    from kernelsmith.evolve.best import strip_header
+
+    written = (run / "best_program.py").read_text()
+    assert strip_header(written) == best["child_source"] and written != best["child_source"]
+    assert written.startswith(f"# kernelsmith best program: step {best['step']} (program #{best['child_id']})\n"
+                              f"# speedup vs PyTorch: {summary.best_speedup:.3f}x")
+    assert "per-step figure, not confirmed" in written.splitlines()[2]
     saved = json.loads((run / "summary.json").read_text())
     assert saved["steps"] == summary.steps == len(steps)
+    # the seed is step 0: the summary's proposal steps are the --iterations asked for
+    assert saved["proposal_steps"] == summary.proposal_steps == 10 == len(steps) - 1
+    assert saved["best"]["speedup"] == summary.best_speedup and saved["best"]["step"] == best["step"]
+    assert saved["best"]["confirmed"] is False and saved["best"]["program_id"] == summary.best_program_id
     # Duplicates are never evaluated: every evaluated source is distinct.
     assert len(evaluator.calls) == len(set(evaluator.calls))
 

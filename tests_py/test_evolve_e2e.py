@@ -106,7 +106,11 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
                                                                    if s["status"] == "correct"}
     if summary["best_program_id"] is not None:  # None only when no timing at all was reliable
         best = next(s for s in records if s.get("child_id") == summary["best_program_id"])
-        assert (out / "best_program.py").read_text() == best["child_source"]
+        from kernelsmith.evolve.best import strip_header
+
+        assert strip_header((out / "best_program.py").read_text()) == best["child_source"]
+        assert summary["best"]["program_id"] == summary["best_program_id"]
+        assert summary["best"]["speedup"] == summary["best_speedup"]
     else:
         assert not any((s.get("eval") or {}).get("timing_reliable") for s in records if s["status"] == "correct")
     assert (out / "checkpoint" / "LATEST").exists()

@@ -7,9 +7,12 @@ module plus one line in ``COMMANDS``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
+import re
 import sys
+from typing import NoReturn
 
 # name -> one-line help. Command modules import their heavy dependencies
 # (torch, triton, openai) inside run(), so building the parser stays fast and
@@ -29,10 +32,46 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped option, command or choice
+    (Python 3.14's ``suggest_on_error`` does the choices there; the options
+    are ours on every version)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        if sys.version_info >= (3, 14):
+            kwargs.setdefault("suggest_on_error", True)
+        super().__init__(*args, **kwargs)
+
+    def option_strings(self) -> list[str]:
+        return [o for action in self._actions for o in action.option_strings]
+
+    def suggestion(self, message: str) -> str:
+        """`` (did you mean ...?)`` for the unknown word in argparse's ``message``, or ""."""
+        match = re.search(r"unrecognized arguments: (.*)", message)
+        if match:
+            hints = []
+            for word in match.group(1).split():
+                if word.startswith("-"):
+                    close = difflib.get_close_matches(word.split("=", 1)[0], self.option_strings(), n=1, cutoff=0.6)
+                    if close:
+                        hints.append(close[0])
+            return f" (did you mean {', '.join(hints)}?)" if hints else ""
+        match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if match and "did you mean" not in message:
+            choices = [c.strip().strip("'") for c in match.group(2).split(",")]
+            close = difflib.get_close_matches(match.group(1), choices, n=1, cutoff=0.5)
+            return f" (did you mean '{close[0]}'?)" if close else ""
+        return ""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}{self.suggestion(message)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kernelsmith",
         description="Evolve fast, verified GPU kernels with LLMs; curate tasks; export training data.",
     )
@@ -47,13 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
         # the top-level count when it is not given here.
         command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                              help="more logging (-vv for debug); tracebacks on errors")
-        command.set_defaults(_module=module)
+        command.set_defaults(_module=module, _parser=command)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # said by the command's own parser: its usage, its options to suggest
+        (getattr(args, "_parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.print_help()
         return 2

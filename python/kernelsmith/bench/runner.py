@@ -182,10 +182,14 @@ async def run_suite_async(
                 _write_failure(run_dir, exc)
                 continue
             ran.append(task.key)
-            best = (f"{summary.best_speedup:.3f}x" if summary.best_speedup is not None else
+            from ..evolve.best import BestFigure
+
+            figure = BestFigure.from_dict(summary.best)
+            best = (f"{figure.figure()} ({'confirmed' if figure.confirmed else 'per-step'})"
+                    if summary.best_speedup is not None else
                     "none reliably timed" if summary.correct_steps else "no correct program")
             log(f"[{index}/{len(tasks)}] {task.key}: {'resumed, ' if state == 'resume' else ''}"
-                f"{summary.steps} steps, best {best} ({time.monotonic() - started:.0f} s)")
+                f"{summary.proposal_steps} steps after the seed, best {best} ({time.monotonic() - started:.0f} s)")
             if summary.stop_reason == "interrupted":
                 interrupted = True
                 break

@@ -6,6 +6,13 @@ Accepted layouts (KernelBench's own folders work as they are):
     SUITE/level2/my_task/reference.py  task directories (reference.py [+ seed.py, task.yaml])
     SUITE/level1/                      a level folder given directly (its level is read from the name)
     SUITE/19_ReLU.py, SUITE/my_task/   a flat folder: tasks without a level
+    CURATED/tasks/<family>/<name>/     ``kernelsmith curate``'s output folder as it is (or
+                                       its tasks/ or one family's folder): task directories
+                                       at any depth, each task's level from its task.yaml's
+                                       ``difficulty`` (level1, level2, ...)
+
+Outside a level folder, a task directory whose task.yaml gives a
+``difficulty`` (levelN, or N) is of that level.
 
 A plain file may get a seed program from ``--seeds DIR``: ``DIR/<stem>.py``
 (or ``DIR/levelN/<stem>.py``) defining ``ModelNew``; without one the run
@@ -50,6 +57,48 @@ def _sort_key(path: Path) -> tuple:
     return (int(match.group(1)) if match else 1 << 30, path.name)
 
 
+def _difficulty_level(task_dir: Path) -> Optional[int]:
+    """The level a task directory's task.yaml gives as ``difficulty``
+    (``level2``, ``2``), None when it gives none."""
+    path = task_dir / "task.yaml"
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        return None  # the task's load says what is wrong with it
+    value = data.get("difficulty") if isinstance(data, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = re.match(r"^(?:level[_-]?)?(\d+)$", str(value or "").strip(), re.IGNORECASE)
+    return int(match.group(1)) if match else None
+
+
+#: how deep below a suite folder task directories are looked for when it has
+#: no task of its own (curate's OUT/tasks/<family>/<name>/ is 3)
+_MAX_DEPTH = 4
+
+
+def _nested_task_dirs(root: Path) -> list[Path]:
+    """Task directories below ``root`` (not in it), breadth first by folder, in a stable order."""
+    found: list[Path] = []
+    folders = [root]
+    for _ in range(_MAX_DEPTH):
+        below: list[Path] = []
+        for folder in folders:
+            for entry in sorted(folder.iterdir(), key=_sort_key):
+                if entry.name.startswith((".", "_")) or not entry.is_dir() or entry.is_symlink():
+                    continue
+                if (entry / "reference.py").exists():
+                    found.append(entry)
+                elif entry.name != "work":  # curate's resume state, no tasks
+                    below.append(entry)
+        folders = below
+    return found
+
+
 def _tasks_in(folder: Path) -> list[Path]:
     found = []
     for entry in sorted(folder.iterdir(), key=_sort_key):
@@ -82,12 +131,21 @@ def discover(suite_dir: str | Path, levels: Iterable[int] | None = None) -> list
             for path in _tasks_in(folder):
                 tasks.append(SuiteTask(f"level{level}/{path.name.removesuffix('.py')}", level, path))
     else:
-        level = _level_of(root.name)
-        if wanted is not None and level is not None and level not in wanted:
-            return []
-        for path in _tasks_in(root):
+        folder_level = _level_of(root.name)
+        paths = _tasks_in(root) or _nested_task_dirs(root)
+        keys: dict[str, int] = {}
+        for path in paths:
+            # a level folder's name wins, as in the levelN/ layout above
+            level = folder_level if folder_level is not None or not path.is_dir() else _difficulty_level(path)
+            if wanted is not None and level is not None and level not in wanted:
+                continue
             key = path.name.removesuffix(".py")
-            tasks.append(SuiteTask(f"level{level}/{key}" if level is not None else key, level, path))
+            key = f"level{level}/{key}" if level is not None else key
+            if key in keys:  # the same name in two families: the path below the suite tells them apart
+                key = path.relative_to(root).as_posix().removesuffix(".py")
+            keys[key] = 1
+            tasks.append(SuiteTask(key, level, path))
+        tasks.sort(key=lambda t: (t.level if t.level is not None else 1 << 30,))
     if not tasks:
         raise FileNotFoundError(
             f"{root}: no tasks found (expected levelN/ folders or *.py KernelBench files / task directories"

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="random seed (default 0)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
     parser.add_argument("--config", help="evolve YAML config (see docs/evolve.md); flags override it")
-    parser.add_argument("--out", help="bench folder (default bench/<suite>-<model>); re-running resumes it")
+    parser.add_argument("-o", "--out", help="bench folder (default bench/<suite>-<model>); re-running resumes it")
     parser.add_argument("--label", help="name of this configuration in tables and plots (default: the model)")
     parser.add_argument("--seeds", metavar="DIR", help="seed programs for plain-file tasks: DIR/<stem>.py or DIR/levelN/<stem>.py")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",

@@ -15,7 +15,9 @@ def _csv(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter  # --help shows every default
+    from . import DefaultsOnce
+
+    parser.formatter_class = DefaultsOnce  # --help shows every default, once
     parser.add_argument("src", help="tree of repositories (SRC_DIR/<repo>/...) or a package folder")
     parser.add_argument("out", help="output directory (tasks/, index, dropped.jsonl, report.json, work/)")
     parser.add_argument("--allow-import", type=_csv, default=[], metavar="PKG[,PKG]",
@@ -51,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a sandboxed worker is replaced after this many modules")
     parser.add_argument("--jobs", type=int, default=2, help="sandboxed worker processes at once (also the extraction processes for trees of 200+ files)")
     parser.add_argument("--memory-mb", type=int, default=8192, help="address-space limit per worker (0: none)")
-    parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    from . import add_isolation_argument
+
+    add_isolation_argument(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random test inputs")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.add_argument("--model", default=None,

@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=2000, help="evaluations to run (default 2000)")
     parser.add_argument("--islands", type=int, default=4, help="number of islands (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", type=Path, default=Path("demo_run"),
+    parser.add_argument("-o", "--out", type=Path, default=Path("demo_run"),
                         help="directory for the checkpoint (default ./demo_run)")
 
 

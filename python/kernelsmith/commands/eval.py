@@ -14,14 +14,19 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="task directory (reference.py, task.yaml, seed.py) or a KernelBench problem file")
     parser.add_argument("candidate", help="candidate program defining ModelNew ('seed' = the task's seed.py)")
-    parser.add_argument("--backend", default=None, help="evaluation backend (default: the task's, else triton)")
+    parser.add_argument("--backend", default=None,
+                        help="evaluation backend: triton, opencl, cuda (default: the task's task.yaml; a task that "
+                             "names none, such as a plain KernelBench file, gets the backend the candidate's source "
+                             "is written for)")
     parser.add_argument("--trials", type=int, default=None, help="correctness trials, 1..100 (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds (default: the task's)")
     from . import add_policy_arguments
 
     add_policy_arguments(parser)
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
-    parser.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    from . import add_isolation_argument
+
+    add_isolation_argument(parser)
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
     parser.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
     parser.add_argument("--no-daemon", action="store_true",
@@ -30,6 +35,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernelbench", action="store_true",
                         help="with --json: KernelBench's KernelExecResult fields and units (correctness a bool, "
                              "runtime and ref_runtime in us)")
+
+
+def _task_names_backend(path: Path) -> bool:
+    """Whether the task's own config names a backend (a plain KernelBench
+    file, or a task.yaml without ``backend:``, does not)."""
+    yaml_path = path / "task.yaml" if path.is_dir() else None
+    if yaml_path is None or not yaml_path.exists():
+        return False
+    import yaml
+
+    try:
+        data = yaml.safe_load(yaml_path.read_text()) or {}
+    except yaml.YAMLError:
+        return True  # Task.load says what is wrong with it
+    return isinstance(data, dict) and bool(data.get("backend"))
+
+
+def _pick_backend(args: argparse.Namespace, source: str) -> str | None:
+    """--backend, else the task's, else the one the candidate is written for
+    (said on stderr); None keeps the default."""
+    if args.backend is not None or _task_names_backend(Path(args.task)):
+        return args.backend
+    from ..backends._choose import choose_backend
+
+    choice = choose_backend(source)
+    if choice.name is not None:
+        print(f"kernelsmith eval: backend {choice.name} ({choice.reason}; the task names none; --backend NAME "
+              "to choose)", file=sys.stderr)
+    return choice.name
+
+
+def _backend_hint(args: argparse.Namespace, result, source: str) -> str | None:
+    """When a rejected candidate would pass another backend's static check:
+    the flag that evaluates it as such a program."""
+    if result.correct and not result.hacked:
+        return None
+    from ..backends._choose import fitting_backends
+
+    others = [name for name in fitting_backends(source) if name != result.backend]
+    if not others:
+        if args.backend is not None or _task_names_backend(Path(args.task)) or not result.hacked:
+            return None
+        from ..backends import available_backends
+
+        return (f"kernelsmith eval: hint: evaluated with backend {result.backend}, the default (the task names "
+                f"none and the candidate passes no backend's static check); for another: --backend NAME "
+                f"({', '.join(available_backends())})")
+    return (f"kernelsmith eval: hint: the candidate is written for {' or '.join(others)} (it passes that "
+            f"backend's static check) and was evaluated with backend {result.backend}: pass --backend {others[0]}")
+
+
+def _from_a_run(source: str) -> bool:
+    """Whether ``source`` is a run's best_program.py (its header says the run's figure)."""
+    if not source.startswith("# kernelsmith"):
+        return False
+    from ..evolve.best import HEADER_MARK  # the evolve package only for such a file: eval stays light
+
+    return source.startswith(HEADER_MARK)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path}: no such candidate file")
         source = path.read_text()
+    backend = _pick_backend(args, source)
+    if backend is not None and backend != task.config.backend:
+        task = Task.load(args.task, backend=backend, trials=args.trials, policy=args.policy,
+                         min_coverage=args.min_coverage)
     from ..evaluator.phases import PhaseLine
 
     # the phase it is in, on stderr while it runs: a line updated in place
@@ -80,4 +147,12 @@ def run(args: argparse.Namespace) -> int:
 
         if summary_line(result.memory):
             print("Memory: " + summary_line(result.memory))
+    if _from_a_run(source) and result.speedup is not None and not args.json:
+        # a run's best_program.py: its figure from the run next to this one
+        run_figure = source.splitlines()[1].removeprefix("# ").strip()
+        print(f"kernelsmith eval: the run measured this program's {run_figure}; this evaluation is another "
+              "measurement, with its own CI (compare the intervals, not the points)", file=sys.stderr)
+    hint = _backend_hint(args, result, source)
+    if hint:
+        print(hint, file=sys.stderr)
     return 0 if result.correct and not result.hacked else 1

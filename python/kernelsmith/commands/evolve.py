@@ -7,7 +7,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..evolve.loop import RunSummary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_policy_arguments(parser)
     parser.add_argument("--config", help="YAML config (see docs/evolve.md); flags override it")
-    parser.add_argument("--out", help="new run directory (default runs/<task>-<time>)")
+    parser.add_argument("-o", "--out", help="new run directory (default runs/<task>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run (nothing finished is redone)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON, no progress bar")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -30,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class Progress:
-    """One status line on stderr: steps, best speedup so far, tokens."""
+    """One status line on stderr: steps (the seed is step 0), the best
+    per-step speedup so far (each step timed against its own reference
+    measurement; the run's confirmed best comes in the summary), tokens,
+    elapsed time and an estimate of the time left."""
 
     def __init__(self, enabled: bool, before_first: Any = None) -> None:
         self.enabled = enabled
@@ -38,6 +44,7 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.started = time.monotonic()
         self._last = 0.0
+        self._first: tuple[int, float] | None = None  # (proposal steps, time) at this part's first line
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if self.before_first is not None:
@@ -51,31 +58,50 @@ class Progress:
             return
         self._last = now
         best = snap.get("best_speedup")
+        steps = int(snap.get("proposal_steps", done))
+        if self._first is None:
+            self._first = (steps, now)
         usage = snap.get("usage") or {}
         tokens = usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
         counts = snap.get("status_counts", {})
         width = 24
-        frac = min(1.0, snap["asks"] / max(1, snap["iterations"]))
+        frac = min(1.0, steps / max(1, snap["iterations"]))
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         best_text = f"{best:.3f}x" if best is not None else "-"
         if best is None and snap.get("best_unreliable") is not None:
             # every timing so far was under load: shown, marked, not yet a best
             best_text = f"{snap['best_unreliable']:.3f}x unreliable"
         failed = counts.get("llm-error", 0)
-        line = (f"[{bar}] step {done} (asked {snap['asks']}/{snap['iterations']}) | best {best_text} | "
+        running = max(0, snap["asks"] - steps)
+        where = f"step {steps}/{snap['iterations']}" + (" (the seed)" if steps == 0 and not running else "") \
+            + (f" ({running} running)" if running else "")
+        line = (f"[{bar}] {where} | best per-step {best_text} | "
                 f"correct {counts.get('correct', 0)}" + (f" | LLM errors {failed}" if failed else "")
-                + f" | tokens {tokens} | {now - self.started:.0f}s")
+                + f" | tokens {tokens} | {now - self.started:.0f}s" + self._eta(steps, snap["iterations"], now))
         end = "" if self.tty else "\n"
         print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
+
+    def _eta(self, steps: int, iterations: int, now: float) -> str:
+        """`` | ETA 40s`` from this part's rate of steps, once it has one."""
+        assert self._first is not None
+        first_steps, first_time = self._first
+        done, left = steps - first_steps, iterations - steps
+        if done <= 0 or left <= 0 or now <= first_time:
+            return ""
+        return f" | ETA {left * (now - first_time) / done:.0f}s"
 
     def close(self) -> None:
         if self.enabled and self.tty:
             print(file=sys.stderr)
+        self.enabled = False  # closed once: the line ended, nothing more to draw
 
 
-def _confirmation(conf: dict[str, Any]) -> str:
+def _confirmation(conf: dict[str, Any], has_best: bool = True) -> str:
+    shown = "; per-step best shown" if has_best else ""
+    if conf.get("skipped"):
+        return f"not re-timed ({conf['skipped']})"
     if conf.get("error"):
-        return f"no ({conf['error']}); per-step best shown"
+        return f"no ({conf['error']}){shown}"
     rows = conf.get("finalists") or []
     if not rows:
         return "-"
@@ -83,7 +109,7 @@ def _confirmation(conf: dict[str, Any]) -> str:
     if best is None:
         unreliable = sum(1 for r in rows if r.get("timing_reliable") is False)
         why = f"{unreliable} timed unreliably" if unreliable else "none passed"
-        return f"no ({len(rows)} finalist(s) re-timed, {why}); per-step best shown"
+        return f"no ({len(rows)} finalist(s) re-timed, {why}){shown}"
     alone = best.get("alone") or {}
     text = (f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
             f"[{best.get('speedup_ci_low', 0):.3f}, {best.get('speedup_ci_high', 0):.3f}] "
@@ -98,14 +124,33 @@ def _confirmation(conf: dict[str, Any]) -> str:
     return text + ")"
 
 
+def _steps_text(summary: dict[str, Any]) -> str:
+    proposals = summary.get("proposal_steps", summary["steps"])
+    seeds = summary["steps"] - proposals
+    return f"{proposals}" + (" after the seed (step 0)" if seeds == 1 else f" after {seeds} seeds" if seeds else "")
+
+
+def _best_program_text(summary: dict[str, Any], best: Any) -> str:
+    if summary["best_program_id"] is None:
+        return "-"
+    where = f"step {best.step}, program #{summary['best_program_id']}" if best.step is not None \
+        else f"program #{summary['best_program_id']}"
+    return f"{summary['run_dir']}/best_program.py ({where})"
+
+
 def _table(summary: dict[str, Any]) -> str:
+    from ..evolve.best import BestFigure
+
+    best = BestFigure.from_dict(summary.get("best"))
+    if best.speedup is None and summary["best_speedup"] is not None:  # a summary written before "best"
+        best = BestFigure(speedup=summary["best_speedup"], program_id=summary["best_program_id"])
     rows = [
         ("run directory", summary["run_dir"]),
         ("stop reason", summary["stop_reason"]),
-        ("steps", summary["steps"]),
-        ("best speedup", f"{summary['best_speedup']:.3f}x" if summary["best_speedup"] is not None else "-"),
-        ("best program", f"{summary['run_dir']}/best_program.py" if summary["best_program_id"] is not None else "-"),
-        ("best confirmed", _confirmation(summary.get("best_confirmation") or {})),
+        ("steps", _steps_text(summary)),
+        ("best speedup", best.words()),
+        ("best program", _best_program_text(summary, best)),
+        ("finalists", _confirmation(summary.get("best_confirmation") or {}, summary["best_program_id"] is not None)),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))),
         ("tokens", summary["usage"].get("total_tokens", 0) if summary["usage"] else 0),
         ("cost (USD)", round(summary["usage"].get("cost_usd", 0.0), 4) if summary["usage"] else 0.0),
@@ -169,20 +214,60 @@ def run(args: argparse.Namespace) -> int:
     seed_phases = PhaseLine("evaluating the seed" if args.resume is None else "resuming",
                             live=False if args.json else None, lines=bool(getattr(args, "verbose", 0)))
     progress = Progress(enabled=not args.json, before_first=seed_phases.close)
+    run_dir = Path(args.resume if args.resume is not None else out)
+    said: list[RunSummary] = []
+
+    def show(summary: RunSummary) -> None:
+        """The summary, and for Ctrl-C what was kept, said once: at once
+        when interrupted (the evaluator's close then waits for the
+        evaluations in flight), else at the end."""
+        if said:
+            return
+        said.append(summary)
+        progress.close()
+        data = summary.to_dict()
+        print(json.dumps(data, indent=2) if args.json else _table(data), flush=True)
+        if summary.stop_reason == "interrupted":
+            print(_interrupted_line(data), file=sys.stderr, flush=True)
+            print("kernelsmith evolve: stopping the evaluations in flight (a few seconds; nothing is lost if "
+                  "you press Ctrl-C again)", file=sys.stderr, flush=True)
+
     try:
         with seed_phases:
             summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
                                          if args.resume is not None else None, progress=progress,
-                                         executor=args.executor, refuse_futile=True))
+                                         executor=args.executor, refuse_futile=True, on_interrupt=show))
+    except KeyboardInterrupt:
+        progress.close()
+        if not said:  # said already: a second Ctrl-C while the evaluations in flight stopped
+            print(_interrupted_early_line(run_dir), file=sys.stderr)
+        return 130
     finally:
         progress.close()
-    data = summary.to_dict()
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(_table(data))
+    show(summary)
     if summary.failed:
-        sys.stdout.flush()
-        print(_failure_line(data), file=sys.stderr)
+        print(_failure_line(summary.to_dict()), file=sys.stderr)
         return EXIT_FAILURE
     return 130 if summary.stop_reason == "interrupted" else 0
+
+
+def _interrupted_line(summary: dict[str, Any]) -> str:
+    """What a Ctrl-C kept, and the way on."""
+    run_dir = summary["run_dir"]
+    steps = summary.get("proposal_steps", summary["steps"])
+    return (f"kernelsmith evolve: interrupted: kept the seed and {steps} step(s) in {run_dir} (trajectory, "
+            "checkpoint, best_program.py, summary.json; steps in flight are asked again, the finalists' "
+            f"re-timing runs at the end); continue with: kernelsmith evolve --resume {run_dir}")
+
+
+def _interrupted_early_line(run_dir: Path) -> str:
+    """A Ctrl-C before the run's first checkpoint (the seed's evaluation)."""
+    from ..evolve.rundir import RunDir
+
+    if not RunDir(run_dir).exists():
+        return "kernelsmith evolve: interrupted before the run started; nothing was written"
+    if RunDir(run_dir).started():
+        return f"kernelsmith evolve: interrupted; continue with: kernelsmith evolve --resume {run_dir}"
+    return (f"kernelsmith evolve: interrupted before the seed's evaluation finished: no step was made; {run_dir} "
+            "keeps the run's config and its copy of the task; start it again with: kernelsmith evolve --resume "
+            f"{run_dir} (or remove the folder)")

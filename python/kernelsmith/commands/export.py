@@ -3,14 +3,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+# the formats of each kind (kernelsmith.export.formats: SFT_FORMATS, RL_FORMATS,
+# checked equal by a test), here so that building the parser imports nothing
+SFT_FORMATS = ("messages", "prompt-completion", "llamafactory", "parquet")
+RL_FORMATS = ("parquet", "jsonl", "openrlhf")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", choices=("sft", "rl"), help="sft: (prompt, response) samples; rl: verl prompt rows")
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by kernelsmith evolve")
     parser.add_argument("-o", "--out", required=True, help="output directory (data file(s), metadata, summary.json)")
-    parser.add_argument("--format", help="sft: messages (default) | prompt-completion | llamafactory | parquet; "
-                                         "rl: parquet (default, verl) | jsonl | openrlhf (flat prompt/label columns)")
+    parser.add_argument("--format", choices=tuple(dict.fromkeys(SFT_FORMATS + RL_FORMATS)), metavar="FORMAT",
+                        help="sft: messages (default) | prompt-completion | llamafactory | parquet; "
+                             "rl: parquet (default, verl) | jsonl | openrlhf (flat prompt/label columns)")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and shuffling (default 0)")
     parser.add_argument("--difficulty-map", action="append", default=[], metavar="FILE",
                         help="task -> difficulty: YAML/JSON mapping or a curation index (JSONL/parquet); repeatable")
@@ -34,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sft.add_argument("--max-samples", type=int, help="at most this many samples")
     sft.add_argument("--reasoning", choices=("drop", "think", "field"), default="drop",
                      help="the model's reasoning: drop (default), think (<think> block), field (reasoning_content)")
-    sft.add_argument("--llamafactory-style", choices=("sharegpt", "alpaca"), default="sharegpt")
+    sft.add_argument("--llamafactory-style", choices=("sharegpt", "alpaca"), default="sharegpt",
+                     help="with --format llamafactory: the dataset layout LLaMA-Factory reads, sharegpt "
+                          "(conversations of messages; default) or alpaca (instruction, input, output)")
     sft.add_argument("--conversational", action="store_true",
                      help="prompt-completion with message lists instead of plain text")
     sft.add_argument("--name", default=None, help="dataset name (file name and dataset_info.json key)")
@@ -54,9 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..export import RLConfig, SFTConfig, export_rl, export_sft
 
+    from . import UsageError
+
     if args.compact and args.max_tokens is None:
-        print("kernelsmith export: --compact needs --max-tokens N", file=sys.stderr)
-        return 2
+        raise UsageError("--compact needs --max-tokens N (the limit prompts are compacted to)")
+    formats = SFT_FORMATS if args.kind == "sft" else RL_FORMATS
+    if args.format is not None and args.format not in formats:
+        raise UsageError(f"--format {args.format} is not a format of {args.kind} exports; choose from "
+                         f"{', '.join(formats)}")
     try:
         if args.kind == "sft":
             config = SFTConfig(
@@ -78,8 +92,14 @@ def run(args: argparse.Namespace) -> int:
             )
             summary = export_rl(args.runs, args.out, args.format or "parquet", config, args.difficulty_map)
     except (ValueError, FileNotFoundError) as exc:
-        from . import UsageError
-
         raise UsageError(str(exc)) from exc
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
+    if not summary.kept:
+        # an empty data file is no training data: said, and a failing exit,
+        # so a pipeline does not train on nothing
+        why = ", ".join(f"{reason} {n}" for reason, n in sorted(summary.reasons.items()) if not
+                        reason.startswith("kept")) or "the runs hold no steps"
+        print(f"kernelsmith export: nothing exported: no row kept of {summary.steps_seen} steps ({why}); the files "
+              f"in {args.out} hold no rows", file=sys.stderr)
+        return 1
     return 0

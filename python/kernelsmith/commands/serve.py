@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reward-config", help="YAML with RewardConfig fields (shaping, clip, penalties)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
     parser.add_argument("--timeout", type=float, help="wall-clock limit per candidate, seconds (default: the task's)")
-    parser.add_argument("--isolation", choices=("auto", "bwrap", "process"), default="auto")
+    from . import add_isolation_argument
+
+    add_isolation_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..backends import DEFAULT_BACKEND
+from . import add_isolation_argument
 
 
 def _shapes(text: str) -> list[list[int]]:
@@ -76,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     init.add_argument("-o", "--out", default="inplace.yaml", help="the config to write (default ./inplace.yaml)")
     init.add_argument("--force", action="store_true", help="replace an existing config")
     init.add_argument("--no-check", action="store_true", help="write the config without running it")
-    init.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    add_isolation_argument(init)
     check = sub.add_parser("check", help="load a task and report whether it is degenerate and how it is judged",
                            description="Load a task, run its reference once in the trusted referee and report "
                                        "whether a trivial output (zeros, a constant, an input passed through) "
@@ -85,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("task", help="task directory (reference.py, task.yaml) or a KernelBench problem file")
     check.add_argument("--backend", default=None, help="evaluation backend (default: the task's, else triton)")
     check.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the referee")
-    check.add_argument("--isolation", choices=["auto", "bwrap", "process"], default="auto")
+    add_isolation_argument(check)
     check.add_argument("--timeout", type=float, default=None, help="seconds for the reference (default: the task's)")
     check.add_argument("--json", action="store_true", help="print the referee's answer as JSON")
 

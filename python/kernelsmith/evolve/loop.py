@@ -32,6 +32,7 @@ from ..engine import normalized_hash
 from ..feedback import Feedback, clip
 from ..result import EvalResult, program_metrics, status_of
 from ..trajectory import StepRecord
+from .best import BestFigure, best_figure, step_figure
 from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
 
@@ -71,6 +72,14 @@ class RunSummary:
     best_confirmation: dict[str, Any] = field(default_factory=dict)
     stop_detail: str = ""  # why, in words, when the reason alone does not say (LLM failures)
     parts: int = 1  # sessions the run took (1 + resumes)
+    # the run's one best number (evolve/best.py: BestFigure.to_dict): the
+    # confirmed head-to-head figure with its CI and verdict, else the
+    # per-step one, labelled; what the summary, best_program.py and the
+    # report show
+    best: dict[str, Any] = field(default_factory=dict)
+    # proposal steps applied (``steps`` counts the seed's record too: the
+    # seed is step 0, proposal steps are 1..proposal_steps)
+    proposal_steps: int = 0
 
     @property
     def failed(self) -> bool:
@@ -132,6 +141,9 @@ class Evolution:
         # correct programs by id: (per-step speedup, source, trusted), for the finalists
         self._correct: dict[int, tuple[float, str, bool]] = {}
         self.best_confirmation: dict[str, Any] = {}
+        # correct programs by id: their per-step figure (step, CI, verdict)
+        self._figures: dict[int, BestFigure] = {}
+        self.seeds_applied = 0
         self._wall_before = 0.0  # wall time of the parts before a resume
         self.parts = 1
         self.llm_failures_in_a_row = 0
@@ -206,7 +218,17 @@ class Evolution:
             # After a resume the engine re-issues the requests that were in
             # flight at the checkpoint, in order, from its first asks.
             for _ in self.engine.pending_requests():
-                pending.append(asyncio.ensure_future(self._step(self.engine.ask())))
+                request = self.engine.ask()
+                if int(request.id) not in self._replay and \
+                        self.steps_applied - self.seeds_applied + len(pending) >= self.config.iterations:
+                    # `--resume --iterations N` asked for fewer steps than
+                    # were in flight when the run stopped: the rest are
+                    # dropped, not run (N more steps means N, issue 31).
+                    # Those already applied (replayed) come first, in ask order.
+                    self.engine.cancel(int(request.id))
+                    self.asks_issued -= 1
+                    continue
+                pending.append(asyncio.ensure_future(self._step(request)))
             while True:
                 while (
                     not self._stop.is_set()
@@ -252,7 +274,12 @@ class Evolution:
             self._stop_reason = "iterations"
         self._all_proposals_failed()
         self.checkpoint()
-        await self.confirm_best()
+        if self._stop_reason == "interrupted":
+            # Ctrl-C means now: the finalists' re-timing (tens of seconds)
+            # waits for the resume, whose end runs it
+            self.best_confirmation = {"skipped": "interrupted before the finalists' head-to-head re-timing"}
+        else:
+            await self.confirm_best()
         return self.finish()
 
     def _note_correct(self, child: dict[str, Any]) -> None:
@@ -299,7 +326,6 @@ class Evolution:
         best = max(winners, key=lambda r: r["speedup"])
         self.best_speedup, self.best_program_id = float(best["speedup"]), int(best["program_id"])
         self.best_confirmation["best_program_id"] = self.best_program_id
-        self.run_dir.write_best(self._correct[self.best_program_id][1])
 
     def _all_proposals_failed(self) -> None:
         """A part that ran proposals and got none (each an LLM fault: a
@@ -498,13 +524,16 @@ class Evolution:
         self.steps_applied += 1
         status = record.status or (child or {}).get("status") or "skipped"
         self.status_counts[status] += 1
+        if record.kind == "seed":
+            self.seeds_applied += 1
         if child is not None and child["status"] == "correct":
             self._note_correct(child)
+            self._note_figure(record, child)
             speedup = child["metrics"].get("score", 0.0)
             reliable = not child["metrics"].get("unreliable")
             if reliable and (self.best_speedup is None or speedup > self.best_speedup):
                 self.best_speedup, self.best_program_id = speedup, child["id"]
-                self.run_dir.write_best(child["source"])
+                self._write_best("the run goes on")
         if status == LLM_ERROR:
             self.llm_failures_in_a_row += 1
         else:
@@ -517,6 +546,29 @@ class Evolution:
         self._remember(record, child)
         if self.progress is not None:
             self.progress(self.snapshot())
+
+    def _note_figure(self, record: StepRecord, child: dict[str, Any]) -> None:
+        if child.get("id") is not None:
+            metrics = child.get("metrics") or {}
+            self._figures[int(child["id"])] = step_figure(record.step, int(child["id"]), record.eval,
+                                                          metrics.get("speedup", metrics.get("score")))
+
+    def best(self) -> BestFigure:
+        """The run's one best number (evolve/best.py)."""
+        per_step = self._figures.get(self.best_program_id) if self.best_program_id is not None else None
+        if per_step is None and self.best_program_id is not None:
+            per_step = BestFigure(speedup=self.best_speedup, program_id=self.best_program_id)
+        return best_figure(self.best_confirmation, per_step)
+
+    def _write_best(self, note: str = "") -> None:
+        """``best_program.py``: the best program under a header with its figure."""
+        entry = self._correct.get(self.best_program_id) if self.best_program_id is not None else None
+        if entry is None:
+            return
+        figure = self.best()
+        if note and not figure.confirmed:
+            figure.note = note
+        self.run_dir.write_best(figure.header() + entry[1])
 
     def _remember(self, record: StepRecord, child: dict[str, Any] | None) -> None:
         """Keep a step for later prompts' history; a failed LLM request is not
@@ -595,9 +647,11 @@ class Evolution:
         for record in trajectory:
             if _applied_at(record) < self.steps_applied:
                 self._remember(record, record.child)
+                self.seeds_applied += record.kind == "seed"
                 child = record.child
                 if child and child.get("status") == "correct":
                     self._note_correct(child)
+                    self._note_figure(record, child)
             elif record.kind == "step":
                 self._replay[int(record.request_id)] = record
             self._charge(record.model, record.usage, record.latency_s)
@@ -617,11 +671,14 @@ class Evolution:
         usage = self.usage_meter.summary() if self.usage_meter is not None else {}
         return {
             "steps": self.steps_applied, "asks": self.asks_issued, "iterations": self.config.iterations,
+            "proposal_steps": self.steps_applied - self.seeds_applied,
             "best_speedup": self.best_speedup, "status_counts": dict(self.status_counts), "usage": usage,
             "best_unreliable": max((s for s, _src, ok in self._correct.values() if not ok), default=None),
         }
 
     def finish(self) -> RunSummary:
+        best = self.best()
+        self._write_best()
         summary = RunSummary(
             run_dir=str(self.run_dir.path),
             task_id=str(getattr(self.task, "id", "")),
@@ -637,6 +694,8 @@ class Evolution:
             best_confirmation=self.best_confirmation,
             stop_detail=self._stop_detail,
             parts=self.parts,
+            best=best.to_dict(),
+            proposal_steps=self.steps_applied - self.seeds_applied,
         )
         self.run_dir.write_summary(summary.to_dict())
         return summary

@@ -147,6 +147,7 @@ async def evolve(
     progress: Callable[[dict[str, Any]], None] | None = None,
     executor: str = "local",
     refuse_futile: bool = False,
+    on_interrupt: Callable[[RunSummary], None] | None = None,
 ) -> RunSummary:
     """Run (or resume) an evolution; returns its summary.
 
@@ -163,6 +164,9 @@ async def evolve(
     input (:class:`ConfigError`) instead of running steps that all fail and
     stopping as ``llm-all-failed`` (the CLI refuses; a benchmark sweep keeps
     the failed run as that task's result).
+    ``on_interrupt(summary)``: called as soon as a run stopped by Ctrl-C
+    has saved its state, before the evaluator is closed (which waits for
+    the evaluations in flight), so the CLI can say at once what was kept.
 
     Everything that can be checked (task, config, model and its key,
     backend) is checked before a fresh run writes its directory, and a run
@@ -304,6 +308,8 @@ async def evolve(
         )
         evolution.prompt_builder = make_prompt_fn(builder, engine)
         summary = await evolution.run()
+        if on_interrupt is not None and summary.stop_reason == "interrupted":
+            on_interrupt(summary)
         if resume is None and not task.seed_source and summary.stop_reason == "harness-error" \
                 and not evolution.reference_ran:
             # With no seed.py the reference is the seed, not evaluated, so the
@@ -325,8 +331,13 @@ async def evolve(
             await asyncio.to_thread(finish_run, run_dir.path, task, evaluator, summary.to_dict(),
                                     getattr(evaluator, "isolation", "auto"))
         return summary
-    except BaseException:
-        if created and not run_dir.started():
+    except BaseException as exc:
+        # A failed start leaves nothing behind, so the same command works
+        # again; a start the user interrupted (Ctrl-C during the seed's
+        # evaluation) keeps its directory, which --resume starts over from
+        # (the CLI says so) and which does not block a re-run either.
+        interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+        if created and not run_dir.started() and not interrupted:
             run_dir.remove_run_files()
         raise
     finally:

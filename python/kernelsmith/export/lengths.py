@@ -136,6 +136,9 @@ class LengthReport:
     completion: list[int] = field(default_factory=list)
     over_limit: int = 0
     compacted: int = 0
+    #: whether prompts over the limit were compacted (--compact): the advice
+    #: for rows still over it is then another, not --compact again
+    compact: bool = False
 
     def add(self, prompt_tokens: int, completion_tokens: Optional[int] = None) -> None:
         self.prompt.append(prompt_tokens)
@@ -156,6 +159,8 @@ class LengthReport:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method, "limit": self.limit, "rows_over_limit": self.over_limit,
                                "rows_compacted": self.compacted, "prompt_tokens": self._stats(self.prompt)}
+        if self.compacted:
+            out["compacted_line"] = self.compacted_line()
         if self.completion:
             out["completion_tokens"] = self._stats(self.completion)
         return out
@@ -163,5 +168,18 @@ class LengthReport:
     def warning(self, what: str) -> Optional[str]:
         if self.limit is None or not self.over_limit:
             return None
-        return (f"{self.over_limit} of {len(self.prompt)} rows are longer than {self.limit} tokens ({what}, "
-                f"{self.method}); trainers cut or drop them: raise the trainer's limit, or export with --compact")
+        head = (f"{self.over_limit} of {len(self.prompt)} rows are longer than {self.limit} tokens "
+                f"({what}, {self.method})")
+        if self.compact:
+            # --compact dropped all it may (inspirations, top programs,
+            # history): what is left is the task, the parent and the answer
+            return (f"{head} even after --compact (nothing more can be dropped from them); trainers cut or drop "
+                    "them: raise the trainer's limit and --max-tokens")
+        return f"{head}; trainers cut or drop them: raise the trainer's limit, or export with --compact"
+
+    def compacted_line(self) -> Optional[str]:
+        """The summary's line on compaction: how many were shortened, how many now fit."""
+        if not self.compacted:
+            return None
+        still = f"; {self.over_limit} still over it" if self.over_limit else ", all now fit"
+        return f"compacted {self.compacted} prompt(s) over {self.limit} tokens{still}"

@@ -315,7 +315,7 @@ def measure_rl(splits: dict[str, list[dict[str, Any]]], config: RLConfig, summar
     from .lengths import LengthReport, TokenCounter, compact_messages
 
     counter = TokenCounter(config.tokenizer)
-    report = LengthReport(counter.method, config.max_prompt_tokens)
+    report = LengthReport(counter.method, config.max_prompt_tokens, compact=config.compact)
     for rows in splits.values():
         for row in rows:
             tokens = counter.messages(row["prompt"])
@@ -335,7 +335,7 @@ def measure_rl(splits: dict[str, list[dict[str, Any]]], config: RLConfig, summar
         summary.warnings.append(
             f"prompts are up to {max(report.prompt)} tokens ({counter.method}); set the trainer's prompt limit "
             f"above that (verl: data.max_prompt_length; its default 512 drops them) or export with "
-            f"--max-prompt-tokens N --compact")
+            f"--max-tokens N --compact")
 
 
 def openrlhf_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -125,7 +125,8 @@ class ExportSummary:
                     lines.append(f"  {key.replace('_', ' ')} ({lengths['method']}): "
                                  + ", ".join(f"{k} {v}" for k, v in lengths[key].items()))
             if lengths.get("rows_compacted"):
-                lines.append(f"  compacted to fit {lengths['limit']} tokens: {lengths['rows_compacted']} rows")
+                fallback = f"compacted {lengths['rows_compacted']} prompt(s) over {lengths['limit']} tokens"
+                lines.append("  " + (lengths.get("compacted_line") or fallback))
         for warning in self.warnings:
             lines.append(f"  WARNING: {warning}")
         for path in self.files:
@@ -213,7 +214,7 @@ def measure_sft(samples: list[Sample], config: SFTConfig, summary: ExportSummary
     from .lengths import LengthReport, TokenCounter, compact_messages
 
     counter = TokenCounter(config.tokenizer)
-    report = LengthReport(counter.method, config.max_tokens)
+    report = LengthReport(counter.method, config.max_tokens, compact=config.compact)
     for sample in samples:
         completion = counter.text(sample.response)
         prompt = counter.messages(sample.prompt)

@@ -146,7 +146,9 @@ def finish_run(run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[
     spec = task.spec
     assert spec is not None
     best_file = run_path / "best_program.py"
-    best_source = best_file.read_text() if best_file.exists() else (task.seed_source or spec.original)
+    from ..evolve.best import strip_header
+
+    best_source = strip_header(best_file.read_text()) if best_file.exists() else (task.seed_source or spec.original)
     patched = spec.file_text(best_source)
     patch_text = make_patch(spec.original, patched, spec.config.target.file)
     (run_path / "best.patch").write_text(patch_text)

@@ -66,9 +66,12 @@ class RunView:
     def best_id(self) -> Optional[int]:
         if self.summary.get("best_program_id") is not None:
             return int(self.summary["best_program_id"])
+        if "best" in self.summary:  # a finished run that has no best (none timed reliably)
+            return None
         best, best_id = None, None
         for record in self.steps:
-            if record.status == "correct" and record.eval is not None and record.child_id is not None:
+            if record.status == "correct" and record.eval is not None and record.child_id is not None \
+                    and not record.metric("unreliable"):
                 score = record.metric("score", 0.0)
                 if best is None or score > best:
                     best, best_id = score, int(record.child_id)
@@ -86,6 +89,25 @@ class RunView:
             parent = record.parent_id
             current = int(parent) if parent is not None and record.kind != "seed" else None
         return list(reversed(chain))
+
+    def best(self) -> Any:
+        """The run's one best number (evolve/best.py): the summary's, else
+        (a run still going, or one written before it) the best reliable
+        per-step figure."""
+        from ..evolve.best import BestFigure, best_figure, step_figure
+
+        saved = BestFigure.from_dict(self.summary.get("best"))
+        best_id = self.best_id()
+        record = self.by_id.get(best_id) if best_id is not None else None
+        if "best" in self.summary:
+            if saved.step is None and record is not None:
+                saved.step = record.step
+            return saved
+        if record is None:
+            return BestFigure(note="no correct program")
+        per_step = step_figure(record.step, best_id, record.eval, self.summary.get("best_speedup")
+                               if self.summary.get("best_program_id") is not None else record.metric("score"))
+        return best_figure(self.summary.get("best_confirmation"), per_step)
 
     def usage(self) -> dict[str, Any]:
         per_model: dict[str, dict[str, Any]] = {}
@@ -115,36 +137,71 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def score_figure(view: RunView) -> str:
-    """Base64 PNG: each step's score (failures at 0) and the best so far."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.0, 3.4), dpi=110)
-    xs_ok, ys_ok, xs_bad, best_x, best_y = [], [], [], [], []
+def score_points(view: RunView) -> dict[str, list[tuple[int, float]]]:
+    """The chart's points by kind: ``correct`` (timed reliably),
+    ``unreliable`` (correct, timed under load: never a best), ``failed``
+    (at 0) and ``best`` (the best reliable per-step figure so far, a step
+    line), each as (step, speedup)."""
+    points: dict[str, list[tuple[int, float]]] = {"correct": [], "unreliable": [], "failed": [], "best": []}
     best = 0.0
     for record in view.steps:
         step = int(record.step or 0)
         status = record.status
         score = float(record.metric("score") or 0.0)
         if status == "correct" and record.eval is not None:
-            xs_ok.append(step)
-            ys_ok.append(score)
-            best = max(best, score)
+            if record.metric("unreliable"):
+                points["unreliable"].append((step, float(record.metric("speedup") or record.eval.speedup or 0.0)))
+            else:
+                points["correct"].append((step, score))
+                best = max(best, score)
         elif status not in ("reference", "duplicate", "skipped"):
-            xs_bad.append(step)
-        best_x.append(step)
-        best_y.append(best)
-    ax.scatter(xs_ok, ys_ok, s=18, color="#2b7bba", label="correct candidate", zorder=3)
-    ax.scatter(xs_bad, [0.0] * len(xs_bad), s=14, marker="x", color="#d9534f", label="failed candidate", zorder=3)
-    ax.step(best_x, best_y, where="post", color="#1a9850", linewidth=1.8, label="best so far")
-    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("speedup (score)")
+            points["failed"].append((step, 0.0))
+        points["best"].append((step, best))
+    return points
+
+
+def score_figure(view: RunView) -> str:
+    """Base64 PNG: each step's speedup over PyTorch (failures at 0, steps
+    timed unreliably marked), the best per-step figure so far, the run's
+    best with its CI as a band, and the 1.0x PyTorch line."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=110)
+    points = score_points(view)
+
+    def xy(kind: str) -> tuple[list[int], list[float]]:
+        return [p[0] for p in points[kind]], [p[1] for p in points[kind]]
+
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="PyTorch (1.0x)", zorder=1)
+    best = view.best()
+    if best.speedup is not None:
+        label = ("confirmed best " if best.confirmed else "best (per-step, not confirmed) ") + best.figure()
+        if best.ci_low is not None and best.ci_high is not None:
+            ax.axhspan(best.ci_low, best.ci_high, color="#fdae61", alpha=0.3, zorder=0, label=label + " CI band")
+        else:
+            ax.axhline(best.speedup, color="#f46d43", linewidth=1, zorder=1, label=label)
+        if best.step is not None:
+            err = None
+            if best.ci_low is not None and best.ci_high is not None:
+                err = [[max(0.0, best.speedup - best.ci_low)], [max(0.0, best.ci_high - best.speedup)]]
+            ax.errorbar([best.step], [best.speedup], yerr=err, fmt="*", markersize=12, color="#d7301f",
+                        capsize=4, zorder=4, label="the run's best")
+    ax.scatter(*xy("correct"), s=18, color="#2b7bba", label="correct (per-step figure)", zorder=3)
+    if points["unreliable"]:
+        ax.scatter(*xy("unreliable"), s=30, facecolors="none", edgecolors="#ff7f00", linewidths=1.3,
+                   label="timed unreliably (not a best)", zorder=3)
+    if points["failed"]:
+        ax.scatter(*xy("failed"), s=14, marker="x", color="#d9534f", label="failed candidate (at 0)", zorder=3)
+    ax.step(*xy("best"), where="post", color="#1a9850", linewidth=1.8, label="best per-step so far")
+    ax.set_xlabel("step (the seed is step 0)")
+    ax.set_ylabel("speedup over PyTorch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="best")
     return _png(fig)
 
 
@@ -269,10 +326,11 @@ def _lineage_html(view: RunView, chain: list[StepRecord]) -> str:
                 elif line.startswith("-") and not line.startswith("---"):
                     removed += 1
         change = f"+{added} / -{removed} lines" if previous else "root"
-        label = "seed" if record.is_seed else f"step {record.step}"
+        label = f"step {record.step}" + (" (the seed)" if record.is_seed else "")
         items.append(
-            f"<li style='margin-left:{depth * 1.2}em'><span class='node'>#{_e(record.child_id)}</span> "
-            f"{_e(label)} &middot; {_e(record.status)} &middot; speedup {_num(evaluation.speedup)} "
+            f"<li style='margin-left:{depth * 1.2}em'>{_e(label)} <span class='node muted'>program "
+            f"#{_e(record.child_id)}</span> &middot; {_e(record.status)} &middot; per-step speedup "
+            f"{_num(evaluation.speedup)} "
             f"&middot; runtime {_num(evaluation.runtime_ms, '{:.4g}')} ms &middot; {_e(record.mode or '')} "
             f"{_e(record.model or '')} &middot; {_e(change)}</li>"
         )
@@ -306,6 +364,7 @@ th{background:#f4f4f4}pre{background:#f8f8f8;padding:.6em;overflow-x:auto;font-s
 .diff .hunk{color:#6f42c1;display:block}.diff .ctx{display:block}
 .badge{padding:0 .4em;border-radius:.3em;background:#eee}.st-correct .badge{background:#d4f5d4}
 .st-hacked .badge{background:#ffd6a5}.st-incorrect .badge,.st-compile-failed .badge,.st-edit-failed .badge{background:#ffd6d6}
+.best{font-size:1.15em;background:#f6f8fa;border:1px solid #ddd;padding:.5em .8em;border-radius:.3em}
 .muted{color:#888}.kv td:first-child{font-weight:600}.lineage{list-style:none;padding-left:0}.node{font-family:monospace}
 """
 
@@ -317,6 +376,17 @@ document.getElementById('status-filter').addEventListener('change', function (e)
   });
 });
 """
+
+
+def _best_html(best: Any) -> str:
+    """The page's headline: the run's one best number, its CI and verdict in words."""
+    if best.speedup is None:
+        return f"<p class='best'>Best: {_e(best.words())}</p>"
+    verdict = best.verdict_words()
+    return (f"<p class='best' id='best-figure'>Best: <b>{_e(f'{best.speedup:.3f}x')}</b> vs PyTorch"
+            + (f", 95% CI <b>{_e(best.ci_text)}</b>" if best.ci_text else "")
+            + (f" &mdash; <b>{_e(verdict)}</b>" if verdict else "")
+            + f"<br><span class='muted'>{_e(best.how())}</span></p>")
 
 
 def _first_backend(view: RunView) -> str:
@@ -339,15 +409,16 @@ def build_report(run_dir: str | Path) -> str:
     counts: dict[str, int] = {}
     for record in view.steps:
         counts[record.status or "-"] = counts.get(record.status or "-", 0) + 1
-    best_speedup = view.summary.get("best_speedup")
-    if best_speedup is None and chain and chain[-1].eval is not None:
-        best_speedup = chain[-1].eval.speedup
+    best = view.best()
+    proposals = sum(1 for r in view.steps if r.kind == "step")
     overview = [
         ("task", f"{task.get('name', '-')} ({task.get('id', '-')})"), ("run directory", str(view.path)),
         ("model", config.get("model", "-")), ("backend", config.get("backend") or _first_backend(view)),
-        ("hardware", hardware), ("steps", len(view.steps)),
+        ("hardware", hardware),
+        ("steps", f"{proposals} after the seed (step 0)" if len(view.steps) > proposals else proposals),
         ("stop reason", view.summary.get("stop_reason", "running or stopped without summary")),
-        ("best speedup", _num(best_speedup, "{:.3f}x")), ("best program", f"#{best_id}" if best_id is not None else "-"),
+        ("best program", (f"step {best.step}, program #{best_id}" if best.step is not None else f"#{best_id}")
+         if best_id is not None else "-"),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))),
         ("wall time", _num(view.summary.get("wall_time_s"), "{:.1f} s")),
     ]
@@ -356,9 +427,10 @@ def build_report(run_dir: str | Path) -> str:
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>kernelsmith run: {_e(task.get('name', view.path.name))}</title><style>{CSS}</style></head><body>",
         f"<h1>kernelsmith run &mdash; {_e(task.get('name', view.path.name))}</h1>",
+        _best_html(best),
         "<table class='kv'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in overview) + "</table>",
-        "<h2>Score over steps</h2>",
-        f"<img alt='score over steps' src='data:image/png;base64,{score_figure(view)}'>",
+        "<h2>Speedup over steps</h2>",
+        f"<img alt='speedup over steps' src='data:image/png;base64,{score_figure(view)}'>",
         *((["<h2>Evaluation time per phase</h2>",
              f"<img alt='evaluation phases per step' src='data:image/png;base64,{phases}'>"])
           if phases else []),

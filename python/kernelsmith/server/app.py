@@ -439,8 +439,16 @@ def openrlhf_response(rewards: Sequence[Reward]) -> dict[str, Any]:
 
 
 def _brief(reward: Reward) -> dict[str, Any]:
+    """A reward as /reward and /evaluate_batch answer it. Each speedup says
+    what it is against: ``speedup_vs_parent`` (what the reward pays, after
+    the CI rule) and ``speedup_vs_reference`` (the completion over PyTorch);
+    ``speedup`` and ``speedup_ci`` are the first's old names, kept for
+    clients that read them."""
     data = reward.to_dict()
     result = data.pop("result", None) or {}
+    data["speedup_vs_parent"] = data["speedup"]
+    data["speedup_vs_parent_ci"] = data["speedup_ci"]
+    data["speedup_vs_reference"] = result.get("speedup")
     data["category"] = result.get("category")
     data["hack_reasons"] = result.get("hack_reasons", [])
     return data
