@@ -128,6 +128,8 @@ def is_suite(path: str | Path) -> bool:
         return False
     if p.joinpath(*TASKS_DIR).is_dir():
         return True
+    if p.joinpath(TASKS_DIR[-1]).is_dir():  # the data/ folder
+        p = p.joinpath(TASKS_DIR[-1])
     if p.name == TASKS_DIR[-1] and any(d.is_dir() and d.name in CATEGORIES for d in p.iterdir()):
         return True
     return p.name in CATEGORIES and any(is_task_file(f) for f in sorted(p.glob("*.py"))[:3])
@@ -139,6 +141,8 @@ def discover(path: str | Path) -> list[TaskFile]:
     root = find_root(p)
     if p.joinpath(*TASKS_DIR).is_dir():
         base = p.joinpath(*TASKS_DIR)
+    elif p.joinpath(TASKS_DIR[-1]).is_dir():
+        base = p.joinpath(TASKS_DIR[-1])
     else:
         base = p
     folders = [base] if base.name in CATEGORIES else sorted(d for d in base.iterdir() if d.is_dir()
@@ -767,10 +771,14 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
     call = ", ".join(positional + [f"{k}={k}" for k in kwonly])
     body = []
     note = ""
-    if stem.endswith("_"):  # an in-place function: both sides work on copies
-        body.append(f"        {signature}, = _kbx_fresh({signature})" if len(params) == 1 else
-                    f"        {signature} = _kbx_fresh({signature})")
+    fresh = f"{signature}, = _kbx_fresh({signature})" if len(params) == 1 else f"{signature} = _kbx_fresh({signature})"
+    in_place = stem.endswith("_")
+    if in_place:  # an in-place function: both sides work on copies
+        body.append(f"        {fresh}")
         note = " on copies of its tensor arguments (it works in place)"
+    elif "inplace" in params:  # inplace=True: the same, so no side writes the caller's tensors
+        body.append(f"        if inplace:\n            {fresh}")
+        note = " (with inplace=True on copies of its tensor arguments)"
     complex_out = re.search(r"\bfft|\beig|complex|polar", reference) is not None
     result = f"{stem}({call})"
     body.append(f"        return _kbx_real({result})" if complex_out else f"        return {result}")
@@ -778,7 +786,7 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
         note += "; complex outputs as view_as_real"
     source = reference + _ADAPTER.format(key=tf.key, stem=stem, params=tuple(params), harness=harness_code,
                                          perf=perf_code)
-    if stem.endswith("_"):
+    if in_place or "inplace" in params:
         source += ('\n\ndef _kbx_fresh(*values):\n'
                    '    return tuple(v.clone() if isinstance(v, _kbx_torch.Tensor) else v for v in values)\n')
     if complex_out:
