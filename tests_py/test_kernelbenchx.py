@@ -213,3 +213,32 @@ def test_an_honest_triton_program_is_accepted_and_timed_with_its_speed_of_light(
         assert "Speed-of-light peaks" in out
     else:
         assert "no peak figures" in sol_line
+
+
+def test_bench_tables_by_category_with_speed_of_light():
+    from kernelsmith.bench import TaskResult
+    from kernelsmith.bench.metrics import compute_metrics, metrics_by_category
+    from kernelsmith.bench.tables import metrics_markdown, tasks_csv, tasks_markdown
+
+    def r(key, best, sol):
+        return TaskResult(key=key, category=key.split("/")[0], correct=best is not None, best_speedup=best,
+                          best_sol=sol)
+
+    results = [r("Activation/relu", 2.0, {"counted": True, "bound": "memory", "fraction": 0.40}),
+               r("Activation/gelu", 1.0, {"counted": True, "bound": "memory", "fraction": 0.80}),
+               r("MatrixMultiply/matmul", 0.5, {"counted": True, "bound": "compute", "fraction": 0.10}),
+               r("Math/fftn", 1.5, {"counted": True, "bound": "unknown", "bandwidth_fraction": 0.2}),
+               r("Math/svd", None, {})]
+    table = metrics_by_category(results)
+    assert list(table) == ["Activation", "Math", "MatrixMultiply", "overall"]
+    assert table["Activation"]["median_sol"] == pytest.approx(0.60) and table["Activation"]["sol_counted"] == 2
+    assert table["Math"]["median_sol"] is None and table["Math"]["correct_rate"] == 0.5
+    assert table["overall"]["median_sol"] == pytest.approx(0.40) and table["overall"]["sol_counted"] == 3
+    assert compute_metrics(results)["n"] == 5
+    md = metrics_markdown(table, key="category")
+    assert md.startswith("| category |") and "| Activation | 2 | 100.0% |" in md and "60.0%" in md
+    tasks = tasks_markdown(results)
+    assert "| 40.0% memory | memory |" in tasks and "10.0% compute" in tasks
+    assert "20.0% of bandwidth (bound not counted)" in tasks
+    assert "speed of light" in tasks_csv(results).splitlines()[0]
+    assert metrics_by_category([TaskResult(key="level1/x", level=1)]) == {}
