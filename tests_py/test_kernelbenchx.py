@@ -242,3 +242,26 @@ def test_bench_tables_by_category_with_speed_of_light():
     assert "20.0% of bandwidth (bound not counted)" in tasks
     assert "speed of light" in tasks_csv(results).splitlines()[0]
     assert metrics_by_category([TaskResult(key="level1/x", level=1)]) == {}
+
+
+@interpreter
+def test_evolve_keeps_the_task_it_read_and_resumes(tmp_path):
+    """A run on a KernelBench-X file keeps the task it read as a task
+    directory (the file alone would lose its shapes and contract) and resumes
+    from it with the same task id."""
+    import asyncio
+
+    import yaml
+
+    from kernelsmith.evolve import load_evolve_config
+    from kernelsmith.evolve.session import evolve
+
+    path = TASKS / "Activation" / "relu.py"
+    cfg = load_evolve_config(None, iterations=0, model="mutate", backend="triton", trials=1)
+    asyncio.run(evolve(path, cfg, tmp_path / "run"))
+    copy = tmp_path / "run" / "task"
+    assert sorted(p.name for p in copy.iterdir()) == ["reference.py", "task.yaml"]
+    recorded = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["task"]["id"]
+    assert Task.load(copy, backend="triton", trials=1).id == recorded == Task.load(path, backend="triton", trials=1).id
+    summary = asyncio.run(evolve(None, None, resume=tmp_path / "run"))
+    assert summary.stop_reason == "iterations"
