@@ -19,10 +19,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-__all__ = ["Feedback", "clip", "format_metrics", "render_feedback", "trim_log"]
+__all__ = ["Feedback", "clip", "format_metrics", "render_feedback", "speed_of_light_line", "trim_log"]
 
 # Metric keys shown first and how to print them; anything else scalar follows.
-_METRIC_ORDER = ("score", "speedup", "runtime_ms", "ref_runtime_ms")
+# sol_memory / sol_compute: the fraction of the device's peak for the bound
+# that applies (result.program_metrics), printed as a percentage
+_METRIC_ORDER = ("score", "speedup", "sol_memory", "sol_compute", "runtime_ms", "ref_runtime_ms")
+_PERCENT_METRICS = ("sol_memory", "sol_compute")
 
 
 def _fmt_number(value: Any) -> str:
@@ -52,8 +55,62 @@ def format_metrics(metrics: Mapping[str, Any] | None) -> str:
         text = _fmt_number(value)
         if key == "speedup" and isinstance(value, (int, float)) and not isinstance(value, bool):
             text += "x"
+        elif key in _PERCENT_METRICS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = _percent(float(value))
         parts.append(f"{key}={text}")
     return ", ".join(parts) if parts else "no metrics"
+
+
+def _percent(fraction: float) -> str:
+    """41.2%, 0.31%, 0.0042%: three significant digits below 1%."""
+    value = 100.0 * fraction
+    return f"{value:.1f}%" if abs(value) >= 1 or value == 0 else f"{value:.2g}%"
+
+
+def _rate(value: Any, unit: str) -> str:
+    """1.38 TB/s, 30.7 TFLOP/s, 512 MB/s (decimal prefixes, as datasheets)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "?"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def speed_of_light_line(sol: Mapping[str, Any] | None) -> str:
+    """One line on how far a timing is from the device's limit, from a
+    ``SpeedOfLight`` dict (``EvalResult.speed_of_light``); "" when there is
+    none. Says "cannot be counted" with the reason instead of guessing."""
+    if not sol or not isinstance(sol, Mapping):
+        return ""
+    device = sol.get("device") or "this device"
+    if not sol.get("counted"):
+        return f"Speed of light: {sol.get('reason') or 'cannot be counted'}."
+    bound = sol.get("bound")
+    bw = f"{_rate(sol.get('achieved_bytes_per_s'), 'B/s')} of {_rate(sol.get('peak_bytes_per_s'), 'B/s')}"
+    if bound in ("memory", "compute") and isinstance(sol.get("fraction"), (int, float)):
+        ai = sol.get("arithmetic_intensity")
+        ridge = sol.get("ridge_point")
+        where = (f"{ai:.3g} FLOP/byte {'>=' if bound == 'compute' else '<'} ridge point {ridge:.3g}"
+                 if isinstance(ai, (int, float)) and isinstance(ridge, (int, float)) else "")
+        if bound == "compute":
+            rates = (f"{_rate(sol.get('achieved_flops_per_s'), 'FLOP/s')} of "
+                     f"{_rate(sol.get('peak_flops_per_s'), 'FLOP/s')} {sol.get('dtype', '')}")
+            what = f"{device}'s {sol.get('dtype', '')} compute peak"
+        else:
+            rates = bw
+            what = f"{device}'s memory bandwidth"
+        text = f"Speed of light: {_percent(float(sol['fraction']))} of {what} ({bound}-bound: {rates}"
+        text += f"; {where})" if where else ")"
+        ref = sol.get("reference_fraction")
+        if isinstance(ref, (int, float)):
+            text += f"; the reference reaches {_percent(float(ref))}"
+        return text + "."
+    frac = sol.get("bandwidth_fraction")
+    text = "Speed of light: "
+    if isinstance(frac, (int, float)):
+        text += f"{_percent(float(frac))} of {device}'s memory bandwidth ({bw}); "
+    return text + f"{sol.get('reason') or 'the bound is not stated'}."
 
 
 def _head_end(text: str, limit: int) -> int:
@@ -151,6 +208,8 @@ class Feedback:
     unreliable_reasons: list = field(default_factory=list)
     # the kernel census; the renderer reads coverage, foreign_us, time_basis
     census: dict = field(default_factory=dict)
+    # EvalResult.speed_of_light: one line (speed_of_light_line)
+    speed_of_light: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Only the fields that say something (the record stays small)."""
@@ -265,6 +324,9 @@ def render_feedback(feedback: Any, max_log_chars: int = 6000) -> str:
         elif fb.timing_verdict == "indistinguishable":
             text += ": indistinguishable from the reference"
         lines.append(text)
+        sol_line = speed_of_light_line(fb.speed_of_light) if fb.category in ("ok", "") else ""
+        if sol_line:
+            lines.append(sol_line)
     census = fb.census or {}
     if fb.category == "ok" and census.get("foreign_us"):
         foreign = ", ".join(f"{k} {v / 1000:.3g} ms" for k, v in list(census["foreign_us"].items())[:4])

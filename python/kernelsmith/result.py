@@ -16,7 +16,8 @@ from .feedback import render_feedback
 # 2: speedup CI, timing verdict, suspicious flags, paired timing details
 # 3: per-phase times, the load the timing saw, timing reliability
 # 4: the kernel census (policy, coverage, own and foreign work), "harness"
-SCHEMA_VERSION = 4
+# 5: speed_of_light (achieved bandwidth and FLOP rate against the device's peaks)
+SCHEMA_VERSION = 5
 
 #: error categories, from the earliest stage that failed
 CATEGORIES = (
@@ -105,6 +106,13 @@ class EvalResult:
     # candidate_bytes, held_bytes, tried_bytes), who it was attributed to and
     # why (attributed, reason), retried_alone and first_attempt
     memory: dict = field(default_factory=dict)
+    # the speed of light of the candidate's timing (kernelsmith.timing.
+    # speed_of_light.SpeedOfLight as a dict): achieved bytes/s and FLOP/s,
+    # their fractions of the device's peaks (with the peaks' source), the
+    # arithmetic intensity against the ridge point, the bound that applies
+    # and its fraction; counted False with the reason where the work or the
+    # peaks are unknown. Empty when not timed
+    speed_of_light: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -179,5 +187,12 @@ def program_metrics(result: Any) -> dict[str, Any]:
         value = getattr(result, key, None)
         if isinstance(value, (int, float)):
             metrics[key] = float(value)
+    # the fraction of the device's peak that the bound which applies allows
+    # (sol_memory or sol_compute): the prompt's history shows it next to the
+    # speedup, exports and reports read it from the metrics
+    sol = getattr(result, "speed_of_light", None) or {}
+    if isinstance(sol, dict) and sol.get("bound") in ("memory", "compute") \
+            and isinstance(sol.get("fraction"), (int, float)):
+        metrics[f"sol_{sol['bound']}"] = float(sol["fraction"])
     return metrics
 

@@ -1,9 +1,11 @@
 """Tasks: a reference PyTorch module plus how to check and time candidates.
 
-Two formats load through :meth:`Task.load`:
+Three formats load through :meth:`Task.load`:
 
 * a plain KernelBench problem file (``Model``, ``get_inputs``,
   ``get_init_inputs``), taken as it is, with default settings;
+* a KernelBench-X task file (a reference function, a separator line, its
+  test harness), read by :mod:`kernelsmith.kernelbenchx`;
 * a task directory: ``reference.py`` (KernelBench format), an optional
   ``seed.py`` (a first candidate defining ``ModelNew``) and an optional
   ``task.yaml`` (:class:`TaskConfig`).
@@ -34,6 +36,9 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 MAX_TRIALS = 100
+
+#: keys of TaskConfig.comparison (evaluator/correctness.py compare_metrics)
+COMPARISON_KEYS = ("cosine_sim", "l1_relative", "rmse")
 
 
 @dataclass
@@ -167,6 +172,17 @@ class TaskConfig:
     # difficulty category (e.g. level1..level3, as curation assigns); used by
     # export's balanced sampling and suite tables, not by the evaluation
     difficulty: str = ""
+    # operator category (KernelBench-X's folder: Activation, Fusion, ...);
+    # used by suite tables, not by the evaluation
+    category: str = ""
+    # names of functions in reference.py returning the input sets to time
+    # (performance shapes, KernelBench-X's golden_metrics); the timing uses
+    # get_inputs, the first of them by the reader's default, for now
+    timing_shapes: list = field(default_factory=list)
+    # how outputs are compared: {} = elementwise atol/rtol; else an accuracy
+    # contract over each output tensor (KernelBench-X's quantization tasks):
+    # cosine_sim (at least), l1_relative and rmse (at most), all required
+    comparison: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -192,6 +208,15 @@ class TaskConfig:
             raise ConfigError(f"min_coverage: must be a number in 0..1, got {self.min_coverage!r}")
         if isinstance(self.timing, dict):
             self.timing = from_dict(TimingConfig, self.timing, "timing")
+        if not isinstance(self.timing_shapes, list) or not all(isinstance(x, str) for x in self.timing_shapes):
+            raise ConfigError("timing_shapes: must be a list of function names")
+        if not isinstance(self.comparison, dict):
+            raise ConfigError("comparison: must be a mapping of cosine_sim, l1_relative, rmse to numbers")
+        for key, value in self.comparison.items():
+            if key not in COMPARISON_KEYS:
+                raise ConfigError(f"comparison: unknown key '{key}'; known: {', '.join(COMPARISON_KEYS)}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"comparison.{key}: must be a number >= 0, got {value!r}")
 
     def tolerances(self) -> tuple[float, float]:
         atol, rtol = DEFAULT_TOLERANCES[self.dtype]
@@ -261,6 +286,11 @@ class Task:
         config.pop("name", None)  # renaming a task does not change what is evaluated
         config.pop("description", None)
         config.pop("difficulty", None)
+        config.pop("category", None)
+        for key in ("timing_shapes", "comparison"):
+            if not config.get(key):
+                # added later: the default leaves the ids of existing tasks as they were
+                config.pop(key, None)
         if config.get("memory_margin") == TaskConfig.memory_margin:
             # added later: the default leaves the ids of existing tasks as they were
             config.pop("memory_margin")
@@ -278,6 +308,10 @@ class Task:
         if not path.exists():
             raise TaskError(f"{path}: no such task file or directory")
         seed = None
+        from . import kernelbenchx
+
+        if path.is_file() and kernelbenchx.is_task_file(path):  # a KernelBench-X file, read as it is
+            return kernelbenchx.read_task(path, backend=backend, **overrides)
         if path.is_dir():
             ref_path = path / "reference.py"
             if not ref_path.exists():

@@ -27,6 +27,16 @@ def _speedup(record: StepRecord) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+#: what a suite keeps of the best program's speed of light
+SOL_KEYS = ("counted", "reason", "device", "bound", "fraction", "bandwidth_fraction", "compute_fraction",
+            "arithmetic_intensity", "reference_fraction")
+
+
+def _sol_summary(evaluation: Any) -> dict[str, Any]:
+    sol = getattr(evaluation, "speed_of_light", None) or {}
+    return {k: sol[k] for k in SOL_KEYS if k in sol} if isinstance(sol, dict) else {}
+
+
 def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None) -> TaskResult:
     """Summarise one run directory (finished or not)."""
     run_dir = Path(run_dir)
@@ -43,6 +53,7 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
     result.model = str((config.get("config") or {}).get("model") or "")
 
     best: Optional[float] = None
+    best_sol: dict[str, Any] = {}
     curve: list[list[float]] = []
     refs: list[float] = []
     counts: dict[str, int] = {}
@@ -64,6 +75,8 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
                 # the loop's rule: a timing judged unreliable (contention,
                 # drift) or below the hardware floor never becomes a best
                 if not record.metric("unreliable") and not record.metric("suspicious"):
+                    if best is None or speedup > best:
+                        best_sol = _sol_summary(evaluation)
                     best = speedup if best is None else max(best, speedup)
         if record.kind == "step" and (first is None or (record.iteration or 0) < (first.iteration or 0)):
             first = record
@@ -77,6 +90,7 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
         best = float(summary["best_speedup"])
         result.correct = True
     result.best_speedup = best
+    result.best_sol = best_sol
     if first is not None and first.status == "correct":
         result.first_correct = True
         result.first_speedup = _speedup(first)

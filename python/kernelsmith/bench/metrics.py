@@ -16,6 +16,9 @@ of its evolution). Over a set of N tasks:
 * ``first_correct``: share of tasks whose first generated candidate is correct.
 * ``geomean_speedup``: geometric mean of the best speedup over the correct
   tasks only (None when no task is correct); raw speedups, slowdowns included.
+* ``median_sol``: median over the tasks whose best program's speed of light
+  was counted of its fraction of the device's peak for the bound that
+  applies (memory or compute); ``sol_counted`` how many such tasks there are.
 """
 from __future__ import annotations
 
@@ -55,6 +58,11 @@ class TaskResult:
     hardware: str = ""
     ref_runtime_ms: Optional[float] = None
     model: str = ""
+    #: operator category (KernelBench-X), None elsewhere
+    category: Optional[str] = None
+    #: the speed of light of the best program's evaluation (fraction, bound,
+    #: device, bandwidth_fraction, compute_fraction; counted False + reason)
+    best_sol: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,7 +90,7 @@ def compute_metrics(results: Sequence[TaskResult], fast_p: Iterable[float] = FAS
     out: dict[str, Any] = {"n": n}
     if n == 0:
         out.update(correct_rate=None, avg_speedup=None, fast1_first=None, first_correct=None,
-                   geomean_speedup=None, **{fast_key(p): None for p in fast_p})
+                   geomean_speedup=None, median_sol=None, sol_counted=0, **{fast_key(p): None for p in fast_p})
         return out
     out["correct_rate"] = sum(r.correct for r in results) / n
     for p in fast_p:
@@ -92,9 +100,31 @@ def compute_metrics(results: Sequence[TaskResult], fast_p: Iterable[float] = FAS
     out["first_correct"] = sum(bool(r.first_correct) for r in results) / n
     logs = [math.log(r.best_speedup) for r in results if r.correct and r.best_speedup and r.best_speedup > 0]
     out["geomean_speedup"] = math.exp(sum(logs) / len(logs)) if logs else None
+    fractions = sorted(float(r.best_sol["fraction"]) for r in results if r.correct and r.best_sol
+                       and isinstance(r.best_sol.get("fraction"), (int, float)))
+    out["median_sol"] = _median(fractions)
+    out["sol_counted"] = len(fractions)
     out["total_tokens"] = sum(r.total_tokens for r in results)
     out["cost_usd"] = sum(r.cost_usd for r in results)
     return out
+
+
+def _median(values: Sequence[float]) -> Optional[float]:
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def metrics_by_category(results: Sequence[TaskResult]) -> dict[str, dict[str, Any]]:
+    """{"Activation": {...}, ..., "overall": {...}} for tasks with a category
+    (KernelBench-X); {} when none has one."""
+    categories = sorted({r.category for r in results if r.category})
+    if not categories:
+        return {}
+    table = {c: compute_metrics([r for r in results if r.category == c]) for c in categories}
+    table["overall"] = compute_metrics(results)
+    return table
 
 
 def fast_key(p: float) -> str:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..evolve.config import EvolveConfig
 from ..evolve.rundir import atomic_write_text
 from .collect import collect_run
-from .metrics import TaskResult, metrics_by_level
+from .metrics import TaskResult, metrics_by_category, metrics_by_level
 from .suite import SuiteTask, discover, seed_for
 
 
@@ -149,6 +149,8 @@ async def run_suite_async(
     out.mkdir(parents=True, exist_ok=True)
     tasks = discover(suite_dir, levels)
     label = label or config.model
+    unreadable = _unreadable(tasks, out, log)
+    tasks = [t for t in tasks if t.key not in unreadable]
     manifest = {
         "suite": str(Path(suite_dir).resolve()), "label": label, "levels": list(levels) if levels else None,
         "config": dataclasses.asdict(config), "tasks": [t.to_dict() for t in tasks],
@@ -201,6 +203,29 @@ async def run_suite_async(
     return report
 
 
+def _unreadable(tasks: Sequence[SuiteTask], out: Path, log: Callable[[str], None]) -> dict[str, str]:
+    """KernelBench-X tasks that cannot be read, each with the reason (also
+    in OUT/unreadable.md and .json); they are not run."""
+    from .. import kernelbenchx
+
+    found: dict[str, str] = {}
+    for task in tasks:
+        if task.category is None:
+            continue
+        try:
+            kernelbenchx.read_task(task.path)
+        except kernelbenchx.UnreadableTask as exc:
+            found[task.key] = str(exc).split(": ", 1)[-1]
+    if found:
+        lines = ["| task | why it is not read |", "| --- | --- |"]
+        lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in found.items()]
+        atomic_write_text(out / "unreadable.md", "\n".join(lines) + "\n")
+        atomic_write_text(out / "unreadable.json", json.dumps(found, indent=2))
+        for key, why in found.items():
+            log(f"{key}: not read: {why}")
+    return found
+
+
 def run_suite(*args: Any, **kwargs: Any) -> BenchReport:
     """:func:`run_suite_async` for scripts and notebooks."""
     return asyncio.run(run_suite_async(*args, **kwargs))
@@ -217,7 +242,7 @@ def load_results(out: str | Path, tasks: Sequence[SuiteTask] | None = None,
     out = Path(out)
     if tasks is None:
         manifest = json.loads((out / "bench.json").read_text())
-        tasks = [SuiteTask(t["key"], t["level"], Path(t["path"])) for t in manifest["tasks"]]
+        tasks = [SuiteTask.from_dict(t) for t in manifest["tasks"]]
     cache = ReferenceCache(reference_cache or out / "reference_timings.json")
     results = []
     for task in tasks:
@@ -228,6 +253,7 @@ def load_results(out: str | Path, tasks: Sequence[SuiteTask] | None = None,
             error = (run_dir / "bench_error.txt")
             result = TaskResult(key=task.key, level=task.level, run_dir=str(run_dir),
                                 stop_reason=("error: " + error.read_text().strip()) if error.exists() else "not started")
+        result.category = task.category
         if result.task_id:
             if result.ref_runtime_ms is not None and result.hardware:
                 cache.record(result.task_id, result.hardware, str(run_dir.resolve()), result.ref_runtime_ms, task.key)
@@ -253,6 +279,7 @@ def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, labe
         label = json.loads((out / "bench.json").read_text()).get("label", out.name)
     results = load_results(out, tasks, reference_cache)
     by_level = metrics_by_level(results)
+    by_category = metrics_by_category(results)
     files = {}
 
     def write(name: str, text: str) -> None:
@@ -260,9 +287,13 @@ def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, labe
         files[name] = str(out / name)
 
     write("results.json", json.dumps([r.to_dict() for r in results], indent=2))
-    write("metrics.json", json.dumps({"label": label, "metrics": by_level}, indent=2))
+    write("metrics.json", json.dumps({"label": label, "metrics": by_level,
+                                      **({"by_category": by_category} if by_category else {})}, indent=2))
     write("metrics.md", tables.metrics_markdown(by_level))
     write("metrics.csv", tables.metrics_csv(by_level))
+    if by_category:  # KernelBench-X: its 15 operator categories
+        write("categories.md", tables.metrics_markdown(by_category, key="category"))
+        write("categories.csv", tables.metrics_csv(by_category, key="category"))
     write("tasks.md", tables.tasks_markdown(results))
     write("tasks.csv", tables.tasks_csv(results))
     if plots and results:

@@ -10,6 +10,9 @@ Accepted layouts (KernelBench's own folders work as they are):
                                        its tasks/ or one family's folder): task directories
                                        at any depth, each task's level from its task.yaml's
                                        ``difficulty`` (level1, level2, ...)
+    KernelBenchX/ (or its data/kernelbenchx/, or one category folder)
+                                       KernelBench-X: <Category>/<name>.py, read by
+                                       kernelsmith.kernelbenchx; the category is kept
 
 Outside a level folder, a task directory whose task.yaml gives a
 ``difficulty`` (levelN, or N) is of that level.
@@ -37,13 +40,22 @@ class SuiteTask:
     level: Optional[int]
     #: the plain file or the task directory
     path: Path
+    #: operator category (KernelBench-X's folder), None elsewhere
+    category: Optional[str] = None
 
     @property
     def name(self) -> str:
         return self.key.rsplit("/", 1)[-1]
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "level": self.level, "path": str(self.path)}
+        out = {"key": self.key, "level": self.level, "path": str(self.path)}
+        if self.category is not None:
+            out["category"] = self.category
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SuiteTask":
+        return cls(data["key"], data.get("level"), Path(data["path"]), data.get("category"))
 
 
 def _level_of(name: str) -> Optional[int]:
@@ -120,6 +132,13 @@ def discover(suite_dir: str | Path, levels: Iterable[int] | None = None) -> list
     tasks: list[SuiteTask] = []
     if (root / "reference.py").exists():  # a single task directory
         return [SuiteTask(root.name, None, root)]
+    from .. import kernelbenchx
+
+    if kernelbenchx.is_suite(root):
+        found = [SuiteTask(f.key, None, f.path, f.category) for f in kernelbenchx.discover(root)]
+        if not found:
+            raise FileNotFoundError(f"{root}: a KernelBench-X folder without task files")
+        return found
     level_dirs = sorted(
         ((lvl, d) for d in root.iterdir() if d.is_dir() and (lvl := _level_of(d.name)) is not None),
         key=lambda item: item[0],

@@ -10,8 +10,9 @@ from .metrics import FAST_P, TaskResult, fast_key
 METRIC_COLUMNS = [("n", "tasks"), ("correct_rate", "correct"),
                   *[(fast_key(p), fast_key(p)) for p in FAST_P],
                   ("avg_speedup", "avg speedup (amsr)"), ("fast1_first", "fast1 (first round)"),
-                  ("geomean_speedup", "geomean speedup (correct)")]
-RATE_KEYS = {"correct_rate", "fast1_first", "first_correct", *(fast_key(p) for p in FAST_P)}
+                  ("geomean_speedup", "geomean speedup (correct)"),
+                  ("median_sol", "median speed of light (best)"), ("sol_counted", "speed of light counted")]
+RATE_KEYS = {"correct_rate", "fast1_first", "first_correct", "median_sol", *(fast_key(p) for p in FAST_P)}
 
 
 def _fmt(key: str, value: Any) -> str:
@@ -38,9 +39,11 @@ def _csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buffer.getvalue()
 
 
-def metrics_rows(by_level: dict[str, dict[str, Any]], label: Optional[str] = None) -> tuple[list[str], list[list[Any]], list[list[str]]]:
-    """(header, raw rows for CSV, formatted rows for Markdown)."""
-    header = (["config"] if label is not None else []) + ["level"] + [title for _, title in METRIC_COLUMNS]
+def metrics_rows(by_level: dict[str, dict[str, Any]], label: Optional[str] = None,
+                 key: str = "level") -> tuple[list[str], list[list[Any]], list[list[str]]]:
+    """(header, raw rows for CSV, formatted rows for Markdown); ``key`` names
+    the first column ("level", or "category" for KernelBench-X)."""
+    header = (["config"] if label is not None else []) + [key] + [title for _, title in METRIC_COLUMNS]
     raw, pretty = [], []
     for level, metrics in by_level.items():
         prefix = [label] if label is not None else []
@@ -49,13 +52,13 @@ def metrics_rows(by_level: dict[str, dict[str, Any]], label: Optional[str] = Non
     return header, raw, pretty
 
 
-def metrics_markdown(by_level: dict[str, dict[str, Any]]) -> str:
-    header, _, pretty = metrics_rows(by_level)
+def metrics_markdown(by_level: dict[str, dict[str, Any]], key: str = "level") -> str:
+    header, _, pretty = metrics_rows(by_level, key=key)
     return _markdown(header, pretty)
 
 
-def metrics_csv(by_level: dict[str, dict[str, Any]]) -> str:
-    header, raw, _ = metrics_rows(by_level)
+def metrics_csv(by_level: dict[str, dict[str, Any]], key: str = "level") -> str:
+    header, raw, _ = metrics_rows(by_level, key=key)
     return _csv(header, raw)
 
 
@@ -71,7 +74,20 @@ def comparison_tables(configs: dict[str, dict[str, dict[str, Any]]]) -> tuple[st
 
 
 TASK_COLUMNS = ["task", "level", "correct", "best speedup", "first candidate", "steps", "stop",
-                "reference ms", "hardware", "tokens", "cost USD"]
+                "reference ms", "hardware", "tokens", "cost USD", "category", "speed of light", "bound"]
+
+
+def sol_text(sol: dict[str, Any]) -> str:
+    """'41.2% memory', '3.1% compute', 'not counted: why' or '-'."""
+    if not sol:
+        return "-"
+    fraction = sol.get("fraction")
+    if isinstance(fraction, (int, float)):
+        return f"{100 * fraction:.1f}% {sol.get('bound', '')}".strip()
+    bw = sol.get("bandwidth_fraction")
+    if isinstance(bw, (int, float)):
+        return f"{100 * bw:.1f}% of bandwidth (bound not counted)"
+    return "not counted" + (f": {sol['reason']}" if sol.get("reason") else "")
 
 
 def _task_row(r: TaskResult) -> list[Any]:
@@ -80,7 +96,8 @@ def _task_row(r: TaskResult) -> list[Any]:
         first += f" ({r.first_speedup:.3f}x)"
     return [r.key, r.level if r.level is not None else "", r.correct,
             r.best_speedup, first, r.steps, r.stop_reason, r.ref_runtime_ms, r.hardware, r.total_tokens,
-            round(r.cost_usd, 6)]
+            round(r.cost_usd, 6), r.category or "", (r.best_sol or {}).get("fraction"),
+            (r.best_sol or {}).get("bound", "")]
 
 
 def tasks_markdown(results: Sequence[TaskResult]) -> str:
@@ -90,6 +107,7 @@ def tasks_markdown(results: Sequence[TaskResult]) -> str:
         row[2] = "yes" if r.correct else "no"
         row[3] = f"{r.best_speedup:.3f}x" if r.best_speedup is not None else "-"
         row[7] = f"{r.ref_runtime_ms:.4g}" if r.ref_runtime_ms is not None else "-"
+        row[12] = sol_text(r.best_sol)
         rows.append([str(c) for c in row])
     return _markdown(TASK_COLUMNS, rows)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("suite", nargs="?", help="suite folder: level1/ level2/ ... of KernelBench files or task directories")
+    parser.add_argument("suite", nargs="?", help="suite folder: level1/ level2/ ... of KernelBench files or task "
+                                                 "directories, or a KernelBench-X checkout (by category)")
     parser.add_argument("--levels", help="comma-separated levels to run, e.g. 1,2 (default: all)")
     parser.add_argument("--model", help="openai:NAME | anthropic:NAME | mutate | llm (default: the config's, mutate)")
     parser.add_argument("--iterations", type=int, help="proposal steps per task (default: the config's, 40)")
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
                           "skipped": report.skipped, "files": report.files}, indent=2))
     else:
         print(Path(report.files["metrics.md"]).read_text())
+        if "categories.md" in report.files:  # KernelBench-X: by its operator categories
+            print(Path(report.files["categories.md"]).read_text())
         print(Path(report.files["tasks.md"]).read_text())
         print(f"bench folder: {report.out} (ran {len(report.ran)}, skipped {len(report.skipped)} finished)")
     return 130 if report.interrupted else 0

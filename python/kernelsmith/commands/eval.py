@@ -12,7 +12,8 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", help="task directory (reference.py, task.yaml, seed.py) or a KernelBench problem file")
+    parser.add_argument("task", help="task directory (reference.py, task.yaml, seed.py), a KernelBench problem file "
+                                     "or a KernelBench-X task file")
     parser.add_argument("candidate", help="candidate program defining ModelNew ('seed' = the task's seed.py)")
     parser.add_argument("--backend", default=None,
                         help="evaluation backend: triton, opencl, cuda (default: the task's task.yaml; a task that "
@@ -141,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s")
         print(result.render_feedback())
+        source = (result.speed_of_light or {}).get("peak_source")
+        if source:  # the peaks' source, for a person (the model's feedback has the line above)
+            print(f"Speed-of-light peaks ({result.speed_of_light.get('device')}): {source}")
         if result.phases:
             print("Phases (s): " + ", ".join(f"{k} {v:.3g}" for k, v in result.phases.items()))
         from ..evaluator.memory import summary_line

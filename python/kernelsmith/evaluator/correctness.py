@@ -62,18 +62,82 @@ def _errors_if_within(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float
     return (values[1], values[2]) if values[0] and math.isfinite(values[1]) else None
 
 
+#: the task's accuracy contract for this process's evaluations
+#: (TaskConfig.comparison, set by the worker and the referee before they
+#: compare): {} = elementwise atol/rtol
+_CONTRACT: dict[str, float] = {}
+
+
+def set_comparison(contract: Optional[dict[str, Any]]) -> None:
+    """Use ``contract`` (cosine_sim, l1_relative, rmse) in :func:`compare`
+    from now on in this process; {} or None: atol/rtol."""
+    _CONTRACT.clear()
+    _CONTRACT.update({str(k): float(v) for k, v in (contract or {}).items()})
+
+
+def precision_metrics(got: torch.Tensor, expected: torch.Tensor) -> dict[str, float]:
+    """Cosine similarity, relative L1 (sum |got - expected| / sum |expected|)
+    and RMSE of two tensors, in float64 (two all-zero tensors: cosine 1)."""
+    g = got.detach().reshape(-1).to(torch.float64)
+    e = expected.detach().reshape(-1).to(torch.float64)
+    gn, en = float(torch.linalg.vector_norm(g)), float(torch.linalg.vector_norm(e))
+    if gn < 1e-12 and en < 1e-12:
+        cosine = 1.0
+    elif gn < 1e-12 or en < 1e-12:
+        cosine = 0.0
+    else:
+        cosine = float(torch.dot(g, e)) / (gn * en)
+    diff = g - e
+    l1 = float(diff.abs().sum()) / max(float(e.abs().sum()), 1e-12)
+    rmse = float(torch.sqrt(torch.mean(diff * diff))) if diff.numel() else 0.0
+    return {"cosine_sim": cosine, "l1_relative": l1, "rmse": rmse}
+
+
+def _compare_contract(got: list[torch.Tensor], expected: list[torch.Tensor],
+                      contract: dict[str, float]) -> dict[str, Any]:
+    res: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "message": "", "first_mismatch": None,
+                           "contract": dict(contract), "metrics": []}
+    for k, (g, e) in enumerate(zip(got, expected)):
+        m = precision_metrics(g, e) if g.numel() else {"cosine_sim": 1.0, "l1_relative": 0.0, "rmse": 0.0}
+        res["metrics"].append(m)
+        if g.numel():
+            d = (g.detach().to(torch.float64) - e.detach().to(torch.float64)).abs()
+            finite = torch.isfinite(d)
+            res["max_abs_err"] = max(res["max_abs_err"], float(torch.where(finite, d, 0.0).max()))
+        res["max_rel_err"] = max(res["max_rel_err"], m["l1_relative"])
+        failed = [f"cosine similarity {m['cosine_sim']:.6g} < {contract['cosine_sim']}"
+                  for _ in [0] if "cosine_sim" in contract and not m["cosine_sim"] >= contract["cosine_sim"]]
+        failed += [f"{name} {m[key]:.6g} > {contract[key]}" for key, name in
+                   (("l1_relative", "relative L1"), ("rmse", "RMSE")) if key in contract and not m[key] <= contract[key]]
+        if failed:
+            res.update(ok=False, message=f"output {k} misses the task's accuracy contract: {', '.join(failed)}",
+                       first_mismatch={"output": k, "index": [], "got": None, "expected": None, "count": g.numel(),
+                                       "metrics": m})
+            return res
+    return res
+
+
 def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float,
             chunk: int = CHUNK) -> dict[str, Any]:
     """Compare candidate outputs with the reference.
 
     Returns {"ok", "max_abs_err", "max_rel_err", "message", "first_mismatch"}.
     An element matches when |got - expected| <= atol + rtol * |expected|, or
-    both are the same NaN/Inf.
+    both are the same NaN/Inf. Under a task's accuracy contract
+    (:func:`set_comparison`) each output instead must reach its cosine
+    similarity and stay within its relative L1 and RMSE (max_rel_err is
+    then the relative L1).
     """
     res: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "message": "", "first_mismatch": None}
     if len(got) != len(expected):
         res.update(ok=False, message=f"forward returned {len(got)} tensor(s), expected {len(expected)}")
         return res
+    if _CONTRACT:
+        for k, (g, e) in enumerate(zip(got, expected)):
+            if not isinstance(g, torch.Tensor) or tuple(g.shape) != tuple(e.shape) or g.dtype != e.dtype:
+                break  # the checks below name it
+        else:
+            return _compare_contract(got, expected, dict(_CONTRACT))
     for k, (g, e) in enumerate(zip(got, expected)):
         if not isinstance(g, torch.Tensor):
             res.update(ok=False, message=f"output {k} is {type(g).__name__}, expected a tensor")

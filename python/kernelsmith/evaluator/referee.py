@@ -235,6 +235,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     ref = _reference_module(task, req)
     device, dtype = backend.device(), getattr(torch, task.config.dtype)
     on_cuda = device == "cuda"
+    cmp.set_comparison(getattr(task.config, "comparison", None))  # a task's accuracy contract (KernelBench-X)
     torch.manual_seed(0)
     model = ref.Model(*_init_inputs(ref)).to(device=device, dtype=dtype).eval()
     sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
@@ -325,6 +326,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     cfg = task.config
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
     atol, rtol = cfg.tolerances()
+    cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
     key = task.reference_source
     ref = _reference_module(task, req)
     # The trials the worker names (the last of each input set) share one

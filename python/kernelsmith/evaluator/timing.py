@@ -16,7 +16,10 @@ calls are timed is the backend's choice:
   caps (``cpu_max_samples``, ``cpu_time_budget_s``) so CPU CI stays quick.
 
 On top, the roofline check: a candidate median below the hardware floor (bytes
-and FLOPs estimated from the reference) marks the result suspicious.
+and FLOPs estimated from the reference) marks the result suspicious; and from
+the same estimate the speed of light (timing/sol.py): the achieved
+bandwidth and FLOP rate against the device's peaks (the host CPU's where the
+timing ran on the host), carried in ``EvalResult.speed_of_light``.
 """
 from __future__ import annotations
 
@@ -51,6 +54,8 @@ class TimingOutcome:
     suspicious_reasons: list = field(default_factory=list)
     # EvalResult.timing: per-side stats, how it was measured, checks
     details: dict = field(default_factory=dict)
+    # EvalResult.speed_of_light (kernelsmith.timing.sol.SpeedOfLight)
+    speed_of_light: dict = field(default_factory=dict)
 
     @property
     def rejected(self) -> bool:
@@ -68,6 +73,7 @@ class TimingOutcome:
             "suspicious": self.suspicious,
             "suspicious_reasons": list(self.suspicious_reasons),
             "timing": self.details,
+            "speed_of_light": self.speed_of_light,
         }
 
 
@@ -187,6 +193,45 @@ def roofline_details(
             "dtype": w.dtype, "flop_counter": w.flop_counter}
 
 
+def speed_of_light_details(candidate_s: float, reference_s: float, device_name: str,
+                           work: Optional[Callable[[], kt.WorkEstimate]]) -> dict[str, Any]:
+    """SpeedOfLight of the candidate's median as a dict: against the GPU
+    named ``device_name``, or the host CPU's peaks where it is "" (PoCL, the
+    interpreter). ``work`` is called at most once; a failing estimate is
+    reported, never guessed around."""
+    from ..timing.roofline import lookup_peak
+    from ..timing.sol import host_cpu_name, lookup_host_peak, speed_of_light
+
+    if device_name:
+        peak, name = lookup_peak(device_name), device_name
+    else:
+        name = host_cpu_name()
+        peak = lookup_host_peak(name)
+    estimate = None
+    if work is not None and peak is not None:
+        try:
+            estimate = work()
+        except Exception as exc:  # noqa: BLE001 - the reference under the FLOP counter
+            return {"counted": False, "device": peak.name,
+                    "reason": f"cannot be counted: the work estimate failed ({type(exc).__name__}: {exc})"}
+    return speed_of_light(candidate_s, estimate, peak, reference_s=reference_s, device=name).to_dict()
+
+
+def _once(fn: Optional[Callable[[], Any]]) -> Optional[Callable[[], Any]]:
+    """``fn`` called at most once (the roofline check and the speed of light
+    share one estimate: it runs the reference)."""
+    if fn is None:
+        return None
+    memo: list[Any] = []
+
+    def call() -> Any:
+        if not memo:
+            memo.append(fn())
+        return memo[0]
+
+    return call
+
+
 def _rotating(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> Callable[[], Any]:
     counter = itertools.count()
     n = len(input_sets)
@@ -251,10 +296,15 @@ def measure(
         c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
                        reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize, **{k: v for k, v in opts.items() if k != "ci_floor"})
     roofline = None
+    work = _once(work)
     if device_name and work is not None and c.candidate_median_s > 0:
         roofline = roofline_details(c.candidate_median_s, device_name, work)
-    return outcome_from_comparison(c, options=opts, roofline=roofline, gpu_state=gpu_state)
+    outcome = outcome_from_comparison(c, options=opts, roofline=roofline, gpu_state=gpu_state)
+    if work is not None and c.candidate_median_s > 0 and c.verdict != "rejected":
+        outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name,
+                                                        work)
+    return outcome
 
 
 __all__ = ["CandidateTimingError", "TimingOutcome", "harness_options", "measure",
-           "outcome_from_comparison", "roofline_details"]
+           "outcome_from_comparison", "roofline_details", "speed_of_light_details"]

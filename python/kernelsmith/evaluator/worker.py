@@ -490,6 +490,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
     cfg = task.config
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
     atol, rtol = cfg.tolerances()
+    cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
     seed = chan.seed()
 
     def make_inputs() -> list[Any]:
@@ -634,6 +635,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     device = backend.device()
     dtype = getattr(torch, cfg.dtype)
     atol, rtol = cfg.tolerances()
+    cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
     trials = int(job.get("trials") or cfg.trials)
     allowed = list(backend.default_allowed_torch_ops) + list(cfg.allowed_torch_ops)
     # HardwareInfo.of: a backend written against the old dict interface still records the shared names.

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -267,8 +268,15 @@ async def evolve(
         if resume is None:
             if refuse_futile:
                 _check_start(proposer, task, config)
-            run_dir.create(_config_snapshot(config, task, str(task_path)),
-                           [] if inplace else _task_files(Path(task_path)))
+            from ..kernelbenchx import is_task_file as is_kernelbenchx, write_task_dir
+
+            # a KernelBench-X file needs its suite around it (shapes, contract):
+            # the run keeps the task it read, as a task directory
+            kbx = not inplace and is_kernelbenchx(Path(task_path))
+            with tempfile.TemporaryDirectory() as made:
+                files = _task_files(write_task_dir(task, made)) if kbx else \
+                    [] if inplace else _task_files(Path(task_path))
+                run_dir.create(_config_snapshot(config, task, str(task_path)), files)
             if inplace:
                 from ..inplace import write_task_copy
 

@@ -237,6 +237,8 @@ def make_row(step: Step, run: Run, config: RLConfig, index: int, split: str) -> 
                 "child_speedup": float(step.child_speedup or 0.0),
                 "child_runtime_ms": float(step.child_runtime_ms or 0.0),
                 "child_coverage": step.coverage,
+                "child_sol_fraction": step.speed_of_light[0],
+                "child_sol_bound": step.speed_of_light[1],
             },
         },
     }
@@ -253,7 +255,8 @@ def rl_schema() -> Any:
                         ("speedup", pa.float64()), ("is_reference", pa.bool_())])
     recorded = pa.struct([("status", pa.string()), ("model", pa.string()), ("response", pa.string()),
                           ("speedup_over_parent", pa.float64()), ("child_speedup", pa.float64()),
-                          ("child_runtime_ms", pa.float64()), ("child_coverage", pa.float64())])
+                          ("child_runtime_ms", pa.float64()), ("child_coverage", pa.float64()),
+                          ("child_sol_fraction", pa.float64()), ("child_sol_bound", pa.string())])
     extra = pa.struct([
         ("index", pa.int64()), ("split", pa.string()), ("strategy", pa.string()), ("kind", pa.string()),
         ("task", task), ("parent", parent), ("ref_runtime_ms", pa.float64()), ("edit_mode", pa.string()),

@@ -176,6 +176,9 @@ def step_meta(step: Step) -> dict[str, Any]:
         "speedup_over_parent": float(step.speedup_over_parent or 0.0),
         "speedup": float(step.child_speedup or 0.0),
         "coverage": step.coverage,
+        # the child's fraction of the device's peak and its bound (speed of light)
+        "sol_fraction": step.speed_of_light[0],
+        "sol_bound": step.speed_of_light[1],
     }
 
 
@@ -326,7 +329,8 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
         fields = [("messages", pa.list_(message)), ("prompt", pa.list_(message)), ("completion", pa.list_(message)),
                   ("reasoning", pa.string())]
         meta_types = {"step": pa.int64(), "request_id": pa.int64(), "parent_id": pa.int64(), "child_id": pa.int64(),
-                      "speedup_over_parent": pa.float64(), "speedup": pa.float64(), "coverage": pa.float64()}
+                      "speedup_over_parent": pa.float64(), "speedup": pa.float64(), "coverage": pa.float64(),
+                      "sol_fraction": pa.float64()}
         meta_keys = list(samples[0].meta) if samples else list(step_meta_keys())
         fields += [(k, meta_types.get(k, pa.string())) for k in meta_keys]
         rows = []
@@ -345,4 +349,4 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
 
 def step_meta_keys() -> tuple[str, ...]:
     return ("run_dir", "task_id", "task_name", "difficulty", "kind", "step", "request_id", "parent_id",
-            "child_id", "status", "model", "speedup_over_parent", "speedup", "coverage")
+            "child_id", "status", "model", "speedup_over_parent", "speedup", "coverage", "sol_fraction", "sol_bound")

@@ -128,6 +128,17 @@ class Step:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
+    def speed_of_light(self) -> tuple[Optional[float], str]:
+        """(fraction of the device's peak, bound) of the child's timing:
+        the evaluator's speed of light; (None, "") where it was not counted
+        or the bound is unknown."""
+        sol = getattr(self.record.eval, "speed_of_light", None) if self.record.eval is not None else None
+        if isinstance(sol, dict) and isinstance(sol.get("fraction"), (int, float)) \
+                and sol.get("bound") in ("memory", "compute"):
+            return float(sol["fraction"]), str(sol["bound"])
+        return None, ""
+
+    @property
     def child_speedup(self) -> Optional[float]:
         """Child's speedup over the reference (None unless correct and timed)."""
         return _positive(self.metrics.get("speedup")) if self.status == "correct" else None

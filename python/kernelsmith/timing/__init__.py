@@ -12,8 +12,9 @@ from .._core import timing as stats
 from .harness import TimingOptions, bench, bench_samples, compare, compare_samples
 from .hidden_work import check_hidden_work, graph_consistency_verdict, hidden_work_verdict
 from .results import VERDICTS, Comparison, HiddenWorkCheck, Measurement
-from .roofline import PEAKS, HardwarePeak, RooflineCheck, WorkEstimate, estimate_work, lookup_peak, roofline_check
+from .roofline import HOST_PEAKS, PEAKS, HardwarePeak, RooflineCheck, WorkEstimate, estimate_work, lookup_peak, roofline_check
 from .gpu_state import gpu_state
+from .sol import SpeedOfLight, speed_of_light
 
 __all__ = [
     "bench",
@@ -29,6 +30,9 @@ __all__ = [
     "check_hidden_work",
     "graph_consistency_verdict",
     "PEAKS",
+    "HOST_PEAKS",
+    "SpeedOfLight",
+    "speed_of_light",
     "HardwarePeak",
     "RooflineCheck",
     "WorkEstimate",

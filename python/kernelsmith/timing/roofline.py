@@ -22,6 +22,9 @@ class HardwarePeak:
     # dense peaks per dtype class; fp32 includes TF32 tensor cores, because a
     # candidate may use them and the floor must stay a lower bound
     flops: Mapping[str, float] = field(default_factory=dict)
+    # where the figures come from (a datasheet's address, or how they were
+    # measured): a fraction of peak is only as good as its peak
+    source: str = ""
 
     def peak_flops(self, dtype: str) -> float:
         if dtype not in self.flops:
@@ -34,25 +37,54 @@ class HardwarePeak:
         return d
 
 
+_H100_SOURCE = ("NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/ "
+                "(dense figures: the datasheet's sparsity figures halved)")
+_H200_SOURCE = ("NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/ "
+                "(dense figures: the datasheet's sparsity figures halved)")
+
 # Datasheet figures (dense, no sparsity). Keys are matched as substrings of
 # torch.cuda.get_device_name() in this order.
 PEAKS: dict[str, HardwarePeak] = {
     "H200": HardwarePeak("H200", 4.8e12, 50 * 2**20,
-                         {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12}),
+                         {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12},
+                         source=_H200_SOURCE),
     "H100 PCIe": HardwarePeak("H100 PCIe", 2.0e12, 50 * 2**20,
-                              {"fp64": 51e12, "fp32": 378e12, "fp16": 756e12, "bf16": 756e12, "fp8": 1513e12}),
+                              {"fp64": 51e12, "fp32": 378e12, "fp16": 756e12, "bf16": 756e12, "fp8": 1513e12},
+                              source=_H100_SOURCE + ", H100 PCIe column"),
     "H100": HardwarePeak("H100 SXM", 3.35e12, 50 * 2**20,
-                         {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12}),
+                         {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12},
+                         source=_H100_SOURCE + ", H100 SXM column"),
     "B200": HardwarePeak("B200", 8.0e12, 126 * 2**20,
-                         {"fp64": 40e12, "fp32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, "fp8": 4500e12}),
+                         {"fp64": 40e12, "fp32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, "fp8": 4500e12},
+                         source="NVIDIA DGX B200 datasheet, https://www.nvidia.com/en-us/data-center/dgx-b200/ "
+                                "(per GPU, dense)"),
     "A100-SXM4-80GB": HardwarePeak("A100 80GB SXM", 2.039e12, 40 * 2**20,
-                                   {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12}),
+                                   {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12},
+                                   source="NVIDIA A100 datasheet, https://www.nvidia.com/en-us/data-center/a100/"),
     "A100": HardwarePeak("A100 40GB", 1.555e12, 40 * 2**20,
-                         {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12}),
+                         {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12},
+                         source="NVIDIA A100 datasheet, https://www.nvidia.com/en-us/data-center/a100/"),
     "L40S": HardwarePeak("L40S", 0.864e12, 96 * 2**20,
-                         {"fp32": 183e12, "fp16": 362e12, "bf16": 362e12, "fp8": 733e12}),
+                         {"fp32": 183e12, "fp16": 362e12, "bf16": 362e12, "fp8": 733e12},
+                         source="NVIDIA L40S datasheet, https://www.nvidia.com/en-us/data-center/l40s/"),
     "4090": HardwarePeak("RTX 4090", 1.008e12, 72 * 2**20,
-                         {"fp32": 165e12, "fp16": 330e12, "bf16": 330e12, "fp8": 660e12}),
+                         {"fp32": 165e12, "fp16": 330e12, "bf16": 330e12, "fp8": 660e12},
+                         source="NVIDIA Ada GPU architecture whitepaper, "
+                                "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"),
+}
+
+#: Host CPUs (PoCL's OpenCL device, the Triton interpreter, PyTorch on the
+#: host), matched as substrings of the CPU's model name (/proc/cpuinfo).
+#: No vendor publishes a figure for a virtual machine's share of a socket,
+#: so these are measured or declared, and their source says which.
+HOST_PEAKS: dict[str, HardwarePeak] = {
+    "AMD EPYC": HardwarePeak(
+        "AMD EPYC host (2 vCPU)", 6.4e9, 32 * 2**20, {"fp32": 156.5e9, "fp64": 78.2e9},
+        source="bandwidth measured on the development host (2-vCPU KVM guest, AMD EPYC family 25): "
+               "torch copy of 256 MiB fp32, 2 threads, best of 10, read+write bytes = 6.4 GB/s; "
+               "FLOPs declared: 2 cores x 2.445 GHz x 32 fp32 FLOP/cycle (two 256-bit FMA pipes), "
+               "half that for fp64. Another host of this model name differs: measure it "
+               "(kernelsmith.timing.sol.measure_host_peak)"),
 }
 
 
@@ -131,9 +163,36 @@ class WorkEstimate:
     flops: int  # 0 when no counter is available
     dtype: str
     flop_counter: str  # "torch.utils.flop_counter" | "none"
+    # ops that ran and do arithmetic the FLOP counter has no formula for
+    # (decompositions, FFTs, ...): with any of them, ``flops`` undercounts
+    # and the FLOP rate cannot be stated (speed_of_light says so)
+    uncounted_ops: list = field(default_factory=list)
+
+    @property
+    def flops_known(self) -> bool:
+        return self.flop_counter != "none" and not self.uncounted_ops
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: name prefixes of aten ops whose arithmetic is far above one operation per
+#: byte and that torch.utils.flop_counter does not count (checked against its
+#: registry at run time: an op it learns to count leaves this list's effect)
+HEAVY_UNCOUNTED_PREFIXES = (
+    "linalg_", "_linalg_", "cholesky", "triangular_solve", "lu_", "_lu_", "qr", "geqrf", "orgqr", "ormqr",
+    "svd", "_svd", "eig", "_eig", "symeig", "inverse", "det", "logdet", "slogdet", "lstsq", "matrix_exp",
+    "_fft_", "fft_", "stft", "istft", "cdist", "_cdist", "_euclidean_dist", "_cholesky", "cholesky_inverse",
+    "cholesky_solve", "_linalg_solve", "linalg_solve", "ldl", "_weight_norm", "_convolution_double",
+    "cudnn_convolution", "miopen_convolution", "mkldnn_convolution", "_nnpack_spatial_convolution",
+    "slow_conv", "thnn_conv", "_slow_conv", "conv_depthwise", "_conv_depthwise",
+)
+
+
+def _uncounted(names: set[str], registry: Any) -> list[str]:
+    counted = {getattr(k, "__name__", str(k)).split(".")[0] for k in registry}
+    heavy = [n for n in names if n.startswith(HEAVY_UNCOUNTED_PREFIXES) and n not in counted]
+    return sorted(f"aten.{n}" for n in heavy)
 
 
 def _tensors(obj: Any) -> list:
@@ -151,19 +210,32 @@ def _tensors(obj: Any) -> list:
 def estimate_work(fn: Callable[..., Any], args: Sequence[Any]) -> WorkEstimate:
     """Bytes moved (inputs + outputs; parameters of an nn.Module count as
     inputs) and FLOPs of one call of a *reference* ``fn(*args)``. Run it on
-    the reference only: it executes fn once, in this process."""
+    the reference only: it executes fn once, in this process. The aten ops
+    that ran are noted: those with much arithmetic that the FLOP counter
+    cannot count make the FLOPs unknown (``uncounted_ops``)."""
     import torch
 
     flop_counter = "none"
     flops = 0
+    uncounted: list[str] = []
     try:
-        from torch.utils.flop_counter import FlopCounterMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+        seen: set[str] = set()
+
+        class _OpNames(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                seen.add(func.overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
 
         with FlopCounterMode(display=False) as counter:
-            with torch.no_grad():
-                out = fn(*args)
+            with _OpNames():
+                with torch.no_grad():
+                    out = fn(*args)
         flops = int(counter.get_total_flops())
         flop_counter = "torch.utils.flop_counter"
+        uncounted = _uncounted(seen, flop_registry)
     except ImportError:
         with torch.no_grad():
             out = fn(*args)
@@ -171,13 +243,13 @@ def estimate_work(fn: Callable[..., Any], args: Sequence[Any]) -> WorkEstimate:
     if isinstance(fn, torch.nn.Module):
         ins += list(fn.parameters()) + list(fn.buffers())
     outs = _tensors(out)
-    seen: set = set()
+    seen_ptr: set = set()
     total = 0
     for t in ins + outs:
         key = (t.data_ptr(), t.numel(), t.dtype)
-        if key in seen:
+        if key in seen_ptr:
             continue
-        seen.add(key)
+        seen_ptr.add(key)
         total += t.numel() * t.element_size()
     dtypes = [t.dtype for t in ins if t.is_floating_point()]
-    return WorkEstimate(total, flops, dtype_class(dtypes[0]) if dtypes else "fp32", flop_counter)
+    return WorkEstimate(total, flops, dtype_class(dtypes[0]) if dtypes else "fp32", flop_counter, uncounted)
