@@ -1046,12 +1046,15 @@ def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Opt
     return own_ms, problem
 
 
-def _in_slot(chan: "Channel", call: Callable[[], Any]) -> Any:
-    """``call()`` in the device's timing slot (the parent stops the device's
-    other workers meanwhile), the slot given back without a timing report."""
+def _in_slot(chan: "Channel", call: Callable[[], Optional[float]], tries: int = 3) -> Optional[float]:
+    """The least of up to ``tries`` ``call()`` readings in the device's
+    timing slot (the parent stops the device's other workers meanwhile, but
+    work they queued before they stopped still runs: the first reading may
+    share the device with it), the slot given back without a timing report."""
     chan.timing_slot()
     try:
-        return call()
+        readings = [r for r in (call() for _ in range(tries)) if r is not None]
+        return min(readings) if readings else None
     finally:
         chan.timing_done({"release_only": True})
 
