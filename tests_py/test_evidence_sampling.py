@@ -118,3 +118,29 @@ def test_an_opencl_evaluation_of_a_large_output_goes_through_the_sample(tmp_path
         honest, bad = ev.evaluate_many([(task, program), (task, wrong)])
     assert honest.category == "ok" and honest.census.get("referee") == "agreed", honest
     assert bad.category == "incorrect", bad  # the worker's own full comparison still sees every element
+
+
+def test_within_agrees_with_compare_without_its_full_pass():
+    """cmp.within (the trivial-output check's question) gives compare()'s
+    answer on matches, mismatches, dtype and shape changes and matching
+    NaN/Inf, and _unravel gives torch.unravel_index's index."""
+    from kernelsmith.evaluator import correctness as cmp
+
+    a = torch.randn(2000)
+    nan = a.clone()
+    nan[3] = float("nan")
+    inf = a.clone()
+    inf[7] = float("inf")
+    other_inf = inf.clone()
+    other_inf[8] = float("inf")
+    cases = [([a], [a]), ([a + 1e-6], [a]), ([a + 1], [a]), ([a.double()], [a]), ([a[:10]], [a]),
+             ([nan], [nan]), ([nan], [a]), ([inf], [inf]), ([other_inf], [inf]), ([a, a], [a]),
+             ([torch.zeros(2000)], [a]), ([torch.zeros(0)], [torch.zeros(0)])]
+    for got, expected in cases:
+        assert cmp.within(got, expected, 1e-4, 1e-4) == cmp.compare(got, expected, 1e-4, 1e-4)["ok"], (got, expected)
+    for shape in [(4, 5, 6), (7,), (3, 1, 2), (2, 0, 3)]:
+        n = 1
+        for d in shape:
+            n *= d
+        for at in {0, max(n - 1, 0), n // 2} if n else set():
+            assert cmp._unravel(at, shape) == [int(i) for i in torch.unravel_index(torch.tensor(at), shape)]
