@@ -385,3 +385,19 @@ def test_evidence_files_are_limited_by_the_tasks_outputs(tmp_path):
     assert torch.equal(read_outputs(copy, size)["reference"][0], torch.ones(1000))
     with pytest.raises(ValueError, match="over the limit"):
         read_outputs(copy, size - 1)
+
+
+def test_the_allocators_nvml_assert_is_an_out_of_memory():
+    """On a shared H100 an honest argmax cloning its 8.6 GB input got, instead
+    of torch.OutOfMemoryError, PyTorch's allocator failing to format that
+    error (NVML cannot start in the sandboxed worker): it was `runtime`,
+    charged to the candidate, where an out-of-memory is attributed by the
+    parent from the footprints and retried alone."""
+    from kernelsmith.evaluator.memory import is_out_of_memory
+    from kernelsmith.evaluator.tracebacks import classify_exception
+
+    seen = RuntimeError('NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
+                        '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.')
+    assert is_out_of_memory(seen) and classify_exception(seen) == "oom"
+    other_assert = RuntimeError('x.is_cuda() INTERNAL ASSERT FAILED at "/pytorch/aten/src/ATen/foo.cpp":12')
+    assert not is_out_of_memory(other_assert) and classify_exception(other_assert) == "runtime"

@@ -394,8 +394,9 @@ def tried_bytes(message: str) -> Optional[int]:
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}".lower()
-    return isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text
+    from .tracebacks import is_out_of_memory as looks_so
+
+    return looks_so(exc)
 
 
 @dataclass

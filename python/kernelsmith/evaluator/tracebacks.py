@@ -76,13 +76,25 @@ def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int,
     return "\n".join(lines)
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation failure. Besides the plain messages:
+    PyTorch's CUDA caching allocator formats its out-of-memory error with
+    NVML, and where NVML cannot start (a sandboxed worker: "Can't initialize
+    NVML") the failed allocation surfaces as an INTERNAL ASSERT on
+    ``nvmlInit`` in CUDACachingAllocator.cpp instead (an honest argmax
+    cloning its 8.6 GB input on a shared H100)."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return (isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text
+            or ("cudacachingallocator" in text and "nvmlinit" in text))
+
+
 def classify_exception(exc: BaseException,
                        is_compile_error: Optional[Callable[[BaseException], bool]] = None) -> str:
     """Error category for an exception raised by candidate code.
     ``is_compile_error``: the backend's test for its compiler's errors
     (``Backend.is_compile_error``)."""
     text = f"{type(exc).__name__}: {exc}".lower()
-    if isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text:
+    if is_out_of_memory(exc):
         return "oom"
     if "illegal memory access" in text or "misaligned address" in text or "device-side assert" in text:
         return "crash"
