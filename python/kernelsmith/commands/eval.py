@@ -142,9 +142,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s")
         print(result.render_feedback())
-        source = (result.speed_of_light or {}).get("peak_source")
-        if source:  # the peaks' source, for a person (the model's feedback has the line above)
-            print(f"Speed-of-light peaks ({result.speed_of_light.get('device')}): {source}")
+        peaks = (result.speed_of_light or {}).get("peak_source")
+        if peaks:  # the peaks' source, for a person (the model's feedback has the line above)
+            print(f"Speed-of-light peaks ({result.speed_of_light.get('device')}): {peaks}")
         if result.phases:
             print("Phases (s): " + ", ".join(f"{k} {v:.3g}" for k, v in result.phases.items()))
         from ..evaluator.memory import summary_line
