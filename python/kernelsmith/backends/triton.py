@@ -202,6 +202,59 @@ def warm_compiler(arch: Optional[int] = None) -> list[str]:
     return done
 
 
+#: the folder (below the user's cache) where the zygote keeps Triton's two
+#: host modules between pools; KERNELSMITH_HOST_CACHE=off builds them in the
+#: pool's own folder every time, as before
+HOST_CACHE_ENV = "KERNELSMITH_HOST_CACHE"
+
+
+def host_module_folder() -> Optional[str]:
+    """Where Triton's CUDA driver helpers and the generic launcher (host C
+    modules, built by the zygote before any candidate exists) are kept
+    between pools: a folder of this user's cache, made 0700 and used only
+    while it is this user's and no one else can write to it; None when off,
+    unsafe, or not root without a folder named in KERNELSMITH_HOST_CACHE."""
+    value = os.environ.get(HOST_CACHE_ENV, "")
+    if value.lower() in ("off", "0", "none"):
+        return None
+    if not value and os.geteuid() != 0:
+        # only where the pool's children run under uids of their own (as
+        # root): a child of this user could otherwise write the modules a
+        # later zygote loads. A user may name a folder to opt in.
+        return None
+    base = value or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                                 "kernelsmith", "triton-host")
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        st = os.stat(base)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None  # another user's, or writable by others: never load from it
+    return base
+
+
+class _host_module_cache:
+    """While the zygote builds Triton's host modules, Triton's cache is the
+    user's host-module folder: the two C compiles (about 1-2 s each) happen
+    once per user and Triton version instead of in every new pool (a cold
+    ``kernelsmith eval`` paid both; the daemon's zygote warm-up was 7.6-8.3 s
+    on the H100). A candidate never runs in this process, and a pool's
+    children cannot write to a 0700 folder of another uid."""
+
+    def __enter__(self) -> None:
+        self.before = os.environ.get("TRITON_CACHE_DIR")
+        folder = host_module_folder()
+        if folder is not None:
+            os.environ["TRITON_CACHE_DIR"] = folder
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.before is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = self.before
+
+
 def install_generic_launcher() -> bool:
     """In the zygote: one launcher for every kernel signature
     (``_triton_launch``), so that no forked worker compiles one. Quietly
@@ -300,9 +353,10 @@ class TritonBackend(Backend):
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
             from triton.runtime import driver
 
-            driver.active.utils  # noqa: B018 - the property builds the helpers
+            with _host_module_cache():
+                driver.active.utils  # noqa: B018 - the property builds the helpers
+                install_generic_launcher()
             warm_compiler(_nvml_arch())
-            install_generic_launcher()
 
     def prepare_builder(self) -> None:
         # launchers are host code: built with the C compiler, no CUDA context
