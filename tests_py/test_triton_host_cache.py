@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from kernelsmith.backends import triton as tb
 
 
@@ -40,10 +38,14 @@ def test_off_and_the_default_for_a_plain_user(tmp_path, monkeypatch):
     monkeypatch.setenv(tb.HOST_CACHE_ENV, "off")
     assert tb.host_module_folder() is None
     monkeypatch.delenv(tb.HOST_CACHE_ENV)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert tb.host_module_folder() is None  # a child of this user could write it
+    # as root: below the account's home whatever $HOME says (a zygote's HOME
+    # is its pool's folder, gone with the pool)
+    import pwd
+
+    home = tmp_path / "home"
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    if os.getuid() != 0:
-        pytest.skip("the root default needs a folder owned by this uid; run as root to check it")
-    assert tb.host_module_folder() == str(tmp_path / "kernelsmith" / "triton-host")
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: type("pw", (), {"pw_dir": str(home)})())
+    monkeypatch.setenv("HOME", str(tmp_path / "pool" / "zygote"))
+    assert tb.host_module_folder() == str(home / ".cache" / "kernelsmith" / "triton-host")

@@ -222,8 +222,13 @@ def host_module_folder() -> Optional[str]:
         # root): a child of this user could otherwise write the modules a
         # later zygote loads. A user may name a folder to opt in.
         return None
-    base = value or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                                 "kernelsmith", "triton-host")
+    if not value:
+        import pwd
+
+        # the account's home, not $HOME: a zygote's HOME is its pool's folder
+        # (sandbox.worker_environment), which goes with the pool
+        value = os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "kernelsmith", "triton-host")
+    base = value
     try:
         os.makedirs(base, mode=0o700, exist_ok=True)
         st = os.stat(base)
