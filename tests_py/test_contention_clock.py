@@ -82,9 +82,13 @@ def _timed(gate, key, ref_ms, on_cpu=False):
 
 def test_gpu_reference_drift_is_judged_tighter_than_on_a_cpu():
     """A GPU reference steady at 1.00 ms that comes out 8% slower is drift
-    there (re-timed, then unreliable); on a CPU device 8% is noise."""
+    there (re-timed, then unreliable); on a CPU device 8% is noise. (The
+    host's real load is not this test's subject: on the CPU device it would
+    be judged too, and a busy machine re-timed the 1.08 ms attempt in a full
+    suite run; free_core_share=0 leaves only the drift rule.)"""
     for on_cpu, expected in ((False, (False, 2)), (True, (True, 1))):
-        gate = DeviceGate("0" if not on_cpu else None, TimingPolicy(max_retimes=1, retime_backoff_s=0.0))
+        gate = DeviceGate("0" if not on_cpu else None,
+                          TimingPolicy(max_retimes=1, retime_backoff_s=0.0, free_core_share=0.0))
         for ms in (1.0, 1.01, 0.99):
             assert _timed(gate, "t", ms, on_cpu) == (True, 1)
         assert _timed(gate, "t", 1.08, on_cpu) == expected
