@@ -239,25 +239,24 @@ def host_module_folder() -> Optional[str]:
     return base
 
 
-class _host_module_cache:
+@contextlib.contextmanager
+def _host_module_cache() -> Iterator[None]:
     """While the zygote builds Triton's host modules, Triton's cache is the
     user's host-module folder: the two C compiles (about 1-2 s each) happen
     once per user and Triton version instead of in every new pool (a cold
-    ``kernelsmith eval`` paid both; the daemon's zygote warm-up was 7.6-8.3 s
-    on the H100). A candidate never runs in this process, and a pool's
-    children cannot write to a 0700 folder of another uid."""
-
-    def __enter__(self) -> None:
-        self.before = os.environ.get("TRITON_CACHE_DIR")
-        folder = host_module_folder()
-        if folder is not None:
-            os.environ["TRITON_CACHE_DIR"] = folder
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.before is None:
+    ``kernelsmith eval`` paid both). A candidate never runs in this process,
+    and a pool's children cannot write to a 0700 folder of another uid."""
+    before = os.environ.get("TRITON_CACHE_DIR")
+    folder = host_module_folder()
+    if folder is not None:
+        os.environ["TRITON_CACHE_DIR"] = folder
+    try:
+        yield
+    finally:
+        if before is None:
             os.environ.pop("TRITON_CACHE_DIR", None)
         else:
-            os.environ["TRITON_CACHE_DIR"] = self.before
+            os.environ["TRITON_CACHE_DIR"] = before
 
 
 def install_generic_launcher() -> bool:

@@ -39,8 +39,9 @@ class Channel:
     def __init__(self, inp: Any, out: Any) -> None:
         self.inp = inp
         self.out = out
-        #: the seeds received, in order (an input set's seed also picks the
-        #: positions of a large output handed to the referee)
+        #: the seeds received, in the parent's order (it names them by index;
+        #: an input set's seed also picks the positions of a large output
+        #: handed to the referee)
         self.seeds: list[int] = []
         #: (fd, st_dev, st_ino) of the channel's descriptors and the filter's
         #: own two (its report line's, its listener), taken before the
@@ -132,13 +133,14 @@ class Channel:
         self.last_stage = stage
         self.send(type="stage", stage=stage)
 
-    #: seeds received so far (the parent keeps them in the same order)
-    seeds_received = 0
+
+    @property
+    def seeds_received(self) -> int:
+        return len(self.seeds)
 
     def seed(self) -> int:
         self.send(type="seed?")
         value = int(self.receive()["seed"])
-        self.seeds_received += 1
         self.seeds.append(value)
         return value
 
