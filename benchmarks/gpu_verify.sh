@@ -10,7 +10,7 @@
 # (benchmarks/bench_kernelbench.py over a KernelBench checkout in .carry/KernelBench: KB_LEVELS,
 # KB_EVERY, KB_ARGS), degenerate (task check of level-1 19, 20, 31, 32 as upstream), latency
 # (benchmarks/bench_eval_latency.py: eval cold, through the daemon, fresh mode), fla (fla-core's
-# l2norm_fwd in place: the fla_core and einops wheels in .whl/).
+# l2norm_fwd in place: the fla_core and einops wheels in .whl/), autotune (benchmarks/bench_autotune_compile.py on fla's tests).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +70,13 @@ fi
 if has latency; then
   timeout ${LAT_LIMIT:-240} python3 benchmarks/bench_eval_latency.py ${LAT_TASK:-examples/triton/softmax} seed \
     --repeats ${LAT_REPEATS:-3} --json "$OUT/latency.json" 2>&1 | tee "$OUT/latency.log"
+  echo "host-module cache: $(ls ~/.cache/kernelsmith/triton-host 2>/dev/null | wc -l) entries in ~/.cache/kernelsmith/triton-host" | tee -a "$OUT/latency.log"
+fi
+if has autotune; then
+  # issue 27: fla's tests as task init runs them, autotune compiles one after the other vs side by side
+  timeout ${AUTOTUNE_LIMIT:-420} python3 benchmarks/bench_autotune_compile.py --wheel .whl/fla_core-0.6.0-py3-none-any.whl \
+    --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py --json "$OUT/autotune_compile.json" 2>&1 \
+    | tee "$OUT/autotune_compile.log"
 fi
 if has fla; then
   OUT=/tmp/fla-run timeout ${FLA_LIMIT:-420} bash scripts/run_inplace_fla.sh .whl/fla_core-*.whl .whl/einops-*.whl 2>&1 \

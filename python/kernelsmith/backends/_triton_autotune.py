@@ -181,6 +181,63 @@ def flush() -> int:
     return len(lines)
 
 
+#: threads that compile a key's configs side by side before Triton
+#: benchmarks them (:func:`precompile`); ``0`` or ``1``: off
+THREADS_ENV = "KERNELSMITH_AUTOTUNE_COMPILE_THREADS"
+
+
+def compile_threads(configs: int) -> int:
+    """How many threads :func:`precompile` uses for ``configs`` configs: the
+    cores this process may run on (at most 16), or ``KERNELSMITH_AUTOTUNE_COMPILE_THREADS``."""
+    value = os.environ.get(THREADS_ENV, "")
+    try:
+        cap = int(value) if value else min(16, len(os.sched_getaffinity(0)))
+    except (ValueError, OSError):
+        cap = 1
+    return max(0, min(cap, configs))
+
+
+def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> int:
+    """Compile ``configs`` of a key about to be tuned side by side, through
+    Triton's own asynchronous compile mode (``AsyncCompileMode``, whose
+    futures land in the kernel's in-memory cache), so that Triton's
+    benchmark of each config then finds it compiled. Triton tunes a key by
+    compiling and benchmarking one config after the other: fla-core's 25
+    configs a key, most of the time in the compiler (docs/in_place.md has
+    the H100's figures). The compiles are the ones Triton's ``_bench``
+    would make (same arguments, same config keywords, ``warmup=True``: no
+    launch); a config that fails to compile is left to Triton's benchmark,
+    which reports it as it always did. Nothing under the interpreter. The
+    number of configs handed to the compiler threads."""
+    threads = compile_threads(len(configs))
+    if threads < 2 or os.environ.get("TRITON_INTERPRET") == "1":
+        return 0
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:  # a Triton without it: tuned one config after the other, as before
+        return 0
+    nargs = getattr(autotuner, "nargs", None) or {}
+    args = [nargs[name] for name in autotuner.arg_names if name in nargs]
+    warmup = getattr(autotuner.fn, "warmup", None)
+    if not callable(warmup) or len(args) != len(nargs):
+        return 0
+    submitted = 0
+    try:
+        with ThreadPoolExecutor(threads, thread_name_prefix="ks-autotune-compile") as pool:
+            with AsyncCompileMode(pool, ignore_errors=True):
+                for config in configs:
+                    try:
+                        warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
+                        submitted += 1
+                    except Exception:  # noqa: BLE001 - Triton's own benchmark meets it again and says why
+                        continue
+    except Exception:  # noqa: BLE001 - e.g. the program's own AsyncCompileMode already active
+        return submitted
+    return submitted
+
+
 def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
     """Wrap Triton's ``Autotuner.prune_configs`` in this process (once); the
     paths default to the environment (``KERNELSMITH_AUTOTUNE_KNOWN`` / ``_NEW``).
@@ -224,6 +281,7 @@ def install(known_path: Optional[str] = None, new_path: Optional[str] = None) ->
             state.handed += 1
             return [match]
         state.pending.append((self, key, rk))
+        precompile(self, pruned, kwargs)
         return pruned
 
     Autotuner.prune_configs = prune_configs  # type: ignore[method-assign]

@@ -1,0 +1,86 @@
+"""What a package's autotuning costs in a project's test command, with the
+configs of each key compiled one after the other (Triton's way) and side
+by side (``_triton_autotune.precompile``), on a GPU.
+
+The tests are run as ``kernelsmith task init`` runs them: a fresh Python
+with the hand-over's ``sitecustomize`` first on ``PYTHONPATH`` (so every key
+is tuned and reported) and a Triton compile cache of its own. Three runs:
+
+* ``sequential``: ``KERNELSMITH_AUTOTUNE_COMPILE_THREADS=0``, a new cache;
+* ``parallel``: the default thread count, a new cache;
+* ``warm``: the parallel run's compile cache again, tuned anew (what is
+  left when nothing compiles: the benchmarks and the tests themselves).
+
+  python benchmarks/bench_autotune_compile.py --wheel .whl/fla_core-0.6.0-py3-none-any.whl \\
+      --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py
+
+Prints each run's wall time, what it tuned, and the sequential/parallel ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+from kernelsmith.backends import _triton_autotune as autotune  # noqa: E402
+
+
+def run(tests: list[str], tree: str, site: str, cache: str, threads: str, work: str, label: str) -> dict:
+    new = os.path.join(work, f"{label}-new.jsonl")
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env.update(PYTHONPATH=os.pathsep.join([site, tree, env.get("PYTHONPATH", "")]), TRITON_CACHE_DIR=cache,
+               KERNELSMITH_AUTOTUNE_NEW=new, KERNELSMITH_AUTOTUNE_KNOWN=os.path.join(work, "none.json"))
+    if threads is None:
+        env.pop(autotune.THREADS_ENV, None)
+    else:
+        env[autotune.THREADS_ENV] = threads
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], env=env,
+                          capture_output=True, text=True)
+    wall = time.monotonic() - started
+    tuned = sum(1 for _ in open(new)) if os.path.exists(new) else 0
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+    return {"run": label, "wall_s": round(wall, 2), "keys_tuned": tuned, "rc": proc.returncode, "tail": tail[0][:200]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tests", nargs="+", help="test files (pytest)")
+    ap.add_argument("--wheel", action="append", default=[], help="a wheel unpacked into the tree (repeatable)")
+    ap.add_argument("--tree", help="the package's tree instead of wheels")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="ks-autotune-bench-")
+    tree = args.tree or os.path.join(work, "tree")
+    for wheel in args.wheel:
+        zipfile.ZipFile(wheel).extractall(tree)
+    site = autotune.write_site_folder(os.path.join(work, "site"))
+    tests = [os.path.abspath(t) for t in args.tests]
+    print(f"compile threads by default: {autotune.compile_threads(1 << 10)}", flush=True)
+    rows = []
+    for label, cache, threads in (("sequential", "cache-seq", "0"), ("parallel", "cache-par", None),
+                                  ("warm", "cache-par", None)):
+        row = run(tests, tree, site, os.path.join(work, cache), threads, work, label)
+        rows.append(row)
+        print(f"{row['run']:<11} {row['wall_s']:8.2f} s  keys tuned {row['keys_tuned']:3d}  rc {row['rc']}  {row['tail']}",
+              flush=True)
+    seq, par, warm = (r["wall_s"] for r in rows)
+    print(f"sequential / parallel: {seq / par:.2f}x; compile share of the sequential run: "
+          f"{max(0.0, seq - warm) / seq:.0%} (sequential - warm)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r["rc"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
