@@ -6,10 +6,12 @@ The tests are run as ``kernelsmith task init`` runs them: a fresh Python
 with the hand-over's ``sitecustomize`` first on ``PYTHONPATH`` (so every key
 is tuned and reported) and a Triton compile cache of its own. Three runs:
 
-* ``sequential``: ``KERNELSMITH_AUTOTUNE_COMPILE_THREADS=0``, a new cache;
-* ``parallel``: the default thread count, a new cache;
-* ``warm``: the parallel run's compile cache again, tuned anew (what is
-  left when nothing compiles: the benchmarks and the tests themselves).
+* ``sequential``: ``KERNELSMITH_AUTOTUNE_PRECOMPILE=off``, a new cache;
+* ``fork`` (the default): configs compiled side by side in forked
+  children, a new cache (``--modes`` adds ``threads``: Triton's
+  ``AsyncCompileMode`` in threads);
+* ``warm``: the fork run's compile cache again, tuned anew (what is left
+  when nothing compiles: the benchmarks and the tests themselves).
 
   python benchmarks/bench_autotune_compile.py --wheel .whl/fla_core-0.6.0-py3-none-any.whl \\
       --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py
@@ -33,23 +35,24 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from kernelsmith.backends import _triton_autotune as autotune  # noqa: E402
 
 
-def run(tests: list[str], tree: str, site: str, cache: str, threads: str, work: str, label: str) -> dict:
+def run(tests: list[str], tree: str, site: str, cache: str, mode: str, work: str, label: str) -> dict:
     new = os.path.join(work, f"{label}-new.jsonl")
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     env.update(PYTHONPATH=os.pathsep.join([site, tree, env.get("PYTHONPATH", "")]), TRITON_CACHE_DIR=cache,
                KERNELSMITH_AUTOTUNE_NEW=new, KERNELSMITH_AUTOTUNE_KNOWN=os.path.join(work, "none.json"))
-    if threads is None:
-        env.pop(autotune.THREADS_ENV, None)
-    else:
-        env[autotune.THREADS_ENV] = threads
+    env[autotune.PRECOMPILE_ENV] = mode
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], env=env,
                           capture_output=True, text=True)
     wall = time.monotonic() - started
-    tuned = sum(1 for _ in open(new)) if os.path.exists(new) else 0
+    records = [json.loads(line) for line in open(new)] if os.path.exists(new) else []
+    pre = [r.get("precompile") or {} for r in records]
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
-    return {"run": label, "wall_s": round(wall, 2), "keys_tuned": tuned, "rc": proc.returncode, "tail": tail[0][:200]}
+    return {"run": label, "wall_s": round(wall, 2), "keys_tuned": len(records), "rc": proc.returncode,
+            "configs": sum(p.get("configs", 0) for p in pre), "precompiled": sum(p.get("compiled", 0) for p in pre),
+            "precompile_s": round(sum(p.get("seconds", 0.0) for p in pre), 2),
+            "errors": sorted({p["error"] for p in pre if p.get("error")}), "tail": tail[0][:200]}
 
 
 def main() -> int:
@@ -57,6 +60,7 @@ def main() -> int:
     ap.add_argument("tests", nargs="+", help="test files (pytest)")
     ap.add_argument("--wheel", action="append", default=[], help="a wheel unpacked into the tree (repeatable)")
     ap.add_argument("--tree", help="the package's tree instead of wheels")
+    ap.add_argument("--modes", default="off,fork", help="cold runs, in order (off, fork, threads); a warm run follows")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="ks-autotune-bench-")
@@ -65,17 +69,23 @@ def main() -> int:
         zipfile.ZipFile(wheel).extractall(tree)
     site = autotune.write_site_folder(os.path.join(work, "site"))
     tests = [os.path.abspath(t) for t in args.tests]
-    print(f"compile threads by default: {autotune.compile_threads(1 << 10)}", flush=True)
+    print(f"compiles at once by default: {autotune.compile_procs(1 << 10)}", flush=True)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    plan = [("sequential" if m == "off" else m, f"cache-{m}", m) for m in modes]
+    plan.append(("warm", plan[-1][1], plan[-1][2]))
     rows = []
-    for label, cache, threads in (("sequential", "cache-seq", "0"), ("parallel", "cache-par", None),
-                                  ("warm", "cache-par", None)):
-        row = run(tests, tree, site, os.path.join(work, cache), threads, work, label)
+    for label, cache, mode in plan:
+        row = run(tests, tree, site, os.path.join(work, cache), mode, work, label)
         rows.append(row)
-        print(f"{row['run']:<11} {row['wall_s']:8.2f} s  keys tuned {row['keys_tuned']:3d}  rc {row['rc']}  {row['tail']}",
-              flush=True)
-    seq, par, warm = (r["wall_s"] for r in rows)
-    print(f"sequential / parallel: {seq / par:.2f}x; compile share of the sequential run: "
-          f"{max(0.0, seq - warm) / seq:.0%} (sequential - warm)")
+        print(f"{row['run']:<11} {row['wall_s']:8.2f} s  keys tuned {row['keys_tuned']:3d}  configs {row['configs']:4d}  "
+              f"precompiled {row['precompiled']:4d} in {row['precompile_s']:7.2f} s  rc {row['rc']}  {row['tail']}"
+              + (f"  errors {row['errors']}" if row["errors"] else ""), flush=True)
+    walls = {r["run"]: r["wall_s"] for r in rows}
+    if "sequential" in walls:
+        for r in rows[1:-1]:
+            print(f"sequential / {r['run']}: {walls['sequential'] / r['wall_s']:.2f}x")
+        print(f"compile share of the sequential run: {max(0.0, walls['sequential'] - walls['warm']) / walls['sequential']:.0%} "
+              "(sequential - warm)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=1)

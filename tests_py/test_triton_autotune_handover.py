@@ -344,3 +344,117 @@ def test_a_compiled_kernel_is_the_same_kernel_on_another_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "False"]
+
+
+# -- a key's configs compiled side by side before Triton benchmarks them
+# (at.precompile). Triton's compiler needs a GPU target, so here the
+# kernel's warmup is a stand-in that records where it ran; what this shows
+# is the orchestration: one forked child per config, at most N at once,
+# the GPU never asked for in a child, failures and hangs left to Triton's
+# own benchmark, nothing changed in the parent. The compile itself is shown
+# on the GPU (benchmarks/bench_autotune_compile.py).
+
+class _StandInJIT:
+    def __init__(self, out: Path) -> None:
+        import collections
+
+        self.device_caches = collections.defaultdict(dict)
+        self.out = out
+        self.calls: list[int] = []
+
+    def run(self, *args, **kwargs):  # pragma: no cover - never launched
+        raise AssertionError("precompile must not launch")
+
+    def warmup(self, *args, grid, **kwargs):
+        from triton.runtime import driver
+
+        self.calls.append(kwargs["BT"])
+        if kwargs["BT"] == 3:
+            raise RuntimeError("this config does not compile")
+        if kwargs["BT"] == 5:
+            time.sleep(60)
+        # what a compile sees of the device: the parent's, not a call to the GPU
+        (self.out / f"bt{kwargs['BT']}").write_text(json.dumps(
+            {"pid": os.getpid(), "args": list(args), "x": kwargs["x"], "device": driver.active.get_current_device(),
+             "stream": driver.active.get_current_stream(), "warps": kwargs["num_warps"]}))
+
+
+class _StandInConfig:
+    def __init__(self, bt: int) -> None:
+        self.bt = bt
+
+    def all_kwargs(self):
+        return {"BT": self.bt, "num_warps": 4}
+
+
+class _StandInTuner:
+    arg_names = ["a", "x"]
+
+    def __init__(self, out: Path) -> None:
+        self.fn = _StandInJIT(out)
+        self.nargs = {"a": 7}
+
+
+class _ParentDriver:
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def get_current_device(self):
+        self.asked += 1
+        return 3
+
+    def get_current_stream(self, *args):
+        raise AssertionError("the parent's stream is not needed")
+
+
+@pytest.fixture
+def stand_in_driver(monkeypatch):
+    from triton.runtime import driver
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    parent = _ParentDriver()
+    before = driver._active  # reset_active() would look for a GPU driver
+    driver.set_active(parent)
+    try:
+        yield parent
+    finally:
+        driver._active = before
+
+
+def test_precompile_forks_a_compile_per_config(tmp_path, monkeypatch, stand_in_driver):
+    monkeypatch.setenv(at.PROCS_ENV, "2")
+    monkeypatch.setattr(at, "PRECOMPILE_TIMEOUT_S", 3.0)
+    tuner = _StandInTuner(tmp_path)
+    started = time.monotonic()
+    done = at.precompile(tuner, [_StandInConfig(b) for b in (1, 2, 3, 4, 5)], {"x": 9})
+    assert time.monotonic() - started < 30  # the hung config was stopped
+    assert done["mode"] == "fork" and done["configs"] == 5 and done["compiled"] == 3, done
+    for bt in (1, 2, 4):
+        seen = json.loads((tmp_path / f"bt{bt}").read_text())
+        # a child of this process, with the kernel's arguments and the
+        # config's keywords, the parent's device and a stream it never asked the GPU for
+        assert seen["pid"] != os.getpid() and seen["args"] == [7] and seen["x"] == 9
+        assert seen["device"] == 3 and seen["stream"] == 0 and seen["warps"] == 4
+    assert not (tmp_path / "bt3").exists() and not (tmp_path / "bt5").exists()
+    # the parent asked for the device once and is as it was: no call ran here,
+    # its driver is its own, no child is left
+    assert stand_in_driver.asked == 1 and tuner.fn.calls == []
+    from triton.runtime import driver
+
+    assert driver.active is stand_in_driver and driver.active.get_current_device() == 3
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_precompile_off_threads_and_interpreter(tmp_path, monkeypatch, stand_in_driver):
+    tuner = _StandInTuner(tmp_path)
+    configs = [_StandInConfig(b) for b in (1, 2)]
+    monkeypatch.setenv(at.PRECOMPILE_ENV, "off")
+    assert at.precompile(tuner, configs, {"x": 1})["mode"] == "off"
+    monkeypatch.setenv(at.PRECOMPILE_ENV, "fork")
+    monkeypatch.setenv(at.PROCS_ENV, "1")  # one at a time is what Triton does anyway
+    assert at.precompile(tuner, configs, {"x": 1})["mode"] == "off"
+    monkeypatch.delenv(at.PROCS_ENV)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert at.precompile(tuner, configs, {"x": 1})["mode"] == "off"
+    assert not list(tmp_path.iterdir()) and tuner.fn.calls == []

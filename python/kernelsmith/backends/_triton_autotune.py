@@ -148,7 +148,8 @@ class _Handover:
         self.handed = 0  # keys taken from the parent's records (nothing benchmarked)
         self.tuned = 0  # keys tuned here and reported
         # keys being tuned: (autotuner, tuning key, record key), reported by flush()
-        self.pending: list[tuple[Any, tuple, str]] = []
+        # and what :func:`precompile` did for it
+        self.pending: list[tuple[Any, tuple, str, dict[str, Any]]] = []
 
 
 def flush() -> int:
@@ -162,15 +163,16 @@ def flush() -> int:
     if state is None or not state.pending:
         return 0
     lines, waiting = [], []
-    for tuner, key, rk in state.pending:
+    for tuner, key, rk, compiled in state.pending:
         config = tuner.cache.get(key)
         if config is None:
-            waiting.append((tuner, key, rk))
+            waiting.append((tuner, key, rk, compiled))
             continue
         state.known.setdefault(rk, str(config))
         state.tuned += 1
         lines.append(json.dumps({"key": rk, "config": str(config),
-                                 "kernel": getattr(getattr(tuner, "base_fn", None), "__name__", "")}))
+                                 "kernel": getattr(getattr(tuner, "base_fn", None), "__name__", ""),
+                                 "precompile": compiled}))
     state.pending = waiting
     if lines and state.new_path:
         try:
@@ -181,15 +183,23 @@ def flush() -> int:
     return len(lines)
 
 
-#: threads that compile a key's configs side by side before Triton
-#: benchmarks them (:func:`precompile`); ``0`` or ``1``: off
-THREADS_ENV = "KERNELSMITH_AUTOTUNE_COMPILE_THREADS"
+#: how a key's configs are compiled before Triton benchmarks them
+#: (:func:`precompile`): ``fork`` (the default: forked children, side by
+#: side), ``threads`` (Triton's ``AsyncCompileMode`` in threads: measured no
+#: faster on Triton 3.6, kept for the benchmark), ``off`` (one after the
+#: other inside Triton's benchmark, as Triton does)
+PRECOMPILE_ENV = "KERNELSMITH_AUTOTUNE_PRECOMPILE"
+#: at most this many compiles at once (default: the cores this process may
+#: run on, at most 16)
+PROCS_ENV = "KERNELSMITH_AUTOTUNE_COMPILE_PROCS"
+#: a forked compile that runs longer is stopped (Triton then compiles that
+#: config itself)
+PRECOMPILE_TIMEOUT_S = 120.0
 
 
-def compile_threads(configs: int) -> int:
-    """How many threads :func:`precompile` uses for ``configs`` configs: the
-    cores this process may run on (at most 16), or ``KERNELSMITH_AUTOTUNE_COMPILE_THREADS``."""
-    value = os.environ.get(THREADS_ENV, "")
+def compile_procs(configs: int) -> int:
+    """How many compiles :func:`precompile` runs at once for ``configs`` configs."""
+    value = os.environ.get(PROCS_ENV, "")
     try:
         cap = int(value) if value else min(16, len(os.sched_getaffinity(0)))
     except (ValueError, OSError):
@@ -197,45 +207,122 @@ def compile_threads(configs: int) -> int:
     return max(0, min(cap, configs))
 
 
-def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> int:
-    """Compile ``configs`` of a key about to be tuned side by side, through
-    Triton's own asynchronous compile mode (``AsyncCompileMode``, whose
-    futures land in the kernel's in-memory cache), so that Triton's
-    benchmark of each config then finds it compiled. Triton tunes a key by
-    compiling and benchmarking one config after the other: fla-core's 25
-    configs a key, most of the time in the compiler (docs/in_place.md has
-    the H100's figures). The compiles are the ones Triton's ``_bench``
-    would make (same arguments, same config keywords, ``warmup=True``: no
-    launch); a config that fails to compile is left to Triton's benchmark,
-    which reports it as it always did. Nothing under the interpreter. The
-    number of configs handed to the compiler threads."""
-    threads = compile_threads(len(configs))
-    if threads < 2 or os.environ.get("TRITON_INTERPRET") == "1":
-        return 0
-    try:
-        from concurrent.futures import ThreadPoolExecutor
+def _jit_function(fn: Any) -> Any:
+    """The ``JITFunction`` under an autotuner's ``fn`` (which may be a
+    ``Heuristics`` or another wrapper), or None."""
+    for _ in range(8):
+        if hasattr(fn, "device_caches") and hasattr(fn, "run"):
+            return fn
+        fn = getattr(fn, "fn", None)
+        if fn is None:
+            return None
+    return None
 
-        from triton.runtime._async_compile import AsyncCompileMode
-    except ImportError:  # a Triton without it: tuned one config after the other, as before
-        return 0
+
+def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Compile the ``configs`` of a key about to be tuned side by side, so
+    that Triton's benchmark of each config (one after the other, each
+    compiling first) finds it in its compile cache. fla-core tunes 25
+    configs a key; on the H200 its tests spent 143 of 156 s in the compiler
+    (``benchmarks/bench_autotune_compile.py``). The compiles are the ones
+    Triton's ``_bench`` would make: the same arguments and config keywords
+    through the kernel's own ``warmup`` (no launch). With ``fork`` each runs
+    in a forked child of this process that only compiles (the GPU is never
+    touched there: the device and stream are the parent's, the target was
+    read by the parent) and writes Triton's compile cache, which the
+    parent's benchmark then reads; a config that fails or outlives
+    ``PRECOMPILE_TIMEOUT_S`` is left to Triton's benchmark, which reports it
+    as it always did. Nothing under the interpreter. What was done:
+    ``{"mode", "configs", "compiled", "seconds"}``."""
+    import time
+
+    mode = os.environ.get(PRECOMPILE_ENV, "fork").strip().lower() or "fork"
+    done: dict[str, Any] = {"mode": mode, "configs": len(configs), "compiled": 0, "seconds": 0.0}
+    procs = compile_procs(len(configs))
+    if mode in ("off", "0", "none") or procs < 2 or os.environ.get("TRITON_INTERPRET") == "1":
+        done["mode"] = "off"
+        return done
     nargs = getattr(autotuner, "nargs", None) or {}
     args = [nargs[name] for name in autotuner.arg_names if name in nargs]
     warmup = getattr(autotuner.fn, "warmup", None)
     if not callable(warmup) or len(args) != len(nargs):
-        return 0
-    submitted = 0
+        done["mode"] = "off"
+        return done
+    started = time.monotonic()
     try:
-        with ThreadPoolExecutor(threads, thread_name_prefix="ks-autotune-compile") as pool:
-            with AsyncCompileMode(pool, ignore_errors=True):
-                for config in configs:
-                    try:
-                        warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
-                        submitted += 1
-                    except Exception:  # noqa: BLE001 - Triton's own benchmark meets it again and says why
-                        continue
-    except Exception:  # noqa: BLE001 - e.g. the program's own AsyncCompileMode already active
-        return submitted
+        if mode == "threads":
+            done["compiled"] = _precompile_threads(warmup, args, kwargs, configs, procs)
+        else:
+            done["compiled"] = _precompile_forked(autotuner, warmup, args, kwargs, configs, procs)
+    except Exception as exc:  # noqa: BLE001 - Triton tunes as it would have without this
+        done["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    done["seconds"] = round(time.monotonic() - started, 3)
+    return done
+
+
+def _precompile_threads(warmup: Any, args: list[Any], kwargs: dict[str, Any], configs: list[Any],
+                        threads: int) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    submitted = 0
+    with ThreadPoolExecutor(threads, thread_name_prefix="ks-autotune-compile") as pool:
+        with AsyncCompileMode(pool, ignore_errors=True):
+            for config in configs:
+                try:
+                    warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
+                    submitted += 1
+                except Exception:  # noqa: BLE001 - Triton's own benchmark meets it again and says why
+                    continue
     return submitted
+
+
+def _precompile_forked(autotuner: Any, warmup: Any, args: list[Any], kwargs: dict[str, Any], configs: list[Any],
+                       procs: int) -> int:
+    import signal
+    import time
+
+    from triton.runtime import driver
+
+    jit = _jit_function(autotuner.fn)
+    if jit is None:
+        return 0
+    active = driver.active
+    device = active.get_current_device()
+    jit.device_caches[device]  # the binder and the target, read here: a child must not touch the GPU
+    pending = list(configs)
+    running: dict[int, float] = {}
+    compiled = 0
+    while pending or running:
+        while pending and len(running) < procs:
+            config = pending.pop(0)
+            pid = os.fork()
+            if pid == 0:  # the child: compile one config into the cache, nothing else
+                code = 1
+                try:
+                    active.get_current_device = lambda: device
+                    active.get_current_stream = lambda *a, **k: 0
+                    warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
+                    code = 0
+                except BaseException:  # noqa: BLE001 - Triton's own benchmark meets it again and says why
+                    pass
+                finally:
+                    os._exit(code)
+            running[pid] = time.monotonic()
+        time.sleep(0.005)
+        for pid, since in list(running.items()):
+            try:
+                got, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                running.pop(pid)
+                continue
+            if got == pid:
+                running.pop(pid)
+                compiled += int(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+            elif time.monotonic() - since > PRECOMPILE_TIMEOUT_S:
+                os.kill(pid, signal.SIGKILL)
+    return compiled
 
 
 def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
@@ -280,8 +367,7 @@ def install(known_path: Optional[str] = None, new_path: Optional[str] = None) ->
         if match is not None:
             state.handed += 1
             return [match]
-        state.pending.append((self, key, rk))
-        precompile(self, pruned, kwargs)
+        state.pending.append((self, key, rk, precompile(self, pruned, kwargs)))
         return pruned
 
     Autotuner.prune_configs = prune_configs  # type: ignore[method-assign]
