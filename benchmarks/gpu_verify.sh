@@ -75,7 +75,8 @@ fi
 if has autotune; then
   # issue 27: fla's tests as task init runs them, autotune compiles one after the other vs side by side
   timeout ${AUTOTUNE_LIMIT:-420} python3 benchmarks/bench_autotune_compile.py --wheel .whl/fla_core-0.6.0-py3-none-any.whl \
-    --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py --json "$OUT/autotune_compile.json" 2>&1 \
+    --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py --modes ${AUTOTUNE_MODES:-off,fork} \
+    --json "$OUT/autotune_compile.json" 2>&1 \
     | tee "$OUT/autotune_compile.log"
 fi
 if has fla; then

@@ -362,12 +362,10 @@ class _StandInJIT:
         self.out = out
         self.calls: list[int] = []
 
-    def run(self, *args, **kwargs):  # pragma: no cover - never launched
-        raise AssertionError("precompile must not launch")
-
-    def warmup(self, *args, grid, **kwargs):
+    def run(self, *args, grid, warmup, **kwargs):
         from triton.runtime import driver
 
+        assert warmup is True, "precompile must compile, not launch"
         self.calls.append(kwargs["BT"])
         if kwargs["BT"] == 3:
             raise RuntimeError("this config does not compile")
@@ -376,7 +374,7 @@ class _StandInJIT:
         # what a compile sees of the device: the parent's, not a call to the GPU
         (self.out / f"bt{kwargs['BT']}").write_text(json.dumps(
             {"pid": os.getpid(), "args": list(args), "x": kwargs["x"], "device": driver.active.get_current_device(),
-             "stream": driver.active.get_current_stream(), "warps": kwargs["num_warps"]}))
+             "stream": driver.active.get_current_stream(), "warps": kwargs["num_warps"], "grid": list(grid)}))
 
 
 class _StandInConfig:
@@ -426,15 +424,18 @@ def test_precompile_forks_a_compile_per_config(tmp_path, monkeypatch, stand_in_d
     monkeypatch.setattr(at, "PRECOMPILE_TIMEOUT_S", 3.0)
     tuner = _StandInTuner(tmp_path)
     started = time.monotonic()
-    done = at.precompile(tuner, [_StandInConfig(b) for b in (1, 2, 3, 4, 5)], {"x": 9})
+    # Autotuner.run hands prune_configs the launch's keywords: grid and warmup=False among them
+    done = at.precompile(tuner, [_StandInConfig(b) for b in (1, 2, 3, 4, 5)], {"x": 9, "grid": (8,), "warmup": False})
     assert time.monotonic() - started < 30  # the hung config was stopped
     assert done["mode"] == "fork" and done["configs"] == 5 and done["compiled"] == 3, done
+    # the compiler's complaint comes back (the hung child says nothing)
+    assert done["errors"] == 1 and "RuntimeError: this config does not compile" in done["error"], done
     for bt in (1, 2, 4):
         seen = json.loads((tmp_path / f"bt{bt}").read_text())
         # a child of this process, with the kernel's arguments and the
         # config's keywords, the parent's device and a stream it never asked the GPU for
         assert seen["pid"] != os.getpid() and seen["args"] == [7] and seen["x"] == 9
-        assert seen["device"] == 3 and seen["stream"] == 0 and seen["warps"] == 4
+        assert seen["device"] == 3 and seen["stream"] == 0 and seen["warps"] == 4 and seen["grid"] == [8]
     assert not (tmp_path / "bt3").exists() and not (tmp_path / "bt5").exists()
     # the parent asked for the device once and is as it was: no call ran here,
     # its driver is its own, no child is left

@@ -40,6 +40,7 @@ config to a later candidate that shares its kernel source.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -244,85 +245,114 @@ def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> di
         return done
     nargs = getattr(autotuner, "nargs", None) or {}
     args = [nargs[name] for name in autotuner.arg_names if name in nargs]
-    warmup = getattr(autotuner.fn, "warmup", None)
-    if not callable(warmup) or len(args) != len(nargs):
+    run = getattr(autotuner.fn, "run", None)
+    if not callable(run) or len(args) != len(nargs):
         done["mode"] = "off"
         return done
+    # what Triton's _bench calls, self.fn.run(*args, **kwargs, **config), where
+    # kwargs carry the launch's grid and warmup=False: here warmup=True
+    # (compile, no launch)
+    kwargs = {**kwargs, "warmup": True}
+    kwargs.setdefault("grid", (1,))
+
+    def warmup(config: Any) -> Any:
+        return run(*args, **kwargs, **config.all_kwargs())
     started = time.monotonic()
     try:
         if mode == "threads":
-            done["compiled"] = _precompile_threads(warmup, args, kwargs, configs, procs)
+            done["compiled"], errors = _precompile_threads(warmup, configs, procs)
         else:
-            done["compiled"] = _precompile_forked(autotuner, warmup, args, kwargs, configs, procs)
+            done["compiled"], errors = _precompile_forked(autotuner, warmup, configs, procs)
     except Exception as exc:  # noqa: BLE001 - Triton tunes as it would have without this
-        done["error"] = f"{type(exc).__name__}: {exc}"[:200]
+        errors = [f"{type(exc).__name__}: {exc}"]
+    if errors:  # what failed to compile, as the compiler said it (Triton's benchmark says it again)
+        done["error"] = errors[0][:300]
+        done["errors"] = len(errors)
     done["seconds"] = round(time.monotonic() - started, 3)
     return done
 
 
-def _precompile_threads(warmup: Any, args: list[Any], kwargs: dict[str, Any], configs: list[Any],
-                        threads: int) -> int:
+def _precompile_threads(warmup: Any, configs: list[Any], threads: int) -> tuple[int, list[str]]:
     from concurrent.futures import ThreadPoolExecutor
 
     from triton.runtime._async_compile import AsyncCompileMode
 
-    submitted = 0
+    submitted, errors = 0, []
     with ThreadPoolExecutor(threads, thread_name_prefix="ks-autotune-compile") as pool:
         with AsyncCompileMode(pool, ignore_errors=True):
             for config in configs:
                 try:
-                    warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
+                    warmup(config)
                     submitted += 1
-                except Exception:  # noqa: BLE001 - Triton's own benchmark meets it again and says why
-                    continue
-    return submitted
+                except Exception as exc:  # noqa: BLE001 - Triton's own benchmark meets it again
+                    errors.append(f"{type(exc).__name__}: {exc}")
+    return submitted, errors
 
 
-def _precompile_forked(autotuner: Any, warmup: Any, args: list[Any], kwargs: dict[str, Any], configs: list[Any],
-                       procs: int) -> int:
+def _precompile_forked(autotuner: Any, warmup: Any, configs: list[Any], procs: int) -> tuple[int, list[str]]:
+    import fcntl
     import signal
     import time
+    import warnings
 
     from triton.runtime import driver
 
     jit = _jit_function(autotuner.fn)
     if jit is None:
-        return 0
+        return 0, ["no JITFunction under the autotuner"]
     active = driver.active
     device = active.get_current_device()
     jit.device_caches[device]  # the binder and the target, read here: a child must not touch the GPU
+    read_end, write_end = os.pipe()  # a failed child's one line: why
     pending = list(configs)
     running: dict[int, float] = {}
     compiled = 0
-    while pending or running:
-        while pending and len(running) < procs:
-            config = pending.pop(0)
-            pid = os.fork()
-            if pid == 0:  # the child: compile one config into the cache, nothing else
-                code = 1
+    try:
+        while pending or running:
+            while pending and len(running) < procs:
+                config = pending.pop(0)
+                with warnings.catch_warnings():  # Python 3.12: "multi-threaded, use of fork() may lead to deadlocks"
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+                if pid == 0:  # the child: compile one config into the cache, nothing else
+                    code = 1
+                    try:
+                        os.close(read_end)
+                        active.get_current_device = lambda: device
+                        active.get_current_stream = lambda *a, **k: 0
+                        warmup(config)
+                        code = 0
+                    except BaseException as exc:  # noqa: BLE001 - reported, then left to Triton's benchmark
+                        try:
+                            fcntl.fcntl(write_end, fcntl.F_SETFL, os.O_NONBLOCK)  # a full pipe drops the line
+                            line = f"{config}: {type(exc).__name__}: {exc}".replace("\n", " ")[:400]
+                            os.write(write_end, (line + "\n").encode("utf-8", "replace"))
+                        except BaseException:  # noqa: BLE001
+                            pass
+                    finally:
+                        os._exit(code)
+                running[pid] = time.monotonic()
+            time.sleep(0.005)
+            for pid, since in list(running.items()):
                 try:
-                    active.get_current_device = lambda: device
-                    active.get_current_stream = lambda *a, **k: 0
-                    warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
-                    code = 0
-                except BaseException:  # noqa: BLE001 - Triton's own benchmark meets it again and says why
-                    pass
-                finally:
-                    os._exit(code)
-            running[pid] = time.monotonic()
-        time.sleep(0.005)
-        for pid, since in list(running.items()):
-            try:
-                got, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                running.pop(pid)
-                continue
-            if got == pid:
-                running.pop(pid)
-                compiled += int(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
-            elif time.monotonic() - since > PRECOMPILE_TIMEOUT_S:
+                    got, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    running.pop(pid)
+                    continue
+                if got == pid:
+                    running.pop(pid)
+                    compiled += int(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+                elif time.monotonic() - since > PRECOMPILE_TIMEOUT_S:
+                    os.kill(pid, signal.SIGKILL)
+    finally:
+        for pid in running:  # only after a failure here: none outlives this call
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-    return compiled
+                os.waitpid(pid, 0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as f:
+            errors = f.read(1 << 16).decode("utf-8", "replace").splitlines()
+    return compiled, errors
 
 
 def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
