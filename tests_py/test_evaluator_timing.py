@@ -243,6 +243,13 @@ def test_timing_options_come_from_the_task_config(tmp_path):
     assert gpu["l2_flush"] is False and gpu["cuda_graph"] is False and gpu["check_hidden_work"] is True
     cpu = et.harness_options(cfg, host_clock=True)
     assert cpu["max_samples"] == 12 and cpu["time_budget_s"] == 0.2 and cpu["min_samples"] == 7
+    # on the host clock the reported CI is at least +-cpu_ci_floor wide: the
+    # pairs stop once their own CI is a third of that (more cannot narrow
+    # what is reported); device timers keep the task's target
+    assert cpu["ci_floor"] == 0.15 and cpu["target_rel_half_width"] == pytest.approx(0.05)
+    assert gpu["target_rel_half_width"] == cfg.target_rel_half_width == 0.005
+    assert et.harness_options(TimingConfig(cpu_ci_floor=0.0), host_clock=True)["target_rel_half_width"] == 0.005
+    assert et.harness_options(TimingConfig(cpu_ci_floor=0.01), host_clock=True)["target_rel_half_width"] == 0.005
     # every option is one kernelsmith.timing accepts
     kt.TimingOptions.from_kwargs(gpu)
     # task.yaml: timing section, unknown keys and bad values rejected by name

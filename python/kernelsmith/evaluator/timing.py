@@ -97,6 +97,11 @@ def harness_options(cfg: TimingConfig, host_clock: bool) -> dict[str, Any]:
     )
     if host_clock:
         opts["ci_floor"] = float(cfg.cpu_ci_floor)
+        # the reported interval is at least +-floor wide: once the pairs'
+        # own CI is a third of that, more pairs cannot narrow what is
+        # reported, only move the point within it (by less than the third)
+        if cfg.cpu_ci_floor > 0:
+            opts["target_rel_half_width"] = max(opts["target_rel_half_width"], float(cfg.cpu_ci_floor) / 3.0)
         opts["max_samples"] = min(opts["max_samples"], int(cfg.cpu_max_samples))
         opts["min_samples"] = min(opts["min_samples"], opts["max_samples"])
         opts["time_budget_s"] = min(opts["time_budget_s"], float(cfg.cpu_time_budget_s))
