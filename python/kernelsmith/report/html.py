@@ -278,13 +278,126 @@ def _feedback_details(record: StepRecord) -> str:
     return "".join(parts)
 
 
+def _sol(record: StepRecord) -> Any:
+    """The step's speed of light (timing/sol.py), or None when it has none."""
+    from ..timing.sol import SpeedOfLight
+
+    data = getattr(record.eval, "speed_of_light", None) if record.eval is not None else None
+    return SpeedOfLight.from_dict(data) if data else None
+
+
+def roofline_points(view: RunView) -> tuple[list[dict[str, Any]], str]:
+    """One point per correct program whose work was counted (the first
+    step of each program): its step and program id, arithmetic intensity,
+    achieved FLOP/s and bytes/s, the peaks, and the reference's achieved
+    rates at the same work; and, when no step was counted, the first
+    reason given (the page says it instead of a plot)."""
+    points: list[dict[str, Any]] = []
+    seen: set = set()
+    reason = ""
+    for record in view.steps:
+        if record.status != "correct" or record.eval is None:
+            continue
+        sol = _sol(record)
+        if sol is None:
+            continue
+        if not sol.counted:
+            reason = reason or sol.reason
+            continue
+        if record.child_id in seen or not sol.runtime_ms:
+            continue
+        seen.add(record.child_id)
+        # the reference did the same work in its own time (fraction of the same bound)
+        ref_s = (sol.runtime_ms / 1e3) * (sol.fraction / sol.reference_fraction) \
+            if sol.fraction and sol.reference_fraction else None
+        points.append({"step": int(record.step or 0), "id": record.child_id, "ai": float(sol.arithmetic_intensity or 0.0),
+                       "flops_s": float(sol.achieved_flops_per_s or 0.0),
+                       "bytes_s": float(sol.achieved_bytes_per_s or 0.0),
+                       "peak_flops_s": float(sol.peak_flops_per_s or 0.0), "peak_bytes_s": float(sol.peak_bytes_per_s or 0.0),
+                       "ref_flops_s": (sol.flops or 0) / ref_s if ref_s else None,
+                       "ref_bytes_s": (sol.bytes_moved or 0) / ref_s if ref_s else None,
+                       "bound": sol.bound, "fraction": sol.fraction, "device": sol.device})
+    return points, reason
+
+
+def roofline_figure(view: RunView) -> Optional[str]:
+    """Base64 PNG, one point per program, or None when no step's work was
+    counted. Where the programs do floating-point work (a GEMM, a
+    convolution: FLOPs counted), the roofline: achieved FLOP/s against
+    arithmetic intensity under the bandwidth and compute roofs. Where they
+    do none the counter sees (elementwise, softmax: 0 FLOP/byte, which a
+    log axis cannot place), the bound that applies is bandwidth: achieved
+    bytes/s per program against the peak."""
+    points, _ = roofline_points(view)
+    if not points:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    best_id = view.best_id()
+    fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=110)
+    device = points[0]["device"]
+    ref = next((p for p in points if p["ref_bytes_s"]), None)
+    if any(p["flops_s"] > 0 for p in points):
+        peak_f = max(p["peak_flops_s"] for p in points)
+        peak_b = max(p["peak_bytes_s"] for p in points)
+        ais = [p["ai"] for p in points if p["ai"] > 0]
+        lo, hi = min(ais + [peak_f / peak_b]) / 10, max(ais + [peak_f / peak_b]) * 10
+        xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        ax.plot(xs, [min(peak_f, peak_b * x) / 1e12 for x in xs], color="black", linewidth=1.2,
+                label=f"roofline ({peak_b / 1e12:.3g} TB/s, {peak_f / 1e12:.3g} TFLOP/s)")
+        plotted = [p for p in points if p["ai"] > 0 and p["flops_s"] > 0]
+        ax.scatter([p["ai"] for p in plotted], [p["flops_s"] / 1e12 for p in plotted], s=20, color="#2b7bba",
+                   label="program (first step it was timed)", zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("achieved TFLOP/s")
+        if ref is not None and ref["ai"] > 0:
+            ax.scatter([ref["ai"]], [ref["ref_flops_s"] / 1e12], marker="s", s=40, color="black", zorder=4,
+                       label="PyTorch reference")
+        key, scale = "flops_s", 1e12
+        xkey = "ai"
+    else:
+        peak_b = max(p["peak_bytes_s"] for p in points)
+        ax.axhline(peak_b / 1e9, color="black", linewidth=1.2, label=f"peak bandwidth {peak_b / 1e9:.4g} GB/s")
+        ax.scatter([p["step"] for p in points], [p["bytes_s"] / 1e9 for p in points], s=20, color="#2b7bba",
+                   label="program (first step it was timed)", zorder=3)
+        if ref is not None:
+            ax.axhline(ref["ref_bytes_s"] / 1e9, color="black", linestyle="--", linewidth=1,
+                       label=f"PyTorch reference {ref['ref_bytes_s'] / 1e9:.4g} GB/s")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("step the program was first timed (0 FLOP/byte: bandwidth is the bound)")
+        ax.set_ylabel("achieved GB/s")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        key, scale, xkey = "bytes_s", 1e9, "step"
+    best = next((p for p in points if p["id"] == best_id), None)
+    if best is not None and best[key] > 0 and (xkey == "step" or best["ai"] > 0):
+        ax.scatter([best[xkey]], [best[key] / scale], marker="*", s=160, color="#d7301f", zorder=5,
+                   label=f"the run's best #{best_id}")
+    ax.set_title(f"speed of light on {device}", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="best")
+    return _png(fig)
+
+
+def _sol_cell(record: StepRecord) -> str:
+    sol = _sol(record)
+    if sol is None or not sol.counted or sol.fraction is None:
+        return ""
+    return f"{sol.fraction:.0%} of {sol.bound or 'peak'}"
+
+
 _NOT_EVALUATED = EvalResult()  # the blank cells of a step with no evaluation (speedup, runtimes: None)
 
 
 def _steps_table(view: RunView) -> str:
     head = ("<tr><th>step</th><th>kind</th><th>id</th><th>parent</th><th>island</th><th>mode</th><th>status</th>"
-            "<th>speedup</th><th>runtime ms</th><th>ref ms</th><th>eval s</th><th>tokens</th><th>latency s</th>"
-            "<th>feedback</th></tr>")
+            "<th>speedup</th><th>runtime ms</th><th>ref ms</th><th>of peak</th><th>eval s</th><th>tokens</th>"
+            "<th>latency s</th><th>feedback</th></tr>")
     rows = []
     for record in view.steps:
         evaluation = record.eval
@@ -300,7 +413,8 @@ def _steps_table(view: RunView) -> str:
             f"<td>{_e('' if record.is_seed else record.island)}</td>"
             f"<td>{_e(record.mode or '')}</td><td><span class='badge'>{_e(status)}</span></td>"
             f"<td>{_num(evaluation.speedup)}</td><td>{_num(evaluation.runtime_ms, '{:.4g}')}</td>"
-            f"<td>{_num(evaluation.ref_runtime_ms, '{:.4g}')}</td><td>{_num(wall_s, '{:.1f}')}</td>"
+            f"<td>{_num(evaluation.ref_runtime_ms, '{:.4g}')}</td><td>{_e(_sol_cell(record))}</td>"
+            f"<td>{_num(wall_s, '{:.1f}')}</td>"
             f"<td>{_e((record.usage or {}).get('total_tokens', ''))}</td>"
             f"<td>{_num(record.latency_s, '{:.2f}')}</td><td>{cell}</td></tr>"
         )
@@ -397,6 +511,20 @@ def _first_backend(view: RunView) -> str:
     return first.backend if first is not None else "task's"
 
 
+def _roofline_html(view: RunView) -> str:
+    figure = roofline_figure(view)
+    points, reason = roofline_points(view)
+    if figure is None:
+        return f"<p class='muted'>not counted: {_e(reason or 'no correct program was timed')}</p>"
+    bound = points[0]["bound"] or "peak"
+    best = next((p for p in points if p["id"] == view.best_id()), None)
+    words = (f"the run's best #{best['id']}: {best['fraction']:.0%} of the {bound} bound on {best['device']}"
+             if best is not None and best["fraction"] is not None else f"{len(points)} program(s) counted")
+    return (f"<p id='sol-best'>{_e(words)}</p>"
+            f"<img id='roofline' alt='speed of light: achieved against the device peak' "
+            f"src='data:image/png;base64,{figure}'>")
+
+
 def build_report(run_dir: str | Path) -> str:
     """The HTML text of the report of ``run_dir``."""
     view = RunView.load(run_dir)
@@ -434,6 +562,7 @@ def build_report(run_dir: str | Path) -> str:
         *((["<h2>Evaluation time per phase</h2>",
              f"<img alt='evaluation phases per step' src='data:image/png;base64,{phases}'>"])
           if phases else []),
+        "<h2 id='speed-of-light'>Speed of light</h2>", _roofline_html(view),
         "<h2>Lineage of the best program</h2>", _lineage_html(view, chain),
         "<h2 id='best'>Best kernel</h2>",
     ]
