@@ -121,6 +121,31 @@ def test_kernelbench_view_uses_their_names_and_units():
     assert failed["metadata"]["compilation_error"] == "syntax error"
 
 
+def test_profiling_terms_are_off_by_default_and_add_what_was_measured():
+    sol = {"counted": True, "fraction": 0.4, "bound": "memory"}
+    measured = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.5, ref_runtime_ms=1.0, speedup=2.0,
+                          speed_of_light=sol, census={"coverage": 0.8})
+    plain = compute_reward(measured, parent_runtime_ms=1.0)
+    assert plain.reward == pytest.approx(2.0) and plain.fraction_of_peak == 0.4 and plain.coverage == 0.8
+    both = compute_reward(measured, 1.0, RewardConfig(peak_weight=1.0, coverage_weight=0.5))
+    assert both.reward == pytest.approx(2.0 + 0.4 + 0.4)
+    # a lazy program (most of forward's device time in PyTorch) earns less than one doing it all
+    lazy = EvalResult(**{**measured.to_dict(), "census": {"coverage": 0.1}})
+    cfg = RewardConfig(coverage_weight=1.0)
+    assert compute_reward(lazy, 1.0, cfg).reward < compute_reward(measured, 1.0, cfg).reward
+    # nothing where nothing was measured (uncounted work, no census), nor on failures
+    bare = EvalResult(**{**measured.to_dict(), "speed_of_light": {"counted": False, "fraction": None}, "census": {}})
+    got = compute_reward(bare, 1.0, RewardConfig(peak_weight=1.0, coverage_weight=1.0))
+    assert got.reward == pytest.approx(2.0) and got.fraction_of_peak is None and got.coverage is None
+    wrong = EvalResult(**{**measured.to_dict(), "correct": False, "category": "incorrect"})
+    assert compute_reward(wrong, 1.0, RewardConfig(peak_weight=5.0)).reward == RewardConfig().incorrect
+    untimed = EvalResult(compiled=True, correct=True, category="ok", census={"coverage": 1.0})
+    assert compute_reward(untimed, 1.0, RewardConfig(coverage_weight=0.2)).reward == pytest.approx(0.2)
+    for bad in ({"peak_weight": -1.0}, {"coverage_weight": float("nan")}, {"peak_weight": True}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            RewardConfig(**bad)
+
+
 def test_bad_reward_config_names_the_key():
     with pytest.raises(ValueError, match="shaping"):
         RewardConfig(shaping="exp")
@@ -181,6 +206,24 @@ def test_trl_reward_slower_hacked_and_compile_error(scorer, row):
     details = scorer.score_many([{"completion": HACKED, "parent_source": SEED, "task": row["extra_info"]["task"],
                                   "parent_runtime_ms": row["parent_runtime"]}])
     assert details[0].status == "hacked" and any("torch" in r.lower() for r in details[0].result["hack_reasons"])
+
+
+def test_profiling_terms_on_a_real_evaluation(scorer, row):
+    """The same completion scored with the profiling terms on: its reward
+    is the plain one plus each weight times what the evaluation measured
+    (the fraction of the host's peak, where this host's peaks are known,
+    and the census's coverage)."""
+    task = row["extra_info"]["task"]
+    item = {"completion": CORRECT, "parent_source": SEED, "task": task, "parent_runtime_ms": row["parent_runtime"]}
+    cfg = RewardConfig(peak_weight=2.0, coverage_weight=0.5, ci="point")
+    (got,) = scorer.score_many([item], cfg)
+    assert got.status == "correct", got
+    result = EvalResult.from_dict(got.result)
+    sol = result.speed_of_light
+    assert got.fraction_of_peak == (sol.get("fraction") if sol.get("counted") else None)
+    assert got.coverage == result.coverage and got.coverage is not None  # the census measures OpenCL's
+    plain = compute_reward(result, row["parent_runtime"], RewardConfig(ci="point"))
+    assert got.reward == pytest.approx(plain.reward + 2.0 * (got.fraction_of_peak or 0.0) + 0.5 * (got.coverage or 0.0))
 
 
 def test_shared_group_timing_ranks_a_group_against_one_reference(scorer, row):

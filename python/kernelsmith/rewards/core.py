@@ -1,6 +1,7 @@
 """The reward of one completion, as a pure function of its evaluation.
 
 reward = shaped(speedup over the parent) [+ correct_bonus]   when correct
+         [+ peak_weight * fraction of peak + coverage_weight * coverage]
        = the penalty of the failure                          otherwise
 
 The speedup paid follows the evaluator's confidence interval (``ci``): by
@@ -91,8 +92,24 @@ class RewardConfig:
     #: speedup over the parent is the ratio of those runtimes; one extra
     #: evaluation per group)
     group: str = "independent"
+    #: off by default. Added to a correct completion's reward: this weight
+    #: times the fraction of the device's peak its timed call reached, the
+    #: bound that applies (EvalResult.speed_of_light: bandwidth for a
+    #: memory-bound call, FLOP/s for a compute-bound one); nothing where the
+    #: work or the peaks could not be counted
+    peak_weight: float = 0.0
+    #: off by default. Added to a correct completion's reward: this weight
+    #: times the census's coverage, the share of forward's device time spent
+    #: in the program's own kernels (EvalResult.coverage), against "lazy
+    #: optimization" (a kernel for the easy part, PyTorch for the rest: Dr.
+    #: Kernel's profiling-based reward); nothing where the census measured none
+    coverage_weight: float = 0.0
 
     def __post_init__(self) -> None:
+        for key in ("peak_weight", "coverage_weight"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{key} must be a finite number >= 0, got {value!r}")
         if self.shaping not in SHAPINGS:
             raise ConfigError(f"shaping must be one of {', '.join(SHAPINGS)}, got '{self.shaping}'")
         if self.baseline not in BASELINES:
@@ -126,6 +143,9 @@ class Reward:
     parent_runtime_ms: Optional[float] = None
     detail: str = ""
     result: Optional[dict[str, Any]] = field(default=None, repr=False)
+    #: the terms of RewardConfig.peak_weight / coverage_weight, when measured
+    fraction_of_peak: Optional[float] = None
+    coverage: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -224,11 +244,31 @@ def compute_reward(
                       result=brief)
     if not result.correct:
         return Reward(config.incorrect, "incorrect", detail=result.error[-2000:], result=brief)
+    extra, terms = profile_terms(result, config)
     speedup = speedup_over_parent(result, parent_runtime_ms, parent_speedup, config.baseline)
     if speedup is None:
-        return Reward(config.untimed + config.correct_bonus, "untimed", runtime_ms=result.runtime_ms,
-                      parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief)
+        return Reward(config.untimed + config.correct_bonus + extra, "untimed", runtime_ms=result.runtime_ms,
+                      parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief,
+                      **terms)
     interval = speedup_interval(result, speedup)
     paid = apply_ci(speedup, interval, config.ci)
-    return Reward(shape(paid, config) + config.correct_bonus, "correct", speedup=paid, speedup_ci=interval,
-                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief)
+    return Reward(shape(paid, config) + config.correct_bonus + extra, "correct", speedup=paid, speedup_ci=interval,
+                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief, **terms)
+
+
+def profile_terms(result: EvalResult, config: RewardConfig) -> tuple[float, dict[str, Optional[float]]]:
+    """The profiling terms of a correct completion's reward (both off by
+    default): ``peak_weight`` x the fraction of the bound that applies and
+    ``coverage_weight`` x the census's coverage, each only where measured.
+    Returns (their sum, the measured values)."""
+    sol = result.speed_of_light or {}
+    fraction = _positive(sol.get("fraction")) if sol.get("counted") else None
+    coverage = result.coverage
+    coverage = float(coverage) if isinstance(coverage, (int, float)) and not isinstance(coverage, bool) \
+        and math.isfinite(coverage) and coverage >= 0 else None
+    extra = 0.0
+    if config.peak_weight and fraction is not None:
+        extra += config.peak_weight * fraction
+    if config.coverage_weight and coverage is not None:
+        extra += config.coverage_weight * coverage
+    return extra, {"fraction_of_peak": fraction, "coverage": coverage}
