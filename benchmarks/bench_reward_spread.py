@@ -92,6 +92,21 @@ def main() -> int:
             config = RewardConfig(ci=mode)
             rewards = [compute_reward(r, parent_runtime, config).reward for r in results]
             print(f"  reward ci={mode:<6}{spread(rewards)}")
+        # the profiling terms (RewardConfig.peak_weight / coverage_weight, off by default), from the same results
+        from kernelsmith.rewards.core import profile_terms
+
+        terms = [profile_terms(r, RewardConfig())[1] for r in results if r.correct]
+        fractions = [t["fraction_of_peak"] for t in terms if t["fraction_of_peak"] is not None]
+        coverages = [t["coverage"] for t in terms if t["coverage"] is not None]
+        if fractions:
+            print(f"  fraction of peak  {spread(fractions)}")
+        if coverages:
+            print(f"  coverage          {spread(coverages)}")
+        for weights in ({"peak_weight": 1.0}, {"coverage_weight": 1.0}):
+            config = RewardConfig(**weights)
+            rewards = [compute_reward(r, parent_runtime, config).reward for r in results]
+            name = ", ".join(f"{k}={v:g}" for k, v in weights.items())
+            print(f"  reward ci=snap {name:<19}{spread(rewards)}")
         widths = [(r.speedup_ci_high - r.speedup_ci_low) / r.speedup for r in results
                   if r.speedup and r.speedup_ci_low and r.speedup_ci_high]
         if widths:
