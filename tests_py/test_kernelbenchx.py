@@ -72,8 +72,10 @@ def test_relu_reads_as_a_task_whose_inputs_are_the_harness_calls():
     mod = _module(task)
     # the harness's calls, counted without running it, are the calls it makes
     assert len(task.config.extra_inputs) == _harness_calls(mod) == 10
-    # the shapes of golden_metrics/relu_perf.py: 2^12 .. 2^27 elements
-    assert len(task.config.timing_shapes) == 16
+    # the shapes of golden_metrics/relu_perf.py: 2^12 .. 2^27 elements, each an
+    # input function; three of them timed, from the first to the last
+    assert all(callable(getattr(mod, f"kbx_shape_{k}", None)) for k in range(16)) and not hasattr(mod, "kbx_shape_16")
+    assert task.config.timing_shapes == ["kbx_shape_0", "kbx_shape_8", "kbx_shape_15"]
     model = mod.Model()
     torch.manual_seed(0)
     first = mod.kbx_case_0()
@@ -131,7 +133,8 @@ def test_quantization_contract_is_the_comparison():
     assert "cosine similarity >= 0.95" in task.config.description
     mod = _module(task)
     assert len(task.config.extra_inputs) == _harness_calls(mod) == 8
-    assert len(task.config.timing_shapes) == 4
+    assert hasattr(mod, "kbx_shape_3") and not hasattr(mod, "kbx_shape_4")
+    assert task.config.timing_shapes == ["kbx_shape_0", "kbx_shape_2", "kbx_shape_3"]
     # a symmetric int8 quantization of both sides, as a kernel would do it
     torch.manual_seed(1)
     a, w = torch.randn(64, 32), torch.randn(32, 64)
@@ -198,15 +201,25 @@ def test_a_reference_calling_program_is_rejected():
 
 
 @interpreter
-def test_an_honest_triton_program_is_accepted_and_timed_with_its_speed_of_light(capsys):
+def test_an_honest_triton_program_is_accepted_and_timed_with_its_speed_of_light(capsys, tmp_path):
+    import yaml
+
     from kernelsmith.cli import main
     from kernelsmith.timing.sol import lookup_host_peak
 
-    code = main(["eval", str(TASKS / "Activation" / "relu.py"), str(PROGRAMS / "relu_triton.py"), "--no-daemon",
-                 "--trials", "1"])
+    # the task as the reader makes it, timed on its two smallest shapes (the
+    # reader's three run up to 2^27 elements: minutes each in the interpreter)
+    task = Task.load(TASKS / "Activation" / "relu.py")
+    config = task.to_dict()["config"]
+    config.update(timing_shapes=["kbx_shape_0", "kbx_shape_1"])
+    (tmp_path / "relu").mkdir()
+    (tmp_path / "relu" / "reference.py").write_text(task.reference_source)
+    (tmp_path / "relu" / "task.yaml").write_text(yaml.safe_dump(config))
+    code = main(["eval", str(tmp_path / "relu"), str(PROGRAMS / "relu_triton.py"), "--no-daemon", "--trials", "1"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "Verdict: CORRECT" in out and "Runtime:" in out
+    assert "Per timing shape" in out and "kbx_shape_0" in out and "kbx_shape_1" in out
     sol_line = next(line for line in out.splitlines() if line.startswith("Speed of light:"))
     if lookup_host_peak() is not None:  # a host the peak table knows: counted, memory-bound
         assert "memory-bound" in sol_line and "the reference reaches" in sol_line

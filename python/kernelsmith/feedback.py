@@ -324,6 +324,18 @@ def render_feedback(feedback: Any, max_log_chars: int = 6000) -> str:
         elif fb.timing_verdict == "indistinguishable":
             text += ": indistinguishable from the reference"
         lines.append(text)
+        shapes = fb.timing.get("shapes") if isinstance(fb.timing, Mapping) else None
+        if isinstance(shapes, list) and len(shapes) > 1:
+            # a task timed on several shapes: the figure above is their weighted geometric mean
+            each = []
+            for row in shapes:
+                if not isinstance(row, Mapping) or not isinstance(row.get("speedup"), (int, float)):
+                    continue
+                ci = row.get("speedup_ci") or [None, None]
+                bounds = (f" [{ci[0]:.3g}-{ci[1]:.3g}]" if all(isinstance(c, (int, float)) for c in ci[:2])
+                          and len(ci) >= 2 else "")
+                each.append(f"{row.get('shape')} {row['speedup']:.3g}x{bounds}")
+            lines.append("Per timing shape (the speedup above is their weighted geometric mean): " + "; ".join(each))
         sol_line = speed_of_light_line(fb.speed_of_light) if fb.category in ("ok", "") else ""
         if sol_line:
             lines.append(sol_line)

@@ -21,9 +21,11 @@ in KernelBench form, generated here (nothing of the task is edited):
   ``kbx_case_<i>`` (the harness runs with the function replaced by a
   recorder that stops at call ``i``), so correctness covers the harness's
   corner cases and random modes;
-* each performance shape becomes an input function ``kbx_shape_<k>`` (kept in
-  ``TaskConfig.timing_shapes``); ``get_inputs`` is the timing shape (the
-  first by default), which the correctness trials also draw;
+* each performance shape becomes an input function ``kbx_shape_<k>``; up to
+  three of them, spread from the first to the last, are the task's timing
+  shapes (``TaskConfig.timing_shapes``: each timed on its own, the speedup
+  their geometric mean); ``get_inputs`` is one shape (the first by
+  default), which the correctness trials draw;
 * the category (its folder: one of 15) is ``TaskConfig.category``; the
   quantization contract is ``TaskConfig.comparison``, which the evaluator's
   output comparison honours instead of atol/rtol.
@@ -97,6 +99,25 @@ class Unreadable:
 
 
 # -- layout -------------------------------------------------------------------
+
+
+#: the performance shapes timed (TaskConfig.timing_shapes): at most this many
+#: of a task's, spread evenly from the first to the last; each is timed on
+#: its own (16 shapes would take 16 timings per evaluation), the others stay
+#: input functions a task.yaml may list instead
+MAX_TIMED_SHAPES = 3
+
+
+def timed_shapes(shapes: list) -> list:
+    """Up to :data:`MAX_TIMED_SHAPES` of ``shapes``, evenly spread, the first
+    and the last always among them; one shape: none (``get_inputs`` is it)."""
+    if len(shapes) <= 1:
+        return []
+    if len(shapes) <= MAX_TIMED_SHAPES:
+        return list(shapes)
+    step = (len(shapes) - 1) / (MAX_TIMED_SHAPES - 1)
+    return [shapes[round(i * step)] for i in range(MAX_TIMED_SHAPES)]
+
 
 def find_root(path: str | Path) -> Optional[Path]:
     """The suite root (the folder with ``data/kernelbenchx``) at or above
@@ -814,7 +835,7 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
         preface += (" Accuracy contract (instead of atol/rtol): cosine similarity >= "
                     f"{comparison.get('cosine_sim', 0.99)}, relative L1 <= {comparison.get('l1_relative', 0.01)}, "
                     f"RMSE <= {comparison.get('rmse', 0.01)}.")
-    config = TaskConfig(name=stem, dtype=_dtype_of(stem), extra_inputs=cases, timing_shapes=shapes,
+    config = TaskConfig(name=stem, dtype=_dtype_of(stem), extra_inputs=cases, timing_shapes=timed_shapes(shapes),
                         category=tf.category, comparison=comparison,
                         description=(preface + (" " + description if description else "")).strip(),
                         difficulty=str(meta.get("difficulty") or ""))

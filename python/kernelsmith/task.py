@@ -176,9 +176,12 @@ class TaskConfig:
     # used by suite tables, not by the evaluation
     category: str = ""
     # names of functions in reference.py returning the input sets to time
-    # (performance shapes, KernelBench-X's golden_metrics); the timing uses
-    # get_inputs, the first of them by the reader's default, for now
+    # (performance shapes, KernelBench-X's golden_metrics); empty: get_inputs.
+    # With several, each is timed on its own and the speedup is their
+    # weighted geometric mean (evaluator/timing.py combine_shapes)
     timing_shapes: list = field(default_factory=list)
+    # one positive weight per timing shape; empty: equal weights
+    timing_weights: list = field(default_factory=list)
     # how outputs are compared: {} = elementwise atol/rtol; else an accuracy
     # contract over each output tensor (KernelBench-X's quantization tasks):
     # cosine_sim (at least), l1_relative and rmse (at most), all required
@@ -210,6 +213,14 @@ class TaskConfig:
             self.timing = from_dict(TimingConfig, self.timing, "timing")
         if not isinstance(self.timing_shapes, list) or not all(isinstance(x, str) for x in self.timing_shapes):
             raise ConfigError("timing_shapes: must be a list of function names")
+        if len(set(self.timing_shapes)) != len(self.timing_shapes):
+            raise ConfigError("timing_shapes: each shape once")
+        weights = self.timing_weights
+        if not isinstance(weights, list) or not all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf") for w in weights):
+            raise ConfigError(f"timing_weights: must be a list of positive numbers, got {weights!r}")
+        if weights and len(weights) != len(self.timing_shapes):
+            raise ConfigError(f"timing_weights: one per timing shape ({len(self.timing_shapes)}), got {len(weights)}")
         if not isinstance(self.comparison, dict):
             raise ConfigError("comparison: must be a mapping of cosine_sim, l1_relative, rmse to numbers")
         for key, value in self.comparison.items():
@@ -258,7 +269,7 @@ def check_reference(source: str, filename: str, extra_inputs: list[str] | None =
         raise TaskError(
             f"{filename}: the reference must define {', '.join(missing)} "
             "(KernelBench format: class Model(nn.Module), get_inputs(), get_init_inputs(); "
-            "extra_inputs in task.yaml must name functions of reference.py)"
+            "extra_inputs and timing_shapes in task.yaml must name functions of reference.py)"
         )
 
 
@@ -273,7 +284,8 @@ class Task:
     path: Optional[str] = None
 
     def __post_init__(self) -> None:
-        check_reference(self.reference_source, self.path or "<reference>", self.config.extra_inputs)
+        check_reference(self.reference_source, self.path or "<reference>",
+                        list(self.config.extra_inputs) + list(self.config.timing_shapes))
 
     @property
     def name(self) -> str:
@@ -287,7 +299,7 @@ class Task:
         config.pop("description", None)
         config.pop("difficulty", None)
         config.pop("category", None)
-        for key in ("timing_shapes", "comparison"):
+        for key in ("timing_shapes", "timing_weights", "comparison"):
             if not config.get(key):
                 # added later: the default leaves the ids of existing tasks as they were
                 config.pop(key, None)

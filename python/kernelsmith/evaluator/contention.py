@@ -228,6 +228,11 @@ class TimingTicket:
     #: the finalists' re-timing: the reference's median timed alone (and
     #: judged reliable) in this worker before any finalist was loaded
     reference_alone_ms: Optional[float] = None
+    #: ... per timing shape, when the task has several (TaskConfig.timing_shapes)
+    reference_alone_by_shape: dict = field(default_factory=dict)
+    #: a timing shape whose attempts all stayed unreliable: why (the result
+    #: stays unreliable whatever the later shapes show)
+    shape_reasons: list = field(default_factory=list)
     _window: Optional[HostLoadWindow] = None
     _clock: Optional["ClockWatch"] = None
 
@@ -358,12 +363,19 @@ class DeviceGate:
         # attempts: "reference" (the reference alone) and "finalist <i>"
         comparison = report.get("comparison")
         comparison = str(comparison) if comparison is not None else None
+        # a task's timing shapes (TaskConfig.timing_shapes) are timed one by
+        # one, each in its own slot, each against its own reference baseline
+        shape = report.get("shape")
+        shape = str(shape)[:200] if shape is not None else None
+        key = f"{ticket.key}#{shape}" if shape is not None and ticket.key else ticket.key
         window = ticket._window.stop() if ticket._window is not None else {}
         clock = ticket._clock.stop() if ticket._clock is not None else []
         ticket._clock = None
         attempt: dict[str, Any] = {k: report.get(k) for k in ("speedup", "ref_ms", "cand_ms", "threads")}
         if comparison is not None:
             attempt["comparison"] = comparison
+        if shape is not None:
+            attempt["shape"] = shape
         reasons: list[str] = []
         if window:
             own = float(report.get("cpu_s") or 0.0) / max(float(report.get("wall_s") or 0.0), 1e-9)
@@ -397,8 +409,9 @@ class DeviceGate:
         # a finalist's paired reference is judged against the reference alone
         # (same worker, same inputs, moments earlier), a step's against the
         # task's running baseline
-        alone = ticket.reference_alone_ms if comparison not in (None, "reference") else None
-        against = alone if alone is not None else (self.baselines.get(ticket.key, self.device) if ticket.key else None)
+        alone = ((ticket.reference_alone_by_shape.get(shape) if shape is not None else ticket.reference_alone_ms)
+                 if comparison not in (None, "reference") else None)
+        against = alone if alone is not None else (self.baselines.get(key, self.device) if key else None)
         if against is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
             ratio = float(ref_ms) / against
             attempt.update({"reference_alone_ms" if alone is not None else "reference_baseline_ms": round(against, 6),
@@ -412,27 +425,34 @@ class DeviceGate:
             elif not 1 / (1 + tol) <= ratio <= 1 + tol:
                 reasons.append(f"reference drifted: {ref_ms:.4g} ms against a running baseline of "
                                f"{against:.4g} ms ({ratio:.2f}x)")
-                if len(reasons) == 1 and ticket.key:
+                if len(reasons) == 1 and key:
                     # drift alone: if the machine has moved for good, the
                     # baseline follows after a few agreeing results
-                    self.baselines.note_drift(ticket.key, self.device, float(ref_ms), tol)
+                    self.baselines.note_drift(key, self.device, float(ref_ms), tol)
         attempt["reasons"] = reasons
         ticket.attempts.append(attempt)
         if not reasons:
-            ticket.reliable, ticket.reasons = True, []
-            if comparison in (None, "reference") and ticket.key and isinstance(ref_ms, (int, float)) and ref_ms > 0:
-                self.baselines.add(ticket.key, self.device, float(ref_ms))
+            # an earlier timing shape that stayed unreliable keeps the result so
+            ticket.reliable, ticket.reasons = not ticket.shape_reasons, list(ticket.shape_reasons)
+            if comparison in (None, "reference") and key and isinstance(ref_ms, (int, float)) and ref_ms > 0:
+                self.baselines.add(key, self.device, float(ref_ms))
             if comparison == "reference" and isinstance(ref_ms, (int, float)) and ref_ms > 0:
-                ticket.reference_alone_ms = float(ref_ms)
+                if shape is not None:
+                    ticket.reference_alone_by_shape[shape] = float(ref_ms)
+                else:
+                    ticket.reference_alone_ms = float(ref_ms)
             self._release(ticket)
             return False
-        ticket.reliable, ticket.reasons = False, reasons
-        tries = sum(1 for a in ticket.attempts if a.get("comparison") == comparison)
+        ticket.reliable, ticket.reasons = False, list(ticket.shape_reasons) + reasons
+        tries = sum(1 for a in ticket.attempts if a.get("comparison") == comparison and a.get("shape") == shape)
         # a reference that moved with the program, the machine quiet: the
         # program's side effect, which the same pairing shows again (five
         # fused finalists: 2.3-2.9x in each of three attempts): no re-timing
         side_effect = all(r.startswith(SIDE_EFFECT) for r in reasons)
         if tries > self.policy.max_retimes or side_effect:
+            if shape is not None:  # the next shape's timing does not make this one reliable
+                ticket.shape_reasons += [f"timing shape {shape}: {r}" for r in reasons]
+                ticket.reasons = list(ticket.shape_reasons)
             self._release(ticket)
             return False
         time.sleep(self.policy.retime_backoff_s * tries)

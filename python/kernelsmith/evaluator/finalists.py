@@ -43,8 +43,11 @@ def apply_verdicts(entries: list[dict[str, Any]], load: dict[str, Any]) -> None:
         if not mine:
             entry.update(timing_reliable=False, unreliable_reasons=["no trusted record of this finalist's timing"])
             continue
+        # a task timed on several shapes: each shape's last attempt decides for it
+        lasts = {a.get("shape"): a for a in mine}
         last = mine[-1]
-        reasons = list(last.get("reasons") or [])
+        reasons = [(f"timing shape {shape}: {r}" if shape is not None and len(lasts) > 1 else r)
+                   for shape, a in lasts.items() for r in (a.get("reasons") or [])]
         if reference and reference[-1].get("reasons") and "reference_alone_ms" not in last:
             # the reference alone was never timed reliably: a finalist is
             # judged against the running baseline, where there is one

@@ -815,7 +815,33 @@ _REPORTED = (("speedup", "speedup"), ("ref_ms", "ref_runtime_ms"), ("cand_ms", "
              ("ci_low", "speedup_ci_low"), ("ci_high", "speedup_ci_high"))
 
 
-def check_timing_reports(result: Any, reports: list) -> None:
+def _reported_figures(timed: list, task: Any) -> tuple[Optional[dict], str]:
+    """What the result's figures must be: the last report, or, for a task
+    timed on several shapes (TaskConfig.timing_shapes), the parent's own
+    combination (timing.combine_shapes, the task's weights) of each shape's
+    last report; with the reason when a shape reported nothing."""
+    config = getattr(task, "config", None)
+    names = list(getattr(config, "timing_shapes", None) or [])
+    if len(names) < 2:
+        return timed[-1], ""
+    from .timing import TimingOutcome, combine_shapes
+
+    lasts = {r.get("shape"): r for r in timed if r.get("comparison") is None}
+    missing = [n for n in names if n not in lasts]
+    if missing:
+        return None, f"no timing reported figures for the timing shape(s) {', '.join(missing)}"
+    try:
+        outcomes = [TimingOutcome(runtime_ms=float(lasts[n]["cand_ms"]), ref_runtime_ms=float(lasts[n]["ref_ms"]),
+                                  speedup=float(lasts[n]["speedup"]), speedup_ci_low=float(lasts[n]["ci_low"]),
+                                  speedup_ci_high=float(lasts[n]["ci_high"]), verdict="") for n in names]
+        c = combine_shapes(outcomes, names, list(getattr(config, "timing_weights", None) or []) or None)
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"the timing shapes' reports do not combine ({exc})"
+    return {"speedup": c.speedup, "ref_ms": c.ref_runtime_ms, "cand_ms": c.runtime_ms, "ci_low": c.speedup_ci_low,
+            "ci_high": c.speedup_ci_high}, ""
+
+
+def check_timing_reports(result: Any, reports: list, task: Any = None) -> None:
     """Parent side: a result's timing figures must be the ones the worker's
     timing reported to the parent when it ended (the ``timing-done`` message,
     sent before any more of the program runs). Figures changed afterwards
@@ -827,10 +853,8 @@ def check_timing_reports(result: Any, reports: list) -> None:
     if result.category != "ok" or result.speedup is None:
         return
     timed = [r for r in reports if isinstance(r, dict) and not r.get("release_only")]
-    if not timed:
-        why = "no timing reported any figures to the parent"
-    else:
-        last = timed[-1]
+    last, why = _reported_figures(timed, task) if timed else (None, "no timing reported any figures to the parent")
+    if last is not None:
         differ = [f"{field} {getattr(result, field)!r} against {last.get(key)!r}" for key, field in _REPORTED
                   if key in last and getattr(result, field) != last.get(key)]
         if not differ:
@@ -851,7 +875,7 @@ def trusted_checks(result: Any, evidence: Optional[dict[str, Any]], seeds: list[
     against what the timing reported when it ended, then the timing against
     the time it held the device's timing slot (``slots``, where it had one)."""
     judge(result, evidence_info(evidence), seeds, task, workdir, referee)
-    check_timing_reports(result, list((evidence or {}).get("timing_reports") or []))
+    check_timing_reports(result, list((evidence or {}).get("timing_reports") or []), task)
     if slots is not None:
         cross_check_timing(result, list(slots))
     if result.category == "hacked":  # whichever check said so: no figure of a hacked result is used
@@ -870,9 +894,19 @@ def cross_check_timing(result: Any, slots: list, slack: float = 1.05, grace_s: f
     import time
 
     held = sum((end if end is not None else time.monotonic()) - start for start, end in slots)
+    # several timing shapes (TaskConfig.timing_shapes): each timed in a slot
+    # of its own, the claims added up (never less than the first shape's,
+    # which the top level repeats)
+
+    def claim(part: Any) -> float:
+        per_pair_ms = float(part["reference"]["min"]) + float(part["candidate"]["min"])
+        return int(part["n_pairs"]) * int(part.get("launches_per_sample") or 1) * per_pair_ms / 1e3
+
     try:
-        per_pair_ms = float(timing["reference"]["min"]) + float(timing["candidate"]["min"])
-        claimed = int(timing["n_pairs"]) * int(timing.get("launches_per_sample") or 1) * per_pair_ms / 1e3
+        claimed = claim(timing)
+        shapes = timing.get("shapes")
+        if isinstance(shapes, list) and shapes:
+            claimed = max(claimed, sum(claim(part) for part in shapes))
     except (KeyError, TypeError, ValueError):
         return
     census = result.census if isinstance(result.census, dict) else {}

@@ -311,5 +311,54 @@ def measure(
     return outcome
 
 
-__all__ = ["CandidateTimingError", "TimingOutcome", "harness_options", "measure",
+def combine_shapes(outcomes: Sequence[TimingOutcome], names: Sequence[str],
+                   weights: Optional[Sequence[float]] = None) -> TimingOutcome:
+    """One outcome from the timings of a task's several timing shapes
+    (``TaskConfig.timing_shapes``): the speedup, its CI ends and both
+    runtimes are the weighted geometric means of the shapes' (so the
+    runtime ratio of two programs is the mean of their per-shape ratios);
+    the verdict follows the combined CI (faster above 1, slower below,
+    else indistinguishable); a rejected shape rejects, a suspicious one
+    makes it suspicious. ``details`` are the first shape's with every
+    shape's figures under ``shapes``; the speed of light is the first
+    shape's. One outcome is returned as it is."""
+    import math
+
+    if len(outcomes) == 1:
+        return outcomes[0]
+    if not outcomes or len(outcomes) != len(names):
+        raise ValueError("combine_shapes: one outcome per shape name")
+    w = [float(x) for x in (weights or [1.0] * len(outcomes))]
+    if len(w) != len(outcomes) or any(x <= 0 for x in w):
+        raise ValueError("combine_shapes: one positive weight per shape")
+    total = sum(w)
+
+    def mean(values: Sequence[float]) -> float:
+        return math.exp(sum(wi * math.log(v) for wi, v in zip(w, values)) / total)
+
+    rows = [{"shape": name, "weight": wi, "speedup": o.speedup, "speedup_ci": [o.speedup_ci_low, o.speedup_ci_high],
+             "runtime_ms": o.runtime_ms, "ref_runtime_ms": o.ref_runtime_ms, "verdict": o.verdict,
+             "n_pairs": o.details.get("n_pairs"), "launches_per_sample": o.details.get("launches_per_sample"),
+             "reference": {"min": (o.details.get("reference") or {}).get("min")},
+             "candidate": {"min": (o.details.get("candidate") or {}).get("min")}}
+            for name, wi, o in zip(names, w, outcomes)]
+    details = dict(outcomes[0].details)
+    details.update(shapes=rows, combined="weighted geometric mean over the timing shapes")
+    rejected = next((o for o in outcomes if o.rejected), None)
+    suspicious_reasons = [f"shape {n}: {r}" for n, o in zip(names, outcomes) for r in o.suspicious_reasons]
+    positive = all(o.speedup > 0 and o.speedup_ci_low > 0 and o.speedup_ci_high > 0 and o.runtime_ms > 0
+                   and o.ref_runtime_ms > 0 for o in outcomes)
+    if rejected is not None or not positive:
+        base = rejected or outcomes[0]
+        return TimingOutcome(base.runtime_ms, base.ref_runtime_ms, base.speedup, base.speedup_ci_low,
+                             base.speedup_ci_high, base.verdict, base.rejected_reason,
+                             any(o.suspicious for o in outcomes), suspicious_reasons, details, base.speed_of_light)
+    low, high = mean([o.speedup_ci_low for o in outcomes]), mean([o.speedup_ci_high for o in outcomes])
+    verdict = "faster" if low > 1.0 else "slower" if high < 1.0 else "indistinguishable"
+    return TimingOutcome(mean([o.runtime_ms for o in outcomes]), mean([o.ref_runtime_ms for o in outcomes]),
+                         mean([o.speedup for o in outcomes]), low, high, verdict, "",
+                         any(o.suspicious for o in outcomes), suspicious_reasons, details, outcomes[0].speed_of_light)
+
+
+__all__ = ["CandidateTimingError", "TimingOutcome", "combine_shapes", "harness_options", "measure",
            "outcome_from_comparison", "roofline_details", "speed_of_light_details"]

@@ -495,16 +495,22 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
     cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
     seed = chan.seed()
 
-    def make_inputs() -> list[Any]:
+    def make_inputs(gen: Any = None) -> list[Any]:
         torch.manual_seed(chan.seed())
-        return draw_inputs(ref.get_inputs, device, dtype)
+        return draw_inputs(gen or ref.get_inputs, device, dtype)
 
     torch.manual_seed(seed)
     model = ref.Model(*init_inputs).to(device=device, dtype=dtype).eval()
     entries: list[dict[str, Any]] = []
     models: list[Any] = []
     check = make_inputs()
-    input_sets = [make_inputs() for _ in range(cfg.timing.input_sets)]
+    # the task's timing shapes (TaskConfig.timing_shapes), each compared on
+    # its own and the figures combined as a step's are (timing.combine_shapes)
+    from .timing import combine_shapes
+
+    names = list(getattr(cfg, "timing_shapes", None) or ["get_inputs"])
+    several = len(names) > 1
+    sets_by_shape = {name: [make_inputs(getattr(ref, name)) for _ in range(cfg.timing.input_sets)] for name in names}
     # the run's verdict rests on these comparisons: on the host clock they
     # get their own caps, at least the per-step ones (a per-step timing stops
     # at 20 pairs / 0.5 s to keep CI quick)
@@ -513,26 +519,33 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                                      cpu_time_budget_s=max(t.cpu_time_budget_s, t.cpu_finalist_time_budget_s))
 
     def timed(comparison: str, base: Any, cand: Any, paired_reference: bool = True) -> Any:
-        """One comparison in its own timing slot, pinned as a step's is, and
-        timed again while the parent sees contention or a moving reference."""
+        """One comparison, each timing shape in its own timing slot, pinned
+        as a step's is, and timed again while the parent sees contention or
+        a moving reference."""
         clone = lambda vals: [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]  # noqa: E731
-        # each side on copies of its own (a finalist that re-homes its
-        # inputs would slow whatever runs next on them), checked afterwards
-        cand_sets = [clone(s) for s in input_sets]
-        base_sets, given, prints = _own_copies(torch, cand_sets, clone, cmp)
+        outcomes, changed = [], None
+        for name in names:
+            # each side on copies of its own (a finalist that re-homes its
+            # inputs would slow whatever runs next on them), checked afterwards
+            cand_sets = [clone(s) for s in sets_by_shape[name]]
+            base_sets, given, prints = _own_copies(torch, cand_sets, clone, cmp)
 
-        def take() -> Any:
-            try:
-                return measure(base, cand, backend, cand_sets, timing_cfg, reference_input_sets=base_sets)
-            except BaseException:
-                chan.timing_done({"release_only": True})
-                raise
+            def take(cand_sets: list = cand_sets, base_sets: list = base_sets) -> Any:
+                try:
+                    return measure(base, cand, backend, cand_sets, timing_cfg, reference_input_sets=base_sets)
+                except BaseException:
+                    chan.timing_done({"release_only": True})
+                    raise
 
-        chan.timing_slot()
-        with _pinned_on_host(backend, out, cfg.timing, torch):
-            o = _timed_until_judged(chan, take, torch, comparison=comparison,
-                                    **({} if paired_reference else {"ref_ms": None}))
-        o.details["inputs_changed"] = _inputs_after_timing(torch, cmp, cand_sets, base_sets, given, prints)
+            chan.timing_slot()
+            with _pinned_on_host(backend, out, cfg.timing, torch):
+                o = _timed_until_judged(chan, take, torch, comparison=comparison,
+                                        **({} if paired_reference else {"ref_ms": None}),
+                                        **({"shape": name} if several else {}))
+            outcomes.append(o)
+            changed = changed or _inputs_after_timing(torch, cmp, cand_sets, base_sets, given, prints)
+        o = combine_shapes(outcomes, names, getattr(cfg, "timing_weights", None) or None)
+        o.details["inputs_changed"] = changed
         return o
 
     with torch.no_grad():
@@ -574,7 +587,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                 continue
             entry.update(speedup=o.speedup, speedup_ci_low=o.speedup_ci_low, speedup_ci_high=o.speedup_ci_high,
                          runtime_ms=o.runtime_ms, ref_runtime_ms=o.ref_runtime_ms, verdict=o.verdict,
-                         suspicious=o.suspicious)
+                         suspicious=o.suspicious, **({"shapes": o.details["shapes"]} if several else {}))
         ranked = sorted((e for e in entries if e.get("speedup") is not None and not e.get("suspicious")),
                         key=lambda e: -e["speedup"])
         head: dict[str, Any] = {}
@@ -1163,15 +1176,11 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
     timing_cfg = cfg.timing
     hw = HardwareInfo.from_dict(out.get("hardware"))
     on_gpu = _timed_on_gpu(backend, out)
+    # the task's timing shapes (TaskConfig.timing_shapes), each timed on its
+    # own in a slot of its own; none declared: get_inputs, as always
+    names = list(getattr(cfg, "timing_shapes", None) or ["get_inputs"])
+    several = len(names) > 1
     with torch.no_grad():
-        # Fresh input sets (new seeds from the parent) that the timed calls
-        # rotate over, so no side enjoys the same inputs in cache every call.
-        input_sets = [make_inputs(ref.get_inputs) for _ in range(timing_cfg.input_sets)]
-        if on_gpu:
-            input_sets += _placed_copies(torch, input_sets, timing_cfg.gpu_input_sets - len(input_sets), clone)
-        # the reference gets copies of its own: nothing the program does to
-        # its inputs reaches it, and the program's are checked afterwards
-        ref_sets, given, prints = _own_copies(torch, input_sets, clone, cmp)
         last: dict[str, Any] = {}
         per_call: list[tuple[str, ...]] = []
 
@@ -1189,44 +1198,77 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
             with backend.launch_counter():
                 return model(*args)
 
-        def work() -> Any:
-            from .. import timing as kt
-
-            return kt.estimate_work(model, clone(ref_sets[0]))
-
         phases = out.setdefault("phases", {})
-        # One timing per device at a time: the parent grants the slot and
-        # stops the device's other workers meanwhile.
-        phases["timing_wait"] = round(chan.timing_slot(), 4)
-        started = time.monotonic()
-        # on the host clock the timing's threads stay on their cores while it
-        # holds the slot (affinity.py says why and what it measured)
-        pin = _pinned_on_host(backend, out, timing_cfg, torch)
-        def take() -> Any:
-            try:
-                o = measure(ref_call, cand_call, backend, input_sets, timing_cfg, reference_input_sets=ref_sets,
-                            device_name=hw.name if on_gpu else "", work=work if timing_cfg.roofline else None)
-            except CandidateTimingError as exc:
-                # the timed calls' peak is the reference's too: only the failed request counts
-                raise fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
-            except BaseException as exc:  # device faults surface at the harness's synchronize
-                raise fail_from(exc, "timing reference and candidate failed", fault="harness")
-            backend.synchronize()
-            return o
+        outcomes, first_sets, first_gen = [], None, None
+        spent = 0.0  # in the slot: the "timing" phase
+        for index, name in enumerate(names):
+            gen = getattr(ref, name)
+            if several:
+                chan.stage(f"timing shape {name} ({index + 1} of {len(names)})")
+            # Fresh input sets (new seeds from the parent) that the timed calls
+            # rotate over, so no side enjoys the same inputs in cache every call.
+            input_sets = [make_inputs(gen) for _ in range(timing_cfg.input_sets)]
+            if on_gpu:
+                input_sets += _placed_copies(torch, input_sets, timing_cfg.gpu_input_sets - len(input_sets), clone)
+            # the reference gets copies of its own: nothing the program does to
+            # its inputs reaches it, and the program's are checked afterwards
+            ref_sets, given, prints = _own_copies(torch, input_sets, clone, cmp)
 
-        with pin:
-            outcome = _timed_until_judged(chan, take, torch)
-        outcome.details["pinned_cores"] = pin.cores  # [] where nothing was pinned
-        phases["timing"] = round(time.monotonic() - started, 4)
-        # before anything reads the program's timed tensors (a re-classed one
-        # runs the program's code when touched)
-        problem = _inputs_after_timing(torch, cmp, input_sets, ref_sets, given, prints)
-        if problem:
-            raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None, hack_reasons=[
-                f"{problem}; the caller's tensors must come back as they were given (inputs re-homed, re-classed "
-                "or rewritten while timed are work moved onto the caller)"])
+            def work(ref_sets: list = ref_sets) -> Any:
+                from .. import timing as kt
+
+                return kt.estimate_work(model, clone(ref_sets[0]))
+
+            # One timing per device at a time: the parent grants the slot and
+            # stops the device's other workers meanwhile.
+            waited = round(chan.timing_slot(), 4)
+            phases["timing_wait"] = round(phases.get("timing_wait", 0.0) + waited, 4) if index else waited
+            granted = time.monotonic()
+            # on the host clock the timing's threads stay on their cores while it
+            # holds the slot (affinity.py says why and what it measured)
+            pin = _pinned_on_host(backend, out, timing_cfg, torch)
+
+            def take(input_sets: list = input_sets, ref_sets: list = ref_sets, work: Any = work) -> Any:
+                try:
+                    o = measure(ref_call, cand_call, backend, input_sets, timing_cfg, reference_input_sets=ref_sets,
+                                device_name=hw.name if on_gpu else "", work=work if timing_cfg.roofline else None)
+                except CandidateTimingError as exc:
+                    # the timed calls' peak is the reference's too: only the failed request counts
+                    raise fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
+                except BaseException as exc:  # device faults surface at the harness's synchronize
+                    raise fail_from(exc, "timing reference and candidate failed", fault="harness")
+                backend.synchronize()
+                return o
+
+            with pin:
+                outcome = _timed_until_judged(chan, take, torch, **({"shape": name} if several else {}))
+            spent += time.monotonic() - granted
+            outcome.details["pinned_cores"] = pin.cores  # [] where nothing was pinned
+            outcomes.append(outcome)
+            # before anything reads the program's timed tensors (a re-classed one
+            # runs the program's code when touched)
+            problem = _inputs_after_timing(torch, cmp, input_sets, ref_sets, given, prints)
+            if problem:
+                raise Verdict(category="hacked", hacked=True, compiled=True, correct=False, speedup=None,
+                              hack_reasons=[
+                    f"{problem}{f' (timing shape {name})' if several else ''}; the caller's tensors must come back "
+                    "as they were given (inputs re-homed, re-classed or rewritten while timed are work moved onto "
+                    "the caller)"])
+            # every timed call of a shape launches the same kernels (a program
+            # may launch other kernels for another shape)
+            _judge_per_call(per_call, out, backend.name)
+            per_call.clear()
+            if first_sets is None:
+                first_sets, first_gen = input_sets, gen  # the refill checks' and the timer check's shape
+            else:
+                del input_sets
+        phases["timing"] = round(spent, 4)
+        from .timing import combine_shapes
+
+        first = outcomes[0]
+        outcome = combine_shapes(outcomes, names, getattr(cfg, "timing_weights", None) or None)
+        input_sets = first_sets
         del ref_sets, given, prints
-        _judge_per_call(per_call, out, backend.name)
         # the outputs of the timed calls must still be right (a program that
         # behaves differently when it is not being checked)
         if "out" in last:
@@ -1242,17 +1284,19 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         last.clear()
         del input_sets[1:]
         if os.environ.get("KS_BENCH_NO_CENSUS", "") != "1":
-            _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
+            # on the first timing shape's values, held in its first set; the
+            # timer check against that shape's own timing
+            _refill_checks(run_checked, model, first_gen, make_inputs, clone, cmp, atol, rtol, backend,
                            "after timing", held=input_sets[0], fresh=True)
             seen = census.last if census is not None else None  # the refill checks' last call
-            if seen is not None and seen.device_level and outcome.runtime_ms:
+            if seen is not None and seen.device_level and first.runtime_ms:
                 def recheck() -> Optional[float]:
-                    _refill_checks(run_checked, model, ref.get_inputs, make_inputs, clone, cmp, atol, rtol, backend,
+                    _refill_checks(run_checked, model, first_gen, make_inputs, clone, cmp, atol, rtol, backend,
                                    "after timing (re-check)", held=input_sets[0], fresh=True)
                     last = census.last
                     return sum(last.own.values()) / 1000.0 if last is not None and last.device_level else None
 
-                own_ms, problem = settle_timer_check(sum(seen.own.values()) / 1000.0, float(outcome.runtime_ms),
+                own_ms, problem = settle_timer_check(sum(seen.own.values()) / 1000.0, float(first.runtime_ms),
                                                      recheck, alone=lambda call: _in_slot(chan, call))
                 out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
                 if problem:
