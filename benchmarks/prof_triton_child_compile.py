@@ -4,7 +4,7 @@
 # each prints its CUDA context time, first call (compile + launch) and, for A, the cProfile top.
 import os, sys, time, tempfile, cProfile, pstats, io, importlib.util
 os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-import torch, triton, triton.language as tl
+import torch, triton
 from triton.runtime import driver
 t = time.time(); driver.active.utils; print("zygote: driver utils", round(time.time() - t, 3), flush=True)
 if os.environ.get("WARM", "1") == "1":
@@ -39,9 +39,9 @@ def child(cache, name, c, label, top=0):
         spec = importlib.util.spec_from_file_location(f"m_{name}", p); mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
         x = torch.randn(1 << 20, device="cuda")
         pr = cProfile.Profile(); pr.enable()
-        t2 = time.time(); y = mod.run(x); torch.cuda.synchronize(); t3 = time.time()
+        t2 = time.time(); mod.run(x); torch.cuda.synchronize(); t3 = time.time()
         pr.disable()
-        y = mod.run(x); torch.cuda.synchronize(); t4 = time.time()
+        mod.run(x); torch.cuda.synchronize(); t4 = time.time()
         print(f"{label}: cuda ctx {t1-t0:.3f}s  first call (compile+launch) {t3-t2:.3f}s  second {t4-t3:.4f}s", flush=True)
         print("  cache files:", sorted(os.listdir(cache))[:20] if os.path.isdir(cache) else None, flush=True)
         if top:

@@ -39,6 +39,11 @@ fi
   "transformers>=5" datasets tokenizers "trl>=1.0" aiohttp omegaconf hydra-core codetiming pylatexenc \
   dill pandas "pyvers>=0.1,<0.2"
 
+# The habits the test run enforces (scripts/test.sh): the linter and the
+# import contracts of pyproject.toml. ruff is pinned to a minor version so a
+# new release's rules cannot fail a run that changed nothing.
+"$PYTHON" -m pip install -q --disable-pip-version-check "ruff>=0.17,<0.18" "import-linter>=2,<3"
+
 # The RL trainers the trainer tests run (tests_py/test_trainers.py). verl and
 # OpenRLHF pin torch and GPU packages (vLLM, flash-attn, deepspeed) that a CPU
 # machine with torch 2.13.0 cannot take, and pin older transformers: they are

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, then the C++ tests (ctest) and the Python tests
-# (pytest, against the installed package). Exit status is non-zero if any fail.
+# The whole test suite: set-up, the linter and the import contracts, then the
+# C++ tests (ctest) and the Python tests (pytest, against the installed
+# package). Exit status is non-zero if any fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,6 +9,13 @@ bash scripts/setup.sh
 PYTHON=${PYTHON:-python3}
 BUILD_DIR=${BUILD_DIR:-build/tests}
 JOBS=${JOBS:-$(nproc)}
+
+echo "== Lint (ruff) and import contracts (lint-imports)"
+# pyproject.toml holds both configurations; any finding fails the run.
+"$PYTHON" -m ruff check python/ tests_py/ benchmarks/
+# lint-imports through $PYTHON (its script may not be on PATH); PYTHONPATH=python:
+# the contracts are checked on the source tree, not on an installed copy
+PYTHONPATH=python "$PYTHON" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache
 
 echo "== C++ tests (ctest)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

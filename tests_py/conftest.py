@@ -17,7 +17,7 @@ os.environ.setdefault("KERNELSMITH_DAEMON", "0")
 # Helper modules that live next to the tests (mock servers, fixtures data).
 sys.path.insert(0, str(Path(__file__).parent))
 
-from mock_llm_server import MockLLMServer  # noqa: E402
+from mock_llm_server import MockLLMServer, MockResponse  # noqa: E402
 
 # The fixture folders hold programs and whole packages under test (an
 # in-place task's package has its own tests/): data, not this suite's tests.
@@ -34,9 +34,7 @@ def mock_llm() -> Iterator[MockLLMServer]:
         server.stop()
 
 
-def _fenced_program(source: str) -> "MockResponse":
-    from mock_llm_server import MockResponse
-
+def _fenced_program(source: str) -> MockResponse:
     # The reference-as-seed is one EVOLVE block; a full rewrite keeps its markers.
     program = f"# EVOLVE-BLOCK-START\n{source}# EVOLVE-BLOCK-END\n"
     return MockResponse(text=f"Here it is:\n```python\n{program}```\n", reasoning="one work-item per row", think_tags=True)

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from kernelsmith.cli import main
 from kernelsmith.evolve import EvolveConfig, evolve_sync

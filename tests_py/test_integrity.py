@@ -335,7 +335,6 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     result unreliable, so that it never becomes a run's best."""
     import signal
 
-    import torch
 
     from kernelsmith.evaluator.referee import encode_outputs, judge
     from kernelsmith.result import EvalResult

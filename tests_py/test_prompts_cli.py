@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from mock_llm_server import MockResponse
 
 HERE = Path(__file__).parent
 SCALE = HERE / "fixtures_evolve" / "scale"

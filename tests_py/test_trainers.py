@@ -7,14 +7,13 @@ than the queue. The runs exported are the session fixture ``runs``."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
 
 from kernelsmith.evaluator import Evaluator
 from kernelsmith.export import RLConfig, SFTConfig, export_rl, export_sft, read_jsonl
-from kernelsmith.rewards import LocalScorer, RewardBackend, RewardConfig, make_trl_reward
+from kernelsmith.rewards import LocalScorer, RewardConfig, make_trl_reward
 from kernelsmith.server import build_server
 from tiny_lm import build_tiny_lm
 

@@ -45,8 +45,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
+from .._astutil import dotted
 from ..hardware import HardwareInfo
 from .base import Backend, LaunchRecord, StaticReport, _Census, _spans, census_launch, nvidia_driver, recording
 
@@ -1131,7 +1132,7 @@ def _string_values(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> 
 
 def check_cuda_program(source: str) -> StaticReport:
     """The CUDA backend's static checks (the shared ones included)."""
-    from ..evaluator.static import common_checks, dotted
+    from ..evaluator.static import common_checks
 
     report, tree = common_checks(source)
     if tree is None:

@@ -21,6 +21,7 @@ import platform
 import time
 from typing import Any, Callable, Iterator, Optional
 
+from .._astutil import dotted
 from ..hardware import HardwareInfo
 from .base import Backend, LaunchRecord, StaticReport
 
@@ -71,17 +72,6 @@ def _common_checks(source: str) -> tuple[StaticReport, Optional[ast.Module]]:
             report.errors.append("No class ModelNew found. Define `class ModelNew(nn.Module)`.")
         return report, tree
     return common_checks(source)
-
-
-def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _timing_mode() -> str:
@@ -160,7 +150,7 @@ class OpenCLBackend(Backend):
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
-            name = _dotted(node.func) or ""
+            name = dotted(node.func) or ""
             parts = name.split(".")
             if len(parts) >= 2 and parts[0] in numpy_aliases and parts[-1] not in NUMPY_ALLOWED:
                 report.hacks.append(

@@ -12,7 +12,8 @@ import threading
 import types
 from typing import Any, Callable, Iterator, Optional
 
-from ..evaluator.static import LOWERING_DTYPES, common_checks, dotted
+from .._astutil import dotted
+from ..evaluator.static import LOWERING_DTYPES, common_checks
 from ..hardware import HardwareInfo
 from .base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
                    program_code,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Optional
 
+from .._astutil import dotted
 from .resolve import PackageIndex
 
 BUILTIN_NAMES = set(dir(builtins)) | {"__file__", "__name__", "__class__", "__doc__", "__spec__", "__builtins__"}
@@ -59,19 +60,6 @@ def _plain_value(v: Any) -> bool:
     if v is None or isinstance(v, (int, float, str, bool)):
         return True
     return isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-
-
-def _dotted(node: ast.AST) -> Optional[str]:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    if isinstance(node, ast.Subscript):  # Generic[...] style bases
-        return _dotted(node.value)
-    if isinstance(node, ast.Call):
-        return None
-    return None
 
 
 def _stmt_binds(stmt: ast.stmt) -> set[str]:
@@ -394,7 +382,7 @@ class FileAnalysis:
                 continue
             seen.add(c.name)
             init = next((s for s in c.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
-            todo += [self.module_classes[d] for d in (_dotted(b) for b in c.bases) if d in self.module_classes]
+            todo += [self.module_classes[d] for d in (dotted(b, through_subscripts=True) for b in c.bases) if d in self.module_classes]
         if init is None:
             init = self.inherited_method(cls, "__init__")
         if init is None:
@@ -556,7 +544,7 @@ class FileAnalysis:
             if c in out:
                 continue
             out.append(c)
-            todo += [self.module_classes[d] for d in (_dotted(b) for b in c.bases) if d in self.module_classes]
+            todo += [self.module_classes[d] for d in (dotted(b, through_subscripts=True) for b in c.bases) if d in self.module_classes]
         return out
 
     def _stmt_names(self, i: int) -> tuple[set[str], set[str]]:

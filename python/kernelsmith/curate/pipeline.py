@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .extract import Extracted, canonical_hash, extract_file, normalized_ast_hash, normalized_text
+from .extract import Extracted, canonical_hash, extract_file, normalized_text
 from .inputs import SIZE_CLASSES, InputVariant
 from .resolve import PackageIndex, module_name_of
 from .runner import RunnerConfig, run_checks

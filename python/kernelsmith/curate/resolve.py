@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
+from .._astutil import dotted
+
 # torch.nn classes without a forward of their own: a subclass must define it
 NO_FORWARD = {"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
 MAX_DEPTH = 8
@@ -391,13 +393,10 @@ def dotted_ref(node: ast.AST, modname: str, imports: dict[str, tuple[str, Option
     ``Module``, ``torch.nn.Linear`` or a class of the same module."""
     if isinstance(node, ast.Subscript):
         node = node.value
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.insert(0, node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+    name = dotted(node)
+    if name is None:
         return None
-    head = node.id
+    head, *parts = name.split(".")
     if not parts:
         if head in local_classes:
             return modname, head

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
-from .._process import package_python_path
+from .._process import kill_process, package_python_path
 
 
 @dataclass
@@ -147,14 +147,7 @@ class _Worker:
         except (OSError, ValueError):
             pass
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
+            kill_process(self.proc, wait=False)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .._process import kill_group, kill_process
 from ..result import EvalResult
 from .contention import DeviceGate
 from .referee import Referee, trusted_checks
@@ -227,15 +228,7 @@ class Zygote:
             self.sock.close()
         except OSError:
             pass
-        try:
-            os.killpg(self.proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.kill()
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        kill_process(self.proc)
 
 
 class Child:
@@ -527,10 +520,7 @@ class DevicePool:
         if self._builder is not None:
             if self._builder_ticket is not None:
                 self.gate.leave(self._builder_ticket)
-            try:
-                os.killpg(self._builder.pid, 9)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(self._builder.pid)
             self._builder.wait()
         shutil.rmtree(self.root, ignore_errors=True)
 

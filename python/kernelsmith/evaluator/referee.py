@@ -30,6 +30,8 @@ import sys
 import types
 from typing import Any, Optional
 
+from .._process import kill_group
+
 #: limits on an outputs file (written by untrusted code)
 MAX_TENSORS = 64
 MAX_BYTES = 1 << 31
@@ -603,10 +605,7 @@ class Referee:
 
     def close(self) -> None:
         self.gate.leave(self.ticket)
-        try:
-            os.killpg(self.proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self.proc.pid)
         self.proc.wait()
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
-from .._process import package_python_path
+from .._process import kill_process, package_python_path
 
 _SECRET = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE
@@ -335,18 +335,6 @@ def _candidate_fault_lines(log_text: str, cand_path: str) -> str:
     return "Crash location (most recent call first):\n" + "\n".join(f"  {ln}" for ln in lines[:8])
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
 class ProcessLink:
     """The conversation with a fresh worker process over its stdin/stdout."""
 
@@ -366,13 +354,13 @@ class ProcessLink:
         os.killpg(self.proc.pid, sig)
 
     def kill(self) -> None:
-        _kill(self.proc)
+        kill_process(self.proc)
 
     def wait_exit(self, timeout: float) -> None:
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill(self.proc)
+            kill_process(self.proc)
 
     def returncode(self) -> Optional[int]:
         rc = self.proc.returncode
@@ -383,7 +371,7 @@ class ProcessLink:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            _kill(self.proc)
+            kill_process(self.proc)
         for f in (self.proc.stdin, self.proc.stdout):
             try:
                 f.close()  # type: ignore[union-attr]

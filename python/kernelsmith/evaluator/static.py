@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Optional
 
+from .._astutil import dotted
 from ..backends.base import StaticReport
 
 #: modules whose import is a hack: concurrency, harness introspection
@@ -42,18 +43,6 @@ LOWERING_DTYPES = {"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2"
 def torch_lowers_precision(name: str) -> bool:
     """True when ``name`` (a dotted call argument) is a low-precision torch dtype."""
     return name.startswith("torch.") and name.split(".")[-1] in LOWERING_DTYPES
-
-
-def dotted(node: ast.AST) -> Optional[str]:
-    """'a.b.c' for a Name/Attribute chain, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _root(node: ast.AST) -> Optional[str]:

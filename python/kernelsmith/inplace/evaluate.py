@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .._process import kill_group
 from ..evaluator import phases
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
 from ..result import EvalResult
@@ -88,7 +89,7 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         rc: Optional[int] = proc.returncode
         timed_out = False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+        kill_group(proc.pid)  # the group's leader is ours and not reaped yet: this cannot fail
         out, _ = proc.communicate()
         rc, timed_out = None, True
     if bwrap and rc is not None and rc > 128:
