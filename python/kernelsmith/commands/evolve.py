@@ -219,8 +219,8 @@ def run(args: argparse.Namespace) -> int:
 
     def show(summary: RunSummary) -> None:
         """The summary, and for Ctrl-C what was kept, said once: at once
-        when interrupted (the evaluator's close then waits for the
-        evaluations in flight), else at the end."""
+        when interrupted (the evaluations in flight are then killed), else
+        at the end."""
         if said:
             return
         said.append(summary)
@@ -229,8 +229,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2) if args.json else _table(data), flush=True)
         if summary.stop_reason == "interrupted":
             print(_interrupted_line(data), file=sys.stderr, flush=True)
-            print("kernelsmith evolve: stopping the evaluations in flight (a few seconds; nothing is lost if "
-                  "you press Ctrl-C again)", file=sys.stderr, flush=True)
+            print("kernelsmith evolve: stopping the evaluations in flight (killed; nothing is lost if you press "
+                  "Ctrl-C again)", file=sys.stderr, flush=True)
 
     try:
         with seed_phases:

@@ -166,8 +166,10 @@ async def evolve(
     stopping as ``llm-all-failed`` (the CLI refuses; a benchmark sweep keeps
     the failed run as that task's result).
     ``on_interrupt(summary)``: called as soon as a run stopped by Ctrl-C
-    has saved its state, before the evaluator is closed (which waits for
-    the evaluations in flight), so the CLI can say at once what was kept.
+    has saved its state, before the evaluator is closed, so the CLI can say
+    at once what was kept. A run stopped by Ctrl-C (or cancelled) kills the
+    evaluations in flight of an evaluator it made (``Evaluator.cancel``)
+    instead of waiting for them: their steps are asked again on resume.
 
     Everything that can be checked (task, config, model and its key,
     backend) is checked before a fresh run writes its directory, and a run
@@ -250,6 +252,7 @@ async def evolve(
         evaluator = InplaceEvaluator(evaluator)
     proposer = None
     created = False
+    stopped_by_user = False  # Ctrl-C: the evaluations in flight are killed, not waited for
     try:
         try:
             backend = evaluator.backend_for(task)
@@ -316,7 +319,8 @@ async def evolve(
         )
         evolution.prompt_builder = make_prompt_fn(builder, engine)
         summary = await evolution.run()
-        if on_interrupt is not None and summary.stop_reason == "interrupted":
+        stopped_by_user = summary.stop_reason == "interrupted"
+        if on_interrupt is not None and stopped_by_user:
             on_interrupt(summary)
         if resume is None and not task.seed_source and summary.stop_reason == "harness-error" \
                 and not evolution.reference_ran:
@@ -344,7 +348,7 @@ async def evolve(
         # again; a start the user interrupted (Ctrl-C during the seed's
         # evaluation) keeps its directory, which --resume starts over from
         # (the CLI says so) and which does not block a re-run either.
-        interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+        interrupted = stopped_by_user = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
         if created and not run_dir.started() and not interrupted:
             run_dir.remove_run_files()
         raise
@@ -352,6 +356,12 @@ async def evolve(
         if proposer is not None:
             await proposer.aclose()
         if own_evaluator:
+            # Ctrl-C means now: the steps in flight are asked again on
+            # resume, so their evaluations are killed (the pool's zygotes and
+            # their children) instead of waited for; the state is saved
+            cancel = getattr(getattr(evaluator, "inner", evaluator), "cancel", None)
+            if stopped_by_user and cancel is not None:
+                cancel()
             evaluator.close()
 
 
