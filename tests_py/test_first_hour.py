@@ -415,6 +415,60 @@ def test_ctrl_c_twice_during_the_seed_of_a_real_run_exits_at_once(tmp_path):
     assert (out / "config.yaml").exists() and (out / "task").is_dir()
 
 
+def _read_until(fd: int, want: list[str], timeout: float) -> tuple[str, list[float]]:
+    """What ``fd`` says until each of ``want`` appeared, in order, and the
+    seconds at which each appeared."""
+    import select
+
+    started, text, at = time.monotonic(), "", []
+    while len(at) < len(want):
+        left = started + timeout - time.monotonic()
+        assert left > 0, f"not said within {timeout} s: {want[len(at)]!r}; said: {text[-2000:]!r}"
+        if select.select([fd], [], [], left)[0]:
+            try:
+                chunk = os.read(fd, 4096).decode(errors="replace")
+            except OSError:  # a pty whose other end closed
+                chunk = ""
+            assert chunk, f"ended before {want[len(at)]!r}: {text[-2000:]!r}"
+            text += chunk
+            while len(at) < len(want) and want[len(at)] in text:
+                at.append(time.monotonic() - started)
+    return text, at
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+def test_evolve_says_what_it_does_from_the_first_second(tmp_path, terminal):
+    """The pool's start and the seed's evaluation (17 s here before the first
+    step's line) are said as they begin: plain lines in a pipe or a log, one
+    line rewritten in place on a terminal."""
+    import pty
+
+    out = tmp_path / "run"
+    if terminal:
+        reader, writer = pty.openpty()
+    else:
+        reader, writer = os.pipe()
+    child = subprocess.Popen([sys.executable, "-m", "kernelsmith", "evolve", str(OPENCL), "-o", str(out),
+                              "--iterations", "20"], env=_env(), stdout=subprocess.DEVNULL, stderr=writer)
+    os.close(writer)
+    try:
+        text, at = _read_until(reader, ["starting the evaluation pool (backend opencl, 2 workers)",
+                                        "evaluating the seed"], timeout=120)
+        assert at[0] < 3.0, at  # 0.6-1.2 s measured on the 2-core CPU (Python's start and imports included)
+        if terminal:
+            assert "\rkernelsmith evolve: starting the evaluation pool" in text  # one line, rewritten
+        else:
+            first, second = text.splitlines()[:2]
+            assert re.fullmatch(r"kernelsmith evolve: starting the evaluation pool \(backend opencl, 2 workers\)"
+                                r"\.\.\. \(\d+\.\d s\)", first), first
+            assert re.fullmatch(r"kernelsmith evolve: evaluating the seed\.\.\. \(\d+\.\d s\)", second), second
+    finally:
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+        os.close(reader)
+    assert child.returncode == 130
+
+
 def test_ctrl_c_during_the_seed_keeps_the_run_directory_and_names_the_resume(tmp_path):
     out = tmp_path / "run"
     child = _start(out, "30", "--iterations", 2)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import ConfigError
+from ..evaluator import phases
 from ..hardware import HardwareInfo
 from ..trajectory import StepRecord
 from .config import EvolveConfig, load_evolve_config
@@ -19,6 +20,11 @@ from .loop import Evolution, RunSummary, latest_checkpoint, one_line
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
 
 log = logging.getLogger("kernelsmith.evolve")
+
+#: what a run says while it starts, before its first step (told to
+#: evaluator/phases.py's listeners: the CLI shows each at once)
+STARTING_POOL = "starting the evaluation pool"
+EVALUATING_SEED = "evaluating the seed"
 
 HISTORY_PER_PROMPT = 16
 
@@ -261,6 +267,8 @@ async def evolve(
         missing = backend.unavailable_reason() if executor != "ray" else None  # Ray: the nodes' hardware
         if missing:
             raise ConfigError(f"backend {backend.name}: {missing}")
+        workers = getattr(getattr(evaluator, "inner", evaluator), "workers", None)
+        phases.report(f"{STARTING_POOL} (backend {backend.name}" + (f", {workers} workers)" if workers else ")"))
         if not inplace and hasattr(evaluator, "check_task"):  # a degenerate task said at its start (probes.py)
             from ..evaluator.probes import warning
 
@@ -295,7 +303,8 @@ async def evolve(
             if resume is not None:  # stopped before the first checkpoint: start over
                 run_dir.trajectory_path.write_text("")
             if task.seed_source:
-                await evolution.seed([("seed", task.seed_source)])
+                with phases.step(EVALUATING_SEED):  # the worker's stages shown inside it
+                    await evolution.seed([("seed", task.seed_source)])
             else:
                 evolution.seed_reference(reference_as_seed(task.reference_source))
             records = run_dir.read_steps()
