@@ -96,6 +96,61 @@ class Progress:
         self.enabled = False  # closed once: the line ended, nothing more to draw
 
 
+class StartLines:
+    """Plain lines on stderr for a run's start when it is not a terminal
+    (a log, a pipe): each stage of evolve's start (the pool, the seed) as it
+    begins, with the seconds since the command started, and every
+    ``every_s`` without one the stage it is in (the worker's own stage
+    included: ``evaluating the seed: timing``)."""
+
+    def __init__(self, enabled: bool, every_s: float = 10.0) -> None:
+        import threading
+
+        self.enabled = enabled
+        self.every_s = every_s
+        self.started = self._said = time.monotonic()
+        self._stage = ""
+        self._listening: Any = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="ks-start-lines", daemon=True)
+
+    def __call__(self, stage: str) -> None:
+        from ..evolve.session import EVALUATING_SEED, STARTING_POOL
+
+        self._stage = stage
+        if stage.startswith((STARTING_POOL, EVALUATING_SEED)) and ": " not in stage:
+            self._say(f"{stage}...")
+
+    def _say(self, text: str) -> None:
+        self._said = time.monotonic()
+        print(f"kernelsmith evolve: {text} ({self._said - self.started:.1f} s)", file=sys.stderr, flush=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self._said >= self.every_s and self._stage:
+                self._say(f"still {self._stage}")
+
+    def __enter__(self) -> "StartLines":
+        from ..evaluator.phases import listening
+
+        if self.enabled:
+            self._listening = listening(self)
+            self._listening.__enter__()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Said nothing more from here (the progress line takes over); idempotent."""
+        if self._listening is not None:
+            self._listening.__exit__(None, None, None)
+            self._listening = None
+            self._stop.set()
+            self._thread.join()
+
+
 def _confirmation(conf: dict[str, Any], has_best: bool = True) -> str:
     shown = "; per-step best shown" if has_best else ""
     if conf.get("skipped"):
@@ -208,19 +263,23 @@ def run(args: argparse.Namespace) -> int:
         out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py').removesuffix('.yaml')}-{time.strftime('%Y%m%d-%H%M%S')}")
     from ..evaluator.phases import PhaseLine
 
-    # The seed's evaluation comes before any step (minutes for a package that
-    # autotunes): its phase is shown until the first step's progress line
-    # takes over (on a terminal; -v prints each phase with its time).
-    seed_phases = PhaseLine("evaluating the seed" if args.resume is None else "resuming",
+    # The pool's start and the seed's evaluation come before any step (17 s
+    # on 2 cores for the OpenCL example, minutes for a package that
+    # autotunes): what goes on is shown from the first second until the
+    # first step's progress line takes over: on a terminal one line with the
+    # phase and its time, elsewhere a plain line per stage (-v: each phase
+    # with its time).
+    seed_phases = PhaseLine("kernelsmith evolve" if args.resume is None else "kernelsmith evolve (resuming)",
                             live=False if args.json else None, lines=bool(getattr(args, "verbose", 0)))
-    progress = Progress(enabled=not args.json, before_first=seed_phases.close)
+    start_lines = StartLines(enabled=not args.json and not seed_phases.live)
+    progress = Progress(enabled=not args.json, before_first=lambda: (seed_phases.close(), start_lines.close()))
     run_dir = Path(args.resume if args.resume is not None else out)
     said: list[RunSummary] = []
 
     def show(summary: RunSummary) -> None:
         """The summary, and for Ctrl-C what was kept, said once: at once
-        when interrupted (the evaluator's close then waits for the
-        evaluations in flight), else at the end."""
+        when interrupted (the evaluations in flight are then killed), else
+        at the end."""
         if said:
             return
         said.append(summary)
@@ -229,11 +288,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2) if args.json else _table(data), flush=True)
         if summary.stop_reason == "interrupted":
             print(_interrupted_line(data), file=sys.stderr, flush=True)
-            print("kernelsmith evolve: stopping the evaluations in flight (a few seconds; nothing is lost if "
-                  "you press Ctrl-C again)", file=sys.stderr, flush=True)
+            print("kernelsmith evolve: stopping the evaluations in flight (killed; nothing is lost if you press "
+                  "Ctrl-C again)", file=sys.stderr, flush=True)
 
     try:
-        with seed_phases:
+        with seed_phases, start_lines:
             summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
                                          if args.resume is not None else None, progress=progress,
                                          executor=args.executor, refuse_futile=True, on_interrupt=show))

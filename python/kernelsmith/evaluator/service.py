@@ -149,6 +149,7 @@ class Evaluator(TaskBackends):
         self._referee_root: Optional[str] = None
         self._pools_lock = threading.Lock()
         self._uids: Any = None
+        self._cancelled = False
 
     # -- helpers --------------------------------------------------------
     def _device_pool(self, backend: Backend, device: Optional[str]) -> Any:
@@ -156,6 +157,8 @@ class Evaluator(TaskBackends):
 
         key = (backend.name, device)
         with self._pools_lock:
+            if self._cancelled:  # cancel(): no new pool for the evaluations it killed
+                raise PoolError("the evaluator was cancelled")
             pool = self._device_pools.get(key)
             if pool is not None and not pool.zygote.alive():
                 pool.close()  # a zygote that died (killed from outside): start a new one
@@ -385,6 +388,21 @@ class Evaluator(TaskBackends):
         if not timed:  # the worker failed before timing: every finalist shares its verdict
             entries += [{"index": i, "correct": False, "error": result.error or result.category} for i in kept]
         return sorted(entries, key=lambda e: e["index"]), head, result
+
+    def cancel(self) -> None:
+        """Stop now (an interrupted run's Ctrl-C): evaluations not started
+        are dropped and those running are killed with their pool's zygote
+        (its children die with it), instead of close() waiting for them
+        (8-13 s for the OpenCL example on 2 cores). Their futures end with
+        an error or a harness fault; nothing may use the evaluator after,
+        but close(), which then returns at once. In fresh mode the running
+        workers are waited for, as by close()."""
+        with self._pools_lock:
+            self._cancelled = True
+            pools = list(self._device_pools.values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in pools:
+            pool.zygote.close()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

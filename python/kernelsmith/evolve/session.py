@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import ConfigError
+from ..evaluator import phases
 from ..hardware import HardwareInfo
 from ..trajectory import StepRecord
 from .config import EvolveConfig, load_evolve_config
@@ -19,6 +20,11 @@ from .loop import Evolution, RunSummary, latest_checkpoint, one_line
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
 
 log = logging.getLogger("kernelsmith.evolve")
+
+#: what a run says while it starts, before its first step (told to
+#: evaluator/phases.py's listeners: the CLI shows each at once)
+STARTING_POOL = "starting the evaluation pool"
+EVALUATING_SEED = "evaluating the seed"
 
 HISTORY_PER_PROMPT = 16
 
@@ -166,8 +172,10 @@ async def evolve(
     stopping as ``llm-all-failed`` (the CLI refuses; a benchmark sweep keeps
     the failed run as that task's result).
     ``on_interrupt(summary)``: called as soon as a run stopped by Ctrl-C
-    has saved its state, before the evaluator is closed (which waits for
-    the evaluations in flight), so the CLI can say at once what was kept.
+    has saved its state, before the evaluator is closed, so the CLI can say
+    at once what was kept. A run stopped by Ctrl-C (or cancelled) kills the
+    evaluations in flight of an evaluator it made (``Evaluator.cancel``)
+    instead of waiting for them: their steps are asked again on resume.
 
     Everything that can be checked (task, config, model and its key,
     backend) is checked before a fresh run writes its directory, and a run
@@ -250,6 +258,7 @@ async def evolve(
         evaluator = InplaceEvaluator(evaluator)
     proposer = None
     created = False
+    stopped_by_user = False  # Ctrl-C: the evaluations in flight are killed, not waited for
     try:
         try:
             backend = evaluator.backend_for(task)
@@ -258,6 +267,8 @@ async def evolve(
         missing = backend.unavailable_reason() if executor != "ray" else None  # Ray: the nodes' hardware
         if missing:
             raise ConfigError(f"backend {backend.name}: {missing}")
+        workers = getattr(getattr(evaluator, "inner", evaluator), "workers", None)
+        phases.report(f"{STARTING_POOL} (backend {backend.name}" + (f", {workers} workers)" if workers else ")"))
         if not inplace and hasattr(evaluator, "check_task"):  # a degenerate task said at its start (probes.py)
             from ..evaluator.probes import warning
 
@@ -292,7 +303,8 @@ async def evolve(
             if resume is not None:  # stopped before the first checkpoint: start over
                 run_dir.trajectory_path.write_text("")
             if task.seed_source:
-                await evolution.seed([("seed", task.seed_source)])
+                with phases.step(EVALUATING_SEED):  # the worker's stages shown inside it
+                    await evolution.seed([("seed", task.seed_source)])
             else:
                 evolution.seed_reference(reference_as_seed(task.reference_source))
             records = run_dir.read_steps()
@@ -316,7 +328,8 @@ async def evolve(
         )
         evolution.prompt_builder = make_prompt_fn(builder, engine)
         summary = await evolution.run()
-        if on_interrupt is not None and summary.stop_reason == "interrupted":
+        stopped_by_user = summary.stop_reason == "interrupted"
+        if on_interrupt is not None and stopped_by_user:
             on_interrupt(summary)
         if resume is None and not task.seed_source and summary.stop_reason == "harness-error" \
                 and not evolution.reference_ran:
@@ -344,7 +357,7 @@ async def evolve(
         # again; a start the user interrupted (Ctrl-C during the seed's
         # evaluation) keeps its directory, which --resume starts over from
         # (the CLI says so) and which does not block a re-run either.
-        interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+        interrupted = stopped_by_user = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
         if created and not run_dir.started() and not interrupted:
             run_dir.remove_run_files()
         raise
@@ -352,6 +365,12 @@ async def evolve(
         if proposer is not None:
             await proposer.aclose()
         if own_evaluator:
+            # Ctrl-C means now: the steps in flight are asked again on
+            # resume, so their evaluations are killed (the pool's zygotes and
+            # their children) instead of waited for; the state is saved
+            cancel = getattr(getattr(evaluator, "inner", evaluator), "cancel", None)
+            if stopped_by_user and cancel is not None:
+                cancel()
             evaluator.close()
 
 
