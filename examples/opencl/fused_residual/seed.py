@@ -3,7 +3,9 @@
 #   "per_op": one kernel per PyTorch operation (multiply, add, relu, square,
 #             residual add), each a full pass over memory, as eager PyTorch
 #             runs it -- plus a launch each;
-#   "fused":  one kernel that reads x once and writes y once.
+#   "fused":  one kernel that reads x once and writes y once;
+#   "fused_rows": the same, with the column found once per work-item and
+#             stepped along (no integer modulus per element).
 # VEC elements per work-item (contiguous, so the compiler can vectorize the
 # loop) and the work-group size are tunable too. Every combination is correct.
 import torch
@@ -12,7 +14,7 @@ import torch.nn as nn
 from kernelsmith import opencl as ocl
 
 # EVOLVE-BLOCK-START
-STRATEGY = "per_op"  # tune: ["per_op", "fused"]
+STRATEGY = "per_op"  # tune: ["per_op", "fused", "fused_rows"]
 VEC = 1  # tune: [1, 4, 16]
 WORK_GROUP = 64  # tune: [16, 64, 256]
 
@@ -44,6 +46,17 @@ __kernel void fused(__global const float* x, __global const float* s, __global c
         y[k] = h * h + x[k];
     }
 }
+__kernel void fused_rows(__global const float* x, __global const float* s, __global const float* b,
+                         __global float* y, int n, int cols) {
+    int start = get_global_id(0) * VEC;
+    if (start >= n) return;
+    int c = start % cols;
+    for (int k = start, end_ = min(start + VEC, n); k < end_; ++k) {
+        float h = fmax(x[k] * s[c] + b[c], 0.0f);
+        y[k] = h * h + x[k];
+        if (++c == cols) c = 0;
+    }
+}
 """
 
 
@@ -59,6 +72,9 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         if STRATEGY == "fused":
             program.fused(items, WORK_GROUP, x, scale, bias, y, n, cols, inputs=[0, 1, 2])
+            return y
+        if STRATEGY == "fused_rows":
+            program.fused_rows(items, WORK_GROUP, x, scale, bias, y, n, cols, inputs=[0, 1, 2])
             return y
         h1, h2 = torch.empty_like(x), torch.empty_like(x)
         program.scale_cols(items, WORK_GROUP, x, scale, h1, n, cols, inputs=[0, 1])
