@@ -267,6 +267,11 @@ async def evolve(
         missing = backend.unavailable_reason() if executor != "ray" else None  # Ray: the nodes' hardware
         if missing:
             raise ConfigError(f"backend {backend.name}: {missing}")
+        # bad input (a model that cannot run, a mutator with nothing to
+        # tune) is said before anything starts: one message, no progress line
+        proposer, meter = make_proposer(config, engine, config.seed)
+        if resume is None and refuse_futile:
+            _check_start(proposer, task, config)
         workers = getattr(getattr(evaluator, "inner", evaluator), "workers", None)
         phases.report(f"{STARTING_POOL} (backend {backend.name}" + (f", {workers} workers)" if workers else ")"))
         if not inplace and hasattr(evaluator, "check_task"):  # a degenerate task said at its start (probes.py)
@@ -275,10 +280,7 @@ async def evolve(
             degenerate = warning(await asyncio.to_thread(evaluator.check_task, task))
             if degenerate:
                 log.warning("%s: %s (kernelsmith task check %s)", task.name, degenerate, task_path or task.path)
-        proposer, meter = make_proposer(config, engine, config.seed)
         if resume is None:
-            if refuse_futile:
-                _check_start(proposer, task, config)
             from ..kernelbenchx import is_task_file as is_kernelbenchx, write_task_dir
 
             # a KernelBench-X file needs its suite around it (shapes, contract):
