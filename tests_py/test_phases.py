@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import time
@@ -85,9 +86,12 @@ def test_evolve_shows_the_seed_evaluations_phases(tmp_path):
                            "--iterations", "0", "--out", str(tmp_path / "run"), "-v"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    shown = [line for line in proc.stderr.splitlines() if line.startswith("  ")]
-    assert any(line.startswith("  load reference: ") for line in shown), proc.stderr[-3000:]
-    assert any(line.startswith("  timing: ") for line in shown), proc.stderr[-3000:]
+    # each of the seed's stages with its time, under the run's own start lines
+    # ("evaluating the seed: <stage>: <seconds> s")
+    shown = [line.strip().removeprefix("evaluating the seed: ") for line in proc.stderr.splitlines()
+             if line.startswith("  ")]
+    assert any(line.startswith("load reference: ") for line in shown), proc.stderr[-3000:]
+    assert any(re.fullmatch(r"timing: [\d.]+ s", line) for line in shown), proc.stderr[-3000:]
 
 
 def test_routed_listeners_hear_only_their_own_evaluations_stages():
