@@ -8,8 +8,7 @@ is tuned and reported) and a Triton compile cache of its own. Three runs:
 
 * ``sequential``: ``KERNELSMITH_AUTOTUNE_PRECOMPILE=off``, a new cache;
 * ``fork`` (the default): configs compiled side by side in forked
-  children, a new cache (``--modes`` adds ``threads``: Triton's
-  ``AsyncCompileMode`` in threads);
+  children, a new cache;
 * ``warm``: the fork run's compile cache again, tuned anew (what is left
   when nothing compiles: the benchmarks and the tests themselves).
 
@@ -60,7 +59,7 @@ def main() -> int:
     ap.add_argument("tests", nargs="+", help="test files (pytest)")
     ap.add_argument("--wheel", action="append", default=[], help="a wheel unpacked into the tree (repeatable)")
     ap.add_argument("--tree", help="the package's tree instead of wheels")
-    ap.add_argument("--modes", default="off,fork", help="cold runs, in order (off, fork, threads); a warm run follows")
+    ap.add_argument("--modes", default="off,fork", help="cold runs, in order (off, fork); a warm run follows")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="ks-autotune-bench-")

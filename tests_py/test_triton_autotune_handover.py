@@ -466,7 +466,7 @@ def _forked_children() -> list[int]:
     return found
 
 
-def test_precompile_off_threads_and_interpreter(tmp_path, monkeypatch, stand_in_driver):
+def test_precompile_off_one_at_a_time_and_interpreter(tmp_path, monkeypatch, stand_in_driver):
     tuner = _StandInTuner(tmp_path)
     configs = [_StandInConfig(b) for b in (1, 2)]
     monkeypatch.setenv(at.PRECOMPILE_ENV, "off")

@@ -62,17 +62,27 @@ def _kernel_identity(autotuner: Any) -> str:
     """The kernel's source identity: Triton's ``JITFunction.cache_key``
     (its source and the sources of what it calls), or, under the interpreter
     (no cache_key), a hash of the Python function's code."""
-    fn = autotuner.fn
-    for _ in range(8):
-        if isinstance(getattr(fn, "src", None), str) and hasattr(fn, "parse"):  # a JITFunction
-            return _jit_identity(fn)
-        inner = getattr(fn, "fn", None)
-        if inner is None:
-            break
-        fn = inner
+    jit = _innermost(autotuner.fn, lambda f: isinstance(getattr(f, "src", None), str) and hasattr(f, "parse"))
+    if jit is not None:
+        return _jit_identity(jit)
     # the interpreter's function: its compiled code, which is the same for
     # the same source wherever it was loaded from (a file, an exec'd string)
+    fn = autotuner.fn
+    while getattr(fn, "fn", None) is not None:
+        fn = fn.fn
     return "code:" + hashlib.sha256(_code_text(getattr(fn, "__code__", None)).encode()).hexdigest()
+
+
+def _innermost(fn: Any, test: Any) -> Any:
+    """The first of ``fn``, ``fn.fn``, ``fn.fn.fn`` ... (an autotuner's
+    wrappers: ``Heuristics``, a JITFunction) that passes ``test``, or None."""
+    for _ in range(8):
+        if fn is None:
+            return None
+        if test(fn):
+            return fn
+        fn = getattr(fn, "fn", None)
+    return None
 
 
 def _jit_identity(fn: Any) -> str:
@@ -184,11 +194,9 @@ def flush() -> int:
     return len(lines)
 
 
-#: how a key's configs are compiled before Triton benchmarks them
-#: (:func:`precompile`): ``fork`` (the default: forked children, side by
-#: side), ``threads`` (Triton's ``AsyncCompileMode`` in threads: measured no
-#: faster on Triton 3.6, kept for the benchmark), ``off`` (one after the
-#: other inside Triton's benchmark, as Triton does)
+#: ``off``: a key's configs are compiled one after the other inside Triton's
+#: benchmark, as Triton does; otherwise (the default) side by side in forked
+#: children first (:func:`precompile`)
 PRECOMPILE_ENV = "KERNELSMITH_AUTOTUNE_PRECOMPILE"
 #: at most this many compiles at once (default: the cores this process may
 #: run on, at most 16)
@@ -208,18 +216,6 @@ def compile_procs(configs: int) -> int:
     return max(0, min(cap, configs))
 
 
-def _jit_function(fn: Any) -> Any:
-    """The ``JITFunction`` under an autotuner's ``fn`` (which may be a
-    ``Heuristics`` or another wrapper), or None."""
-    for _ in range(8):
-        if hasattr(fn, "device_caches") and hasattr(fn, "run"):
-            return fn
-        fn = getattr(fn, "fn", None)
-        if fn is None:
-            return None
-    return None
-
-
 def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Compile the ``configs`` of a key about to be tuned side by side, so
     that Triton's benchmark of each config (one after the other, each
@@ -227,7 +223,7 @@ def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> di
     configs a key; on the H200 its tests spent 143 of 156 s in the compiler
     (``benchmarks/bench_autotune_compile.py``). The compiles are the ones
     Triton's ``_bench`` would make: the same arguments and config keywords
-    through the kernel's own ``warmup`` (no launch). With ``fork`` each runs
+    through the kernel's own ``run`` with ``warmup=True`` (no launch). Each runs
     in a forked child of this process that only compiles (the GPU is never
     touched there: the device and stream are the parent's, the target was
     read by the parent) and writes Triton's compile cache, which the
@@ -237,10 +233,10 @@ def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> di
     ``{"mode", "configs", "compiled", "seconds"}``."""
     import time
 
-    mode = os.environ.get(PRECOMPILE_ENV, "fork").strip().lower() or "fork"
+    mode = "off" if os.environ.get(PRECOMPILE_ENV, "").strip().lower() in ("off", "0", "none") else "fork"
     done: dict[str, Any] = {"mode": mode, "configs": len(configs), "compiled": 0, "seconds": 0.0}
     procs = compile_procs(len(configs))
-    if mode in ("off", "0", "none") or procs < 2 or os.environ.get("TRITON_INTERPRET") == "1":
+    if mode == "off" or procs < 2 or os.environ.get("TRITON_INTERPRET") == "1":
         done["mode"] = "off"
         return done
     nargs = getattr(autotuner, "nargs", None) or {}
@@ -259,10 +255,7 @@ def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> di
         return run(*args, **kwargs, **config.all_kwargs())
     started = time.monotonic()
     try:
-        if mode == "threads":
-            done["compiled"], errors = _precompile_threads(warmup, configs, procs)
-        else:
-            done["compiled"], errors = _precompile_forked(autotuner, warmup, configs, procs)
+        done["compiled"], errors = _precompile_forked(autotuner, warmup, configs, procs)
     except Exception as exc:  # noqa: BLE001 - Triton tunes as it would have without this
         errors = [f"{type(exc).__name__}: {exc}"]
     if errors:  # what failed to compile, as the compiler said it (Triton's benchmark says it again)
@@ -270,23 +263,6 @@ def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> di
         done["errors"] = len(errors)
     done["seconds"] = round(time.monotonic() - started, 3)
     return done
-
-
-def _precompile_threads(warmup: Any, configs: list[Any], threads: int) -> tuple[int, list[str]]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from triton.runtime._async_compile import AsyncCompileMode
-
-    submitted, errors = 0, []
-    with ThreadPoolExecutor(threads, thread_name_prefix="ks-autotune-compile") as pool:
-        with AsyncCompileMode(pool, ignore_errors=True):
-            for config in configs:
-                try:
-                    warmup(config)
-                    submitted += 1
-                except Exception as exc:  # noqa: BLE001 - Triton's own benchmark meets it again
-                    errors.append(f"{type(exc).__name__}: {exc}")
-    return submitted, errors
 
 
 def _precompile_forked(autotuner: Any, warmup: Any, configs: list[Any], procs: int) -> tuple[int, list[str]]:
@@ -297,7 +273,7 @@ def _precompile_forked(autotuner: Any, warmup: Any, configs: list[Any], procs: i
 
     from triton.runtime import driver
 
-    jit = _jit_function(autotuner.fn)
+    jit = _innermost(autotuner.fn, lambda f: hasattr(f, "device_caches") and hasattr(f, "run"))
     if jit is None:
         return 0, ["no JITFunction under the autotuner"]
     active = driver.active
