@@ -187,6 +187,17 @@ class TaskConfig:
     # cosine_sim (at least), l1_relative and rmse (at most), all required
     comparison: dict = field(default_factory=dict)
 
+    @property
+    def timed_shapes(self) -> list:
+        """The input functions the timing measures: ``timing_shapes``, or
+        ``get_inputs`` alone when none is declared."""
+        return list(self.timing_shapes) or ["get_inputs"]
+
+    @property
+    def shape_weights(self) -> Optional[list]:
+        """The timing shapes' weights, None for equal ones."""
+        return list(self.timing_weights) or None
+
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype: '{self.dtype}' is not one of {', '.join(DTYPES)}")

@@ -226,10 +226,9 @@ class TimingTicket:
     # (acquired, released) on this process's monotonic clock, per slot held
     slots: list = field(default_factory=list)
     #: the finalists' re-timing: the reference's median timed alone (and
-    #: judged reliable) in this worker before any finalist was loaded
-    reference_alone_ms: Optional[float] = None
-    #: ... per timing shape, when the task has several (TaskConfig.timing_shapes)
-    reference_alone_by_shape: dict = field(default_factory=dict)
+    #: judged reliable) in this worker before any finalist was loaded, per
+    #: timing shape (None: the task's one shape)
+    reference_alone_ms: dict = field(default_factory=dict)
     #: a timing shape whose attempts all stayed unreliable: why (the result
     #: stays unreliable whatever the later shapes show)
     shape_reasons: list = field(default_factory=list)
@@ -409,8 +408,7 @@ class DeviceGate:
         # a finalist's paired reference is judged against the reference alone
         # (same worker, same inputs, moments earlier), a step's against the
         # task's running baseline
-        alone = ((ticket.reference_alone_by_shape.get(shape) if shape is not None else ticket.reference_alone_ms)
-                 if comparison not in (None, "reference") else None)
+        alone = ticket.reference_alone_ms.get(shape) if comparison not in (None, "reference") else None
         against = alone if alone is not None else (self.baselines.get(key, self.device) if key else None)
         if against is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
             ratio = float(ref_ms) / against
@@ -437,10 +435,7 @@ class DeviceGate:
             if comparison in (None, "reference") and key and isinstance(ref_ms, (int, float)) and ref_ms > 0:
                 self.baselines.add(key, self.device, float(ref_ms))
             if comparison == "reference" and isinstance(ref_ms, (int, float)) and ref_ms > 0:
-                if shape is not None:
-                    ticket.reference_alone_by_shape[shape] = float(ref_ms)
-                else:
-                    ticket.reference_alone_ms = float(ref_ms)
+                ticket.reference_alone_ms[shape] = float(ref_ms)
             self._release(ticket)
             return False
         ticket.reliable, ticket.reasons = False, list(ticket.shape_reasons) + reasons

@@ -820,7 +820,7 @@ def _reported_figures(timed: list, task: Any) -> tuple[Optional[dict], str]:
     combination (timing.combine_shapes, the task's weights) of each shape's
     last report; with the reason when a shape reported nothing."""
     config = getattr(task, "config", None)
-    names = list(getattr(config, "timing_shapes", None) or [])
+    names = config.timed_shapes if config is not None else []
     if len(names) < 2:
         return timed[-1], ""
     from .timing import TimingOutcome, combine_shapes
@@ -833,7 +833,7 @@ def _reported_figures(timed: list, task: Any) -> tuple[Optional[dict], str]:
         outcomes = [TimingOutcome(runtime_ms=float(lasts[n]["cand_ms"]), ref_runtime_ms=float(lasts[n]["ref_ms"]),
                                   speedup=float(lasts[n]["speedup"]), speedup_ci_low=float(lasts[n]["ci_low"]),
                                   speedup_ci_high=float(lasts[n]["ci_high"]), verdict="") for n in names]
-        c = combine_shapes(outcomes, names, list(getattr(config, "timing_weights", None) or []) or None)
+        c = combine_shapes(outcomes, names, config.shape_weights)
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"the timing shapes' reports do not combine ({exc})"
     return {"speedup": c.speedup, "ref_ms": c.ref_runtime_ms, "cand_ms": c.runtime_ms, "ci_low": c.speedup_ci_low,

@@ -508,7 +508,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
     # its own and the figures combined as a step's are (timing.combine_shapes)
     from .timing import combine_shapes
 
-    names = list(getattr(cfg, "timing_shapes", None) or ["get_inputs"])
+    names = cfg.timed_shapes
     several = len(names) > 1
     sets_by_shape = {name: [make_inputs(getattr(ref, name)) for _ in range(cfg.timing.input_sets)] for name in names}
     # the run's verdict rests on these comparisons: on the host clock they
@@ -544,7 +544,7 @@ def run_finalists(job: dict[str, Any], chan: Channel, out: dict[str, Any], backe
                                         **({"shape": name} if several else {}))
             outcomes.append(o)
             changed = changed or _inputs_after_timing(torch, cmp, cand_sets, base_sets, given, prints)
-        o = combine_shapes(outcomes, names, getattr(cfg, "timing_weights", None) or None)
+        o = combine_shapes(outcomes, names, cfg.shape_weights)
         o.details["inputs_changed"] = changed
         return o
 
@@ -1178,7 +1178,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
     on_gpu = _timed_on_gpu(backend, out)
     # the task's timing shapes (TaskConfig.timing_shapes), each timed on its
     # own in a slot of its own; none declared: get_inputs, as always
-    names = list(getattr(cfg, "timing_shapes", None) or ["get_inputs"])
+    names = cfg.timed_shapes
     several = len(names) > 1
     with torch.no_grad():
         last: dict[str, Any] = {}
@@ -1266,7 +1266,7 @@ def _time_candidate(chan: Channel, backend: Any, cfg: Any, ref: Any, model: Any,
         from .timing import combine_shapes
 
         first = outcomes[0]
-        outcome = combine_shapes(outcomes, names, getattr(cfg, "timing_weights", None) or None)
+        outcome = combine_shapes(outcomes, names, cfg.shape_weights)
         input_sets = first_sets
         del ref_sets, given, prints
         # the outputs of the timed calls must still be right (a program that
