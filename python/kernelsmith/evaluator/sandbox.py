@@ -135,11 +135,10 @@ def worker_environment(backend: Any, workdir: str, device: Optional[str],
     # threshold as blocks are freed and gives heap memory back to the
     # system, so an eager reference that allocates a few MB per op either
     # reuses the heap or page-faults fresh memory on every call, depending on
-    # what ran before in the process. Measured on the 2-core CPU (1024 x 1024
-    # fp32, five eager ops next to a program allocating its output): median
-    # 1.4 ms in one process and 15 ms in the next, p90 up to 18 ms, against
-    # 1.3-1.5 ms and p90 1.7 ms in every process with both thresholds fixed
-    # (either alone did not help). Both sides of a timing run in the same
+    # what ran before in the process. The example's reference (2048 x 2048,
+    # five eager ops) had per-process medians 2.2x apart by default and 1.04x
+    # apart with both thresholds fixed (benchmarks/bench_cpu_allocator.py,
+    # docs/evaluator.md "A steady allocator"). Both sides of a timing run in the same
     # process, so this steadies the figures and favours neither.
     for key, value in (("MALLOC_MMAP_THRESHOLD_", str(32 << 20)), ("MALLOC_TRIM_THRESHOLD_", str(1 << 30))):
         env.setdefault(key, value)
