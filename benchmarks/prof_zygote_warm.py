@@ -73,12 +73,11 @@ def main() -> int:
     else:
         backend.prepare_zygote()
         t = step("prepare_zygote", t)
-    import torch._dynamo  # noqa: F401 - what the guard's first use imports (and integrity.Snapshot)
-
-    t = step("import torch._dynamo", t)
     with TorchOpGuard(()):
         (torch.ones(4) + 1).sum()
     t = step("TorchOpGuard first use", t)
+    # the guard's plain method and the census's autograd profiler keep torch._dynamo out (3.6 s on the H100 machine)
+    print(f"torch._dynamo imported by the warm-up: {'torch._dynamo' in sys.modules}")
     total = sum(s for _, s in STEPS)
     for name, s in STEPS:
         print(f"{name:<36} {s:7.3f} s")

@@ -96,3 +96,13 @@ class TorchOpGuard(TorchDispatchMode):
             made = {_storage_ptr(t) for t in outputs}
             self.tracker([t for t in _tensors([args, kwargs]) if _storage_ptr(t) not in made], outputs)
         return result
+
+
+# TorchDispatchMode.__init_subclass__ wraps __torch_dispatch__ in
+# torch._disable_dynamo, whose first call imports torch._dynamo: 3.6 s on the
+# H100 machine's CPU (sympy, the fx symbolic shapes), more than importing
+# torch, paid by every cold evaluation although the guard never runs under
+# torch.compile (a program that compiles is rejected by the static checks).
+# The plain method keeps that import out of the worker and the zygote.
+TorchOpGuard.__torch_dispatch__ = getattr(TorchOpGuard.__torch_dispatch__, "__wrapped__",
+                                          TorchOpGuard.__torch_dispatch__)

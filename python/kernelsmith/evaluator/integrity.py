@@ -49,10 +49,14 @@ class Snapshot:
     """Identity of every watched callable (and its code object)."""
 
     def __init__(self, backend: Any = None) -> None:
-        # torch._dynamo wraps torch.manual_seed (and more) when it is first
-        # imported, which the evaluation itself does later: import it first
-        import torch._dynamo  # noqa: F401
+        # torch._dynamo is not imported here (3.6 s on the H100 machine, more
+        # than torch): the evaluator's own steps never import it (the guard
+        # and the census avoid torch's wrappers that would), and what its
+        # import does to the watched names, a program's torch.compile may
+        # do: see _dynamo_wrapped
+        import torch
 
+        self._disable_code = getattr(torch._disable_dynamo(_probe), "__code__", None)
         self.items: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.modules: dict[str, Any] = {}
         # every loaded backend module (whichever language), and the modules
@@ -108,8 +112,32 @@ class Snapshot:
                 now = get(attr, _MISSING)
                 # a function keeps its identity when its __code__ is swapped
                 if now is not obj or (code is not None and getattr(now, "__code__", None) is not code):
-                    out.append(f"{owner}.{attr}")
+                    if not self._dynamo_wrapped(obj, now):
+                        out.append(f"{owner}.{attr}")
         return out
+
+    def _dynamo_wrapped(self, before: Any, now: Any) -> bool:
+        """Whether ``now`` is what importing torch._dynamo makes of ``before``:
+        ``torch._disable_dynamo(before)`` (torch/_dynamo/__init__.py wraps
+        torch.manual_seed so). That exact wrapper, over the very function
+        the snapshot saw, calls it unchanged; anything else is a patch."""
+        if "torch._dynamo" not in sys.modules or self._disable_code is None or now is _MISSING:
+            return False
+        if getattr(now, "__code__", None) is not self._disable_code or getattr(now, "__wrapped__", None) is not before:
+            return False
+        return any(_cell(c) is before for c in (getattr(now, "__closure__", None) or ()))
+
+
+def _probe() -> None:
+    """A function to wrap: the code object of torch._disable_dynamo's
+    wrapper, the same for every function it wraps."""
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 _MISSING = object()
