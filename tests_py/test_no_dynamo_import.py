@@ -18,7 +18,7 @@ def _run(code: str) -> str:
     return proc.stdout
 
 
-def test_zygote_warm_up_and_the_guard_leave_dynamo_unimported() -> None:
+def test_zygote_warm_up_the_guard_and_the_flop_count_leave_dynamo_unimported() -> None:
     out = _run("""
         import sys, torch
         from kernelsmith.evaluator import zygote
@@ -27,11 +27,15 @@ def test_zygote_warm_up_and_the_guard_leave_dynamo_unimported() -> None:
         with TorchOpGuard(()) as g:
             (torch.ones(4) * 2).sum()
         print("ops", sorted(g.seen))
+        from kernelsmith.timing.roofline import estimate_work
+        work = estimate_work(torch.nn.Linear(16, 8), [torch.ones(4, 16)])
+        print("flops", work.flops)
         print("dynamo", "torch._dynamo" in sys.modules, "inductor", "torch._inductor" in sys.modules)
     """)
     assert "dynamo False inductor False" in out, out
     # the guard still sees every aten op it is shown
     assert "'mul'" in out and "'sum'" in out, out
+    assert "flops 1024" in out, out  # 2 * 4 * 16 * 8: the counter still counts
 
 
 def test_dynamo_imported_after_the_snapshot_is_not_a_patch_but_a_forged_wrapper_is() -> None:

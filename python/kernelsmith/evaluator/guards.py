@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .._torch_modes import without_dynamo
 from ..backends.base import in_backend_internal
 
 #: allocation, view/reshape and copy ops: no arithmetic on the data
@@ -98,11 +99,5 @@ class TorchOpGuard(TorchDispatchMode):
         return result
 
 
-# TorchDispatchMode.__init_subclass__ wraps __torch_dispatch__ in
-# torch._disable_dynamo, whose first call imports torch._dynamo: 3.6 s on the
-# H100 machine's CPU (sympy, the fx symbolic shapes), more than importing
-# torch, paid by every cold evaluation although the guard never runs under
-# torch.compile (a program that compiles is rejected by the static checks).
-# The plain method keeps that import out of the worker and the zygote.
-TorchOpGuard.__torch_dispatch__ = getattr(TorchOpGuard.__torch_dispatch__, "__wrapped__",
-                                          TorchOpGuard.__torch_dispatch__)
+# its first call would otherwise import torch._dynamo (3.6 s): _torch_modes
+without_dynamo(TorchOpGuard)

@@ -224,11 +224,15 @@ def estimate_work(fn: Callable[..., Any], args: Sequence[Any]) -> WorkEstimate:
 
         seen: set[str] = set()
 
+        from .._torch_modes import flop_counter_without_dynamo, without_dynamo
+
+        @without_dynamo  # and the counter's own mode: a worker's cold start without torch._dynamo (3.6 s)
         class _OpNames(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
                 seen.add(func.overloadpacket.__name__)
                 return func(*args, **(kwargs or {}))
 
+        flop_counter_without_dynamo()
         with FlopCounterMode(display=False) as counter:
             with _OpNames():
                 with torch.no_grad():
