@@ -89,10 +89,16 @@ def main() -> int:
             t0 = time.perf_counter()
             torch.cuda.init()
             torch.empty(1, device="cuda")
-            os.write(w, f"{time.perf_counter() - t0:.3f}".encode())
+            t1 = time.perf_counter()
+            from kernelsmith.evaluator.census import warm_up
+
+            warm_up()  # what a worker's prepare does next: Kineto and CUPTI's first start
+            os.write(w, f"{t1 - t0:.3f} {time.perf_counter() - t1:.3f} {'torch._dynamo' in sys.modules}".encode())
             os._exit(0)
         os.waitpid(pid, 0)
-        print(f"{'forked child: CUDA context':<36} {float(os.read(r, 64)):7.3f} s")
+        ctx, kineto, dynamo = os.read(r, 64).decode().split()
+        print(f"{'forked child: CUDA context':<36} {float(ctx):7.3f} s")
+        print(f"{'forked child: census warm-up (Kineto)':<36} {float(kineto):7.3f} s  (torch._dynamo imported: {dynamo})")
     sys.stdout.flush()
     return 0
 
