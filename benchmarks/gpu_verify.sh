@@ -80,8 +80,10 @@ if has autotune; then
     | tee "$OUT/autotune_compile.log"
 fi
 if has fla; then
+  # every line with the time it came (the whole log in $OUT/fla.log, its end on the screen)
   OUT=/tmp/fla-run timeout ${FLA_LIMIT:-420} bash scripts/run_inplace_fla.sh .whl/fla_core-*.whl .whl/einops-*.whl 2>&1 \
-    | tail -40 | tee "$OUT/fla.log"
+    | while IFS= read -r line; do printf '%s %s\n' "$(date +%T)" "$line"; done > "$OUT/fla.log"
+  tail -40 "$OUT/fla.log"
 fi
 if has cuda; then
   if [ -f benchmarks/gpu_cuda_check.sh ]; then timeout ${CUDA_LIMIT:-300} bash benchmarks/gpu_cuda_check.sh 2>&1 | tail -40; else echo "no benchmarks/gpu_cuda_check.sh"; fi
