@@ -27,7 +27,7 @@ WATCHED = (
     "kernelsmith.backends.base",
     "kernelsmith.evaluator.worker", "kernelsmith.evaluator.timing", "kernelsmith.evaluator.correctness",
     "kernelsmith.evaluator.census", "kernelsmith.evaluator.guards", "kernelsmith.evaluator.integrity",
-    "kernelsmith.evaluator.tracebacks", "kernelsmith.evaluator.probes",
+    "kernelsmith.evaluator.tracebacks", "kernelsmith.evaluator.probes", "kernelsmith.evaluator.protocol",
 )
 #: classes whose methods are watched besides those defined in WATCHED modules
 _CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.cuda.Event", "torch.nn.Module")

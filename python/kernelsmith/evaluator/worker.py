@@ -4,13 +4,8 @@ Runs one candidate against one task and reports an EvalResult dict. It is
 started fresh for every candidate by :mod:`kernelsmith.evaluator.sandbox`,
 inside bwrap when available.
 
-Protocol (JSON lines): the parent writes the job on stdin; the worker writes
-messages on its original stdout, which it moves to a private descriptor at
-start so that anything the candidate prints goes to stderr (the log) and
-cannot corrupt the protocol. Messages: ``{"type": "stage", "stage": ...}``
-(progress, for timeout reports), ``{"type": "seed?"}`` (answered by the
-parent with ``{"seed": n}``: random seeds come one at a time, when needed,
-so the candidate can never see a future seed), ``{"type": "result", ...}``.
+The conversation with the parent (message names, the channel) is
+:mod:`kernelsmith.evaluator.protocol`.
 """
 from __future__ import annotations
 
@@ -18,7 +13,6 @@ import contextlib
 import dataclasses
 import faulthandler
 import inspect
-import json
 import os
 import resource
 import sys
@@ -27,144 +21,9 @@ import traceback
 from typing import Any, Callable, Optional
 
 from .affinity import PinnedTiming
+from .protocol import RESULT, Channel
 
 CANDIDATE_MODULE = "candidate"
-
-
-class Channel:
-    """The JSON-lines protocol with the parent. ``inp``/``out`` are text
-    files: the worker's original stdin/stdout (a fresh worker) or the two
-    directions of the job's socket (a pool worker)."""
-
-    def __init__(self, inp: Any, out: Any) -> None:
-        self.inp = inp
-        self.out = out
-        #: the seeds received, in the parent's order (it names them by index;
-        #: an input set's seed also picks the positions of a large output
-        #: handed to the referee)
-        self.seeds: list[int] = []
-        #: (fd, st_dev, st_ino) of the channel's descriptors and the filter's
-        #: own two (its report line's, its listener), taken before the
-        #: program was loaded (guard())
-        self._identity: list[tuple[int, int, int]] = []
-
-    @classmethod
-    def stdio(cls) -> "Channel":
-        """Move the protocol off fd 1 so the candidate's prints go to stderr,
-        and off fd 0 too: descriptors of their own (close-on-exec, so no
-        subprocess inherits them) that the system-call filter can protect
-        while a subprocess's child still sets up its own stdin on fd 0."""
-        out = os.fdopen(os.dup(1), "w", buffering=1)
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
-        inp = os.fdopen(os.dup(0), "r", encoding="utf-8")
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        return cls(inp, out)
-
-    def fds(self) -> list[int]:
-        return sorted({self.inp.fileno(), self.out.fileno()})
-
-    def guard(self) -> str:
-        """Before the program is loaded: the system-call filter (C++,
-        kernelsmith._core) protects the channel's descriptors, and what they
-        are is recorded, to be checked before every message. Returns "" or
-        why the filter is not there (the check still is)."""
-        problem = ""
-        # the filter's lines go to a descriptor of its own on the log (the
-        # program may move fd 2), protected as the channel is
-        report = os.dup(2)
-        try:
-            from .. import _core
-
-            _core.syscall_filter_install(self.fds() + [report], report)
-            own = [report, _core.syscall_filter_listener()]
-        except Exception as exc:  # noqa: BLE001 - an old kernel, another platform: the fstat check stays
-            os.close(report)
-            problem, own = f"system-call filter unavailable: {exc}", []
-        for fd in self.fds() + own:
-            st = os.fstat(fd)
-            self._identity.append((fd, st.st_dev, st.st_ino))
-        return problem
-
-    def check(self) -> None:
-        """The channel is still ours: no attempt the filter recorded (in a
-        process the program started), the same descriptors as before the
-        program was loaded. Otherwise the worker ends with a line that says
-        why; the parent reads it as a "hacked" verdict."""
-        if not self._identity:
-            return
-        reason = ""
-        from .. import _core
-
-        if _core.syscall_filter_attempts():
-            reason = _core.syscall_filter_reason() or "the system-call filter refused a call of the program"
-        for fd, dev, ino in self._identity:
-            if reason:
-                break
-            try:
-                st = os.fstat(fd)
-                same = (st.st_dev, st.st_ino) == (dev, ino)
-            except OSError:
-                same = False
-            if not same:
-                what = "the evaluator's channel" if fd in self.fds() else "the system-call filter's descriptors"
-                reason = f"the program replaced or closed {what} (fd {fd} is no longer the descriptor it was)"
-        if reason:
-            sys.stderr.flush()
-            _core.syscall_filter_fail(reason)
-
-    def send(self, **msg: Any) -> None:
-        self.check()
-        self.out.write(json.dumps(msg) + "\n")
-        self.out.flush()
-
-    def receive(self) -> dict[str, Any]:
-        line = self.inp.readline()
-        if not line:
-            raise SystemExit("parent closed the channel")
-        return json.loads(line)
-
-    #: the last stage sent (where a fault outside the program's calls happened)
-    last_stage = "start"
-
-    def stage(self, stage: str) -> None:
-        self.last_stage = stage
-        self.send(type="stage", stage=stage)
-
-
-    @property
-    def seeds_received(self) -> int:
-        return len(self.seeds)
-
-    def seed(self) -> int:
-        self.send(type="seed?")
-        value = int(self.receive()["seed"])
-        self.seeds.append(value)
-        return value
-
-    def timing_slot(self) -> float:
-        """Wait for the device's timing slot (the parent holds it for us and
-        pauses the device's other workers); returns the seconds waited."""
-        started = time.monotonic()
-        self.send(type="timing?")
-        self.receive()
-        return time.monotonic() - started
-
-    def hand_over(self, trials: list[dict[str, Any]]) -> None:
-        """The trial outputs for the trusted referee (files in the working
-        directory, named by ``trials``): the parent copies them before it
-        answers."""
-        self.send(type="evidence", trials=trials)
-        self.receive()
-
-    def timing_done(self, report: dict[str, Any]) -> bool:
-        """Report one timing attempt; the parent answers whether to time
-        again (contention or a drifting reference seen) and frees the slot
-        when it does not."""
-        self.send(type="timing-done", report=report)
-        return bool(self.receive().get("retime"))
 
 
 class Verdict(Exception):
@@ -1339,9 +1198,9 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
 
         flush()
     try:
-        chan.send(type="result", result=result)
+        chan.send(type=RESULT, result=result)
     except Exception:
-        chan.send(type="result", result={"category": "runtime", "error": "result not serialisable: " + repr(result)[:2000]})
+        chan.send(type=RESULT, result={"category": "runtime", "error": "result not serialisable: " + repr(result)[:2000]})
     sys.stderr.flush()
     os._exit(0)
 
