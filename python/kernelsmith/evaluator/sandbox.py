@@ -32,6 +32,7 @@ from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .._process import kill_process, package_python_path
+from .checks.base import hacked
 from .protocol import converse
 
 _SECRET = re.compile(
@@ -210,10 +211,10 @@ def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncod
     its death says (signal, exit status, timeout, the stage it was in)."""
     refused = _filter_reason(log_text, returncode)
     if refused:
-        # the worker ended itself over its channel (worker.Channel.check, the
+        # the worker ended itself over its channel (protocol.Channel.check, the
         # C++ filter's supervisor): whatever it sent before does not count
-        raw = {"category": "hacked", "hacked": True, "compiled": True, "correct": False, "hack_reasons": [refused],
-               "error": f"{refused}. The evaluator's channel and other processes are not the program's to touch."}
+        raw = hacked([refused], correct=False, error=f"{refused}. The evaluator's channel and other processes are "
+                                                     "not the program's to touch.").fields
     if raw is None:
         if timed_out:
             category, error = "timeout", f"wall-clock limit of {timeout_s:g} s exceeded (worker killed) during: {stage}"
