@@ -30,6 +30,7 @@ from .timed_output import TimedOutput
 from .timer import TimerAgreement
 from .timing_rejected import TimingRejected
 from .torch_ops import TorchOps
+from .torch_settings import TorchSettings
 from .trivial_output import TrivialOutput
 
 CHECKS: list[Check] = [
@@ -51,6 +52,7 @@ CHECKS: list[Check] = [
     TimedOutput(),
     TimerAgreement(),
     TimingRejected(),
+    TorchSettings(),
 ]
 
 
