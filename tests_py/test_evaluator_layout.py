@@ -111,3 +111,57 @@ def test_a_moments_facts_are_not_kept_past_it():
         assert "out" in str(exc)
     else:
         raise AssertionError("a fact replaced the context's own")
+
+
+def test_the_timer_check_with_a_device_level_census():
+    """checks/timer.py's path that only a GPU census reaches, with stand-ins:
+    the program's own kernels took longer in one checked call than the timer
+    says a whole call takes; re-checked calls that stay slow, then one alone
+    in the timing slot, reject it; a call within the timing passes."""
+    import torch
+
+    from kernelsmith.evaluator import correctness as cmp
+    from kernelsmith.evaluator.checks.base import AFTER_TIMING, Context
+    from kernelsmith.evaluator.checks.timer import TimerAgreement
+
+    class Call:
+        device_level = True
+
+        def __init__(self, us: float) -> None:
+            self.own = {"relu_kernel": us}
+
+    class Census:
+        readings = [5000.0]
+
+        @property
+        def last(self) -> Call:
+            return Call(self.readings[-1])
+
+    class Chan:
+        slots = 0
+
+        def timing_slot(self) -> float:
+            self.slots += 1
+            return 0.0
+
+        def timing_done(self, report: dict) -> bool:
+            return False
+
+    class Backend:
+        def synchronize(self) -> None:
+            pass
+
+    class Outcome:
+        runtime_ms = 1.0
+
+    census, chan = Census(), Chan()
+    ctx = Context(checks_on=True, census=census, chan=chan, out={}, model=torch.relu, backend=Backend(), cmp=cmp,
+                  make_inputs=lambda gen: list(gen()), clone=lambda xs: [x.clone() for x in xs], atol=1e-6,
+                  rtol=1e-6, run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)))
+    facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=Outcome())
+    (reason,) = TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts))
+    assert reason.startswith("the timing says 1 ms per call, but the program's own kernels ran 5 ms"), reason
+    assert chan.slots == 1 and ctx.out["census"]["own_device_ms_per_call"] == 5.0
+    census.readings.append(900.0)  # within 1.25x of the timed 1 ms
+    assert TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)) == []
+    assert ctx.out["census"]["own_device_ms_per_call"] == 0.9
