@@ -53,7 +53,8 @@ def _assess(task: Task) -> tuple[list[str], dict]:
 
     from kernelsmith.evaluator import correctness as cmp
     from kernelsmith.evaluator.probes import assess
-    from kernelsmith.evaluator.worker import _init_inputs, _trivial_outputs
+    from kernelsmith.evaluator.checks.trivial_output import trivial_outputs as _trivial_outputs
+    from kernelsmith.evaluator.worker import _init_inputs
 
     ref = types.ModuleType("ks_test_reference")
     exec(task.reference_source, ref.__dict__)  # noqa: S102 - the fixture task's own reference

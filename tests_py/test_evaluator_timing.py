@@ -172,11 +172,12 @@ def test_hidden_work_rejection_maps_to_a_rejected_outcome():
 
 
 def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
-    """worker._time_candidate with a comparison that found hidden work."""
+    """worker_timing.time_candidate with a comparison that found hidden work."""
     import torch
 
-    from kernelsmith.evaluator import worker
     from kernelsmith.evaluator import correctness as cmp
+    from kernelsmith.evaluator.checks import Context, Verdict
+    from kernelsmith.evaluator.worker_timing import time_candidate
 
     rejected = et.outcome_from_comparison(
         _comparison(verdict="rejected", rejected_reason="hidden work: work ran on a stream the timer does not see"),
@@ -201,11 +202,12 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
     model = torch.nn.ReLU()
     task = Task.load(EXAMPLES / "triton" / "relu")
     out: dict[str, Any] = {"hardware": {}}
-    with pytest.raises(worker.Verdict) as info:
-        worker._time_candidate(Chan(), HostBackend(), task.config, Ref, model, model,
-                               lambda gen: list(gen()), lambda v: [t.clone() for t in v], cmp, out,
-                               lambda *a, **k: AssertionError("not expected"), 1e-4, 1e-4,
-                               lambda args, where: cmp.flatten_outputs(model(*args)))
+    ctx = Context(chan=Chan(), backend=HostBackend(), cfg=task.config, ref=Ref, model=model, model_new=model,
+                  make_inputs=lambda gen: list(gen()), clone=lambda v: [t.clone() for t in v], cmp=cmp, out=out,
+                  fail_from=lambda *a, **k: AssertionError("not expected"), atol=1e-4, rtol=1e-4, checks_on=True,
+                  run_checked=lambda args, where: cmp.flatten_outputs(model(*args)))
+    with pytest.raises(Verdict) as info:
+        time_candidate(ctx)
     fields = info.value.fields
     assert fields["category"] == "hacked" and fields["hacked"] and fields["speedup"] is None
     assert "timing rejected the candidate: hidden work" in fields["hack_reasons"][0]

@@ -393,10 +393,10 @@ def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():
 
 
 def test_timer_against_the_census_by_hand():
-    """The GPU cross-check of the timer (worker.timer_mismatch): kernels that
+    """The GPU cross-check of the timer (checks/timer.py: timer_mismatch): kernels that
     ran longer on the device than a whole timed call are a forged or blind
     timing; kernels shorter than the call (launch overhead) are normal."""
-    from kernelsmith.evaluator.worker import timer_mismatch
+    from kernelsmith.evaluator.checks.timer import timer_mismatch
 
     assert timer_mismatch(0.020, 0.030) is None  # launch-bound: the call is longer than its kernels
     assert timer_mismatch(0.100, 0.090) is None  # within the profiler's margin
@@ -410,7 +410,7 @@ def test_timer_check_forgives_a_contended_census_call_but_not_a_forged_timing():
     work (an honest 5.1 ms kernel was once seen at 6.6 ms on the H200): a
     mismatch is re-checked and the fastest call decides; a program whose
     kernels are always slower than its timing is still rejected."""
-    from kernelsmith.evaluator.worker import settle_timer_check
+    from kernelsmith.evaluator.checks.timer import settle_timer_check
 
     readings = iter([5.0, 5.2])
     own, problem = settle_timer_check(6.6, 5.13, lambda: next(readings))
@@ -497,7 +497,8 @@ def _refill(program, held_values, new_values):
     import torch
 
     from kernelsmith.evaluator import correctness as cmp
-    from kernelsmith.evaluator.worker import Verdict, _refill_checks
+    from kernelsmith.evaluator.checks import Verdict
+    from kernelsmith.evaluator.checks.refill import refill_checks as _refill_checks
 
     class _Backend:
         def synchronize(self):

@@ -86,7 +86,7 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
     /dev/null, stdout and stderr on the worker's log, the job channel (pool:
     the one job socket; fresh: the two pipes to the parent), the
     system-call filter's listener and its descriptor on the log
-    (worker.Channel.guard). Nothing
+    (protocol.Channel.guard). Nothing
     of the pool: not the zygote's control socket, not its wake pipe, not
     another child's job socket."""
     with Evaluator(backend="triton", mode=mode, workers=1, timeout_s=150, timing=False) as ev:

@@ -110,7 +110,7 @@ def test_honest_programs_stay_accepted_with_timing(verdicts, name):
 def test_refill_in_place_keeps_identity_pointer_and_version():
     import torch
 
-    from kernelsmith.evaluator.worker import refill_in_place
+    from kernelsmith.evaluator.checks.refill import refill_in_place
 
     x = torch.zeros(4, 8)
     x.add_(1)  # a version of its own, not 0
@@ -126,7 +126,8 @@ def _refill_verdict(program, fresh=True):
     import torch
 
     from kernelsmith.evaluator import correctness as cmp
-    from kernelsmith.evaluator.worker import Verdict, _refill_checks
+    from kernelsmith.evaluator.checks import Verdict
+    from kernelsmith.evaluator.checks.refill import refill_checks as _refill_checks
 
     class _Backend:
         def synchronize(self):
@@ -268,7 +269,8 @@ def test_inputs_after_timing_blames_the_program_not_a_reference_that_writes_its_
     import torch
 
     from kernelsmith.evaluator import correctness as cmp
-    from kernelsmith.evaluator.worker import _inputs_after_timing, _own_copies
+    from kernelsmith.evaluator.checks.timed_inputs import inputs_after_timing as _inputs_after_timing
+    from kernelsmith.evaluator.checks.timed_inputs import own_copies as _own_copies
 
     clone = lambda xs: [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]  # noqa: E731
     sets = [[torch.randn(8), 1] for _ in range(2)]

@@ -127,6 +127,15 @@ class EvalResult:
     def ok(self) -> bool:
         return self.category == "ok"
 
+    def overrule_as_hacked(self, reason: str, withdraw_speedup: bool = True) -> None:
+        """A check outside the worker (the trusted referee, the parent's
+        cross-checks) found the result forged: hacked, not correct, for
+        ``reason``; with ``withdraw_speedup`` no speedup of it stays."""
+        self.category, self.hacked, self.correct = "hacked", True, False
+        if withdraw_speedup:
+            self.speedup = self.speedup_ci_low = self.speedup_ci_high = None
+        self.hack_reasons = [reason]
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -84,7 +84,7 @@ class TimingConfig:
     input_sets: int = 3
     # on a GPU, the timed calls rotate over this many sets: the fresh ones and
     # device copies of them, each placed anew in memory (bounded to 10% of the
-    # free device memory; see worker._placed_copies)
+    # free device memory; see worker_timing.placed_copies)
     gpu_input_sets: int = 8
     # flag times below the hardware floor (bytes and FLOPs estimated from the reference)
     roofline: bool = True

@@ -377,58 +377,77 @@ class DeviceGate:
             attempt["shape"] = shape
         reasons: list[str] = []
         if window:
-            own = float(report.get("cpu_s") or 0.0) / max(float(report.get("wall_s") or 0.0), 1e-9)
-            others = max(0.0, window["busy_cores"] - own)
-            attempt.update(host_busy_cores=window["busy_cores"], own_cores=round(own, 3),
-                           other_cores=round(others, 3), cores=window["cores"])
-            threads = int(report.get("threads") or 1)
-            needed = (threads + self.policy.free_core_headroom) * self.policy.free_core_share
-            if ticket.timed_on_cpu and window["cores"] - others < needed:
-                reasons.append(f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
-                               f"while the timing needed {threads}")
+            self._judge_host(ticket, report, window, attempt, reasons)
         if not ticket.timed_on_cpu:
-            with self._lock:  # the device's other workers hold contexts too: they are ours
-                own = set().union(*(m.pids for m in self._members))
-            foreign = foreign_gpu_processes(self.device, own)
-            if foreign is not None:
-                attempt["foreign_gpu_processes"] = len(foreign)
-                if foreign:
-                    reasons.append(f"{len(foreign)} other process(es) on the GPU (pids {', '.join(map(str, foreign[:5]))})")
-            if clock:
-                with self._lock:
-                    self.max_sm_clock = max(self.max_sm_clock, max(clock))
-                    device_max = self.max_sm_clock
-                attempt.update(sm_clock_mhz={"min": min(clock), "median": int(statistics.median(clock)),
-                                             "max": max(clock), "samples": len(clock), "device_max": device_max})
-                throttled = clock_verdict(clock, device_max, self.policy.clock_drop_tolerance,
-                                          self.policy.clock_low_share)
-                if throttled:
-                    reasons.append(throttled)
-        ref_ms = report.get("ref_ms")
-        # a finalist's paired reference is judged against the reference alone
-        # (same worker, same inputs, moments earlier), a step's against the
-        # task's running baseline
-        alone = ticket.reference_alone_ms.get(shape) if comparison not in (None, "reference") else None
-        against = alone if alone is not None else (self.baselines.get(key, self.device) if key else None)
-        if against is not None and isinstance(ref_ms, (int, float)) and ref_ms > 0:
-            ratio = float(ref_ms) / against
-            attempt.update({"reference_alone_ms" if alone is not None else "reference_baseline_ms": round(against, 6),
-                            "reference_ratio": round(ratio, 4)})
-            tol = (self.policy.gpu_drift_tolerance if not ticket.timed_on_cpu else
-                   self.policy.side_effect_tolerance if alone is not None else self.policy.drift_tolerance)
-            if alone is not None and not 1 / (1 + tol) <= ratio <= 1 + tol:
-                reasons.append(f"{SIDE_EFFECT}: {ref_ms:.4g} ms paired with {comparison}, "
-                               f"{alone:.4g} ms alone before any finalist was loaded ({ratio:.2f}x): a side effect "
-                               "of the program (threads it left, spinning, caches) or the machine changed")
-            elif not 1 / (1 + tol) <= ratio <= 1 + tol:
-                reasons.append(f"reference drifted: {ref_ms:.4g} ms against a running baseline of "
-                               f"{against:.4g} ms ({ratio:.2f}x)")
-                if len(reasons) == 1 and key:
-                    # drift alone: if the machine has moved for good, the
-                    # baseline follows after a few agreeing results
-                    self.baselines.note_drift(key, self.device, float(ref_ms), tol)
+            self._judge_gpu(clock, attempt, reasons)
+        self._judge_reference(ticket, report.get("ref_ms"), comparison, shape, key, attempt, reasons)
         attempt["reasons"] = reasons
         ticket.attempts.append(attempt)
+        return self._settle(ticket, report.get("ref_ms"), comparison, shape, key, reasons)
+
+    def _judge_host(self, ticket: TimingTicket, report: dict[str, Any], window: dict[str, Any],
+                    attempt: dict[str, Any], reasons: list[str]) -> None:
+        """The host's load while the timing ran, less the worker's own."""
+        own = float(report.get("cpu_s") or 0.0) / max(float(report.get("wall_s") or 0.0), 1e-9)
+        others = max(0.0, window["busy_cores"] - own)
+        attempt.update(host_busy_cores=window["busy_cores"], own_cores=round(own, 3),
+                       other_cores=round(others, 3), cores=window["cores"])
+        threads = int(report.get("threads") or 1)
+        needed = (threads + self.policy.free_core_headroom) * self.policy.free_core_share
+        if ticket.timed_on_cpu and window["cores"] - others < needed:
+            reasons.append(f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
+                           f"while the timing needed {threads}")
+
+    def _judge_gpu(self, clock: list, attempt: dict[str, Any], reasons: list[str]) -> None:
+        """Other processes on the GPU, and its clock while the timing ran."""
+        with self._lock:  # the device's other workers hold contexts too: they are ours
+            own = set().union(*(m.pids for m in self._members))
+        foreign = foreign_gpu_processes(self.device, own)
+        if foreign is not None:
+            attempt["foreign_gpu_processes"] = len(foreign)
+            if foreign:
+                reasons.append(f"{len(foreign)} other process(es) on the GPU (pids {', '.join(map(str, foreign[:5]))})")
+        if clock:
+            with self._lock:
+                self.max_sm_clock = max(self.max_sm_clock, max(clock))
+                device_max = self.max_sm_clock
+            attempt.update(sm_clock_mhz={"min": min(clock), "median": int(statistics.median(clock)),
+                                         "max": max(clock), "samples": len(clock), "device_max": device_max})
+            throttled = clock_verdict(clock, device_max, self.policy.clock_drop_tolerance,
+                                      self.policy.clock_low_share)
+            if throttled:
+                reasons.append(throttled)
+
+    def _judge_reference(self, ticket: TimingTicket, ref_ms: Any, comparison: Optional[str], shape: Optional[str],
+                         key: Optional[str], attempt: dict[str, Any], reasons: list[str]) -> None:
+        """The paired reference's time against what it should be: a
+        finalist's against the reference alone (same worker, same inputs,
+        moments earlier), a step's against the task's running baseline."""
+        alone = ticket.reference_alone_ms.get(shape) if comparison not in (None, "reference") else None
+        against = alone if alone is not None else (self.baselines.get(key, self.device) if key else None)
+        if against is None or not isinstance(ref_ms, (int, float)) or not ref_ms > 0:
+            return
+        ratio = float(ref_ms) / against
+        attempt.update({"reference_alone_ms" if alone is not None else "reference_baseline_ms": round(against, 6),
+                        "reference_ratio": round(ratio, 4)})
+        tol = (self.policy.gpu_drift_tolerance if not ticket.timed_on_cpu else
+               self.policy.side_effect_tolerance if alone is not None else self.policy.drift_tolerance)
+        if alone is not None and not 1 / (1 + tol) <= ratio <= 1 + tol:
+            reasons.append(f"{SIDE_EFFECT}: {ref_ms:.4g} ms paired with {comparison}, "
+                           f"{alone:.4g} ms alone before any finalist was loaded ({ratio:.2f}x): a side effect "
+                           "of the program (threads it left, spinning, caches) or the machine changed")
+        elif not 1 / (1 + tol) <= ratio <= 1 + tol:
+            reasons.append(f"reference drifted: {ref_ms:.4g} ms against a running baseline of "
+                           f"{against:.4g} ms ({ratio:.2f}x)")
+            if len(reasons) == 1 and key:
+                # drift alone: if the machine has moved for good, the
+                # baseline follows after a few agreeing results
+                self.baselines.note_drift(key, self.device, float(ref_ms), tol)
+
+    def _settle(self, ticket: TimingTicket, ref_ms: Any, comparison: Optional[str], shape: Optional[str],
+                key: Optional[str], reasons: list[str]) -> bool:
+        """The attempt's verdict: reliable (the slot freed, the baselines
+        fed), or time again (True) while retries remain."""
         if not reasons:
             # an earlier timing shape that stayed unreliable keeps the result so
             ticket.reliable, ticket.reasons = not ticket.shape_reasons, list(ticket.shape_reasons)

@@ -149,6 +149,44 @@ def within(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, r
     return True
 
 
+def _out_of_tolerance(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, chunk: int,
+                      res: dict[str, Any]) -> tuple[int, Optional[tuple[int, float, float]], bool, bool]:
+    """How many elements of ``g`` are out of tolerance against ``e``, the
+    first of them (flat index, got, expected), and whether ``g`` has NaN or
+    Inf the reference lacks; ``res``'s largest errors updated."""
+    # in chunks of the flattened outputs: the float64 temporaries of a
+    # whole 6 GiB output (five of them, twice its size each) did not fit
+    # next to the worker's copies on an 80 GB card
+    gf, ef = g.detach().reshape(-1), e.detach().reshape(-1)
+    n_bad, first, has_nan, has_inf = 0, None, False, False
+    for lo in range(0, gf.numel(), chunk):
+        gd = gf[lo:lo + chunk].to(torch.float64)
+        ed = ef[lo:lo + chunk].to(torch.float64)
+        diff = (gd - ed).abs()
+        same_special = (gd == ed) | (torch.isnan(gd) & torch.isnan(ed))
+        bad = ~((diff <= atol + rtol * ed.abs()) | same_special)
+        finite = torch.isfinite(diff)
+        fdiff = torch.where(finite, diff, torch.zeros_like(diff))
+        rel = fdiff / ed.abs().clamp_min(1e-12)
+        rel = torch.where(finite & (ed != 0), rel, torch.zeros_like(rel))
+        # one device-to-host read per chunk (each read waits for the
+        # device): the errors (0 where nothing is finite), how many
+        # elements are out of tolerance, NaN/Inf the reference lacks
+        max_abs, max_rel, bad_count, nan_here, inf_here = torch.stack([
+            fdiff.max(), rel.max(), bad.sum().to(fdiff.dtype),
+            (torch.isnan(gd) & ~torch.isnan(ed)).any().to(fdiff.dtype),
+            (torch.isinf(gd) & ~torch.isinf(ed)).any().to(fdiff.dtype)]).tolist()
+        res["max_abs_err"] = max(res["max_abs_err"], max_abs)
+        res["max_rel_err"] = max(res["max_rel_err"], max_rel)
+        if bad_count:
+            n_bad += int(bad_count)
+            has_nan, has_inf = has_nan or bool(nan_here), has_inf or bool(inf_here)
+            if first is None:
+                at = lo + int(bad.nonzero()[0, 0])
+                first = (at, float(gd[at - lo]), float(ed[at - lo]))
+    return n_bad, first, has_nan, has_inf
+
+
 def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float,
             chunk: int = CHUNK) -> dict[str, Any]:
     """Compare candidate outputs with the reference.
@@ -187,36 +225,7 @@ def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, 
             res["max_abs_err"] = max(res["max_abs_err"], fast[0])
             res["max_rel_err"] = max(res["max_rel_err"], fast[1])
             continue
-        # in chunks of the flattened outputs: the float64 temporaries of a
-        # whole 6 GiB output (five of them, twice its size each) did not fit
-        # next to the worker's copies on an 80 GB card
-        gf, ef = g.detach().reshape(-1), e.detach().reshape(-1)
-        n_bad, first, has_nan, has_inf = 0, None, False, False
-        for lo in range(0, gf.numel(), chunk):
-            gd = gf[lo:lo + chunk].to(torch.float64)
-            ed = ef[lo:lo + chunk].to(torch.float64)
-            diff = (gd - ed).abs()
-            same_special = (gd == ed) | (torch.isnan(gd) & torch.isnan(ed))
-            bad = ~((diff <= atol + rtol * ed.abs()) | same_special)
-            finite = torch.isfinite(diff)
-            fdiff = torch.where(finite, diff, torch.zeros_like(diff))
-            rel = fdiff / ed.abs().clamp_min(1e-12)
-            rel = torch.where(finite & (ed != 0), rel, torch.zeros_like(rel))
-            # one device-to-host read per chunk (each read waits for the
-            # device): the errors (0 where nothing is finite), how many
-            # elements are out of tolerance, NaN/Inf the reference lacks
-            max_abs, max_rel, bad_count, nan_here, inf_here = torch.stack([
-                fdiff.max(), rel.max(), bad.sum().to(fdiff.dtype),
-                (torch.isnan(gd) & ~torch.isnan(ed)).any().to(fdiff.dtype),
-                (torch.isinf(gd) & ~torch.isinf(ed)).any().to(fdiff.dtype)]).tolist()
-            res["max_abs_err"] = max(res["max_abs_err"], max_abs)
-            res["max_rel_err"] = max(res["max_rel_err"], max_rel)
-            if bad_count:
-                n_bad += int(bad_count)
-                has_nan, has_inf = has_nan or bool(nan_here), has_inf or bool(inf_here)
-                if first is None:
-                    at = lo + int(bad.nonzero()[0, 0])
-                    first = (at, float(gd[at - lo]), float(ed[at - lo]))
+        n_bad, first, has_nan, has_inf = _out_of_tolerance(g, e, atol, rtol, chunk, res)
         if first is not None:
             at, got_v, exp_v = first
             idx = _unravel(at, tuple(g.shape))

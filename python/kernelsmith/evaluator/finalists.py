@@ -1,7 +1,7 @@
 """The finalists' re-timing under the rules of a step's timing.
 
 ``Evaluator.confirm_best`` re-times a run's finalists head to head in one
-worker (worker.run_finalists). Each comparison there holds the timing slot
+worker (worker_timing.run_finalists). Each comparison there holds the timing slot
 on its own and is judged by the device gate (contention.py) as a step's
 timing is: host load, foreign GPU processes, the GPU clock, and the
 reference's median, which for a finalist must stay near the reference timed

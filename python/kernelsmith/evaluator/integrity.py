@@ -27,8 +27,11 @@ WATCHED = (
     "kernelsmith.backends.base",
     "kernelsmith.evaluator.worker", "kernelsmith.evaluator.timing", "kernelsmith.evaluator.correctness",
     "kernelsmith.evaluator.census", "kernelsmith.evaluator.guards", "kernelsmith.evaluator.integrity",
-    "kernelsmith.evaluator.tracebacks", "kernelsmith.evaluator.probes",
+    "kernelsmith.evaluator.tracebacks", "kernelsmith.evaluator.probes", "kernelsmith.evaluator.protocol",
+    "kernelsmith.evaluator.trials", "kernelsmith.evaluator.worker_timing", "kernelsmith.evaluator.checks",
 )
+#: packages every loaded module of which is watched too: the backends (whichever language) and the hack checks
+PACKAGES = ("kernelsmith.backends.", "kernelsmith.evaluator.checks.")
 #: classes whose methods are watched besides those defined in WATCHED modules
 _CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.cuda.Event", "torch.nn.Module")
 
@@ -59,9 +62,9 @@ class Snapshot:
         self._disable_code = getattr(torch._disable_dynamo(_probe), "__code__", None)
         self.items: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.modules: dict[str, Any] = {}
-        # every loaded backend module (whichever language), and the modules
-        # the task's backend names as its runtime's
-        backends = sorted(n for n in list(sys.modules) if n.startswith("kernelsmith.backends."))
+        # every loaded module of PACKAGES (every backend, whichever language;
+        # every check), and the modules the task's backend names as its runtime's
+        backends = sorted(n for n in list(sys.modules) if n.startswith(PACKAGES))
         for name in (*WATCHED, *backends, *getattr(backend, "runtime_modules", ())):
             if name in self.modules:
                 continue
@@ -149,4 +152,4 @@ def reason(names: list[str]) -> str:
             "(the verdict is not the program's to write)")
 
 
-__all__ = ["Snapshot", "WATCHED", "reason"]
+__all__ = ["PACKAGES", "Snapshot", "WATCHED", "reason"]

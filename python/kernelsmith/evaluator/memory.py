@@ -43,9 +43,9 @@ MiB = 1 << 20
 #: autotuner's scratch buffer): an OOM under it is never the candidate's alone
 MIN_ALLOWANCE_BYTES = 512 * MiB
 
-#: copies of each kind a worker holds at once (worker.run_job): inputs, at
+#: copies of each kind a worker holds at once (trials.py, worker_timing.py): inputs, at
 #: most six, in the timing (TimingConfig.input_sets, 3 by default, for the
-#: program and the reference's own copy of each: worker._own_copies; the
+#: program and the reference's own copy of each: checks/timed_inputs.own_copies; the
 #: refill checks after it hold four: the set they refill, its old values,
 #: fresh ones, the reference's clone); outputs, at most five, in
 #: a trial (before, expected, after, and a snapshot's or a trivial form's

@@ -95,11 +95,12 @@ def _what(before: Any, now: Any) -> str:
 
 def _modules() -> list[str]:
     """The modules whose values the verdict rests on: the worker-side
-    modules the integrity snapshot watches, every backend, and this one."""
-    from .integrity import WATCHED
+    modules the integrity snapshot watches, every backend and check, and
+    this one."""
+    from .integrity import PACKAGES, WATCHED
 
     names = [n for n in WATCHED if n.startswith("kernelsmith")] + ["kernelsmith.evaluator.policy"]
-    names += sorted(n for n in list(sys.modules) if n.startswith("kernelsmith.backends.") and n not in names)
+    names += sorted(n for n in list(sys.modules) if n.startswith(PACKAGES) and n not in names)
     return names
 
 

@@ -44,7 +44,8 @@ from .._process import kill_group, kill_process
 from ..result import EvalResult
 from .contention import DeviceGate
 from .referee import Referee, trusted_checks
-from .sandbox import (Limits, _merge_ticket, converse, finish_result, make_job, sandbox_prefix,
+from .protocol import EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse
+from .sandbox import (Limits, _merge_ticket, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
 
 #: first uid handed to children when the pool runs as root
@@ -124,14 +125,14 @@ class Zygote:
         self._exits: dict[str, "queue.Queue[int]"] = {}
         self._lock = threading.Lock()
         self.dead = threading.Event()
-        self._send(type="init", backend=backend.name, cpu_threads=cpu_threads)
+        self._send(type=INIT, backend=backend.name, cpu_threads=cpu_threads)
         self.sock.settimeout(start_timeout_s)
         reader = self.sock.makefile("rb")
         try:
             hello = json.loads(reader.readline() or b"{}")
         except (socket.timeout, ValueError):
             hello = {}
-        if hello.get("type") != "hello":
+        if hello.get("type") != HELLO:
             self.close()
             raise PoolError("the evaluation pool's zygote did not start:\n" + self.log_tail())
         self.warm_s = float(hello.get("warm_s", 0.0))
@@ -177,15 +178,15 @@ class Zygote:
                 msg = json.loads(line)
             except ValueError:
                 continue
-            if msg.get("type") == "spawned":
+            if msg.get("type") == SPAWNED:
                 self._box(self._spawned, str(msg["job"])).put(int(msg["pid"]))
-            elif msg.get("type") == "exit":
+            elif msg.get("type") == EXIT:
                 self._box(self._exits, str(msg["job"])).put(int(msg["status"]))
 
     def spawn(self, job: str, workdir: str, uid: Optional[int], netns: bool) -> tuple[socket.socket, int]:
         ours, theirs = socket.socketpair()
         try:
-            self._send(fds=[theirs.fileno()], type="spawn", job=job, workdir=workdir, uid=uid, netns=netns,
+            self._send(fds=[theirs.fileno()], type=SPAWN, job=job, workdir=workdir, uid=uid, netns=netns,
                        cache_dir=os.path.join(self.root, "cache"))
         finally:
             theirs.close()
@@ -203,7 +204,7 @@ class Zygote:
         if self.dead.is_set():
             return
         try:
-            self._send(type="signal", job=job, sig=int(sig))
+            self._send(type=SIGNAL, job=job, sig=int(sig))
         except PoolError:
             pass
 
@@ -262,7 +263,7 @@ class Child:
             ready = json.loads(line) if line else {}
         except ValueError:
             ready = {}
-        if ready.get("type") != "ready":
+        if ready.get("type") != READY:
             log = self.log_text()
             self.discard()
             raise PoolError("an evaluation worker failed to start:\n" + log[-3000:])

@@ -88,7 +88,7 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
     import torch
 
     from . import correctness as cmp
-    from .worker import _trivial_outputs
+    from .checks.trivial_output import trivial_outputs
 
     out: dict[str, Any] = {"sets": [], "decided": [], "kept": sorted(forms), "skipped": {}}
     if not forms:
@@ -115,7 +115,7 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
             out["skipped"][name] = (f"the reference is undefined on it: {bad} of {total} output values are NaN or "
                                     "inf, where the task's own inputs give none")
             continue
-        still = set(_trivial_outputs(cmp, outputs, inputs, atol, rtol))
+        still = set(trivial_outputs(cmp, outputs, inputs, atol, rtol))
         told = sorted(set(forms) - still)
         if not told:
             out["skipped"][name] = (f"it tells none of the trivial forms apart ({', '.join(sorted(still))} "

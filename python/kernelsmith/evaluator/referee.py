@@ -229,7 +229,8 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     from ..task import Task
     from . import correctness as cmp
     from .probes import assess
-    from .worker import _init_inputs, _trivial_outputs, draw_inputs
+    from .checks.trivial_output import trivial_outputs
+    from .worker import _init_inputs, draw_inputs
 
     from .memory import Footprint, model_bytes, tensor_bytes
 
@@ -268,7 +269,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
                 # the reference's: decided here, by trusted code, once per
                 # task, instead of in every candidate's worker (0.17 s each)
                 atol, rtol = task.config.tolerances()
-                degenerate = sorted(_trivial_outputs(cmp, outputs, inputs, atol, rtol))
+                degenerate = sorted(trivial_outputs(cmp, outputs, inputs, atol, rtol))
                 if degenerate:  # which probe input sets judge it instead (probes.py)
                     probes = assess(model, degenerate, inputs, outputs, atol, rtol, backend.synchronize)
             del inputs, outputs
@@ -691,9 +692,8 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
     if result.category != "ok":
         return
     if isinstance(info, dict) and info.get("repeated"):
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.hack_reasons = ["the worker handed over the trial outputs for the trusted referee twice: the verdict "
-                               "was not the program's to write"]
+        result.overrule_as_hacked("the worker handed over the trial outputs for the trusted referee twice: the verdict "
+                                  "was not the program's to write", withdraw_speedup=False)
         return
     entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
@@ -702,24 +702,20 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
         # census.disabled to skip the referee (fixtures/pygpubench/fd_overwrite.py)
         if census.get("disabled") and checks_disabled():
             return
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.hack_reasons = ["the worker reported a correct result without the trial outputs the trusted referee "
-                               "checks: the verdict was not the program's to write"]
+        result.overrule_as_hacked("the worker reported a correct result without the trial outputs the trusted referee "
+                                  "checks: the verdict was not the program's to write", withdraw_speedup=False)
         return
     if len(entries) > 16:
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.hack_reasons = [f"the worker named {len(entries)} trials for the referee (at most 16): the verdict "
-                               "was not the program's to write"]
+        result.overrule_as_hacked(f"the worker named {len(entries)} trials for the referee (at most 16): the verdict "
+                                  "was not the program's to write", withdraw_speedup=False)
         return
     # a degenerate task's probe sets decide it: the worker must have run
     # each one the referee found to apply (probes.py)
     named = {str(e.get("set", "get_inputs")) for e in entries}
     missing = [s for s in referee.primed_probe_sets(task) if s not in named]
     if missing:
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
-        result.hack_reasons = [f"the worker handed over no trial of the probe input set(s) {', '.join(missing)} "
-                               "that judge this degenerate task: the verdict was not the program's to write"]
+        result.overrule_as_hacked(f"the worker handed over no trial of the probe input set(s) {', '.join(missing)} "
+                                  "that judge this degenerate task: the verdict was not the program's to write")
         return
     for entry in entries:
         _judge_trial(result, entry, seeds, task, workdir, referee, census)
@@ -735,9 +731,8 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
 
     sets = ["get_inputs"] + list(task.config.extra_inputs) + probe_sets()
     if str(info.get("set", "get_inputs")) not in sets:
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.hack_reasons = [f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
-                               "the verdict was not the program's to write"]
+        result.overrule_as_hacked(f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
+                                  "the verdict was not the program's to write", withdraw_speedup=False)
         return
     try:
         if info.get("not_handed_over"):  # take_evidence could not copy it
@@ -748,9 +743,8 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
         copy = _copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir, limit,
                              link=True)
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.hack_reasons = [f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
-                               "verdict was not the program's to write"]
+        result.overrule_as_hacked(f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
+                                  "verdict was not the program's to write", withdraw_speedup=False)
         return
     request = {"task": task.to_dict(), "init_seed": init_seed, "input_seed": input_seed,
                "set": str(info.get("set", "get_inputs")), "file": copy, "max_bytes": limit}
@@ -767,10 +761,8 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
         except OSError:
             pass
     if answer.get("malformed"):
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
-        result.hack_reasons = [f"the outputs file the worker wrote for the trusted referee cannot be read "
-                               f"({answer['malformed'][:300]}): the verdict was not the program's to write"]
+        result.overrule_as_hacked(f"the outputs file the worker wrote for the trusted referee cannot be read "
+                                  f"({answer['malformed'][:300]}): the verdict was not the program's to write")
         census["referee"] = "malformed outputs"
         return
     if "error" in answer:
@@ -785,18 +777,14 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
             "not checked by the trusted referee: " + answer["error"][:200]]
         return
     if answer.get("reference"):
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
-        result.hack_reasons = ["the reference computed next to the program differs from the one the trusted referee "
-                               f"computed from the same seeds ({answer['reference'][:400]}): the program tampered "
-                               "with the reference"]
+        result.overrule_as_hacked("the reference computed next to the program differs from the one the trusted referee "
+                                  f"computed from the same seeds ({answer['reference'][:400]}): the program tampered "
+                                  "with the reference")
         census["referee"] = "reference differs"
         return
     if answer.get("candidate"):
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
-        result.hack_reasons = [f"the trusted referee finds the program's outputs wrong ({answer['candidate'][:400]}) "
-                               "where the check next to the program passed them: the comparison was forged"]
+        result.overrule_as_hacked(f"the trusted referee finds the program's outputs wrong ({answer['candidate'][:400]}) "
+                                  "where the check next to the program passed them: the comparison was forged")
         census["referee"] = "candidate differs"
         return
     census["referee"] = "agreed"
@@ -859,10 +847,8 @@ def check_timing_reports(result: Any, reports: list, task: Any = None) -> None:
         if not differ:
             return
         why = "they differ from what the timing reported when it ended: " + "; ".join(differ)
-    result.category, result.hacked, result.correct = "hacked", True, False
-    result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
-    result.hack_reasons = [f"the result's timing figures are not the ones measured ({why}): the verdict was not "
-                           "the program's to write"]
+    result.overrule_as_hacked(f"the result's timing figures are not the ones measured ({why}): the verdict was not "
+                              "the program's to write")
 
 
 def trusted_checks(result: Any, evidence: Optional[dict[str, Any]], seeds: list[int], task: Any, workdir: str,
@@ -912,10 +898,8 @@ def cross_check_timing(result: Any, slots: list, slack: float = 1.05, grace_s: f
     result.census = census
     census["timing_cross_check"] = {"claimed_s": round(claimed, 4), "slot_s": round(held, 4)}
     if claimed > held * slack + grace_s:
-        result.category, result.hacked, result.correct = "hacked", True, False
-        result.speedup = result.speedup_ci_low = result.speedup_ci_high = None
-        result.hack_reasons = [f"the reported timing adds up to {claimed:.3f} s of timed calls, but the timing slot "
-                               f"was held for {held:.3f} s: the statistics were not measured"]
+        result.overrule_as_hacked(f"the reported timing adds up to {claimed:.3f} s of timed calls, but the timing slot "
+                                  f"was held for {held:.3f} s: the statistics were not measured")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,8 @@ Isolation, outermost first:
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import secrets
-import selectors
 import shutil
 import signal
 import subprocess
@@ -35,6 +32,8 @@ from typing import Any, Optional, Sequence
 
 from ..result import EvalResult
 from .._process import kill_process, package_python_path
+from .checks.base import hacked
+from .protocol import converse
 
 _SECRET = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE
@@ -212,10 +211,10 @@ def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncod
     its death says (signal, exit status, timeout, the stage it was in)."""
     refused = _filter_reason(log_text, returncode)
     if refused:
-        # the worker ended itself over its channel (worker.Channel.check, the
+        # the worker ended itself over its channel (protocol.Channel.check, the
         # C++ filter's supervisor): whatever it sent before does not count
-        raw = {"category": "hacked", "hacked": True, "compiled": True, "correct": False, "hack_reasons": [refused],
-               "error": f"{refused}. The evaluator's channel and other processes are not the program's to touch."}
+        raw = hacked([refused], correct=False, error=f"{refused}. The evaluator's channel and other processes are "
+                                                     "not the program's to touch.").fields
     if raw is None:
         if timed_out:
             category, error = "timeout", f"wall-clock limit of {timeout_s:g} s exceeded (worker killed) during: {stage}"
@@ -388,83 +387,3 @@ class ProcessLink:
                 f.close()  # type: ignore[union-attr]
             except OSError:
                 pass
-
-
-def converse(link: Any, job: dict[str, Any], timeout_s: float,
-             ticket: Any = None, seeds: Optional[list] = None,
-             evidence: Optional[dict] = None) -> tuple[Optional[dict], str, bool]:
-    """Send the job, answer seed and timing-slot requests, take the trial
-    outputs the worker hands over for the referee (into ``evidence``:
-    referee.take_evidence), return (result, last stage, timed_out). The
-    wall-clock limit does not count the time the worker stood still
-    (stopped while another worker on its device timed, or waiting for the
-    timing slot)."""
-    from . import phases  # what a waiting command shows (phases.PhaseLine)
-
-    deadline = time.monotonic() + timeout_s
-    stage = "start"
-    phases.report(stage)
-    buf = b""
-    sel = selectors.DefaultSelector()
-    sel.register(link.fileno(), selectors.EVENT_READ)
-    stood = (lambda: ticket.stood_still()) if ticket is not None else (lambda: 0.0)
-    try:
-        link.write((json.dumps(job) + "\n").encode())
-        while True:
-            remaining = deadline + stood() - time.monotonic()
-            if remaining <= 0:
-                link.kill()
-                return None, stage, True
-            if not sel.select(timeout=min(remaining, 1.0)):
-                continue
-            chunk = os.read(link.fileno(), 1 << 16)
-            if not chunk:  # worker gone
-                link.wait_exit(max(0.1, min(5.0, deadline + stood() - time.monotonic())))
-                return None, stage, False
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    continue
-                kind = msg.get("type")
-                if kind == "stage":
-                    stage = str(msg.get("stage"))[:200]
-                    phases.report(stage)
-                elif kind == "seed?":
-                    # drawn here, in the parent, when the worker needs it; kept
-                    # (``seeds``) so the trusted referee can rebuild a trial
-                    seed = secrets.randbits(62)
-                    if seeds is not None:
-                        seeds.append(seed)
-                    link.write((json.dumps({"seed": seed}) + "\n").encode())
-                elif kind == "timing?":
-                    if ticket is not None:
-                        ticket.acquire()
-                    link.write(b'{"go": true}\n')
-                elif kind == "timing-done":
-                    report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
-                    if evidence is not None:  # what the result's figures must be (referee.check_timing_reports)
-                        evidence.setdefault("timing_reports", []).append(report)
-                    retime = ticket.report(report) if ticket is not None else False
-                    link.write((json.dumps({"retime": retime}) + "\n").encode())
-                elif kind == "evidence":
-                    # copied before the answer: the worker waits for it, and
-                    # no more of the program runs until then
-                    if evidence is not None:
-                        from .referee import take_evidence
-
-                        take_evidence(evidence, msg.get("trials"))
-                    link.write(b'{"taken": true}\n')
-                elif kind == "result":
-                    link.wait_exit(10)
-                    return msg.get("result") or {}, stage, False
-    except (BrokenPipeError, ConnectionResetError):
-        link.wait_exit(5)
-        return None, stage, False
-    finally:
-        if ticket is not None:
-            ticket.release()
-        sel.close()
-        link.close()

@@ -77,23 +77,13 @@ def imported_modules(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
-def common_checks(source: str, report: Optional[StaticReport] = None,
-                  lowers_precision: Optional[Callable[[str], bool]] = None,
-                  ) -> tuple[StaticReport, Optional[ast.Module]]:
-    """Checks every backend wants. Returns the report and the tree (None on a syntax error).
-    ``lowers_precision``: whether a dotted call argument is a low-precision
-    dtype, a cast the report warns about (default: torch's dtypes; a backend
-    adds its language's)."""
-    lowers_precision = lowers_precision or torch_lowers_precision
-    report = report or StaticReport()
-    tree = parse_candidate(source, report)
-    if tree is None:
-        return report, None
-    hacks = report.hacks
+def _at(node: ast.AST) -> str:
+    return f"line {getattr(node, 'lineno', '?')}"
 
-    def at(node: ast.AST) -> str:
-        return f"line {getattr(node, 'lineno', '?')}"
 
+def _model_new_errors(tree: ast.Module, report: StaticReport) -> dict[str, ast.ClassDef]:
+    """The program's ModelNew is there (a class, or a name bound at the top
+    level) and a class of it has a forward; the program's top-level classes."""
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     if "ModelNew" not in classes and "ModelNew" not in {
         t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
@@ -106,59 +96,80 @@ def common_checks(source: str, report: Optional[StaticReport] = None,
         cls = classes["ModelNew"]
         if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in cls.body) and not cls.bases:
             report.errors.append("ModelNew defines no forward method.")
+    return classes
 
-    module_aliases = imported_modules(tree)
-    modules = {alias for alias, full in module_aliases.items()}
+
+def _judge_node(node: ast.AST, report: StaticReport, modules: set[str], classes: dict[str, ast.ClassDef],
+                lowers_precision: Callable[[str], bool]) -> None:
+    """What one node of the program's tree adds to the report."""
+    hacks = report.hacks
+    if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        hacks.append(f"try/except at {_at(node)}: exception handlers can hide a fallback to the reference; let errors propagate")
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        for name in names:
+            top = name.split(".")[0]
+            if top in FORBIDDEN_IMPORTS:
+                hacks.append(f"import of {name} at {_at(node)}: {FORBIDDEN_IMPORTS[top]}, which is not allowed")
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "contextlib":
+            if any(a.name == "suppress" for a in node.names):
+                hacks.append(f"contextlib.suppress at {_at(node)}: suppressing errors can hide a fallback")
+    elif isinstance(node, ast.Attribute):
+        name = dotted(node) or ""
+        if node.attr in STREAM_ATTRS and ("cuda" in name.split(".") or name.startswith("torch.")):
+            hacks.append(f"{name} at {_at(node)}: extra CUDA streams are not allowed (work on other streams escapes timing)")
+        elif node.attr in ("_getframe", "f_back", "f_globals", "f_locals", "__subclasses__", "__globals__"):
+            hacks.append(f"{name} at {_at(node)}: introspecting the harness is not allowed")
+        elif name in ("sys.modules", "sys._current_frames", "builtins.__dict__"):
+            hacks.append(f"{name} at {_at(node)}: introspecting the harness is not allowed")
+        elif name == "contextlib.suppress":
+            hacks.append(f"contextlib.suppress at {_at(node)}: suppressing errors can hide a fallback")
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        for target in targets:
+            for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in modules:
+                    hacks.append(
+                        f"assignment to {dotted(t) or ast.unparse(t)} at {_at(node)}: patching modules "
+                        "(timers, events, torch functions) is not allowed"
+                    )
+                elif isinstance(t, ast.Name) and t.id == "__builtins__":
+                    hacks.append(f"assignment to __builtins__ at {_at(node)} is not allowed")
+    elif isinstance(node, ast.Call):
+        fname = dotted(node.func) or ""
+        if fname in ("setattr", "delattr") and node.args and _root(node.args[0]) in modules:
+            hacks.append(f"{fname}() on module {dotted(node.args[0])} at {_at(node)}: patching modules is not allowed")
+        if fname in ("__import__", "eval", "exec", "compile", "globals", "vars"):
+            hacks.append(f"{fname}() at {_at(node)}: dynamic code and namespace access are not allowed")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in LOWERING_METHODS:
+            report.warnings.append(f".{node.func.attr}() at {_at(node)} lowers precision")
+        for arg in list(node.args) + [k.value for k in node.keywords]:
+            d = dotted(arg) or ""
+            if d and lowers_precision(d):
+                report.warnings.append(f"cast to {d} at {_at(node)} lowers precision")
+    elif (isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load)
+          and "Model" not in classes):
+        # a program may carry its own copy of the reference class; that
+        # copy computes with torch ops, which the runtime guard rejects
+        hacks.append(f"use of the reference Model at {_at(node)}: the candidate must not call the reference")
+
+
+def common_checks(source: str, report: Optional[StaticReport] = None,
+                  lowers_precision: Optional[Callable[[str], bool]] = None,
+                  ) -> tuple[StaticReport, Optional[ast.Module]]:
+    """Checks every backend wants. Returns the report and the tree (None on a syntax error).
+    ``lowers_precision``: whether a dotted call argument is a low-precision
+    dtype, a cast the report warns about (default: torch's dtypes; a backend
+    adds its language's)."""
+    lowers_precision = lowers_precision or torch_lowers_precision
+    report = report or StaticReport()
+    tree = parse_candidate(source, report)
+    if tree is None:
+        return report, None
+    classes = _model_new_errors(tree, report)
+    modules = set(imported_modules(tree))
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            hacks.append(f"try/except at {at(node)}: exception handlers can hide a fallback to the reference; let errors propagate")
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
-                top = name.split(".")[0]
-                if top in FORBIDDEN_IMPORTS:
-                    hacks.append(f"import of {name} at {at(node)}: {FORBIDDEN_IMPORTS[top]}, which is not allowed")
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "contextlib":
-                if any(a.name == "suppress" for a in node.names):
-                    hacks.append(f"contextlib.suppress at {at(node)}: suppressing errors can hide a fallback")
-        elif isinstance(node, ast.Attribute):
-            name = dotted(node) or ""
-            if node.attr in STREAM_ATTRS and ("cuda" in name.split(".") or name.startswith("torch.")):
-                hacks.append(f"{name} at {at(node)}: extra CUDA streams are not allowed (work on other streams escapes timing)")
-            elif node.attr in ("_getframe", "f_back", "f_globals", "f_locals", "__subclasses__", "__globals__"):
-                hacks.append(f"{name} at {at(node)}: introspecting the harness is not allowed")
-            elif name in ("sys.modules", "sys._current_frames", "builtins.__dict__"):
-                hacks.append(f"{name} at {at(node)}: introspecting the harness is not allowed")
-            elif name == "contextlib.suppress":
-                hacks.append(f"contextlib.suppress at {at(node)}: suppressing errors can hide a fallback")
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for target in targets:
-                for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
-                    if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in modules:
-                        hacks.append(
-                            f"assignment to {dotted(t) or ast.unparse(t)} at {at(node)}: patching modules "
-                            "(timers, events, torch functions) is not allowed"
-                        )
-                    elif isinstance(t, ast.Name) and t.id == "__builtins__":
-                        hacks.append(f"assignment to __builtins__ at {at(node)} is not allowed")
-        elif isinstance(node, ast.Call):
-            fname = dotted(node.func) or ""
-            if fname in ("setattr", "delattr") and node.args and _root(node.args[0]) in modules:
-                hacks.append(f"{fname}() on module {dotted(node.args[0])} at {at(node)}: patching modules is not allowed")
-            if fname in ("__import__", "eval", "exec", "compile", "globals", "vars"):
-                hacks.append(f"{fname}() at {at(node)}: dynamic code and namespace access are not allowed")
-            if isinstance(node.func, ast.Attribute) and node.func.attr in LOWERING_METHODS:
-                report.warnings.append(f".{node.func.attr}() at {at(node)} lowers precision")
-            for arg in list(node.args) + [k.value for k in node.keywords]:
-                d = dotted(arg) or ""
-                if d and lowers_precision(d):
-                    report.warnings.append(f"cast to {d} at {at(node)} lowers precision")
-        elif (isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load)
-              and "Model" not in classes):
-            # a program may carry its own copy of the reference class; that
-            # copy computes with torch ops, which the runtime guard rejects
-            hacks.append(f"use of the reference Model at {at(node)}: the candidate must not call the reference")
+        _judge_node(node, report, modules, classes, lowers_precision)
     # de-duplicate while keeping order
     report.hacks[:] = list(dict.fromkeys(report.hacks))
     report.warnings[:] = list(dict.fromkeys(report.warnings))

@@ -1,0 +1,22 @@
+"""The output of the timed calls must still be right: a program that
+behaves differently when it is not being checked."""
+from __future__ import annotations
+
+from .base import TIMED_OUTPUT, Check, Context
+
+
+class TimedOutput(Check):
+    name = "timed output"
+    points = (TIMED_OUTPUT,)
+    verdict = {"correct": False}
+
+    def reasons(self, at: str, ctx: Context) -> list[str]:
+        last, cmp = ctx.last, ctx.cmp  # the last timed call's output and arguments
+        if "out" not in last:
+            return []
+        res = cmp.compare(cmp.flatten_outputs(last["out"]),
+                          cmp.flatten_outputs(ctx.model(*ctx.clone(list(last["args"])))), ctx.atol, ctx.rtol)
+        if res["ok"]:
+            return []
+        return [f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when "
+                "timed"]

@@ -1,0 +1,277 @@
+"""The conversation between a worker and its parent, both sides.
+
+A worker runs one candidate (:mod:`kernelsmith.evaluator.worker`); its
+parent (:mod:`kernelsmith.evaluator.sandbox` for a fresh process,
+:mod:`kernelsmith.evaluator.pool` for a pool's forked child) answers it.
+JSON lines, one message per line, each ``{"type": <name>, ...}``:
+
+worker -> parent
+    ``STAGE`` ``{"stage": text}``: progress, for timeout reports;
+    ``SEED_REQUEST``: answered ``{SEED: n}``; random seeds come one at a
+    time, when needed, so the candidate can never see a future seed;
+    ``TIMING_REQUEST``: wait for the device's timing slot, answered
+    ``{GO: true}``;
+    ``TIMING_DONE`` ``{"report": {...}}``: one timing attempt, answered
+    ``{RETIME: bool}`` (time again, or the slot is freed);
+    ``EVIDENCE`` ``{"trials": [...]}``: the trial outputs for the trusted
+    referee, answered ``{TAKEN: true}`` once the parent copied them;
+    ``RESULT`` ``{"result": {...}}``: the EvalResult dict, the last message.
+
+The pool and its zygote (zygote.py, the forked worker's first line) speak
+the same way with the names below ``READY``.
+
+The worker's side is :class:`Channel`, the parent's :func:`converse`. The
+worker writes on its original stdout, which it moves to a private
+descriptor at start (:meth:`Channel.stdio`) so that anything the candidate
+prints goes to stderr (the log) and cannot corrupt the protocol.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import sys
+import time
+from typing import Any, Optional
+
+# -- worker -> parent: message types ------------------------------------------
+STAGE = "stage"
+SEED_REQUEST = "seed?"
+TIMING_REQUEST = "timing?"
+TIMING_DONE = "timing-done"
+EVIDENCE = "evidence"
+RESULT = "result"
+# -- parent -> worker: the answers' keys --------------------------------------
+SEED = "seed"
+GO = "go"
+RETIME = "retime"
+TAKEN = "taken"
+# -- pool <-> zygote, and a pool worker's first line -------------------------
+INIT = "init"
+HELLO = "hello"
+SPAWN = "spawn"
+SPAWNED = "spawned"
+SIGNAL = "signal"
+EXIT = "exit"
+READY = "ready"
+
+
+class Channel:
+    """The JSON-lines protocol with the parent. ``inp``/``out`` are text
+    files: the worker's original stdin/stdout (a fresh worker) or the two
+    directions of the job's socket (a pool worker)."""
+
+    def __init__(self, inp: Any, out: Any) -> None:
+        self.inp = inp
+        self.out = out
+        #: the seeds received, in the parent's order (it names them by index;
+        #: an input set's seed also picks the positions of a large output
+        #: handed to the referee)
+        self.seeds: list[int] = []
+        #: (fd, st_dev, st_ino) of the channel's descriptors and the filter's
+        #: own two (its report line's, its listener), taken before the
+        #: program was loaded (guard())
+        self._identity: list[tuple[int, int, int]] = []
+
+    @classmethod
+    def stdio(cls) -> "Channel":
+        """Move the protocol off fd 1 so the candidate's prints go to stderr,
+        and off fd 0 too: descriptors of their own (close-on-exec, so no
+        subprocess inherits them) that the system-call filter can protect
+        while a subprocess's child still sets up its own stdin on fd 0."""
+        out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        inp = os.fdopen(os.dup(0), "r", encoding="utf-8")
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        return cls(inp, out)
+
+    def fds(self) -> list[int]:
+        return sorted({self.inp.fileno(), self.out.fileno()})
+
+    def guard(self) -> str:
+        """Before the program is loaded: the system-call filter (C++,
+        kernelsmith._core) protects the channel's descriptors, and what they
+        are is recorded, to be checked before every message. Returns "" or
+        why the filter is not there (the check still is)."""
+        problem = ""
+        # the filter's lines go to a descriptor of its own on the log (the
+        # program may move fd 2), protected as the channel is
+        report = os.dup(2)
+        try:
+            from .. import _core
+
+            _core.syscall_filter_install(self.fds() + [report], report)
+            own = [report, _core.syscall_filter_listener()]
+        except Exception as exc:  # noqa: BLE001 - an old kernel, another platform: the fstat check stays
+            os.close(report)
+            problem, own = f"system-call filter unavailable: {exc}", []
+        for fd in self.fds() + own:
+            st = os.fstat(fd)
+            self._identity.append((fd, st.st_dev, st.st_ino))
+        return problem
+
+    def check(self) -> None:
+        """The channel is still ours: no attempt the filter recorded (in a
+        process the program started), the same descriptors as before the
+        program was loaded. Otherwise the worker ends with a line that says
+        why; the parent reads it as a "hacked" verdict."""
+        if not self._identity:
+            return
+        reason = ""
+        from .. import _core
+
+        if _core.syscall_filter_attempts():
+            reason = _core.syscall_filter_reason() or "the system-call filter refused a call of the program"
+        for fd, dev, ino in self._identity:
+            if reason:
+                break
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == (dev, ino)
+            except OSError:
+                same = False
+            if not same:
+                what = "the evaluator's channel" if fd in self.fds() else "the system-call filter's descriptors"
+                reason = f"the program replaced or closed {what} (fd {fd} is no longer the descriptor it was)"
+        if reason:
+            sys.stderr.flush()
+            _core.syscall_filter_fail(reason)
+
+    def send(self, **msg: Any) -> None:
+        self.check()
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self.inp.readline()
+        if not line:
+            raise SystemExit("parent closed the channel")
+        return json.loads(line)
+
+    #: the last stage sent (where a fault outside the program's calls happened)
+    last_stage = "start"
+
+    def stage(self, stage: str) -> None:
+        self.last_stage = stage
+        self.send(type=STAGE, stage=stage)
+
+
+    @property
+    def seeds_received(self) -> int:
+        return len(self.seeds)
+
+    def seed(self) -> int:
+        self.send(type=SEED_REQUEST)
+        value = int(self.receive()[SEED])
+        self.seeds.append(value)
+        return value
+
+    def timing_slot(self) -> float:
+        """Wait for the device's timing slot (the parent holds it for us and
+        pauses the device's other workers); returns the seconds waited."""
+        started = time.monotonic()
+        self.send(type=TIMING_REQUEST)
+        self.receive()
+        return time.monotonic() - started
+
+    def hand_over(self, trials: list[dict[str, Any]]) -> None:
+        """The trial outputs for the trusted referee (files in the working
+        directory, named by ``trials``): the parent copies them before it
+        answers."""
+        self.send(type=EVIDENCE, trials=trials)
+        self.receive()
+
+    def timing_done(self, report: dict[str, Any]) -> bool:
+        """Report one timing attempt; the parent answers whether to time
+        again (contention or a drifting reference seen) and frees the slot
+        when it does not."""
+        self.send(type=TIMING_DONE, report=report)
+        return bool(self.receive().get(RETIME))
+
+
+def converse(link: Any, job: dict[str, Any], timeout_s: float,
+             ticket: Any = None, seeds: Optional[list] = None,
+             evidence: Optional[dict] = None) -> tuple[Optional[dict], str, bool]:
+    """Send the job, answer seed and timing-slot requests, take the trial
+    outputs the worker hands over for the referee (into ``evidence``:
+    referee.take_evidence), return (result, last stage, timed_out). The
+    wall-clock limit does not count the time the worker stood still
+    (stopped while another worker on its device timed, or waiting for the
+    timing slot)."""
+    from . import phases  # what a waiting command shows (phases.PhaseLine)
+
+    deadline = time.monotonic() + timeout_s
+    stage = "start"
+    phases.report(stage)
+    buf = b""
+    sel = selectors.DefaultSelector()
+    sel.register(link.fileno(), selectors.EVENT_READ)
+    stood = (lambda: ticket.stood_still()) if ticket is not None else (lambda: 0.0)
+    try:
+        link.write((json.dumps(job) + "\n").encode())
+        while True:
+            remaining = deadline + stood() - time.monotonic()
+            if remaining <= 0:
+                link.kill()
+                return None, stage, True
+            if not sel.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(link.fileno(), 1 << 16)
+            if not chunk:  # worker gone
+                link.wait_exit(max(0.1, min(5.0, deadline + stood() - time.monotonic())))
+                return None, stage, False
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                kind = msg.get("type")
+                if kind == STAGE:
+                    stage = str(msg.get("stage"))[:200]
+                    phases.report(stage)
+                elif kind == SEED_REQUEST:
+                    # drawn here, in the parent, when the worker needs it; kept
+                    # (``seeds``) so the trusted referee can rebuild a trial
+                    seed = secrets.randbits(62)
+                    if seeds is not None:
+                        seeds.append(seed)
+                    link.write((json.dumps({SEED: seed}) + "\n").encode())
+                elif kind == TIMING_REQUEST:
+                    if ticket is not None:
+                        ticket.acquire()
+                    link.write((json.dumps({GO: True}) + "\n").encode())
+                elif kind == TIMING_DONE:
+                    report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
+                    if evidence is not None:  # what the result's figures must be (referee.check_timing_reports)
+                        evidence.setdefault("timing_reports", []).append(report)
+                    retime = ticket.report(report) if ticket is not None else False
+                    link.write((json.dumps({RETIME: retime}) + "\n").encode())
+                elif kind == EVIDENCE:
+                    # copied before the answer: the worker waits for it, and
+                    # no more of the program runs until then
+                    if evidence is not None:
+                        from .referee import take_evidence
+
+                        take_evidence(evidence, msg.get("trials"))
+                    link.write((json.dumps({TAKEN: True}) + "\n").encode())
+                elif kind == RESULT:
+                    link.wait_exit(10)
+                    return msg.get(RESULT) or {}, stage, False
+    except (BrokenPipeError, ConnectionResetError):
+        link.wait_exit(5)
+        return None, stage, False
+    finally:
+        if ticket is not None:
+            ticket.release()
+        sel.close()
+        link.close()
+
+
+__all__ = ["Channel", "converse", "STAGE", "SEED_REQUEST", "TIMING_REQUEST", "TIMING_DONE", "EVIDENCE", "RESULT",
+           "SEED", "GO", "RETIME", "TAKEN", "INIT", "HELLO", "SPAWN", "SPAWNED", "SIGNAL", "EXIT", "READY"]

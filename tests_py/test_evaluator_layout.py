@@ -1,0 +1,167 @@
+"""The evaluator's layout (issue 28): functions short enough to read, the
+wire protocol's names in one module, every hack check a registered unit."""
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+EVALUATOR = Path(__file__).resolve().parent.parent / "python" / "kernelsmith" / "evaluator"
+MAX_LINES = 80
+
+
+def test_no_function_in_the_evaluator_is_over_80_lines():
+    long = []
+    for path in sorted(EVALUATOR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_LINES:
+                    long.append(f"{path.relative_to(EVALUATOR)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "functions over 80 lines: " + "; ".join(long)
+
+
+def test_the_protocol_names_its_messages_once():
+    """Both sides use protocol.py's constants; no message name is spelled as
+    a string literal in the worker or the parent's modules."""
+    from kernelsmith.evaluator import protocol
+
+    names = {getattr(protocol, n) for n in protocol.__all__ if n.isupper()}
+    for module in ("worker.py", "trials.py", "worker_timing.py", "sandbox.py", "pool.py"):
+        tree = ast.parse((EVALUATOR / module).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "type" and isinstance(node.value, ast.Constant):
+                raise AssertionError(f"{module}: message type {node.value.value!r} spelled out")
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in names
+                                                     for c in node.comparators):
+                raise AssertionError(f"{module}:{node.lineno}: a message name compared as a literal")
+
+
+def test_every_check_module_is_registered_once():
+    """Each file of evaluator/checks/ (but the interface) defines a check,
+    and that check is in CHECKS exactly once."""
+    from kernelsmith.evaluator import checks
+    from kernelsmith.evaluator.checks.base import Check
+
+    registered = [type(c) for c in checks.CHECKS]
+    assert len(registered) == len(set(registered))
+    for info in pkgutil.iter_modules(checks.__path__):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"kernelsmith.evaluator.checks.{info.name}")
+        own = [v for v in vars(module).values()
+               if isinstance(v, type) and issubclass(v, Check) and v.__module__ == module.__name__]
+        assert own, f"checks/{info.name}.py defines no Check"
+        for cls in own:
+            assert cls in registered, f"{cls.__name__} (checks/{info.name}.py) is not in checks.CHECKS"
+            assert cls.points and cls.name, cls.__name__
+
+
+def test_checks_at_one_point_join_or_end_it():
+    """The composer: reasons of joining checks are added to the first
+    finding, a non-joining check after a finding does not run, and the
+    first finding's check decides the verdict's fields."""
+    from kernelsmith.evaluator import checks
+    from kernelsmith.evaluator.checks.base import Check, Context
+
+    ran = []
+
+    class Finds(Check):
+        name, points, verdict = "finds", ("test point",), {"correct": False}
+
+        def reasons(self, at, ctx):
+            ran.append(self.name)
+            return [f"{self.name} at {at}"]
+
+    class Joins(Finds):
+        name, joins = "joins", True
+
+    class Ends(Finds):
+        name = "ends"
+
+    saved = list(checks.CHECKS)
+    try:
+        checks.CHECKS[:] = [Finds(), Joins(), Ends()]
+        reasons, fields = checks.findings("test point", Context(), fact=1)
+        assert reasons == ["finds at test point", "joins at test point"] and fields == {"correct": False}
+        assert ran == ["finds", "joins"]
+        try:
+            checks.enforce("test point", Context())
+        except checks.Verdict as v:
+            assert v.fields["category"] == "hacked" and v.fields["hacked"] and v.fields["compiled"]
+            assert v.fields["correct"] is False and len(v.fields["hack_reasons"]) == 2
+        else:
+            raise AssertionError("no verdict")
+        assert checks.findings("another point", Context()) == ([], {})
+    finally:
+        checks.CHECKS[:] = saved
+
+
+def test_a_moments_facts_are_not_kept_past_it():
+    from kernelsmith.evaluator import checks
+    from kernelsmith.evaluator.checks.base import Context
+
+    ctx = Context(out={})
+    checks.findings("nothing looks here", ctx, got=[1], expected=[2])
+    assert "got" not in vars(ctx) and ctx.got is None and ctx.out == {}
+    try:
+        checks.findings("nothing looks here", ctx, out={})
+    except TypeError as exc:
+        assert "out" in str(exc)
+    else:
+        raise AssertionError("a fact replaced the context's own")
+
+
+def test_the_timer_check_with_a_device_level_census():
+    """checks/timer.py's path that only a GPU census reaches, with stand-ins:
+    the program's own kernels took longer in one checked call than the timer
+    says a whole call takes; re-checked calls that stay slow, then one alone
+    in the timing slot, reject it; a call within the timing passes."""
+    import torch
+
+    from kernelsmith.evaluator import correctness as cmp
+    from kernelsmith.evaluator.checks.base import AFTER_TIMING, Context
+    from kernelsmith.evaluator.checks.timer import TimerAgreement
+
+    class Call:
+        device_level = True
+
+        def __init__(self, us: float) -> None:
+            self.own = {"relu_kernel": us}
+
+    class Census:
+        readings = [5000.0]
+
+        @property
+        def last(self) -> Call:
+            return Call(self.readings[-1])
+
+    class Chan:
+        slots = 0
+
+        def timing_slot(self) -> float:
+            self.slots += 1
+            return 0.0
+
+        def timing_done(self, report: dict) -> bool:
+            return False
+
+    class Backend:
+        def synchronize(self) -> None:
+            pass
+
+    class Outcome:
+        runtime_ms = 1.0
+
+    census, chan = Census(), Chan()
+    ctx = Context(checks_on=True, census=census, chan=chan, out={}, model=torch.relu, backend=Backend(), cmp=cmp,
+                  make_inputs=lambda gen: list(gen()), clone=lambda xs: [x.clone() for x in xs], atol=1e-6,
+                  rtol=1e-6, run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)))
+    facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=Outcome())
+    (reason,) = TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts))
+    assert reason.startswith("the timing says 1 ms per call, but the program's own kernels ran 5 ms"), reason
+    assert chan.slots == 1 and ctx.out["census"]["own_device_ms_per_call"] == 5.0
+    census.readings.append(900.0)  # within 1.25x of the timed 1 ms
+    assert TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)) == []
+    assert ctx.out["census"]["own_device_ms_per_call"] == 0.9
