@@ -36,6 +36,8 @@ import sys
 import time
 from typing import Any, Optional
 
+from .protocol import EXIT, HELLO, SIGNAL, SPAWN, SPAWNED
+
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
 
@@ -160,12 +162,13 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         import faulthandler
 
         faulthandler.enable(file=sys.stderr, all_threads=False)
-        from .worker import Channel, prepare, serve
+        from .protocol import READY, Channel
+        from .worker import prepare, serve
 
         chan = Channel(sock.makefile("r", encoding="utf-8"), sock.makefile("w", encoding="utf-8", buffering=1))
         started = time.monotonic()
         backend = prepare(backend_name, cpu_threads, ahead=True)
-        chan.send(type="ready", pid=os.getpid(), prepare_s=round(time.monotonic() - started, 4))
+        chan.send(type=READY, pid=os.getpid(), prepare_s=round(time.monotonic() - started, 4))
         serve(chan, chan.receive(), backend)
     except BaseException:  # noqa: BLE001 - report on the log, never return into the zygote's loop
         import traceback
@@ -188,7 +191,7 @@ def main() -> None:
     def send(**msg: Any) -> None:
         control.sendall((json.dumps(msg) + "\n").encode())
 
-    send(type="hello", pid=os.getpid(), warm_s=round(time.monotonic() - started, 3))
+    send(type=HELLO, pid=os.getpid(), warm_s=round(time.monotonic() - started, 3))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -213,7 +216,7 @@ def main() -> None:
                 if uid is not None:
                     _kill_uid(uid)
                 code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-                send(type="exit", job=job, status=code)
+                send(type=EXIT, job=job, status=code)
         if control not in ready:
             continue
         data, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 4)
@@ -225,15 +228,15 @@ def main() -> None:
             line, buf = buf.split(b"\n", 1)
             msg = json.loads(line)
             kind = msg.get("type")
-            if kind == "spawn":
+            if kind == SPAWN:
                 job_fd = pending.pop(0)
                 pid = os.fork()
                 if pid == 0:
                     _child(socket.socket(fileno=job_fd), msg, backend_name, cpu_threads, control, wake_r, wake_w)
                 os.close(job_fd)
                 children[pid] = (str(msg["job"]), msg.get("uid"))
-                send(type="spawned", job=msg["job"], pid=pid)
-            elif kind == "signal":
+                send(type=SPAWNED, job=msg["job"], pid=pid)
+            elif kind == SIGNAL:
                 for pid, (job, _uid) in list(children.items()):
                     if job == msg.get("job"):
                         try:
