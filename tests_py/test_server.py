@@ -151,7 +151,7 @@ def test_no_token_means_loopback_only():
     try:
         with pytest.raises(ValueError, match="--allow-no-token"):
             EvaluationServer(service, host="0.0.0.0", port=0)
-        EvaluationServer(service, host="0.0.0.0", port=0, allow_no_token=True).httpd.server_close()
+        EvaluationServer(service, host="0.0.0.0", port=0, allow_no_token=True).socket.close()
     finally:
         service.close()
 
@@ -199,6 +199,54 @@ def test_oversize_bad_and_unknown_requests(live):
     code, body = post(live.url + "/evaluate", {"task_path": str(SOFTMAX), "source": SEED})
     assert code == 400 and "task paths are not accepted" in body["error"]
     assert post(live.url + "/nowhere", {})[0] == 404
+
+
+def test_openapi_and_docs_describe_routes_and_schemas(live):
+    """/openapi.json and /docs need no token (they say what the routes are,
+    nothing about the tasks or results); the schemas are those the service
+    validates against: EvalResult's fields are the dataclass's own."""
+    import dataclasses
+
+    from kernelsmith.result import EvalResult
+
+    code, spec = get(live.url + "/openapi.json", token=None)
+    assert code == 200 and spec["info"]["title"] == "kernelsmith serve"
+    paths = spec["paths"]
+    assert set(paths) == {"/health", "/status", "/tasks", "/evaluate", "/reward", "/get_reward"}
+    assert {route: set(ops) for route, ops in paths.items()} == {
+        "/health": {"get"}, "/status": {"get"}, "/tasks": {"post"}, "/evaluate": {"post"}, "/reward": {"post"},
+        "/get_reward": {"post"}}
+    schemas = spec["components"]["schemas"]
+    body = paths["/evaluate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["$ref"] == "#/components/schemas/EvaluateRequest"
+    assert {"task_id", "task", "task_path", "source", "completion", "parent_source", "trials"} <= set(
+        schemas["EvaluateRequest"]["properties"])
+    assert set(schemas["EvalResult"]["properties"]) == {f.name for f in dataclasses.fields(EvalResult)}
+    assert {"rewards", "scores", "extra_logs"} == set(schemas["OpenRLHFAnswer"]["properties"])
+    assert set(schemas["OpenRLHFRequest"]["required"]) == {"query"}
+    # the errors the routes really answer: 400 for a body that does not fit (not FastAPI's 422)
+    responses = paths["/reward"]["post"]["responses"]
+    assert {"200", "400", "401", "404", "413", "503"} <= set(responses) and "422" not in responses
+    assert responses["503"]["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/ErrorAnswer"
+    # the token, in a header or in the URL; /health needs none
+    assert {"HTTPBearer", "APIKeyQuery"} <= set(spec["components"]["securitySchemes"])
+    assert "security" in paths["/status"]["get"] and "security" not in paths["/health"]["get"]
+    with urllib.request.urlopen(live.url + "/docs", timeout=30) as answer:
+        page = answer.read().decode()
+    assert answer.status == 200 and "SwaggerUIBundle" in page and "'/openapi.json'" in page
+
+
+def test_bodies_that_do_not_fit_their_schema_are_400_with_the_field_named(live):
+    code, body = post(live.url + "/evaluate", {"task_id": "x", "source": SEED, "trials": "many"})
+    assert code == 400 and body["error"].startswith("trials: ")
+    code, body = post(live.url + "/reward", {"task_id": "x", "config": {"no_such_setting": 1}})
+    assert code == 400 and "config.no_such_setting" in body["error"]
+    # JSON sent as text/plain (what a web page may send cross-origin without asking) is not read as JSON
+    request = urllib.request.Request(live.url + "/evaluate", data=json.dumps({"task_id": "x", "source": SEED}).encode(),
+                                     headers={"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    assert info.value.code == 400 and "Content-Type: application/json" in json.loads(info.value.read())["error"]
 
 
 def test_burst_of_250_fresh_connections_from_one_client_all_answered(live):
