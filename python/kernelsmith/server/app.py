@@ -104,7 +104,13 @@ class JobQueue:
         self.workers = workers
         self.capacity = capacity
         self._jobs: "collections.deque[tuple[Any, Future]]" = collections.deque()
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)  # the worker threads wait on it for jobs
+        # Each request waiting for room waits on a condition of its own, and
+        # only the one whose turn it is is woken when room appears: with one
+        # shared condition every finished job woke every waiting request (a
+        # burst holds hundreds), each to take the GIL and wait again.
+        self._turns: dict[int, threading.Condition] = {}
         self.running = 0
         self.waiting_admission = 0
         self.admitted_after_waiting = 0  # requests that found no room and waited for it
@@ -137,12 +143,16 @@ class JobQueue:
                                         f"{self.workers} workers, queue capacity {self.capacity}, "
                                         f"waited {max(0.0, wait_s):.0f} s)")
                     waited = True
-                    self._cond.wait(left)
+                    turn = self._turns.get(ticket)
+                    if turn is None:
+                        turn = self._turns[ticket] = threading.Condition(self._lock)
+                    turn.wait(left)
             except QueueFull:
                 self._give_up(ticket)
                 raise
             finally:
                 self.waiting_admission -= 1
+                self._turns.pop(ticket, None)
             self._advance()
             self.admitted_after_waiting += waited
             futures = []
@@ -150,7 +160,7 @@ class JobQueue:
                 future: Future = Future()
                 self._jobs.append((payload, future))
                 futures.append(future)
-            self._cond.notify_all()
+            self._cond.notify_all()  # the workers
             return futures
 
     def _give_up(self, ticket: int) -> None:
@@ -158,13 +168,19 @@ class JobQueue:
         self._abandoned.add(ticket)
         if ticket == self._serving_ticket:
             self._advance()
-        self._cond.notify_all()
 
     def _advance(self) -> None:
         self._serving_ticket += 1
         while self._serving_ticket in self._abandoned:
             self._abandoned.discard(self._serving_ticket)
             self._serving_ticket += 1
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        """Wakes the request whose turn it is, if it waits (call with the lock held)."""
+        turn = self._turns.get(self._serving_ticket)
+        if turn is not None:
+            turn.notify()
 
     def _loop(self) -> None:
         while True:
@@ -183,7 +199,7 @@ class JobQueue:
             finally:
                 with self._cond:
                     self.running -= 1
-                    self._cond.notify_all()  # room for a request waiting for admission
+                    self._wake_next()  # room for the request whose turn it is
 
     def length(self) -> int:
         with self._cond:
@@ -195,6 +211,8 @@ class JobQueue:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            for turn in self._turns.values():
+                turn.notify()
 
     def close(self) -> None:
         """Stops admitting; jobs already admitted still run to the end."""
