@@ -108,6 +108,36 @@ def test_job_queue_close_finishes_admitted_jobs():
     assert [f.result(0) for f in futures] == ["a", "b", "c"]  # accepted before close: none lost
 
 
+def test_an_inline_task_is_built_once_however_many_requests_carry_it(monkeypatch):
+    """Every OpenRLHF label carries its task inline: a burst's request
+    threads build it once (one at a time: CPython 3.11's ast.parse, which a
+    Task's construction runs, fails now and then when threads run it at once)."""
+    from kernelsmith.rewards import scorer as scorer_module
+
+    task = Task.load(SOFTMAX)
+    spec = {"reference_source": task.reference_source, "config": task.to_dict()["config"], "path": task.path}
+    built: list[int] = []
+    real = scorer_module.task_from_spec
+    monkeypatch.setattr(scorer_module, "task_from_spec", lambda s: built.append(1) or real(s))
+    registry = TaskRegistry(allow_paths=False)
+    start = threading.Barrier(32)
+    got: list[Any] = []
+
+    def one() -> None:
+        start.wait(30)
+        got.append(registry.resolve({"task": dict(spec)}))
+
+    threads = [threading.Thread(target=one) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 32 and len({id(t) for t in got}) == 1 and got[0].id == task.id
+    assert built == [1] and registry.ids() == [task.id]
+    other = dict(spec, config=dict(spec["config"], trials=2))  # other content: another task
+    assert registry.resolve({"task": other}).id != task.id and len(built) == 2
+
+
 def test_full_queue_waits_then_503_and_status_counts():
     scorer = BlockingScorer()
     task = Task.load(SOFTMAX)
