@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -172,6 +173,39 @@ def test_full_queue_waits_then_503_and_status_counts():
     finally:
         scorer.release.set()
         server.stop()
+
+
+def test_stopping_answers_waiting_requests_503_at_once_and_finishes_admitted_ones():
+    scorer = BlockingScorer()
+    task = Task.load(SOFTMAX)
+    scorer.tasks.register(task)
+    service = EvaluationService(scorer, workers=1, queue_size=0, admission_wait_s=60.0)  # type: ignore[arg-type]
+    server = EvaluationServer(service, port=0, token=TOKEN).start()
+    item = {"task_id": task.id, "source": SEED}
+    running: list[tuple[int, dict]] = []
+    waiting: list[tuple[int, dict, float]] = []
+
+    def wait_for_room() -> None:
+        code, body = post(server.url + "/reward", item)
+        waiting.append((code, body, time.monotonic()))
+
+    first = threading.Thread(target=lambda: running.append(post(server.url + "/reward", item)))
+    first.start()
+    assert scorer.started.acquire(timeout=30)
+    second = threading.Thread(target=wait_for_room)
+    second.start()
+    while service.queue.waiting_admission < 1:
+        threading.Event().wait(0.01)
+    stopped_at = time.monotonic()
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    second.join(30)
+    # told at once (not after the 60 s admission wait), while the admitted one still runs
+    assert waiting and waiting[0][0] == 503 and waiting[0][2] - stopped_at < 10 and not running
+    scorer.release.set()
+    first.join(30)
+    stopper.join(60)
+    assert running == [(200, running[0][1])] and running[0][1]["reward"] == 1.0
 
 
 def test_no_token_means_loopback_only():
