@@ -11,8 +11,9 @@ server (HTTP, admission, queue) rather than the evaluator. The queue is
 small (`--queue-size`), so most requests wait for room.
 
 Prints requests, concurrency, errors by kind (connection resets, HTTP
-statuses), latency p50/p90/p99/max and throughput. Bounded in count and
-time (`--time-limit`).
+statuses), latency p50/p90/p99/max, throughput and the server process's own
+CPU time per answered request (on a shared machine a steadier figure than
+the wall time). Bounded in count and time (`--time-limit`).
 
     python benchmarks/bench_serve.py                       # 1000 requests, 250 at once
     python benchmarks/bench_serve.py --requests 2000 --concurrency 400 --correct-every 100
@@ -56,6 +57,16 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, int]:
     raise RuntimeError("kernelsmith serve did not start")
 
 
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the server process itself (Linux /proc), NaN elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def label() -> str:
     from kernelsmith.task import Task
 
@@ -84,6 +95,7 @@ def main() -> int:
     latencies: list[float] = []
     errors: collections.Counter[str] = collections.Counter()
     statuses: collections.Counter[int] = collections.Counter()
+    said: dict[int, object] = {}  # the first answer of each status other than 200: why it was not answered
     lock = threading.Lock()
     next_index = iter(range(args.requests))
     deadline = time.monotonic() + args.time_limit
@@ -100,6 +112,8 @@ def main() -> int:
             conn.close()
             with lock:
                 statuses[response.status] += 1
+                if response.status != 200:
+                    said.setdefault(response.status, data.get("error") if isinstance(data, dict) else data)
                 if response.status == 200 and len(data["rewards"]) == 1:
                     latencies.append(time.perf_counter() - start)
         except (OSError, http.client.HTTPException) as exc:
@@ -114,6 +128,7 @@ def main() -> int:
                 return
             one(i)
 
+    cpu_before = server_cpu_s(proc.pid)
     started = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(args.concurrency)]
     for t in threads:
@@ -124,6 +139,7 @@ def main() -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", "/status", headers={"Authorization": f"Bearer {TOKEN}"})
     status = json.loads(conn.getresponse().read())
+    cpu_s = server_cpu_s(proc.pid) - cpu_before
     proc.terminate()
     proc.wait(30)
 
@@ -138,10 +154,16 @@ def main() -> int:
     print(f"  answered 200: {statuses.get(200, 0)}; other statuses: "
           f"{dict((k, v) for k, v in statuses.items() if k != 200) or 'none'}; "
           f"connection errors: {dict(errors) or 'none'}")
+    for code, error in sorted(said.items()):
+        print(f"  first {code} answer: {error}")
     print(f"  latency ms: p50 {pct(0.50):.1f}  p90 {pct(0.90):.1f}  p99 {pct(0.99):.1f}  max {pct(1.0):.1f}  "
           f"(mean {statistics.fmean(ordered) * 1000 if ordered else float('nan'):.1f})")
     print(f"  wall {wall:.1f} s, {len(ordered) / wall:.0f} answered requests/s; "
           f"admitted after waiting for room: {status['admitted_after_waiting']}")
+    if cpu_s == cpu_s:  # not NaN: /proc was readable
+        print(f"  server process CPU: {cpu_s:.2f} s during the burst, "
+              f"{cpu_s / max(1, len(ordered)) * 1000:.2f} ms per answered request (its own threads, not the "
+              f"sandboxed workers'; less sensitive than wall time to what else the machine runs)")
     print(f"  server counts: {status['counts']}")
     return 0 if len(ordered) == args.requests else 1
 

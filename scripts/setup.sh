@@ -30,6 +30,8 @@ fi
 # torch: exactly 2.13.0 (a CPU build is available locally; an open range would
 # pull several GB of CUDA packages). NumPy stays below 2.4: the Triton
 # interpreter breaks on loops over runtime scalars with NumPy >= 2.4.
+# fastapi, uvicorn, pydantic: kernelsmith serve; rich: evolve's progress bar
+# (pyproject.toml's dependencies; the package itself goes in with --no-deps).
 "$PYTHON" -m pip install -q --disable-pip-version-check \
   "torch==2.13.0" "numpy>=1.24,<2.4" triton pyyaml \
   "openai>=1.40" "anthropic>=0.40" \
@@ -37,7 +39,8 @@ fi
   pytest pytest-timeout nbformat nbclient ipykernel \
   "scikit-build-core>=0.8" "pybind11>=2.12" \
   "transformers>=5" datasets tokenizers "trl>=1.0" aiohttp omegaconf hydra-core codetiming pylatexenc \
-  dill pandas "pyvers>=0.1,<0.2"
+  dill pandas "pyvers>=0.1,<0.2" \
+  "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2" "rich>=13"
 
 # The habits the test run enforces (scripts/test.sh): the linter and the
 # import contracts of pyproject.toml. ruff is pinned to a minor version so a
@@ -53,11 +56,12 @@ fi
   "verl==0.9.1" "tensordict==0.10.0" torchdata "openrlhf==0.11.2"
 
 # The RL environment's adapters (tests_py/test_env_*.py, docs/rl_environment.md).
-# verl's agent loop imports cachetools, fastapi and uvicorn. verifiers 0.3.1 is
+# verl's agent loop imports cachetools, fastapi and uvicorn (installed above:
+# kernelsmith serve runs on them). verifiers 0.3.1 is
 # the newest release with MultiTurnEnv (0.4 replaced that API with verifiers.v1);
 # its full dependency set pins openai<3 (and sandbox, MCP and GEPA packages), so
 # it is installed without dependencies plus the modules its MultiTurnEnv imports.
-"$PYTHON" -m pip install -q --disable-pip-version-check cachetools fastapi uvicorn rich msgpack pyzmq
+"$PYTHON" -m pip install -q --disable-pip-version-check cachetools msgpack pyzmq
 "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps \
   "verifiers==0.3.1" renderers httpx httpcore prime-pydantic-config tenacity aiolimiter aiofiles \
   setproctitle prime-sandboxes "connectrpc==0.11.1" pyqwest "protobuf-py==0.1.1" "protobuf-py-ext==0.1.1"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -108,6 +109,36 @@ def test_job_queue_close_finishes_admitted_jobs():
     assert [f.result(0) for f in futures] == ["a", "b", "c"]  # accepted before close: none lost
 
 
+def test_an_inline_task_is_built_once_however_many_requests_carry_it(monkeypatch):
+    """Every OpenRLHF label carries its task inline: a burst's request
+    threads build it once (one at a time: CPython 3.11's ast.parse, which a
+    Task's construction runs, fails now and then when threads run it at once)."""
+    from kernelsmith.rewards import scorer as scorer_module
+
+    task = Task.load(SOFTMAX)
+    spec = {"reference_source": task.reference_source, "config": task.to_dict()["config"], "path": task.path}
+    built: list[int] = []
+    real = scorer_module.task_from_spec
+    monkeypatch.setattr(scorer_module, "task_from_spec", lambda s: built.append(1) or real(s))
+    registry = TaskRegistry(allow_paths=False)
+    start = threading.Barrier(32)
+    got: list[Any] = []
+
+    def one() -> None:
+        start.wait(30)
+        got.append(registry.resolve({"task": dict(spec)}))
+
+    threads = [threading.Thread(target=one) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 32 and len({id(t) for t in got}) == 1 and got[0].id == task.id
+    assert built == [1] and registry.ids() == [task.id]
+    other = dict(spec, config=dict(spec["config"], trials=2))  # other content: another task
+    assert registry.resolve({"task": other}).id != task.id and len(built) == 2
+
+
 def test_full_queue_waits_then_503_and_status_counts():
     scorer = BlockingScorer()
     task = Task.load(SOFTMAX)
@@ -144,6 +175,39 @@ def test_full_queue_waits_then_503_and_status_counts():
         server.stop()
 
 
+def test_stopping_answers_waiting_requests_503_at_once_and_finishes_admitted_ones():
+    scorer = BlockingScorer()
+    task = Task.load(SOFTMAX)
+    scorer.tasks.register(task)
+    service = EvaluationService(scorer, workers=1, queue_size=0, admission_wait_s=60.0)  # type: ignore[arg-type]
+    server = EvaluationServer(service, port=0, token=TOKEN).start()
+    item = {"task_id": task.id, "source": SEED}
+    running: list[tuple[int, dict]] = []
+    waiting: list[tuple[int, dict, float]] = []
+
+    def wait_for_room() -> None:
+        code, body = post(server.url + "/reward", item)
+        waiting.append((code, body, time.monotonic()))
+
+    first = threading.Thread(target=lambda: running.append(post(server.url + "/reward", item)))
+    first.start()
+    assert scorer.started.acquire(timeout=30)
+    second = threading.Thread(target=wait_for_room)
+    second.start()
+    while service.queue.waiting_admission < 1:
+        threading.Event().wait(0.01)
+    stopped_at = time.monotonic()
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    second.join(30)
+    # told at once (not after the 60 s admission wait), while the admitted one still runs
+    assert waiting and waiting[0][0] == 503 and waiting[0][2] - stopped_at < 10 and not running
+    scorer.release.set()
+    first.join(30)
+    stopper.join(60)
+    assert running == [(200, running[0][1])] and running[0][1]["reward"] == 1.0
+
+
 def test_no_token_means_loopback_only():
     with pytest.raises(ValueError, match="without a token"):
         build_server(host="0.0.0.0", port=0, workers=1, evaluator=object())
@@ -151,7 +215,7 @@ def test_no_token_means_loopback_only():
     try:
         with pytest.raises(ValueError, match="--allow-no-token"):
             EvaluationServer(service, host="0.0.0.0", port=0)
-        EvaluationServer(service, host="0.0.0.0", port=0, allow_no_token=True).httpd.server_close()
+        EvaluationServer(service, host="0.0.0.0", port=0, allow_no_token=True).socket.close()
     finally:
         service.close()
 
@@ -199,6 +263,54 @@ def test_oversize_bad_and_unknown_requests(live):
     code, body = post(live.url + "/evaluate", {"task_path": str(SOFTMAX), "source": SEED})
     assert code == 400 and "task paths are not accepted" in body["error"]
     assert post(live.url + "/nowhere", {})[0] == 404
+
+
+def test_openapi_and_docs_describe_routes_and_schemas(live):
+    """/openapi.json and /docs need no token (they say what the routes are,
+    nothing about the tasks or results); the schemas are those the service
+    validates against: EvalResult's fields are the dataclass's own."""
+    import dataclasses
+
+    from kernelsmith.result import EvalResult
+
+    code, spec = get(live.url + "/openapi.json", token=None)
+    assert code == 200 and spec["info"]["title"] == "kernelsmith serve"
+    paths = spec["paths"]
+    assert set(paths) == {"/health", "/status", "/tasks", "/evaluate", "/reward", "/get_reward"}
+    assert {route: set(ops) for route, ops in paths.items()} == {
+        "/health": {"get"}, "/status": {"get"}, "/tasks": {"post"}, "/evaluate": {"post"}, "/reward": {"post"},
+        "/get_reward": {"post"}}
+    schemas = spec["components"]["schemas"]
+    body = paths["/evaluate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["$ref"] == "#/components/schemas/EvaluateRequest"
+    assert {"task_id", "task", "task_path", "source", "completion", "parent_source", "trials"} <= set(
+        schemas["EvaluateRequest"]["properties"])
+    assert set(schemas["EvalResult"]["properties"]) == {f.name for f in dataclasses.fields(EvalResult)}
+    assert {"rewards", "scores", "extra_logs"} == set(schemas["OpenRLHFAnswer"]["properties"])
+    assert set(schemas["OpenRLHFRequest"]["required"]) == {"query"}
+    # the errors the routes really answer: 400 for a body that does not fit (not FastAPI's 422)
+    responses = paths["/reward"]["post"]["responses"]
+    assert {"200", "400", "401", "404", "413", "503"} <= set(responses) and "422" not in responses
+    assert responses["503"]["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/ErrorAnswer"
+    # the token, in a header or in the URL; /health needs none
+    assert {"HTTPBearer", "APIKeyQuery"} <= set(spec["components"]["securitySchemes"])
+    assert "security" in paths["/status"]["get"] and "security" not in paths["/health"]["get"]
+    with urllib.request.urlopen(live.url + "/docs", timeout=30) as answer:
+        page = answer.read().decode()
+    assert answer.status == 200 and "SwaggerUIBundle" in page and "'/openapi.json'" in page
+
+
+def test_bodies_that_do_not_fit_their_schema_are_400_with_the_field_named(live):
+    code, body = post(live.url + "/evaluate", {"task_id": "x", "source": SEED, "trials": "many"})
+    assert code == 400 and body["error"].startswith("trials: ")
+    code, body = post(live.url + "/reward", {"task_id": "x", "config": {"no_such_setting": 1}})
+    assert code == 400 and "config.no_such_setting" in body["error"]
+    # JSON sent as text/plain (what a web page may send cross-origin without asking) is not read as JSON
+    request = urllib.request.Request(live.url + "/evaluate", data=json.dumps({"task_id": "x", "source": SEED}).encode(),
+                                     headers={"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    assert info.value.code == 400 and "Content-Type: application/json" in json.loads(info.value.read())["error"]
 
 
 def test_burst_of_250_fresh_connections_from_one_client_all_answered(live):

@@ -33,10 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class Progress:
-    """One status line on stderr: steps (the seed is step 0), the best
+    """The run's progress on stderr: steps (the seed is step 0), the best
     per-step speedup so far (each step timed against its own reference
     measurement; the run's confirmed best comes in the summary), tokens,
-    elapsed time and an estimate of the time left."""
+    elapsed time and an estimate of the time left.
+
+    On a terminal a live bar (rich) with the rate in steps per minute and an
+    ETA from ``--iterations``; elsewhere (a log, a pipe) a plain line per
+    step, at most one every two seconds, in the format scripts parse."""
 
     def __init__(self, enabled: bool, before_first: Any = None) -> None:
         self.enabled = enabled
@@ -45,6 +49,8 @@ class Progress:
         self.started = time.monotonic()
         self._last = 0.0
         self._first: tuple[int, float] | None = None  # (proposal steps, time) at this part's first line
+        self._bar: Any = None  # the live bar on a terminal, made at the first step
+        self._bar_task: Any = None
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if self.before_first is not None:
@@ -57,43 +63,94 @@ class Progress:
         if not self.tty and now - self._last < 2.0 and snap["asks"] < snap["iterations"]:
             return
         self._last = now
-        best = snap.get("best_speedup")
         steps = int(snap.get("proposal_steps", done))
         if self._first is None:
             self._first = (steps, now)
-        usage = snap.get("usage") or {}
-        tokens = usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
-        counts = snap.get("status_counts", {})
+        if self.tty:
+            self._draw_bar(snap, steps)
+            return
         width = 24
         frac = min(1.0, steps / max(1, snap["iterations"]))
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        line = f"[{bar}] {self._where(snap, steps)} | {self._figures(snap)} | {now - self.started:.0f}s" \
+            + self._eta(steps, snap["iterations"], now)
+        print(line, file=sys.stderr, flush=True)
+
+    @staticmethod
+    def _where(snap: dict[str, Any], steps: int) -> str:
+        running = max(0, snap["asks"] - steps)
+        return f"step {steps}/{snap['iterations']}" + (" (the seed)" if steps == 0 and not running else "") \
+            + (f" ({running} running)" if running else "")
+
+    @staticmethod
+    def _figures(snap: dict[str, Any]) -> str:
+        best = snap.get("best_speedup")
+        usage = snap.get("usage") or {}
+        tokens = usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+        counts = snap.get("status_counts", {})
         best_text = f"{best:.3f}x" if best is not None else "-"
         if best is None and snap.get("best_unreliable") is not None:
             # every timing so far was under load: shown, marked, not yet a best
             best_text = f"{snap['best_unreliable']:.3f}x unreliable"
         failed = counts.get("llm-error", 0)
-        running = max(0, snap["asks"] - steps)
-        where = f"step {steps}/{snap['iterations']}" + (" (the seed)" if steps == 0 and not running else "") \
-            + (f" ({running} running)" if running else "")
-        line = (f"[{bar}] {where} | best per-step {best_text} | "
-                f"correct {counts.get('correct', 0)}" + (f" | LLM errors {failed}" if failed else "")
-                + f" | tokens {tokens} | {now - self.started:.0f}s" + self._eta(steps, snap["iterations"], now))
-        end = "" if self.tty else "\n"
-        print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
+        return (f"best per-step {best_text} | correct {counts.get('correct', 0)}"
+                + (f" | LLM errors {failed}" if failed else "") + f" | tokens {tokens}")
+
+    def _rate(self, steps: int, now: float) -> float | None:
+        """Steps per second in this part of the run (a resumed run counts from its resume), once it has one."""
+        assert self._first is not None
+        first_steps, first_time = self._first
+        if steps <= first_steps or now <= first_time:
+            return None
+        return (steps - first_steps) / (now - first_time)
 
     def _eta(self, steps: int, iterations: int, now: float) -> str:
         """`` | ETA 40s`` from this part's rate of steps, once it has one."""
-        assert self._first is not None
-        first_steps, first_time = self._first
-        done, left = steps - first_steps, iterations - steps
-        if done <= 0 or left <= 0 or now <= first_time:
+        rate, left = self._rate(steps, now), iterations - steps
+        if rate is None or left <= 0:
             return ""
-        return f" | ETA {left * (now - first_time) / done:.0f}s"
+        return f" | ETA {left / rate:.0f}s"
+
+    def _draw_bar(self, snap: dict[str, Any], steps: int) -> None:
+        if self._bar is None:
+            self._bar = _live_bar(self)
+            self._bar.start()
+            self._bar_task = self._bar.add_task("", total=snap["iterations"], completed=steps)
+        self._bar.update(self._bar_task, total=snap["iterations"], completed=steps,
+                         description=f"{self._where(snap, steps)} | {self._figures(snap)}")
 
     def close(self) -> None:
-        if self.enabled and self.tty:
-            print(file=sys.stderr)
+        if self._bar is not None:
+            self._bar.stop()  # the last state stays on screen, the cursor on a new line
+            self._bar = None
         self.enabled = False  # closed once: the line ended, nothing more to draw
+
+
+def _live_bar(progress: Progress) -> Any:
+    """A rich progress bar on stderr (stdout carries the summary): the bar,
+    what the plain line says, the rate in steps/min and the time left, redrawn
+    twice a second so elapsed time and ETA move between steps."""
+    from rich.console import Console
+    from rich.progress import BarColumn, ProgressColumn, TextColumn
+    from rich.progress import Progress as RichProgress
+    from rich.text import Text
+
+    def clock(seconds: float) -> str:
+        minutes, secs = divmod(int(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+    class RateAndTime(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            now = time.monotonic()
+            rate = progress._rate(int(task.completed), now)
+            left = (task.total or 0) - task.completed
+            per_min = f"{rate * 60:.1f} steps/min" if rate else "- steps/min"
+            eta = clock(left / rate) if rate and left > 0 else ("0:00" if left <= 0 else "-")
+            return Text(f"| {per_min} | {clock(now - progress.started)} elapsed | ETA {eta}")
+
+    return RichProgress(BarColumn(bar_width=24), TextColumn("{task.description}"), RateAndTime(),
+                        console=Console(file=sys.stderr), refresh_per_second=2, redirect_stdout=False)
 
 
 class StartLines:

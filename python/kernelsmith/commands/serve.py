@@ -68,12 +68,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"kernelsmith serve on {server.url}: {status['workers']} worker(s) on {', '.join(status['devices'])}, "
           f"queue {args.queue_size}, token {'required' if token else 'off'}, tasks: {', '.join(status['tasks']) or 'none'}",
           file=sys.stderr, flush=True)
+    # uvicorn answers SIGTERM and Ctrl-C itself (requests waiting for room get
+    # their 503, admitted ones are answered), then raises the signal again:
+    # SIGTERM as a KeyboardInterrupt too, so both end here without a traceback.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        server.httpd.server_close()  # serve_forever has returned: no shutdown() needed
-        server.service.close()
+        server.close()
     return 0

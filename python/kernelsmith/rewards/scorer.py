@@ -31,17 +31,31 @@ from ..task import Task
 from .core import Reward, RewardConfig, compute_reward
 
 
+#: Building a Task parses its reference with ast.parse, which CPython 3.11
+#: does not make safe to run in several threads at once: now and then one of
+#: them fails with "SystemError: AST constructor recursion depth mismatch"
+#: (python/cpython#106905; seen under a burst of 1000 requests to serve,
+#: whose request threads build inline tasks). Tasks are built one at a time.
+_BUILD_LOCK = threading.Lock()
+
+
 class TaskRegistry:
-    """Tasks by id: registered ones, and those given inline or by path."""
+    """Tasks by id: registered ones, and those given inline or by path.
+
+    An inline task (a dict, as every OpenRLHF label carries) is built once
+    per distinct content and reused: a burst of a thousand requests for one
+    task parses its reference once, not a thousand times."""
 
     def __init__(self, allow_paths: bool = True) -> None:
         self.allow_paths = allow_paths
         self._tasks: dict[str, Task] = {}
+        self._inline: dict[str, Task] = {}  # inline specs already built, by a hash of their content
         self._lock = threading.Lock()
 
     def register(self, task: Task | str | Path | Mapping[str, Any]) -> Task:
         if not isinstance(task, Task):
-            task = task_from_spec(task)
+            with _BUILD_LOCK:
+                task = task_from_spec(task)
         with self._lock:
             self._tasks[task.id] = task
         return task
@@ -68,20 +82,36 @@ class TaskRegistry:
             spec = item["task"]
             if isinstance(spec, str):
                 return self._from_path(spec)
-            task = task_from_spec(spec)
-            with self._lock:
-                self._tasks.setdefault(task.id, task)
-            return task
+            return self._inline_task(spec)
         if item.get("task_path"):
             return self._from_path(str(item["task_path"]))
         if item.get("task_id"):
             return self.get(str(item["task_id"]))
         raise ValueError("a scoring request needs 'task', 'task_id' or 'task_path'")
 
+    def _inline_task(self, spec: Any) -> Task:
+        if not isinstance(spec, Mapping):
+            return self.register(spec)
+        key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+        with self._lock:
+            task = self._inline.get(key)
+        if task is None:
+            with _BUILD_LOCK:
+                with self._lock:
+                    task = self._inline.get(key)  # built by another thread while this one waited
+                if task is None:
+                    task = task_from_spec(spec)
+            with self._lock:
+                self._inline[key] = task
+        with self._lock:
+            return self._tasks.setdefault(task.id, task)
+
     def _from_path(self, path: str) -> Task:
         if not self.allow_paths:
             raise PermissionError("task paths are not accepted here; register the task or send it inline")
-        return self.register(Task.load(path))
+        with _BUILD_LOCK:
+            task = Task.load(path)
+        return self.register(task)
 
 
 def task_from_spec(spec: Task | str | Path | Mapping[str, Any]) -> Task:

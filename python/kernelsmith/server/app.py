@@ -1,13 +1,15 @@
 """The HTTP evaluation service behind ``kernelsmith serve``.
 
-Stdlib only (``ThreadingHTTPServer``). Each request is handled on its own
-thread; evaluations go through one bounded queue to ``workers`` worker
-threads, one per device, each evaluating in the Evaluator's sandboxed
-processes. A request that finds the queue full waits for room (first come,
+FastAPI on uvicorn: each request and answer is a pydantic model
+(:mod:`.schemas`), validated on the way in and out and described at
+``/openapi.json`` (browsable at ``/docs``). Evaluations go through one
+bounded queue to ``workers`` worker threads, one per device, each evaluating
+in the Evaluator's sandboxed processes: candidate code never runs in this
+process. A request that finds the queue full waits for room (first come,
 first admitted) for up to ``admission_wait_s`` and only then gets 503:
 trainers such as OpenRLHF treat any error status as a failed rollout, so
-backpressure is a slower answer, not a refusal. Connections beyond the
-handler threads wait in a listen backlog sized for bursts of hundreds of
+backpressure is a slower answer, not a refusal. Connections beyond those
+being served wait in a listen backlog sized for bursts of hundreds of
 requests from one machine instead of being reset.
 
 Endpoints (JSON in, JSON out):
@@ -21,10 +23,13 @@ Endpoints (JSON in, JSON out):
                                 or {"items": [...], "config"?: {...}} -> {"rewards": [...], "details": [...]}
   POST /get_reward              OpenRLHF remote reward model: {"query", "prompts", "labels"}
                                 -> {"rewards", "scores", "extra_logs"}
+  GET  /docs, /openapi.json     the schemas of all of the above (no token needed)
 
-Errors: 400 bad request, 401 missing/wrong bearer token, 404 unknown path or
-task, 411 no Content-Length, 413 body over the size limit, 503 the queue
-stayed full for ``admission_wait_s``.
+Errors answer ``{"error": "..."}``: 400 bad request (not JSON, not an object,
+a field of the wrong type, a body not sent as ``application/json``), 401
+missing/wrong bearer token, 404 unknown path or task, 411 no Content-Length,
+413 body over the size limit, 503 the queue stayed full for
+``admission_wait_s``.
 
 The token goes in ``Authorization: Bearer TOKEN`` or, for clients that can
 only be given a URL (OpenRLHF's ``--remote_rm_url``), in its query string
@@ -35,17 +40,25 @@ from __future__ import annotations
 
 import collections
 import hmac
-import json
 import logging
+import socket
 import threading
 import time
-import urllib.parse
 from concurrent.futures import Future
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import anyio
+import uvicorn
+from fastapi import FastAPI, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyQuery, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..rewards.core import STATUSES, Reward, RewardConfig
 from ..rewards.scorer import LocalScorer, TaskRegistry, completion_text, item_from_verl
+from . import schemas
 
 log = logging.getLogger("kernelsmith.server")
 
@@ -61,9 +74,14 @@ class QueueFull(Exception):
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """An answer other than 200: ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, headers: Optional[Mapping[str, str]] = None,
+                 counted: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = dict(headers or {})
+        self.counted = counted  # in the service's counts already (under another name)
 
 
 class JobQueue:
@@ -86,7 +104,13 @@ class JobQueue:
         self.workers = workers
         self.capacity = capacity
         self._jobs: "collections.deque[tuple[Any, Future]]" = collections.deque()
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)  # the worker threads wait on it for jobs
+        # Each request waiting for room waits on a condition of its own, and
+        # only the one whose turn it is is woken when room appears: with one
+        # shared condition every finished job woke every waiting request (a
+        # burst holds hundreds), each to take the GIL and wait again.
+        self._turns: dict[int, threading.Condition] = {}
         self.running = 0
         self.waiting_admission = 0
         self.admitted_after_waiting = 0  # requests that found no room and waited for it
@@ -119,12 +143,16 @@ class JobQueue:
                                         f"{self.workers} workers, queue capacity {self.capacity}, "
                                         f"waited {max(0.0, wait_s):.0f} s)")
                     waited = True
-                    self._cond.wait(left)
+                    turn = self._turns.get(ticket)
+                    if turn is None:
+                        turn = self._turns[ticket] = threading.Condition(self._lock)
+                    turn.wait(left)
             except QueueFull:
                 self._give_up(ticket)
                 raise
             finally:
                 self.waiting_admission -= 1
+                self._turns.pop(ticket, None)
             self._advance()
             self.admitted_after_waiting += waited
             futures = []
@@ -132,7 +160,7 @@ class JobQueue:
                 future: Future = Future()
                 self._jobs.append((payload, future))
                 futures.append(future)
-            self._cond.notify_all()
+            self._cond.notify_all()  # the workers
             return futures
 
     def _give_up(self, ticket: int) -> None:
@@ -140,13 +168,19 @@ class JobQueue:
         self._abandoned.add(ticket)
         if ticket == self._serving_ticket:
             self._advance()
-        self._cond.notify_all()
 
     def _advance(self) -> None:
         self._serving_ticket += 1
         while self._serving_ticket in self._abandoned:
             self._abandoned.discard(self._serving_ticket)
             self._serving_ticket += 1
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        """Wakes the request whose turn it is, if it waits (call with the lock held)."""
+        turn = self._turns.get(self._serving_ticket)
+        if turn is not None:
+            turn.notify()
 
     def _loop(self) -> None:
         while True:
@@ -165,17 +199,24 @@ class JobQueue:
             finally:
                 with self._cond:
                     self.running -= 1
-                    self._cond.notify_all()  # room for a request waiting for admission
+                    self._wake_next()  # room for the request whose turn it is
 
     def length(self) -> int:
         with self._cond:
             return len(self._jobs)
 
-    def close(self) -> None:
-        """Stops admitting; jobs already admitted still run to the end."""
+    def stop_admitting(self) -> None:
+        """Refuses new requests and those waiting for room (QueueFull), at once;
+        jobs already admitted still run. Does not wait for them: see close()."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            for turn in self._turns.values():
+                turn.notify()
+
+    def close(self) -> None:
+        """Stops admitting; jobs already admitted still run to the end."""
+        self.stop_admitting()
         for thread in self._threads:
             thread.join()
 
@@ -264,167 +305,221 @@ def _openrlhf_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def make_handler(service: EvaluationService, token: Optional[str], max_body: int) -> type:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "kernelsmith-serve"
-        protocol_version = "HTTP/1.1"
+def make_app(service: EvaluationService, token: Optional[str], max_body: int) -> Any:
+    """The routes as a FastAPI application; without a token no route asks for one."""
+    from .. import __version__
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server API
-            log.info("%s %s", self.address_string(), format % args)
+    app = FastAPI(title="kernelsmith serve", version=__version__, description=API_DESCRIPTION,
+                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+    app.add_middleware(BodyLimit, max_body=max_body, service=service)
+    limiter: list[Any] = []  # made on first use: a CapacityLimiter belongs to the running event loop
 
-        # -- plumbing ---------------------------------------------------
-        def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
+    async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn`` on a thread of its own, its exceptions as HTTP answers. The
+        service blocks (admission waits for room, then for the verdict), so
+        each request waits on a thread, as many as are waiting (not the
+        default pool of 40, behind which requests would wait unseen and
+        without the admission deadline)."""
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(MAX_WAITING_REQUESTS))
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, limiter=limiter[0])
+        except HTTPError:
+            raise
+        except QueueFull as exc:
+            service.count("rejected_queue_full")
+            raise HTTPError(503, str(exc), {"Retry-After": "1"}, counted=True) from None
+        except KeyError as exc:
+            raise HTTPError(404, str(exc.args[0]) if exc.args else "not found") from None
+        except (ValueError, TypeError, PermissionError) as exc:
+            raise HTTPError(400, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - the server stays up
+            log.exception("request failed")
+            raise HTTPError(500, f"{type(exc).__name__}: {exc}") from None
 
-        @property
-        def route(self) -> str:
-            return urllib.parse.urlsplit(self.path).path
+    @app.exception_handler(HTTPError)
+    async def _error(request: Request, exc: HTTPError) -> JSONResponse:
+        if not exc.counted:
+            service.count(f"http_{exc.status}")
+        return JSONResponse({"error": str(exc)}, exc.status, exc.headers)
 
-        def _authorized(self) -> bool:
-            if not token:
-                return True
-            given = self.headers.get("Authorization", "")
-            if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                return True
-            # OpenRLHF's --remote_rm_url is a bare URL: the token can only travel in it.
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("token", [""])
-            return hmac.compare_digest(query[-1].encode(), token.encode())
+    @app.exception_handler(StarletteHTTPException)
+    async def _no_route(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # 404 and 405 alike: "no route" (a GET of a POST route was a 404 before, and stays one)
+        if exc.status_code in (404, 405):
+            return JSONResponse({"error": f"no route {request.method} {request.url.path}"}, 404)
+        return JSONResponse({"error": str(exc.detail)}, exc.status_code, exc.headers)
 
-        def handle_expect_100(self) -> bool:
-            # A client that asks first is told 413 before it sends an oversize body.
-            try:
-                size = int(self.headers.get("Content-Length", "0"))
-            except ValueError:
-                size = 0
-            if size > max_body:
-                service.count("http_413")
-                self.close_connection = True
-                self._send(413, {"error": f"request body of {size} bytes is over the limit of {max_body}"})
-                return False
-            return super().handle_expect_100()
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        service.count("http_400")
+        return JSONResponse({"error": _validation_message(exc.errors(), request.headers.get("content-type"))}, 400)
 
-        def _body(self) -> Any:
-            length = self.headers.get("Content-Length")
-            if length is None:
-                raise HTTPError(411, "Content-Length required")
-            try:
-                size = int(length)
-            except ValueError:
-                raise HTTPError(400, "bad Content-Length") from None
-            if size < 0:
-                raise HTTPError(400, "bad Content-Length")
-            if size > max_body:
-                self.close_connection = True  # what is left unread must not be parsed as the next request
-                self._discard(size)
-                raise HTTPError(413, f"request body of {size} bytes is over the limit of {max_body}")
-            try:
-                return json.loads(self.rfile.read(size) or b"{}")
-            except json.JSONDecodeError as exc:
-                raise HTTPError(400, f"request body is not JSON: {exc}") from None
+    auth: list[Any] = []
+    if token:
+        bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer TOKEN")
+        in_url = APIKeyQuery(name="token", auto_error=False,
+                             description="?token=TOKEN, for clients that are given only a URL (OpenRLHF)")
 
-        def _discard(self, size: int) -> None:
-            # Closing a socket with unread data makes the kernel send a reset,
-            # and the client sees "connection reset" instead of the 413: read
-            # (and drop) a body of up to DISCARD_LIMIT first.
+        async def authorized(header: Optional[HTTPAuthorizationCredentials] = Security(bearer),
+                             query: Optional[str] = Security(in_url)) -> None:
+            # async: checked on the event loop, not on a pool thread per request
+            given = header.credentials if header is not None else ""
+            if hmac.compare_digest(given.encode(), token.encode()):
+                return
+            if query is not None and hmac.compare_digest(query.encode(), token.encode()):
+                return
+            raise HTTPError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+
+        auth = [Security(authorized)]
+    errors = {code: {"model": schemas.ErrorAnswer, "description": text} for code, text in (
+        (400, "bad request: not JSON, not an object, a field of the wrong type, no task"),
+        (401, "missing or wrong token"), (404, "unknown task"), (411, "no Content-Length"),
+        (413, "body over the size limit"), (503, "the queue stayed full for the admission wait; retry"))}
+    answers = dict(dependencies=auth, responses=errors, response_model_exclude_unset=True)
+
+    @app.get("/health", response_model=schemas.HealthAnswer, summary="Is it up (no token needed)")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @app.get("/status", response_model=schemas.StatusAnswer, summary="Workers, queue and counts", **answers)
+    async def status() -> dict[str, Any]:
+        return service.status()
+
+    @app.post("/tasks", response_model=schemas.TaskAnswer, summary="Register a task", **answers)
+    async def tasks(body: schemas.TaskRequest) -> Any:
+        service.count("requests")
+        return await in_thread(_register, service, body.task if body.task is not None else body.task_path)
+
+    @app.post("/evaluate", response_model=schemas.EvaluateAnswer, summary="Evaluate one program or completion",
+              **answers)
+    async def evaluate(body: schemas.EvaluateRequest) -> Any:
+        service.count("requests")
+        return await in_thread(lambda: service.submit("evaluate", [_sent(body)])[0])
+
+    @app.post("/reward", response_model=Union[schemas.RewardBatchAnswer, schemas.RewardDetail],
+              summary="Score one completion, or a batch in 'items'", **answers)
+    async def reward(body: schemas.RewardRequest) -> Any:
+        service.count("requests")
+        return await in_thread(_reward, service, _sent(body))
+
+    @app.post("/get_reward", response_model=schemas.OpenRLHFAnswer,
+              summary="OpenRLHF's remote reward model (--remote_rm_url)", **answers)
+    async def get_reward(body: schemas.OpenRLHFRequest) -> Any:
+        service.count("requests")
+        return await in_thread(lambda: openrlhf_response(service.submit("reward", _openrlhf_items(_sent(body)))))
+
+    def openapi() -> dict[str, Any]:
+        # A request that does not fit its schema is answered 400 (as before
+        # FastAPI), not FastAPI's 422: the generated 422 entries would be untrue.
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            for path in spec["paths"].values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                spec.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _register(service: EvaluationService, spec: Any) -> dict[str, Any]:
+    if spec is None:
+        raise HTTPError(400, "POST /tasks needs 'task' (a task dict) or 'task_path'")
+    if isinstance(spec, str) and not service.scorer.tasks.allow_paths:
+        raise PermissionError("task paths are not accepted by this server (start it with --allow-task-paths)")
+    task = service.scorer.tasks.register(spec)
+    return {"task_id": task.id, "name": task.name}
+
+
+def _reward(service: EvaluationService, body: dict[str, Any]) -> Any:
+    config = RewardConfig.from_dict(body.pop("config", None)) if body.get("config") else None
+    if "items" in body:
+        items = body["items"]
+        if not isinstance(items, list):
+            raise HTTPError(400, "'items' must be a list of objects")
+        rewards = service.submit("reward", items, config)
+        return {"rewards": [r.reward for r in rewards], "details": [_brief(r) for r in rewards]}
+    return _brief(service.submit("reward", [body], config)[0])
+
+
+def _sent(body: Any) -> dict[str, Any]:
+    """A request model back as the dict the client sent (fields it left out stay out)."""
+    return body.model_dump(exclude_unset=True)
+
+
+def _validation_message(errors: Sequence[Mapping[str, Any]], content_type: Optional[str]) -> str:
+    """Pydantic's errors as one line that names the field."""
+    first = errors[0] if errors else {}
+    where = [str(part) for part in first.get("loc", ())[1:]]
+    if first.get("type") == "json_invalid":
+        return f"request body is not JSON: {(first.get('ctx') or {}).get('error', first.get('msg'))}"
+    if not where and first.get("type") in ("model_attributes_type", "dict_type", "missing"):
+        if content_type is None or "json" not in content_type:
+            return "send the body as JSON, with 'Content-Type: application/json'"
+        return "request body must be a JSON object"
+    said = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
+                     for e in errors[:3])
+    return said + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
+
+
+class BodyLimit:
+    """The size rule of every POST, before its body is read: no
+    Content-Length is a 411, more than ``max_body`` bytes a 413. A client
+    that asks first (``Expect: 100-continue``) is told before it sends; one
+    that sends anyway has its body read and dropped (up to DISCARD_LIMIT)
+    first: closing a socket with unread data makes the kernel send a reset,
+    and the client would see "connection reset" instead of the 413."""
+
+    def __init__(self, app: Any, max_body: int, service: EvaluationService) -> None:
+        self.app, self.max_body, self.service = app, max_body, service
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is None:
+            await self._answer(scope, send, 411, "Content-Length required")
+            return
+        size = int(length)  # the HTTP parser has refused a Content-Length that is not a number
+        if size <= self.max_body:
+            await self.app(scope, receive, send)
+            return
+        if headers.get(b"expect", b"").lower() != b"100-continue":
             left = min(size, DISCARD_LIMIT)
             while left > 0:
-                chunk = self.rfile.read(min(left, 1 << 16))
-                if not chunk:
+                message = await receive()
+                if message["type"] != "http.request":
                     break
-                left -= len(chunk)
+                left -= len(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+        await self._answer(scope, send, 413, f"request body of {size} bytes is over the limit of {self.max_body}")
 
-        def _handle(self, fn: Callable[[], Any]) -> None:
-            try:
-                self._send(200, fn())
-            except HTTPError as exc:
-                service.count(f"http_{exc.status}")
-                self._send(exc.status, {"error": str(exc)})
-            except QueueFull as exc:
-                service.count("rejected_queue_full")
-                self._send(503, {"error": str(exc)}, {"Retry-After": "1"})
-            except KeyError as exc:
-                service.count("http_404")
-                self._send(404, {"error": str(exc.args[0]) if exc.args else "not found"})
-            except (ValueError, TypeError, PermissionError) as exc:
-                service.count("http_400")
-                self._send(400, {"error": str(exc)})
-            except Exception as exc:  # noqa: BLE001 - the server stays up
-                log.exception("request failed")
-                service.count("http_500")
-                self._send(500, {"error": f"{type(exc).__name__}: {exc}"})
+    async def _answer(self, scope: dict, send: Callable, status: int, error: str) -> None:
+        self.service.count(f"http_{status}")
+        # "close": what the client did not send (or we did not read) is never parsed as a next request
+        await JSONResponse({"error": error}, status, {"Connection": "close"})(scope, _nothing, send)
 
-        # -- routes -----------------------------------------------------
-        def do_GET(self) -> None:  # noqa: N802 - http.server API
-            if self.route == "/health":
-                self._send(200, {"status": "ok"})
-                return
-            if not self._authorized():
-                self._send(401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": "Bearer"})
-                return
-            if self.route == "/status":
-                self._handle(service.status)
-            else:
-                self._send(404, {"error": f"no route GET {self.route}"})
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server API
-            if not self._authorized():
-                service.count("http_401")
-                self.close_connection = True
-                self._send(401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": "Bearer"})
-                return
-            routes = {"/evaluate": self._evaluate, "/reward": self._reward, "/get_reward": self._openrlhf,
-                      "/tasks": self._tasks}
-            route = routes.get(self.route)
-            if route is None:
-                self.close_connection = True
-                self._send(404, {"error": f"no route POST {self.route}"})
-                return
-            self._handle(route)
+async def _nothing() -> dict:
+    return {"type": "http.disconnect"}
 
-        def _object(self) -> dict[str, Any]:
-            body = self._body()
-            if not isinstance(body, dict):
-                raise HTTPError(400, "request body must be a JSON object")
-            service.count("requests")
-            return body
 
-        def _evaluate(self) -> Any:
-            return service.submit("evaluate", [self._object()])[0]
+API_DESCRIPTION = """\
+Evaluation and reward service for RL trainers (`kernelsmith serve`). Candidate
+code runs only in the evaluator's sandboxed workers, never in this process.
 
-        def _reward(self) -> Any:
-            body = self._object()
-            config = RewardConfig.from_dict(body.pop("config", None)) if body.get("config") else None
-            if "items" in body:
-                items = body["items"]
-                if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                    raise HTTPError(400, "'items' must be a list of objects")
-                rewards = service.submit("reward", items, config)
-                return {"rewards": [r.reward for r in rewards], "details": [_brief(r) for r in rewards]}
-            return _brief(service.submit("reward", [body], config)[0])
-
-        def _openrlhf(self) -> Any:
-            items = _openrlhf_items(self._object())
-            return openrlhf_response(service.submit("reward", items))
-
-        def _tasks(self) -> Any:
-            body = self._object()
-            spec = body.get("task") if body.get("task") is not None else body.get("task_path")
-            if spec is None:
-                raise HTTPError(400, "POST /tasks needs 'task' (a task dict) or 'task_path'")
-            if isinstance(spec, str) and not service.scorer.tasks.allow_paths:
-                raise PermissionError("task paths are not accepted by this server (start it with --allow-task-paths)")
-            task = service.scorer.tasks.register(spec)
-            return {"task_id": task.id, "name": task.name}
-
-    return Handler
-
+Requests wait for room when the queue is full (first come, first admitted) and
+get a 503 with `Retry-After` only after the admission wait. Errors answer
+`{"error": "..."}`. With a token, every route but `/health`, `/docs` and
+`/openapi.json` needs `Authorization: Bearer TOKEN` or `?token=TOKEN`.
+"""
 
 def openrlhf_response(rewards: Sequence[Reward]) -> dict[str, Any]:
     """OpenRLHF's remote reward answer. ``extra_logs`` has the same keys for
@@ -473,13 +568,33 @@ def check_exposure(host: str, token: Optional[str], allow_no_token: bool) -> Non
                          "or pass --allow-no-token on a trusted network")
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    request_queue_size = LISTEN_BACKLOG
-    daemon_threads = True
+#: requests that may wait on a thread of their own at once (for admission,
+#: then for their verdict); beyond it a request waits for a thread unseen
+MAX_WAITING_REQUESTS = 4096
+
+#: on shutdown (SIGTERM, Ctrl-C, stop()), how long answers still being
+#: worked on may take before their connections are dropped
+GRACEFUL_SHUTDOWN_S = 30
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound now: ``port=0`` has its number at once, and
+    a port in use fails the constructor, not a background thread."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class EvaluationServer:
-    """The service on a socket. ``port=0`` picks a free port (see ``.port``).
+    """The service on a socket, served by uvicorn. ``port=0`` picks a free
+    port (see ``.port``).
 
     Without a token the server only binds a loopback address, unless
     ``allow_no_token`` says that the network is trusted."""
@@ -489,39 +604,62 @@ class EvaluationServer:
                  allow_no_token: bool = False) -> None:
         check_exposure(host, token, allow_no_token)
         self.service = service
-        self.httpd = _HTTPServer((host, port), make_handler(service, token, max_request_bytes))
+        self.app = make_app(service, token, max_request_bytes)
+        self.socket = _listen(host, port)
+        config = uvicorn.Config(self.app, lifespan="off", log_config=None, proxy_headers=False,
+                                backlog=LISTEN_BACKLOG, server_header=False,
+                                headers=[("server", "kernelsmith-serve")],
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+
+        class Server(uvicorn.Server):
+            async def shutdown(self, sockets: Any = None) -> None:
+                # Requests waiting for room get their 503 now, not after the
+                # admission wait; admitted ones finish and are answered.
+                service.queue.stop_admitting()
+                await super().shutdown(sockets)
+
+        self._uvicorn = Server(config)
         self._thread: Optional[threading.Thread] = None
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        return int(self.socket.getsockname()[1])
 
     @property
     def url(self) -> str:
-        host = self.httpd.server_address[0]
-        return f"http://{host}:{self.port}"
+        host = self.socket.getsockname()[0]
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     def start(self) -> "EvaluationServer":
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="ks-serve-http", daemon=True)
+        """Serves on a background thread; returns once it accepts connections."""
+        self._thread = threading.Thread(target=self.serve_forever, name="ks-serve-http", daemon=True)
         self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._uvicorn.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
         return self
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        """Serves until SIGINT or SIGTERM (in the main thread) or :meth:`stop`."""
+        self._uvicorn.run(sockets=[self.socket])
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.service.close()
+        self._uvicorn.should_exit = True
+        self.service.queue.stop_admitting()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=GRACEFUL_SHUTDOWN_S + 5)
+        self.close()
+
+    def close(self) -> None:
+        """Releases the socket and the service (after serving, or instead of it)."""
+        self.socket.close()
+        self.service.close()
 
     def __enter__(self) -> "EvaluationServer":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
 
 def build_server(*, host: str = "127.0.0.1", port: int = 8000, workers: Optional[int] = None,
                  devices: Optional[Sequence[Optional[str]]] = None, queue_size: int = 64,
