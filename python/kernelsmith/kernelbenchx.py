@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .task import COMPARISON_KEYS, Task, TaskConfig, TaskError
+from ._astutil import parse as parse_source
 
 SEPARATOR = "#" * 146
 #: the suite's operator categories (its folders)
@@ -689,7 +690,7 @@ def _is_append_to_inputs(call: ast.Call) -> bool:
 
 def _perf_shapes(source: str, filename: str) -> int:
     """How many shapes ``performance_metrics.get_input_tensors`` builds."""
-    tree = ast.parse(source, filename=filename)
+    tree = parse_source(source, filename=filename)
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "performance_metrics"), None)
     if cls is None:
         raise _Uncountable("no class performance_metrics")
@@ -739,7 +740,7 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
     reference, harness = "".join(lines[:cut]).rstrip() + "\n", "".join(lines[cut + 1:])
     stem = tf.stem
     try:
-        top = ast.parse(reference, filename=name)
+        top = parse_source(reference, filename=name)
     except SyntaxError as exc:
         raise UnreadableTask(f"{name}: the reference does not parse: {exc.msg} (line {exc.lineno})") from None
     fn = next((n for n in top.body if isinstance(n, ast.FunctionDef) and n.name == stem), None)
@@ -752,7 +753,7 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
         raise UnreadableTask(f"{name}: the reference uses the names Model/get_inputs, which the adapter defines")
     positional, kwonly = _params(fn, name)
     try:
-        htree = ast.parse(harness, filename=name)
+        htree = parse_source(harness, filename=name)
     except SyntaxError as exc:
         raise UnreadableTask(f"{name}: the test harness does not parse: {exc.msg} (line {exc.lineno})") from None
     # a harness that defines the function itself would test its own copy
@@ -776,7 +777,7 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
         perf_source = perf_path.read_text(encoding="utf-8")
         try:
             n_shapes = _perf_shapes(perf_source, str(perf_path))
-            perf_code = _rewrite(ast.parse(perf_source, filename=str(perf_path)))
+            perf_code = _rewrite(parse_source(perf_source, filename=str(perf_path)))
         except (_Uncountable, SyntaxError) as exc:
             perf_note = f"performance shapes not read ({exc}): the harness's last call is timed"
             n_shapes = 0

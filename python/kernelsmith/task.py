@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from .backends import DEFAULT_BACKEND
 from .config import ConfigError, from_dict, load_yaml, to_dict
+from ._astutil import parse as parse_source
 
 #: dtypes a task may ask for; floating inputs and the modules are cast to it
 DTYPES = ("float32", "float16", "bfloat16")
@@ -270,7 +271,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 def check_reference(source: str, filename: str, extra_inputs: list[str] | None = None) -> None:
     """Fail with a message naming what a KernelBench reference lacks."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse_source(source, filename=filename)
     except SyntaxError as exc:
         raise TaskError(f"{filename}: reference is not valid Python: {exc.msg} (line {exc.lineno})") from None
     names = _top_level_names(tree)

@@ -50,6 +50,7 @@ from typing import Any, Callable, Optional, Sequence
 from .._astutil import dotted
 from ..hardware import HardwareInfo
 from .base import Backend, LaunchRecord, StaticReport, _Census, _spans, census_launch, nvidia_driver, recording
+from .._astutil import parse as parse_source
 
 #: bump when the build recipe changes: old cache entries are then never used
 BUILD_VERSION = "ks-cuda-1"
@@ -280,7 +281,7 @@ def _source_offsets(candidate_source: Optional[str]) -> dict[str, int]:
     if not candidate_source:
         return {}
     try:
-        tree = ast.parse(candidate_source)
+        tree = parse_source(candidate_source)
     except SyntaxError:
         return {}
     found: dict[str, int] = {}

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 from .._astutil import dotted
 from ..hardware import HardwareInfo
 from .base import Backend, LaunchRecord, StaticReport
+from .._astutil import parse as parse_source
 
 TIMING_ENV_VAR = "KERNELSMITH_OPENCL_TIMING"
 TIMING_MODES = ("auto", "events", "wall")
@@ -64,7 +65,7 @@ def _common_checks(source: str) -> tuple[StaticReport, Optional[ast.Module]]:
     except ImportError:
         report = StaticReport()
         try:
-            tree = ast.parse(source)
+            tree = parse_source(source)
         except SyntaxError as exc:
             report.errors.append(f"SyntaxError: {exc.msg} at line {exc.lineno}")
             return report, None

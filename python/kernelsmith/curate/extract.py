@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from .._astutil import dotted
 from .resolve import PackageIndex
+from .._astutil import parse as parse_source
 
 BUILTIN_NAMES = set(dir(builtins)) | {"__file__", "__name__", "__class__", "__doc__", "__spec__", "__builtins__"}
 
@@ -142,7 +143,7 @@ def strip_docstrings(tree: ast.AST) -> ast.AST:
 
 def normalized_ast_hash(source: str) -> str:
     """Hash of the AST without docstrings, comments and formatting."""
-    tree = strip_docstrings(ast.parse(source))
+    tree = strip_docstrings(parse_source(source))
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()[:16]
 
 
@@ -174,7 +175,7 @@ def _canonical_hash_ast(source: str, renamable: set[str], extra: str = "") -> st
     transformers.models.llama... with Llama->Mistral" copies of one module hash
     alike, before anything runs. ``extra`` adds what names cannot show (the
     config defaults the program reads)."""
-    tree = strip_docstrings(ast.parse(source))
+    tree = strip_docstrings(parse_source(source))
     mapping: dict[str, str] = {}
 
     def canon(name: str) -> str:
@@ -199,7 +200,7 @@ def _canonical_hash_ast(source: str, renamable: set[str], extra: str = "") -> st
 
 def normalized_text(source: str) -> str:
     """Source re-printed from its AST without docstrings (input to MinHash)."""
-    return ast.unparse(strip_docstrings(ast.parse(source)))
+    return ast.unparse(strip_docstrings(parse_source(source)))
 
 
 # submodules that files import in either form ("from torch import nn" /
@@ -615,7 +616,7 @@ class FileAnalysis:
                        frozenset(ann - available))
                 got = self._rewrite_cache.get(key)
                 if got is None:
-                    node = ast.parse(self._text(i)).body[0]
+                    node = parse_source(self._text(i)).body[0]
                     _rewrite(node, mapping, available)
                     got = self._rewrite_cache[key] = (ast.unparse(node), ast.unparse(strip_docstrings(node)))
                 body.append(got[0])
@@ -630,7 +631,7 @@ class FileAnalysis:
     def _plain(self, i: int) -> str:
         t = self._plain_cache.get(i)
         if t is None:
-            t = self._plain_cache[i] = ast.unparse(strip_docstrings(ast.parse(self._text(i))))
+            t = self._plain_cache[i] = ast.unparse(strip_docstrings(parse_source(self._text(i))))
         return t
 
 
@@ -647,7 +648,7 @@ def extract_file(text: str, repo: str, path: str, repo_modules: frozenset[str] =
     ``cross_file_import``."""
     if tree is None:
         try:
-            tree = ast.parse(text)
+            tree = parse_source(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return [], f"{type(exc).__name__}: {exc}"
     try:

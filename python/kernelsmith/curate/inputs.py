@@ -17,6 +17,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
+from .._astutil import parse as parse_source
 
 # Size classes: the dimensions forward inputs are built from. ``N`` is the
 # token count of rank-2 inputs (B * S); ``P``/``Q`` 2-D/3-D spatial sides;
@@ -418,7 +419,7 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     class's defaults with sized fields); ``ext_init`` / ``ext_forward``: the
     constructor / forward inherited from a class of another file."""
     if classes is None:  # from source; extraction passes the classes of the file it parsed
-        tree = ast.parse(source)
+        tree = parse_source(source)
         classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
     if "Model" not in classes:
         raise GuessError("no class Model")
@@ -897,7 +898,7 @@ _MROPE = re.compile(r"mrope_section` must contain three sections whose sum equal
 
 def _config_call(arg: str) -> Optional[ast.Call]:
     try:
-        node = ast.parse(arg, mode="eval").body
+        node = parse_source(arg, mode="eval").body
     except SyntaxError:
         return None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.endswith("Config"):

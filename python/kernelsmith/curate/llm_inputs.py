@@ -9,6 +9,7 @@ import ast
 import asyncio
 import re
 from typing import Any, Optional
+from .._astutil import parse as parse_source
 
 SYSTEM = ("You write test inputs for PyTorch modules. Answer with one Python code block that defines exactly two "
           "functions, get_inputs() returning a list of CPU tensors (and plain values) for Model.forward, and "
@@ -29,7 +30,7 @@ def parse_answer(text: str) -> Optional[str]:
     blocks = _BLOCK.findall(text or "")
     code = blocks[-1] if blocks else text
     try:
-        tree = ast.parse(code)
+        tree = parse_source(code)
     except SyntaxError:
         return None
     names = set()

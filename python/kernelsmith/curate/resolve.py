@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .._astutil import dotted
+from .._astutil import parse as parse_source
 
 # torch.nn classes without a forward of their own: a subclass must define it
 NO_FORWARD = {"Module", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
@@ -167,7 +168,7 @@ class PackageIndex:
         mi = None
         if found is not None:
             try:
-                mi = ModuleInfo(modname, found[1], ast.parse(found[0].read_text(encoding="utf-8")))
+                mi = ModuleInfo(modname, found[1], parse_source(found[0].read_text(encoding="utf-8")))
             except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
                 mi = None
         self._infos[modname] = mi

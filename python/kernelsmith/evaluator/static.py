@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 from .._astutil import dotted
 from ..backends.base import StaticReport
+from .._astutil import parse as parse_source
 
 #: modules whose import is a hack: concurrency, harness introspection
 FORBIDDEN_IMPORTS = {
@@ -53,7 +54,7 @@ def _root(node: ast.AST) -> Optional[str]:
 
 def parse_candidate(source: str, report: StaticReport, filename: str = "candidate.py") -> Optional[ast.Module]:
     try:
-        return ast.parse(source, filename=filename)
+        return parse_source(source, filename=filename)
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
         where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")

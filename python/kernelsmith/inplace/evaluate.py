@@ -15,7 +15,6 @@
 """
 from __future__ import annotations
 
-import ast
 import asyncio
 import os
 import shutil
@@ -31,6 +30,7 @@ from ..evaluator import phases
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
 from ..result import EvalResult
 from .task import InplaceSpec, InplaceTask
+from .._astutil import parse as parse_source
 
 _IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".mypy_cache")
 #: characters of the test command's output kept in a failing result
@@ -164,7 +164,7 @@ class InplaceEvaluator:
                                                      "block may change", wall_s=0.0)
         file_text = spec.file_text(source)
         try:
-            ast.parse(file_text, filename=spec.config.target.file)
+            parse_source(file_text, filename=spec.config.target.file)
         except SyntaxError as exc:
             return EvalResult(category="compile", error=f"{spec.config.target.file}: syntax error: {exc.msg} "
                                                         f"(line {exc.lineno})", wall_s=0.0)

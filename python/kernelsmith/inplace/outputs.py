@@ -18,6 +18,7 @@ from ..config import to_dict
 from .evaluate import copy_tree, run_tests, test_environment, with_interpreter
 from .patch import make_patch
 from .task import InplaceTask, git_head
+from .._astutil import parse as parse_source
 
 
 def write_task_copy(run_path: Path, task: InplaceTask) -> None:
@@ -119,7 +120,7 @@ def _changed_summary(original: str, patched: str) -> list[str]:
 
     def defs(text: str) -> dict[str, str]:
         out = {}
-        for node in ast.parse(text).body:
+        for node in parse_source(text).body:
             names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else \
                 [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
             for name in names:

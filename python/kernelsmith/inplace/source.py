@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 from typing import Sequence
 
 from .config import InplaceError
+from .._astutil import parse as parse_source
 
 START = "# EVOLVE-BLOCK-START"
 END = "# EVOLVE-BLOCK-END"
@@ -44,7 +45,7 @@ def insert_markers(text: str, names: Sequence[str], filename: str = "<target>") 
     marker lines say they are kernelsmith's, and :func:`strip_markers` removes
     exactly them."""
     try:
-        tree = ast.parse(text, filename=filename)
+        tree = parse_source(text, filename=filename)
     except SyntaxError as exc:
         raise InplaceError(f"{filename}: not valid Python: {exc.msg} (line {exc.lineno})") from None
     spans = _spans(tree)
@@ -96,7 +97,7 @@ def seed_program(original: str, target_function: str, region: Sequence[str], fil
         hi += len(new) - 1
     program = "\n".join(lines) + "\n"
     try:
-        ast.parse(program)
+        parse_source(program)
     except SyntaxError as exc:
         raise InplaceError(f"{filename}: target.annotate makes the file invalid: {exc.msg} (line {exc.lineno})") from None
     return program
@@ -214,7 +215,7 @@ def context_module(prefix: str, module: str, folder: str | None = None) -> tuple
             f.write(text)
         os.replace(tmp, path)
     try:
-        names = _bound_names(ast.parse(text).body)
+        names = _bound_names(parse_source(text).body)
     except SyntaxError:
         names = []
     return name, folder, names
@@ -223,7 +224,7 @@ def context_module(prefix: str, module: str, folder: str | None = None) -> tuple
 def _plain_imports(text: str) -> list[tuple[str, list[str]]]:
     """(source line, names bound) of the module-level import statements."""
     try:
-        tree = ast.parse(text)
+        tree = parse_source(text)
     except SyntaxError:
         return []
     out = []
