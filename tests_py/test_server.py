@@ -139,12 +139,18 @@ def test_an_inline_task_is_built_once_however_many_requests_carry_it(monkeypatch
     assert registry.resolve({"task": other}).id != task.id and len(built) == 2
 
 
-def test_full_queue_waits_then_503_and_status_counts():
+def _one_worker_server(admission_wait_s: float) -> tuple:
+    """A server with one worker and no queue, whose scorer blocks until released."""
     scorer = BlockingScorer()
     task = Task.load(SOFTMAX)
     scorer.tasks.register(task)
-    service = EvaluationService(scorer, workers=1, queue_size=0, admission_wait_s=0.3)  # type: ignore[arg-type]
-    server = EvaluationServer(service, port=0, token=TOKEN).start()
+    service = EvaluationService(scorer, workers=1, queue_size=0,  # type: ignore[arg-type]
+                                admission_wait_s=admission_wait_s)
+    return scorer, task, service, EvaluationServer(service, port=0, token=TOKEN).start()
+
+
+def test_full_queue_waits_then_503_and_status_counts():
+    scorer, task, service, server = _one_worker_server(admission_wait_s=0.3)
     try:
         assert server.url.startswith("http://127.0.0.1:")
         item = {"task_id": task.id, "source": SEED}
@@ -176,11 +182,7 @@ def test_full_queue_waits_then_503_and_status_counts():
 
 
 def test_stopping_answers_waiting_requests_503_at_once_and_finishes_admitted_ones():
-    scorer = BlockingScorer()
-    task = Task.load(SOFTMAX)
-    scorer.tasks.register(task)
-    service = EvaluationService(scorer, workers=1, queue_size=0, admission_wait_s=60.0)  # type: ignore[arg-type]
-    server = EvaluationServer(service, port=0, token=TOKEN).start()
+    scorer, task, service, server = _one_worker_server(admission_wait_s=60.0)
     item = {"task_id": task.id, "source": SEED}
     running: list[tuple[int, dict]] = []
     waiting: list[tuple[int, dict, float]] = []
