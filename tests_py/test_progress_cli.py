@@ -75,11 +75,17 @@ def test_a_terminal_gets_a_live_bar_with_rate_and_eta(tmp_path):
 
 
 def test_a_pipe_gets_plain_lines(tmp_path):
-    proc = subprocess.run(_command(tmp_path / "run"), env=_env(TERM="xterm-256color"), capture_output=True,
-                          text=True, timeout=240)
+    # a stand-in evaluator that re-times finalists (KS_STANDIN_CONFIRM: the winner's speedup and CI)
+    proc = subprocess.run(_command(tmp_path / "run"), env=_env(TERM="xterm-256color", KS_STANDIN_CONFIRM="1.2,1.1,1.3"),
+                          capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "\x1b" not in proc.stderr and "\r" not in proc.stderr and "steps/min" not in proc.stderr
     progress = [line for line in proc.stderr.splitlines() if line.startswith("[")]
     assert progress, proc.stderr[-3000:]
     assert all(PLAIN.fullmatch(line) for line in progress), progress
     assert progress[-1].split("] ")[1].startswith(f"step {ITERATIONS}/{ITERATIONS} |")
+    # after the last step, the finalists' re-timing is said before it starts, not left silent
+    lines = proc.stderr.splitlines()
+    retiming = [i for i, line in enumerate(lines) if re.match(
+        r"kernelsmith evolve: re-timing the \d+ fastest correct program\(s\) head to head", line)]
+    assert len(retiming) == 1 and retiming[0] > lines.index(progress[-1]), proc.stderr[-3000:]

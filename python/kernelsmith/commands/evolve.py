@@ -59,6 +59,15 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
+        if snap.get("finalists"):
+            # the steps are done; the re-timing that gives the run's best
+            # figure can take minutes (a package that compiles in every
+            # worker): said, not left silent
+            self.close()
+            self.enabled = True
+            print(f"kernelsmith evolve: re-timing the {snap['finalists']} fastest correct program(s) head to head "
+                  f"for the run's best figure... ({now - self.started:.0f}s)", file=sys.stderr, flush=True)
+            return
         done = snap["steps"]
         if not self.tty and now - self._last < 2.0 and snap["asks"] < snap["iterations"]:
             return

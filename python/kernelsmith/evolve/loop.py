@@ -303,6 +303,8 @@ class Evolution:
             return
         ranked = sorted(self._correct.items(), key=lambda kv: -kv[1][0])[: self.config.finalists]
         ids = [pid for pid, _ in ranked]
+        if self.progress is not None:
+            self.progress({**self.snapshot(), "finalists": len(ranked)})
         try:
             outcome = await asyncio.to_thread(confirm, self.task, [entry[1] for _, entry in ranked])
         except Exception as exc:  # noqa: BLE001 - the run's work is done; keep the per-step best and say why
