@@ -30,7 +30,7 @@ fi
 # torch: exactly 2.13.0 (a CPU build is available locally; an open range would
 # pull several GB of CUDA packages). NumPy stays below 2.4: the Triton
 # interpreter breaks on loops over runtime scalars with NumPy >= 2.4.
-# fastapi, uvicorn, pydantic: kernelsmith serve; rich: evolve's progress bar
+# fastapi, uvicorn, pydantic: kernelsmith serve (swagger-ui-bundle: its /docs page without a CDN); rich: evolve's progress bar
 # (pyproject.toml's dependencies; the package itself goes in with --no-deps).
 "$PYTHON" -m pip install -q --disable-pip-version-check \
   "torch==2.13.0" "numpy>=1.24,<2.4" triton pyyaml \
@@ -40,7 +40,7 @@ fi
   "scikit-build-core>=0.8" "pybind11>=2.12" \
   "transformers>=5" datasets tokenizers "trl>=1.0" aiohttp omegaconf hydra-core codetiming pylatexenc \
   dill pandas "pyvers>=0.1,<0.2" \
-  "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2" "rich>=13"
+  "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2" "swagger-ui-bundle>=1.1" "rich>=13"
 
 # The habits the test run enforces (scripts/test.sh): the linter and the
 # import contracts of pyproject.toml. ruff is pinned to a minor version so a

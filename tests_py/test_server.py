@@ -300,6 +300,10 @@ def test_openapi_and_docs_describe_routes_and_schemas(live):
     with urllib.request.urlopen(live.url + "/docs", timeout=30) as answer:
         page = answer.read().decode()
     assert answer.status == 200 and "SwaggerUIBundle" in page and "'/openapi.json'" in page
+    # its script and styles from this server, not a CDN (a cluster without internet), with no token either
+    assert "cdn." not in page and "/docs-assets/swagger-ui-bundle.js" in page and "/docs-assets/swagger-ui.css" in page
+    with urllib.request.urlopen(live.url + "/docs-assets/swagger-ui-bundle.js", timeout=30) as answer:
+        assert answer.status == 200 and b"SwaggerUIBundle" in answer.read()
 
 
 def test_bodies_that_do_not_fit_their_schema_are_400_with_the_field_named(live):

@@ -305,12 +305,38 @@ def _openrlhf_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
+def _docs_page(app: Any) -> None:
+    """``/docs``: Swagger UI over /openapi.json. Its script and styles come
+    from the swagger-ui-bundle package, served under /docs-assets, so the
+    page works on a cluster without internet (FastAPI's default page loads
+    them from a CDN in the browser); without the package, that default."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+        from starlette.staticfiles import StaticFiles
+    except ImportError:
+        swagger_ui_path = None
+    assets: dict[str, str] = {}
+    if swagger_ui_path is not None:
+        app.mount("/docs-assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+        assets = {"swagger_js_url": "/docs-assets/swagger-ui-bundle.js",
+                  "swagger_css_url": "/docs-assets/swagger-ui.css",
+                  "swagger_favicon_url": "/docs-assets/favicon-32x32.png"}
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="kernelsmith serve: API", **assets)
+
+
 def make_app(service: EvaluationService, token: Optional[str], max_body: int) -> Any:
     """The routes as a FastAPI application; without a token no route asks for one."""
     from .. import __version__
 
     app = FastAPI(title="kernelsmith serve", version=__version__, description=API_DESCRIPTION,
-                  docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
+    _docs_page(app)
     app.add_middleware(BodyLimit, max_body=max_body, service=service)
     limiter: list[Any] = []  # made on first use: a CapacityLimiter belongs to the running event loop
 
