@@ -42,10 +42,10 @@ fi
   dill pandas "pyvers>=0.1,<0.2" \
   "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2" "swagger-ui-bundle>=1.1" "rich>=13"
 
-# The habits the test run enforces (scripts/test.sh): the linter and the
+# The habits the test run enforces (scripts/test.sh): the linter, the type checker and the
 # import contracts of pyproject.toml. ruff is pinned to a minor version so a
 # new release's rules cannot fail a run that changed nothing.
-"$PYTHON" -m pip install -q --disable-pip-version-check "ruff>=0.17,<0.18" "import-linter>=2,<3"
+"$PYTHON" -m pip install -q --disable-pip-version-check "ruff>=0.17,<0.18" "import-linter>=2,<3" "mypy>=1.20,<1.21"
 
 # The RL trainers the trainer tests run (tests_py/test_trainers.py). verl and
 # OpenRLHF pin torch and GPU packages (vLLM, flash-attn, deepspeed) that a CPU

@@ -10,12 +10,15 @@ PYTHON=${PYTHON:-python3}
 BUILD_DIR=${BUILD_DIR:-build/tests}
 JOBS=${JOBS:-$(nproc)}
 
-echo "== Lint (ruff) and import contracts (lint-imports)"
+echo "== Lint (ruff), import contracts (lint-imports), types (mypy)"
 # pyproject.toml holds both configurations; any finding fails the run.
 "$PYTHON" -m ruff check python/ tests_py/ benchmarks/
 # lint-imports through $PYTHON (its script may not be on PATH); PYTHONPATH=python:
 # the contracts are checked on the source tree, not on an installed copy
 PYTHONPATH=python "$PYTHON" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache
+
+# the type checker, strict on the typed records and the wire protocol ([tool.mypy] in pyproject.toml)
+PYTHONPATH=python "$PYTHON" -m mypy
 
 echo "== C++ tests (ctest)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

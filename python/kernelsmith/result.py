@@ -39,12 +39,12 @@ class EvalResult:
     compiled: bool = False
     correct: bool = False
     hacked: bool = False
-    hack_reasons: list = field(default_factory=list)
+    hack_reasons: list[Any] = field(default_factory=list)
     category: str = "runtime"
     # trimmed log: candidate frames of the traceback and the error message
     error: str = ""
     # static-check warnings (e.g. precision-lowering casts)
-    warnings: list = field(default_factory=list)
+    warnings: list[Any] = field(default_factory=list)
     # median ms of one forward call (candidate, reference); None when not timed
     runtime_ms: Optional[float] = None
     ref_runtime_ms: Optional[float] = None
@@ -58,23 +58,23 @@ class EvalResult:
     # the time is not trusted as fast (below the hardware floor, reference
     # hidden work): the reasons say why
     suspicious: bool = False
-    suspicious_reasons: list = field(default_factory=list)
+    suspicious_reasons: list[Any] = field(default_factory=list)
     # max_abs_err, max_rel_err, atol, rtol, trials, input_sets, first_mismatch{...}
-    correctness: dict = field(default_factory=dict)
+    correctness: dict[str, Any] = field(default_factory=dict)
     # how the comparison was measured (evaluator/timing.py): per-side stats in
     # ms ("candidate"/"reference": median, ci_low, ci_high, mean, std, cv, min,
     # max, n, n_outliers), speedup_ci, verdict, stop_reason, n_pairs, timer,
     # launches_per_sample, input_sets, cuda_graph, graph_fallback_reasons,
     # l2_flush, hidden_work, roofline, gpu_state (clocks, temperature), options
-    timing: dict = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
     # device name, driver, torch and triton versions, ...
-    hardware: dict = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
     # "bwrap" or "process" (+ why bwrap was not used, in isolation_note)
     isolation: str = ""
     isolation_note: str = ""
     # backend kernels seen launching during forward, torch ops that ran there
-    kernels_launched: list = field(default_factory=list)
-    torch_ops: list = field(default_factory=list)
+    kernels_launched: list[Any] = field(default_factory=list)
+    torch_ops: list[Any] = field(default_factory=list)
     task_id: str = ""
     backend: str = ""
     wall_s: float = 0.0
@@ -85,34 +85,34 @@ class EvalResult:
     # (first candidate call: JIT compile and launch), correctness (the rest of
     # the trials), census (the integrity v2 checks' own time: profiler, provenance,
     # snapshot, refill checks), timing_wait (waiting for the device's timing slot), timing
-    phases: dict = field(default_factory=dict)
+    phases: dict[str, Any] = field(default_factory=dict)
     # False when the timing saw contention or a drifting reference after
     # every re-timing: the speedup is then not to be trusted as fast
     timing_reliable: bool = True
-    unreliable_reasons: list = field(default_factory=list)
+    unreliable_reasons: list[Any] = field(default_factory=list)
     # what the timing saw per attempt: cores busy with other work, foreign GPU
     # processes, the reference against its running baseline, threads used
-    load: dict = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
     # the kernel census (evaluator/census.py): policy, coverage (share of
     # forward's time in the program's own kernels), time_basis, own_us and
     # foreign_us per kernel or op, housekeeping_us, host_reads,
     # other_streams, degenerate (trivial outputs the tolerance accepts),
     # per_call (kernels per timed call)
-    census: dict = field(default_factory=dict)
+    census: dict[str, Any] = field(default_factory=dict)
     # device memory (evaluator/memory.py): the task's footprint and
     # memory_margin, the admission (need_bytes, alone, waited_s,
     # device_free_bytes), the worker's peak_bytes (CUDA), and for a memory
     # fault what the worker saw (fault: candidate | harness, where,
     # candidate_bytes, held_bytes, tried_bytes), who it was attributed to and
     # why (attributed, reason), retried_alone and first_attempt
-    memory: dict = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
     # the speed of light of the candidate's timing (kernelsmith.timing.
     # speed_of_light.SpeedOfLight as a dict): achieved bytes/s and FLOP/s,
     # their fractions of the device's peaks (with the peaks' source), the
     # arithmetic intensity against the ridge point, the bound that applies
     # and its fraction; counted False with the reason where the work or the
     # peaks are unknown. Empty when not timed
-    speed_of_light: dict = field(default_factory=dict)
+    speed_of_light: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property

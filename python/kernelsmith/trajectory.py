@@ -73,7 +73,7 @@ class StepRecord:
     name: Optional[str] = None
     # the engine's ids of the seed's copies (one per island); None in records
     # written before copies were recorded
-    copy_ids: Optional[list] = None
+    copy_ids: Optional[list[Any]] = None
 
     # -- the request (steps) -------------------------------------------------
     request_id: Optional[int] = None
@@ -81,20 +81,20 @@ class StepRecord:
     island: Optional[int] = None
     mode: Optional[str] = None  # explore | exploit | repair | ...
     parent_id: Optional[int] = None  # -1: no parent
-    parent_metrics: dict = field(default_factory=dict)
-    inspiration_ids: list = field(default_factory=list)
-    prompt: list = field(default_factory=list)  # chat messages [{role, content}]
-    prompt_meta: dict = field(default_factory=dict)
+    parent_metrics: dict[str, Any] = field(default_factory=dict)
+    inspiration_ids: list[Any] = field(default_factory=list)
+    prompt: list[Any] = field(default_factory=list)  # chat messages [{role, content}]
+    prompt_meta: dict[str, Any] = field(default_factory=dict)
 
     # -- the proposal --------------------------------------------------------
     raw_response: Optional[str] = None
     reasoning: Optional[str] = None
     model: Optional[str] = None
-    usage: Optional[dict] = None  # kernelsmith.llm.Usage.to_dict(); {} when not metered
+    usage: Optional[dict[str, Any]] = None  # kernelsmith.llm.Usage.to_dict(); {} when not metered
     latency_s: Optional[float] = None
     # set when the LLM request failed after retries (status "llm-error")
     proposal_error: Optional[str] = None
-    llm_error: Optional[dict] = None  # {"kind", "message", ...}
+    llm_error: Optional[dict[str, Any]] = None  # {"kind", "message", ...}
 
     # -- the program -----------------------------------------------------------
     edit: Optional[EditResult] = None
@@ -110,16 +110,16 @@ class StepRecord:
     # correct | incorrect | compile-failed | hacked | edit-failed | duplicate |
     # skipped | llm-error | reference
     status: Optional[str] = None
-    metrics: Optional[dict] = None  # the program's metrics as told (score, speedup, ...)
+    metrics: Optional[dict[str, Any]] = None  # the program's metrics as told (score, speedup, ...)
     time: Optional[float] = None  # unix time the record was written
     # the program told to the engine (engine Program fields: source,
     # parent_id, island, iteration, metrics, status, feedback, id); None when
     # nothing was told
-    child: Optional[dict] = None
+    child: Optional[dict[str, Any]] = None
 
     # -- the RL environment (env/record.py) -----------------------------------
     # episode id, turn, reward, reward_status, terms, done (+ returns)
-    episode: Optional[dict] = None
+    episode: Optional[dict[str, Any]] = None
 
     schema_version: int = STEP_SCHEMA_VERSION
 
@@ -164,6 +164,7 @@ class StepRecord:
         values["eval"] = self.eval.to_dict() if self.eval is not None else None
         values["edit"] = self.edit.to_dict() if self.edit is not None else None
         values["duplicate"] = True if self.duplicate else None
+        order: tuple[str, ...]
         if self.kind == "seed":
             order, always = _SEED_ORDER, _SEED_ALWAYS
         else:

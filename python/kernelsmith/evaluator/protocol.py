@@ -150,7 +150,8 @@ class Channel:
         line = self.inp.readline()
         if not line:
             raise SystemExit("parent closed the channel")
-        return json.loads(line)
+        msg: dict[str, Any] = json.loads(line)
+        return msg
 
     #: the last stage sent (where a fault outside the program's calls happened)
     last_stage = "start"
@@ -194,8 +195,8 @@ class Channel:
 
 
 def converse(link: Any, job: dict[str, Any], timeout_s: float,
-             ticket: Any = None, seeds: Optional[list] = None,
-             evidence: Optional[dict] = None) -> tuple[Optional[dict], str, bool]:
+             ticket: Any = None, seeds: Optional[list[Any]] = None,
+             evidence: Optional[dict[str, Any]] = None) -> tuple[Optional[dict[str, Any]], str, bool]:
     """Send the job, answer seed and timing-slot requests, take the trial
     outputs the worker hands over for the referee (into ``evidence``:
     referee.take_evidence), return (result, last stage, timed_out). The
