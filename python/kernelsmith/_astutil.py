@@ -3,6 +3,7 @@ backends) and corpus curation."""
 from __future__ import annotations
 
 import ast
+import threading
 from typing import Optional
 
 
@@ -33,7 +34,7 @@ def dotted(node: ast.AST, through_subscripts: bool = False) -> Optional[str]:
 #: request threads: seen in a burst to serve and in the test suite. Every
 #: parse of the package goes through this lock (microseconds to milliseconds
 #: each; the parse itself was never parallel under the GIL).
-_PARSE_LOCK = __import__("threading").Lock()
+_PARSE_LOCK = threading.Lock()
 
 
 def parse(source: "str | bytes", filename: str = "<unknown>", mode: str = "exec") -> ast.AST:

@@ -4,8 +4,10 @@
 ``__torch_dispatch__`` in ``torch._disable_dynamo``, whose first call imports
 torch._dynamo (and with it sympy and the fx symbolic shapes): 3.6 s on the
 H100 machine's CPU, more than importing torch, paid by every sandboxed
-worker of a cold evaluation for the op guard and the FLOP count, which never
-run under torch.compile. :func:`without_dynamo` hands the wrapper the plain
+worker of a cold evaluation for the op guard and the FLOP count. (A program
+that calls torch.compile under the guard imports dynamo itself and is still
+rejected: tests_py/fixtures/hacks_v2/jit_aot_eager.py in test_integrity.py.)
+:func:`without_dynamo` hands the wrapper the plain
 method as its "disabled" form (the attribute the wrapper caches it in), so
 the wrapper calls it as it is and imports nothing. The class keeps its
 wrapper object (the integrity snapshot sees no name replaced).
