@@ -331,6 +331,61 @@ def _precompile_forked(autotuner: Any, warmup: Any, configs: list[Any], procs: i
     return compiled, errors
 
 
+#: ``WARMUP,REP`` in milliseconds: how long each config of a key is
+#: benchmarked where the autotuner uses Triton's default benchmark (Triton's
+#: own default is 25,100); ``triton`` keeps Triton's. An autotuner given its
+#: own ``do_bench``, ``warmup``/``rep`` or CUDA graphs is never changed.
+BENCH_ENV = "KERNELSMITH_AUTOTUNE_BENCH_MS"
+DEFAULT_BENCH_MS = (5.0, 20.0)
+
+
+def bench_ms() -> Optional[tuple[float, float]]:
+    """The (warm-up, repetition) budget in ms of :func:`shorten_benchmark`,
+    or None to leave Triton's default alone."""
+    value = os.environ.get(BENCH_ENV, "").strip().lower()
+    if value in ("triton", "off", "default", "0"):
+        return None
+    if not value:
+        return DEFAULT_BENCH_MS
+    try:
+        warm, _, rep = value.partition(",")
+        pair = (float(warm), float(rep or warm))
+    except ValueError:
+        return DEFAULT_BENCH_MS
+    return pair if pair[0] >= 0 and pair[1] > 0 else DEFAULT_BENCH_MS
+
+
+def shorten_benchmark(autotuner: Any) -> str:
+    """Benchmark this autotuner's configs for :func:`bench_ms` instead of
+    Triton's default 25 ms of warm-up and 100 ms of repetitions per config.
+    fla-core's tests tune 14 keys of up to 25 configs: on the H100 the
+    default benchmark took 3.1 s a key, more than the side-by-side compile
+    (1.35 s; ``benchmarks/prof_autotune_parallel.py``). For a kernel of a few
+    microseconds 20 ms is still thousands of calls, and a kernel of a
+    millisecond gets 20; Triton takes the median either way. Only an
+    autotuner on Triton's default benchmark is changed (no ``do_bench``,
+    ``warmup``, ``rep`` or CUDA graphs of its own). What was used, or "" when
+    nothing was changed."""
+    budget = bench_ms()
+    if budget is None or not hasattr(autotuner, "_do_bench") or autotuner._do_bench is not None \
+            or getattr(autotuner, "num_warmups", None) is not None or getattr(autotuner, "num_reps", None) is not None \
+            or getattr(autotuner, "use_cuda_graph", False):
+        return ""
+    try:
+        from triton.testing import do_bench
+    except ImportError:
+        return ""
+    warm, rep = budget
+
+    def bench(kernel_call: Any, quantiles: Any) -> Any:
+        return do_bench(kernel_call, warmup=warm, rep=rep, quantiles=quantiles)
+
+    # Triton reads ``do_bench`` through a cached property: the instance's
+    # own attribute comes first, whether or not the property was read before
+    autotuner.__dict__["do_bench"] = bench
+    return f"{warm:g},{rep:g} ms"
+
+
 def install(known_path: Optional[str] = None, new_path: Optional[str] = None) -> Optional[_Handover]:
     """Wrap Triton's ``Autotuner.prune_configs`` in this process (once); the
     paths default to the environment (``KERNELSMITH_AUTOTUNE_KNOWN`` / ``_NEW``).
@@ -373,7 +428,11 @@ def install(known_path: Optional[str] = None, new_path: Optional[str] = None) ->
         if match is not None:
             state.handed += 1
             return [match]
-        state.pending.append((self, key, rk, precompile(self, pruned, kwargs)))
+        compiled = precompile(self, pruned, kwargs)
+        bench = shorten_benchmark(self)
+        if bench:
+            compiled = {**compiled, "bench": bench}
+        state.pending.append((self, key, rk, compiled))
         return pruned
 
     Autotuner.prune_configs = prune_configs  # type: ignore[method-assign]
@@ -465,7 +524,17 @@ def write_site_folder(folder: str) -> str:
     with open(__file__, encoding="utf-8") as src, \
             open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst:
         dst.write(src.read())
+    # the trusted kernel layer's reader, for TRITON_CACHE_MANAGER (SITE_CACHE_MANAGER)
+    from . import _triton_cache
+
+    with open(_triton_cache.__file__, encoding="utf-8") as src, \
+            open(os.path.join(folder, "_ks_triton_cache.py"), "w", encoding="utf-8") as dst:
+        dst.write(src.read())
     return folder
+
+
+#: ``TRITON_CACHE_MANAGER`` for a process with :func:`write_site_folder`'s folder on its path
+SITE_CACHE_MANAGER = "_ks_triton_cache:LayeredCacheManager"
 
 
 #: the records kept between commands (``task init``, then ``evolve``): a JSON

@@ -41,6 +41,9 @@ import types
 from typing import Any, Optional
 
 SHARED_ENV = "KERNELSMITH_TRITON_SHARED_CACHE"
+#: the trusted kernel layer: a folder of Triton's compile cache written only
+#: by processes that run trusted code (see :func:`trusted_kernel_folder`)
+TRUSTED_ENV = "KERNELSMITH_TRITON_TRUSTED_KERNELS"
 REQUESTS_ENV = "KERNELSMITH_TRITON_CACHE_REQUESTS"
 MANAGER = "kernelsmith.backends._triton_cache:LayeredCacheManager"
 HEADER = "kernelsmith-triton-launcher"
@@ -116,6 +119,10 @@ class LayeredCacheManager(_FileCacheManager):  # type: ignore[misc,valid-type]
     pool's shared folder (read-only to workers, written by the trusted
     builder). Writes go to the worker's private cache as before."""
 
+    def get_group(self, filename: str) -> Optional[dict[str, str]]:
+        group = trusted_group(str(getattr(self, "key", "")), filename)
+        return group if group is not None else super().get_group(filename)
+
     def get_file(self, filename: str) -> Optional[str]:
         shared = os.environ.get(SHARED_ENV)
         if shared and filename.startswith(LAUNCHER):
@@ -123,6 +130,74 @@ class LayeredCacheManager(_FileCacheManager):  # type: ignore[misc,valid-type]
             if os.path.isfile(path):
                 return path
         return super().get_file(filename)
+
+
+def trusted_kernel_folder(create: bool = True) -> Optional[str]:
+    """The trusted kernel layer: Triton's compile cache of the processes
+    that run only trusted code, offered read-only to every other process.
+
+    Triton keys a compiled kernel by the SHA-256 of its source (with the
+    sources it calls and its first line), the signature, the options, the
+    target and Triton's own version, so a process finds there only the
+    binary its own compiler would have made for the very same kernel. Only
+    the project's tests on the unmodified tree (``task init``'s check, in
+    place) write here; candidates' processes read it (``LayeredCacheManager``)
+    and write their own private cache. fla-core's tests compile 274 configs
+    of 14 keys; the comparison, the referee, every candidate's tests and
+    every worker then compiled the chosen configs again, each in a cache of
+    its own (docs/in_place.md).
+
+    ``KERNELSMITH_TRITON_TRUSTED_KERNELS`` names the folder (``off``: none);
+    by default ``~/.cache/kernelsmith/triton-kernels``, kept between
+    commands. Only a folder of this user that no one else can write is used
+    (0755: pool children under other uids read it)."""
+    import pwd
+
+    value = os.environ.get(TRUSTED_ENV, "")
+    if value.strip().lower() in ("off", "0", "none"):
+        return None
+    if not value:
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:  # a pool child's uid has no passwd entry: it inherits the parent's setting
+            return None
+        value = os.path.join(home, ".cache", "kernelsmith", "triton-kernels")
+    try:
+        if create:
+            os.makedirs(value, mode=0o755, exist_ok=True)
+        st = os.stat(value)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None  # another user's, or writable by others: never load from it
+    return value
+
+
+def trusted_group(key: str, filename: str) -> Optional[dict[str, str]]:
+    """Triton's cache group (``__grp__<name>.json``: the files of one
+    compiled kernel) for ``key`` in the trusted kernel layer, or None. Every
+    file it names must be a plain file in that key's own folder."""
+    folder = os.environ.get(TRUSTED_ENV, "")
+    if not folder or not key or os.sep in key or key.startswith("."):
+        return None
+    base = os.path.realpath(os.path.join(folder, key))
+    try:
+        with open(os.path.join(base, f"__grp__{filename}"), encoding="utf-8") as f:
+            paths = json.load(f).get("child_paths")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(paths, dict) or not paths:
+        return None
+    group: dict[str, str] = {}
+    for name, path in paths.items():
+        # the group was written with the writer's path to the folder: the
+        # same file names under this key's folder here
+        local = os.path.join(base, os.path.basename(str(path)))
+        if not isinstance(name, str) or os.path.basename(str(path)) != name or os.path.islink(local) \
+                or not os.path.isfile(local):
+            return None
+        group[name] = local
+    return group
 
 
 def install_requests() -> bool:

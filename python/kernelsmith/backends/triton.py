@@ -329,7 +329,15 @@ class TritonBackend(Backend):
         return report
 
     def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
-        return {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
+        env = {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
+        if not _interpret():
+            # read-only: the kernels trusted processes compiled (_triton_cache)
+            from . import _triton_cache
+
+            trusted = _triton_cache.trusted_kernel_folder()
+            if trusted is not None:
+                env.update({_triton_cache.TRUSTED_ENV: trusted, "TRITON_CACHE_MANAGER": _triton_cache.MANAGER})
+        return env
 
     def shared_cache_env(self, shared_dir: str, requests_dir: str) -> dict[str, str]:
         # launcher stubs only (see _triton_cache); nothing to share for the interpreter

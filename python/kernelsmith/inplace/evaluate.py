@@ -73,15 +73,32 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
     good as the referee's."""
     home = root / ".ks-home"
     home.mkdir(exist_ok=True)
-    prefix, bwrap, _note = sandbox_prefix(isolation, str(root))
     command = with_interpreter(spec.command(spec.config.tests))
     started = time.monotonic()
     timeout = timeout_s or spec.config.tests_timeout_s
     env = test_environment(spec, root, home)
+    writable = []
     if autotune is not None:
         paths = autotune.job_paths(str(home))
         env.update(PYTHONPATH=os.pathsep.join([autotune.site_dir, env["PYTHONPATH"]]),
                    KERNELSMITH_AUTOTUNE_KNOWN=paths["known"], KERNELSMITH_AUTOTUNE_NEW=paths["new"])
+    trusted_kernels = env.get("KERNELSMITH_TRITON_TRUSTED_KERNELS")
+    if trusted_kernels and trusted:
+        # the project's own code, unchanged: what it compiles is the trusted
+        # kernel layer every later process reads (backends/_triton_cache.py)
+        env["TRITON_CACHE_DIR"] = trusted_kernels
+        env.pop("TRITON_CACHE_MANAGER", None)
+        writable.append(trusted_kernels)
+    elif trusted_kernels and autotune is not None:
+        # a candidate's tests read the layer through the site folder's copy
+        # of the reader (the test process need not import kernelsmith)
+        from ..backends._triton_autotune import SITE_CACHE_MANAGER
+
+        env["TRITON_CACHE_MANAGER"] = SITE_CACHE_MANAGER
+    else:
+        env.pop("TRITON_CACHE_MANAGER", None)
+        env.pop("KERNELSMITH_TRITON_TRUSTED_KERNELS", None)
+    prefix, bwrap, _note = sandbox_prefix(isolation, str(root), writable=writable)
     proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:

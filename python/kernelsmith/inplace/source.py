@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import PurePosixPath
-from typing import Sequence
+from typing import Optional, Sequence
 
 from .config import InplaceError
 from .._astutil import parse as parse_source
@@ -159,6 +159,12 @@ def _header(tree_paths: Sequence[str]) -> str:
             "        _ks_sys.path.insert(0, _ks_path)\n")
 
 
+def _header_line(tree_paths: Sequence[str]) -> str:
+    """:func:`_header` as one statement line."""
+    return (f"import sys as _ks_sys; [_ks_sys.path.insert(0, _ks_p) for _ks_p in reversed({list(tree_paths)!r}) "
+            "if _ks_p not in _ks_sys.path]")
+
+
 def split_block(text: str) -> tuple[str, str, str]:
     """(before the first EVOLVE-BLOCK-START line, the block's lines, after
     the last EVOLVE-BLOCK-END line); the marker lines themselves are dropped."""
@@ -242,26 +248,31 @@ def candidate_program(file_text: str, *, module: str, function: str, tree_paths:
     before the EVOLVE block imported from a module of its own (see
     :func:`context_module`), the block and the rest of the file (relative
     imports made absolute, the rest of the package imported from the tree),
-    and a ``ModelNew`` whose forward is the target function."""
+    and a ``ModelNew`` whose forward is the target function. The block
+    starts on the line it starts on in the tree's file where the file has
+    a line before it (see :func:`_aligned_head`)."""
     future, _ = hoist_future(file_text)
     prefix, block, suffix = split_block(file_text)
-    imports = ""
+    statements = list(dict.fromkeys(future))
     paths = list(tree_paths)
+    ctx_import = ""
+    direct: list[tuple[str, list[str]]] = []
     if prefix.strip():
         ctx, folder, names = context_module(prefix, module)
         paths.append(folder)
         # plain top-level imports are repeated as they are, so the static
         # checks know torch, triton, ... as modules; the rest comes from ctx
         direct = _plain_imports(absolute_imports(prefix, module))
-        imports = "".join(line + "\n" for line, _ in direct)
         bound = {name for _, names_ in direct for name in names_}
         names = [n for n in names if n not in bound]
         if names:
-            imports += f"from {ctx} import (  # the file's code before the EVOLVE block\n" + "".join(
-                f"    {n},\n" for n in names) + ")\n"
+            ctx_import = f"from {ctx} import {', '.join(names)}"
+    statements += [_header_line(paths)] + [line for line, _ in direct] + ([ctx_import] if ctx_import else [])
     _, body = hoist_future(absolute_imports(block + suffix, module))
-    body = imports + "\n" + body
-    return ("\n".join(sorted(set(future))) + ("\n" if future else "") + _header(paths) + body.rstrip("\n")
+    head = _aligned_head(statements, prefix.count("\n"))
+    if head is None:  # the block starts on the file's first line: nothing to align with
+        head = "\n".join(statements) + "\n\n"
+    return (head + body.rstrip("\n")
             + "\n\n\n# -- kernelsmith in-place wrapper: the target as the evaluated forward --\n"
             "import torch as _ks_torch\n\n\n"
             "class ModelNew(_ks_torch.nn.Module):\n"
@@ -269,18 +280,67 @@ def candidate_program(file_text: str, *, module: str, function: str, tree_paths:
             f"        return {function}(*args)\n")
 
 
+def _aligned_head(statements: Sequence[str], lines: int) -> Optional[str]:
+    """``statements`` (one line each) laid out on exactly ``lines`` lines:
+    one a line and blank lines after them, or all on the first line joined
+    by ``;`` where there are more statements than lines. Triton's compile
+    cache key contains a kernel's first line number (its binaries carry line
+    information), so a kernel of the evaluated program that sits on the line
+    it has in the tree's file is the very kernel the project's tests and
+    the reference compiled: one compile serves all of them
+    (backends/_triton_cache.py, the trusted kernel layer). None when
+    ``lines`` is 0."""
+    if lines < 1:
+        return None
+    if len(statements) <= lines:
+        return "".join(s + "\n" for s in statements) + "\n" * (lines - len(statements))
+    return "; ".join(statements) + "\n" + "\n" * (lines - 1)
+
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+             ast.With, ast.AsyncWith, ast.Try, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def _on_first_line(head: str, body: str) -> Optional[str]:
+    """``body`` with the statement ``head`` put before its first line, so no
+    line of ``body`` moves (see :func:`_aligned_head`); None where its first
+    line starts a compound statement (a ``def``, a decorator, an ``if``...)."""
+    lines = body.splitlines(keepends=True)
+    if not lines:
+        return head + "\n"
+    try:
+        tree = parse_source(body)
+    except SyntaxError:
+        return None
+    first = tree.body[0] if tree.body else None
+    starts = first is not None and min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])]) == 1
+    text = lines[0]
+    if not starts:  # a comment or a blank line
+        stripped = text.rstrip("\r\n")
+        rest = text[len(stripped):] or "\n"
+        return head + ("  " + stripped.strip() if stripped.strip() else "") + rest + "".join(lines[1:])
+    if isinstance(first, _COMPOUND):
+        return None
+    return head + "; " + text + "".join(lines[1:])
+
+
 def reference_program(file_text: str, inputs_text: str, *, module: str, function: str, tree_paths: Sequence[str],
                       inputs_function: str, shapes: dict[str, list], dtype: str) -> str:
     """The reference of the comparison: the original file, the user's inputs
     generator, ``Model`` calling the original target and one ``get_inputs*``
-    function per shape (``shapes``: function name -> shape)."""
+    function per shape (``shapes``: function name -> shape). The file's
+    lines stay where they are in the tree (the header goes on its first
+    line where it can: :func:`_on_first_line`)."""
     future1, body = hoist_future(absolute_imports(strip_markers(file_text), module))
     future2, inputs_body = hoist_future(inputs_text)
     future = sorted(set(future1 + future2))
     getters = "".join(
         f"\n\ndef {name}():\n    return list({inputs_function}({tuple(shape)!r}, _ks_torch.{dtype}))\n"
         for name, shape in shapes.items())
-    return ("\n".join(future) + ("\n" if future else "") + _header(tree_paths) + body.rstrip("\n")
+    aligned = _on_first_line("; ".join(future + [_header_line(tree_paths)]), body)
+    if aligned is None:
+        aligned = "\n".join(future) + ("\n" if future else "") + _header(tree_paths) + body
+    return (aligned.rstrip("\n")
             + "\n\n\n# -- the inputs generator of the in-place task --\n" + inputs_body.rstrip("\n")
             + "\n\n\n# -- kernelsmith in-place wrapper: the original target as the reference --\n"
             "import torch as _ks_torch\n\n\n"
