@@ -83,7 +83,9 @@ if has fla; then
   # every line with the time it came (the whole log in $OUT/fla.log, its end on the screen)
   OUT=/tmp/fla-run timeout ${FLA_LIMIT:-420} bash scripts/run_inplace_fla.sh .whl/fla_core-*.whl .whl/einops-*.whl 2>&1 \
     | while IFS= read -r line; do printf '%s %s\n' "$(date +%T)" "$line"; done > "$OUT/fla.log"
-  tail -40 "$OUT/fla.log"
+  # the trusted kernel layer the unmodified tree's tests wrote (backends/_triton_cache.py)
+  echo "trusted kernel layer: $(ls ~/.cache/kernelsmith/triton-kernels 2>/dev/null | wc -l) compiled kernels" | tee -a "$OUT/fla.log"
+  tail -60 "$OUT/fla.log"
 fi
 if has cuda; then
   if [ -f benchmarks/gpu_cuda_check.sh ]; then timeout ${CUDA_LIMIT:-300} bash benchmarks/gpu_cuda_check.sh 2>&1 | tail -40; else echo "no benchmarks/gpu_cuda_check.sh"; fi
