@@ -51,6 +51,7 @@ class Progress:
         self._first: tuple[int, float] | None = None  # (proposal steps, time) at this part's first line
         self._bar: Any = None  # the live bar on a terminal, made at the first step
         self._bar_task: Any = None
+        self._ticker: Any = None  # the finalists' re-timing: its worker's stage every 10 s
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if self.before_first is not None:
@@ -67,6 +68,10 @@ class Progress:
             self.enabled = True
             print(f"kernelsmith evolve: re-timing the {snap['finalists']} fastest correct program(s) head to head "
                   f"for the run's best figure... ({now - self.started:.0f}s)", file=sys.stderr, flush=True)
+            # and what that re-timing's worker is doing, every 10 s without news
+            self._ticker = StartLines(enabled=True)
+            self._ticker.__enter__()
+            self._ticker("re-timing the finalists")
             return
         done = snap["steps"]
         if not self.tty and now - self._last < 2.0 and snap["asks"] < snap["iterations"]:
@@ -132,6 +137,9 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()  # the last state stays on screen, the cursor on a new line
             self._bar = None
+        if self._ticker is not None:
+            self._ticker.close()
+            self._ticker = None
         self.enabled = False  # closed once: the line ended, nothing more to draw
 
 

@@ -29,16 +29,20 @@ from typing import Callable, Iterator, Optional, TextIO
 
 _lock = threading.Lock()
 _listeners: list[Callable[[str], None]] = []
-_outer: list[str] = []  # the in-place evaluation's current step, around the worker's stages
+#: the in-place evaluation's current steps, around the worker's stages: per
+#: context, so that evaluations side by side (an in-place task's dtypes, the
+#: loop's concurrent proposals) each keep their own
+_outer: "contextvars.ContextVar[tuple[str, ...]]" = contextvars.ContextVar("ks_phase_outer", default=())
 _route: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar("ks_phase_route",
                                                                                           default=None)
 
 
 def report(stage: str) -> None:
     """The evaluation entered ``stage`` (told to every listener)."""
+    outer = _outer.get()
     with _lock:
         listeners = list(_listeners)
-        name = f"{_outer[-1]}: {stage}" if _outer else stage
+    name = f"{outer[-1]}: {stage}" if outer else stage
     own = _route.get()
     if own is not None:
         listeners.append(own)
@@ -62,13 +66,11 @@ def step(name: str) -> Iterator[None]:
     """A step of its own (``project tests``) that the worker's stages, if
     any, are shown inside of (``comparison bfloat16: load reference``)."""
     report(name)
-    with _lock:
-        _outer.append(name)
+    token = _outer.set(_outer.get() + (name,))
     try:
         yield
     finally:
-        with _lock:
-            _outer.pop()
+        _outer.reset(token)
 
 
 @contextlib.contextmanager

@@ -205,22 +205,40 @@ class InplaceEvaluator:
             result.wall_s = round(time.monotonic() - started, 3)
             return result
         program = spec.program(source)
-        with phases.step(f"comparison {spec.config.compare.dtypes[0]}"):
-            result = self.inner.evaluate(task, program)
-        for dtype in spec.config.compare.dtypes[1:]:
-            if not result.correct or result.hacked:
-                break
-            with phases.step(f"comparison {dtype}"):
-                other = self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
-            if not other.correct or other.hacked:
-                other.error = f"[{dtype}] " + other.error
-                other.correctness = {**other.correctness, "dtype": dtype}
-                result = other
-                break
+        result = self._compare(task, spec, program)
         result.correctness = {**result.correctness, "project_tests": _tests_record(tests),
                               "dtypes": list(spec.config.compare.dtypes),
                               "shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1]}
         result.wall_s = round(time.monotonic() - started, 3)
+        return result
+
+    def _compare(self, task: InplaceTask, spec: Any, program: str) -> EvalResult:
+        """The comparison in every dtype, side by side (each in a worker of
+        its own; the first dtype's is the timed one, and the device's
+        timing slot keeps the others still while it times). The first dtype
+        that fails or is rejected, in the configured order, is the result."""
+        import concurrent.futures
+        import contextvars
+
+        dtypes = list(spec.config.compare.dtypes)
+
+        def one(dtype: str) -> EvalResult:
+            with phases.step(f"comparison {dtype}"):
+                if dtype == dtypes[0]:
+                    return self.inner.evaluate(task, program)
+                return self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
+
+        with concurrent.futures.ThreadPoolExecutor(len(dtypes), thread_name_prefix="ks-inplace-dtype") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, one, dtype) for dtype in dtypes]
+            results = [f.result() for f in futures]
+        result = results[0]
+        if not result.correct or result.hacked:
+            return result
+        for dtype, other in zip(dtypes[1:], results[1:]):
+            if not other.correct or other.hacked:
+                other.error = f"[{dtype}] " + other.error
+                other.correctness = {**other.correctness, "dtype": dtype}
+                return other
         return result
 
     def confirm_best(self, task: InplaceTask, sources: Sequence[str], alone: bool = True) -> dict[str, Any]:
