@@ -245,7 +245,9 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                     link.write((json.dumps({SEED: seed}) + "\n").encode())
                 elif kind == TIMING_REQUEST:
                     if ticket is not None:
+                        phases.report(f"{stage} (waiting for the device's timing slot)")
                         ticket.acquire()
+                        phases.report(stage)
                     link.write((json.dumps({GO: True}) + "\n").encode())
                 elif kind == TIMING_DONE:
                     report = msg.get("report") if isinstance(msg.get("report"), dict) else {}

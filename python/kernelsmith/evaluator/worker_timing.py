@@ -43,6 +43,7 @@ def timed_until_judged(chan: Any, take: Callable[[], Any], torch: Any, **report:
     contention.py); the last outcome. The report says what this process
     itself used, which the parent subtracts from the host's busy time to see
     the load of everything else; ``report`` adds or replaces fields."""
+    attempt = 1
     while True:
         cpu0, wall0 = cpu_seconds(), time.monotonic()
         o = take()
@@ -52,6 +53,10 @@ def timed_until_judged(chan: Any, take: Callable[[], Any], torch: Any, **report:
                 "threads": torch.get_num_threads(), **report}
         if not chan.timing_done(sent):
             return o
+        attempt += 1
+        # said, so that a command waiting on a long re-timing shows why
+        chan.stage(f"timing {report.get('comparison') or 'the program'} again (attempt {attempt}: the parent saw "
+                   "contention or a moving reference)")
 
 
 def placed_copies(torch: Any, input_sets: list[list[Any]], extra: int, clone: Callable[[list], list],
@@ -317,6 +322,7 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
 
     def timed(comparison: str, base: Any, cand: Any, paired_reference: bool = True) -> Any:
         changed: list[Any] = [None]
+        chan.stage(f"timing {comparison}")
 
         def measure_once(cand_sets: list, base_sets: list) -> Any:
             try:

@@ -96,9 +96,11 @@ def _shape_timings(task: InplaceTask, evaluator: Any, best_source: str) -> list[
     return rows
 
 
-def _check_patch(task: InplaceTask, patch_text: str, isolation: str) -> dict[str, Any]:
+def _check_patch(task: InplaceTask, patch_text: str, isolation: str, autotune: Any = None) -> dict[str, Any]:
     """``git apply`` the patch to a fresh copy of the original tree, then run
-    the project's tests there."""
+    the project's tests there (``autotune``: the run's Triton autotune
+    results, taken as every candidate's tests take them; fla-core's tests
+    tune 274 configs without them, 104 s on the H100)."""
     spec = task.spec
     assert spec is not None
     with tempfile.TemporaryDirectory(prefix="ks-inplace-apply-") as tmp:
@@ -109,7 +111,7 @@ def _check_patch(task: InplaceTask, patch_text: str, isolation: str) -> dict[str
                                  text=True, timeout=60)
         if applied.returncode != 0:
             return {"applies": False, "error": applied.stderr[-800:]}
-        tests = run_tests(spec, root, isolation=isolation)
+        tests = run_tests(spec, root, isolation=isolation, autotune=autotune)
     return {"applies": True, "tests_passed": tests["passed"], "tests_seconds": tests["seconds"],
             "tests_output": tests["output"][-600:]}
 
@@ -160,7 +162,8 @@ def finish_run(run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[
                                         "dtypes": spec.config.compare.dtypes, "trials": spec.config.compare.trials}}
     if patch_text:
         info["what_changed"] = _changed_summary(spec.original, patched)
-        info["patch_check"] = _check_patch(task, patch_text, isolation)
+        store = evaluator.autotune_store(task) if hasattr(evaluator, "autotune_store") else None
+        info["patch_check"] = _check_patch(task, patch_text, isolation, autotune=store)
         info["shapes"] = _shape_timings(task, evaluator, best_source)
         try:
             info["command_benchmark"] = _command_benchmark(task, patched, isolation)
