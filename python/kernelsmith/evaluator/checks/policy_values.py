@@ -10,6 +10,7 @@ from .base import BEFORE_LOAD, CALL, CALL_RAISED, CHECKPOINT, NO_SPEEDUP, Check,
 class PolicyValues(Check):
     name = "policy values"
     points = (BEFORE_LOAD, CHECKPOINT, CALL_RAISED, CALL)
+    keeps = ("constants", "fence")
     verdict = NO_SPEEDUP
     joins = True  # at a checkpoint, one verdict with the snapshot's names
 

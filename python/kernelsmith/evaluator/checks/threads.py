@@ -22,6 +22,7 @@ def new_threads(before: set) -> list[str]:
 class Threads(Check):
     name = "threads"
     points = (BEFORE_LOAD, CHECKPOINT)
+    keeps = ("threads_before",)
     verdict = NO_SPEEDUP
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
