@@ -230,11 +230,12 @@ def compute_reward(
     if speedup is None:
         return Reward(config.untimed + config.correct_bonus + extra, "untimed", runtime_ms=result.runtime_ms,
                       parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief,
-                      **terms)
+                      fraction_of_peak=terms["fraction_of_peak"], coverage=terms["coverage"])
     interval = speedup_interval(result, speedup)
     paid = apply_ci(speedup, interval, config.ci)
     return Reward(shape(paid, config) + config.correct_bonus + extra, "correct", speedup=paid, speedup_ci=interval,
-                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief, **terms)
+                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief,
+                  fraction_of_peak=terms["fraction_of_peak"], coverage=terms["coverage"])
 
 
 def profile_terms(result: EvalResult, config: RewardConfig) -> tuple[float, dict[str, Optional[float]]]:

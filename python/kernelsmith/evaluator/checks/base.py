@@ -9,7 +9,7 @@ verdict itself, it returns why.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # -- the moments of the protocol a check can look at, in the order they come --
 #: the program is about to be loaded: a check takes what it compares with later (nothing of the program ran yet)
@@ -159,6 +159,9 @@ class Context:
     def __init__(self, **state: Any) -> None:
         self.__dict__.update(state)
         self.__dict__["_points"] = []  # the points running, innermost last (a check's call nests CALL's)
+
+    if TYPE_CHECKING:  # a check stores its keeps as attributes (ctx.snapshot = ...): for mypy
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def update(self, **facts: Any) -> "Context":
         self.__dict__.update(facts)

@@ -8,7 +8,7 @@ import sys
 from .base import BEFORE_LOAD, CHECKPOINT, NO_SPEEDUP, Check, Context
 
 
-def new_threads(before: set) -> list[str]:
+def new_threads(before: set[int]) -> list[str]:
     """Names of the live Python threads not in ``before`` (thread ids)."""
     import threading
 
