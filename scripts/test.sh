@@ -17,7 +17,7 @@ echo "== Lint (ruff), import contracts (lint-imports), types (mypy)"
 # the contracts are checked on the source tree, not on an installed copy
 PYTHONPATH=python "$PYTHON" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache
 
-# the type checker, strict on the typed records and the wire protocol ([tool.mypy] in pyproject.toml)
+# the type checker, strict on the files [tool.mypy] in pyproject.toml lists
 PYTHONPATH=python "$PYTHON" -m mypy
 
 echo "== C++ tests (ctest)"

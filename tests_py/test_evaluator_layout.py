@@ -7,6 +7,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+import pytest
+
 EVALUATOR = Path(__file__).resolve().parent.parent / "python" / "kernelsmith" / "evaluator"
 MAX_LINES = 80
 
@@ -58,12 +60,16 @@ def test_every_check_module_is_registered_once():
             assert cls.points and cls.name, cls.__name__
 
 
-def test_checks_at_one_point_join_or_end_it():
+def test_checks_at_one_point_join_or_end_it(monkeypatch):
     """The composer: reasons of joining checks are added to the first
     finding, a non-joining check after a finding does not run, and the
     first finding's check decides the verdict's fields."""
     from kernelsmith.evaluator import checks
-    from kernelsmith.evaluator.checks.base import Check, Context
+    from kernelsmith.evaluator.checks.base import FACTS, Check, Context
+
+    # points are declared with their facts (checks.base.FACTS); these are the test's
+    monkeypatch.setitem(FACTS, "test point", frozenset({"fact"}))
+    monkeypatch.setitem(FACTS, "another point", frozenset())
 
     ran = []
 
@@ -87,7 +93,7 @@ def test_checks_at_one_point_join_or_end_it():
         assert reasons == ["finds at test point", "joins at test point"] and fields == {"correct": False}
         assert ran == ["finds", "joins"]
         try:
-            checks.enforce("test point", Context())
+            checks.enforce("test point", Context(), fact=2)
         except checks.Verdict as v:
             assert v.fields["category"] == "hacked" and v.fields["hacked"] and v.fields["compiled"]
             assert v.fields["correct"] is False and len(v.fields["hack_reasons"]) == 2
@@ -98,13 +104,16 @@ def test_checks_at_one_point_join_or_end_it():
         checks.CHECKS[:] = saved
 
 
-def test_a_moments_facts_are_not_kept_past_it():
+def test_a_moments_facts_are_not_kept_past_it(monkeypatch):
     from kernelsmith.evaluator import checks
-    from kernelsmith.evaluator.checks.base import Context
+    from kernelsmith.evaluator.checks.base import FACTS, Context
 
+    monkeypatch.setitem(FACTS, "nothing looks here", frozenset({"got", "expected"}))
     ctx = Context(out={})
     checks.findings("nothing looks here", ctx, got=[1], expected=[2])
-    assert "got" not in vars(ctx) and ctx.got is None and ctx.out == {}
+    assert "got" not in vars(ctx) and ctx.out == {}
+    with pytest.raises(AttributeError, match="'got'"):  # strict facts: reading it after its point raises
+        _ = ctx.got
     try:
         checks.findings("nothing looks here", ctx, out={})
     except TypeError as exc:

@@ -205,7 +205,7 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
     ctx = Context(chan=Chan(), backend=HostBackend(), cfg=task.config, ref=Ref, model=model, model_new=model,
                   make_inputs=lambda gen: list(gen()), clone=lambda v: [t.clone() for t in v], cmp=cmp, out=out,
                   fail_from=lambda *a, **k: AssertionError("not expected"), atol=1e-4, rtol=1e-4, checks_on=True,
-                  run_checked=lambda args, where: cmp.flatten_outputs(model(*args)))
+                  run_checked=lambda args, where: cmp.flatten_outputs(model(*args)), census=None)  # no census here
     with pytest.raises(Verdict) as info:
         time_candidate(ctx)
     fields = info.value.fields

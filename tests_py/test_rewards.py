@@ -248,21 +248,47 @@ def test_shared_group_timing_ranks_a_group_against_one_reference(scorer, row):
         RewardConfig(group="pairs")
 
 
-def test_a_kernel_build_failure_at_first_call_scores_as_a_compile_failure_by_its_backend():
-    """The markers come from the result's backend (Backend.build_error_markers):
-    an OpenCL build log is a compile failure for an OpenCL result, a Triton
-    CompilationError for a Triton one; a record without its backend (older
-    runs) is read with any backend's markers; other runtime errors stay
-    runtime errors."""
+def test_rewards_read_the_category_not_the_error_text():
+    """The evaluator sets the category where the error happens (a kernel
+    build failure at the first call is "compile"), so rewards read it and
+    never the error: a current record saying "runtime" is a runtime error
+    whatever its text names."""
     cfg = RewardConfig()
-    ocl = EvalResult(compiled=True, category="runtime", backend="opencl", error="OpenCLError: CL_BUILD_PROGRAM_FAILURE")
-    tri = EvalResult(compiled=True, category="runtime", backend="triton", error="triton.CompilationError: at 3:4")
-    old = EvalResult(compiled=True, category="runtime", error="clBuildProgram failed: -11")
-    plain = EvalResult(compiled=True, category="runtime", backend="opencl", error="IndexError: out of range")
-    assert compute_reward(ocl, 1.0, cfg).status == "compile-failed"
-    assert compute_reward(tri, 1.0, cfg).status == "compile-failed"
-    assert compute_reward(old, 1.0, cfg).status == "compile-failed"
-    assert compute_reward(plain, 1.0, cfg).status == "runtime-error"
+    for backend, error in (("triton", "triton.CompilationError: at 3:4"),
+                           ("opencl", "OpenCLError: CL_BUILD_PROGRAM_FAILURE"), ("", "clBuildProgram failed: -11")):
+        runtime = EvalResult(compiled=True, category="runtime", backend=backend, error=error)
+        assert compute_reward(runtime, 1.0, cfg).status == "runtime-error"
+        assert compute_reward(runtime.to_dict(), 1.0, cfg).status == "runtime-error"
+        built = EvalResult(compiled=False, category="compile", backend=backend, error=error)
+        assert compute_reward(built, 1.0, cfg).status == "compile-failed"
+
+
+def test_old_records_with_a_build_failure_as_runtime_are_normalised_on_loading():
+    """Before schema 6 a kernel build failure at the first call could be
+    recorded as "runtime" and rewards re-classified it by its backend's
+    build-error text (a record without its backend: any backend's).
+    EvalResult.from_dict now does that once for such records, so every
+    reader sees the category the evaluator writes today; other runtime
+    errors, and the same text in a current record, stay as they are."""
+    cfg = RewardConfig()
+
+    def old(**fields):
+        return {**EvalResult(compiled=True, category="runtime", **fields).to_dict(), "schema_version": 5}
+
+    ocl = old(backend="opencl", error="OpenCLError: CL_BUILD_PROGRAM_FAILURE")
+    tri = old(backend="triton", error="triton.CompilationError: at 3:4")
+    anyone = old(error="clBuildProgram failed: -11")
+    for data in (ocl, tri, anyone):
+        loaded = EvalResult.from_dict(data)
+        assert (loaded.category, loaded.compiled, loaded.schema_version) == ("compile", False, 5)
+        assert compute_reward(data, 1.0, cfg).status == "compile-failed"
+        assert EvalResult.from_dict(loaded.to_dict()) == loaded  # loading again changes nothing
     # the markers are the backend's own: Triton's are not OpenCL's
-    assert compute_reward(EvalResult(compiled=True, category="runtime", backend="triton",
-                                     error="CL_BUILD_PROGRAM_FAILURE"), 1.0, cfg).status == "runtime-error"
+    for data in (old(backend="opencl", error="IndexError: out of range"),
+                 old(backend="triton", error="CL_BUILD_PROGRAM_FAILURE"),
+                 old(backend="mine", error="CompilationError")):
+        assert EvalResult.from_dict(data).category == "runtime"
+        assert compute_reward(data, 1.0, cfg).status == "runtime-error"
+    # a crash or timeout keeps its category whatever it says
+    assert EvalResult.from_dict({**old(backend="triton", error="CompilationError"), "category": "crash"}).category \
+        == "crash"

@@ -17,7 +17,20 @@ from .feedback import render_feedback
 # 3: per-phase times, the load the timing saw, timing reliability
 # 4: the kernel census (policy, coverage, own and foreign work), "harness"
 # 5: speed_of_light (achieved bandwidth and FLOP rate against the device's peaks)
-SCHEMA_VERSION = 5
+# 6: the category is the verdict's one word, set where the error happened (a
+#    kernel build failure at the first call is "compile"); no reader parses
+#    the error text. Older records are normalised on loading (from_dict)
+SCHEMA_VERSION = 6
+
+#: Records before schema 6 could carry a kernel build failure that surfaced
+#: at the first call as category "runtime"; rewards then re-classified it by
+#: these texts of the result's backend (a record without its backend: any
+#: backend's). Used only to normalise such records once, when loaded.
+_LEGACY_BUILD_ERROR_MARKERS: dict[str, tuple[str, ...]] = {
+    "triton": ("CompilationError",),
+    "cuda": ("CompilationError",),
+    "opencl": ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed"),
+}
 
 #: error categories, from the earliest stage that failed
 CATEGORIES = (
@@ -148,6 +161,8 @@ class EvalResult:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown EvalResult keys: {', '.join(unknown)}")
+        if version < 6:
+            data = _normalise_legacy_category(data)
         return cls(**data)
 
     def render_feedback(self, max_log_chars: int = 0) -> str:
@@ -155,6 +170,24 @@ class EvalResult:
         (:func:`kernelsmith.feedback.render_feedback`, the one renderer;
         ``max_log_chars`` > 0 trims the error log to its head and tail)."""
         return render_feedback(self, max_log_chars)
+
+
+def _normalise_legacy_category(data: dict[str, Any]) -> dict[str, Any]:
+    """A record written before schema 6 as the evaluator would write it now:
+    a ``runtime`` result whose error carries its backend's build-failure
+    text (:data:`_LEGACY_BUILD_ERROR_MARKERS`) is the compile failure the
+    worker now reports (``category="compile"``, ``compiled=False``), so
+    every reader of old runs takes the category as it stands. Its
+    ``schema_version`` stays what was written."""
+    if data.get("category", "runtime") != "runtime":
+        return data
+    backend = str(data.get("backend") or "")
+    markers = (_LEGACY_BUILD_ERROR_MARKERS.get(backend, ()) if backend
+               else tuple(m for ms in _LEGACY_BUILD_ERROR_MARKERS.values() for m in ms))
+    error = str(data.get("error") or "")
+    if not any(marker in error for marker in markers):
+        return data
+    return {**data, "category": "compile", "compiled": False}
 
 
 #: a program's status in a run (the trajectory's ``status``, the archive's,

@@ -307,11 +307,6 @@ class Backend(abc.ABC):
     #: ``kernelsmith.backends`` is watched anyway
     runtime_modules: tuple = ()
 
-    #: text in an error that marks a kernel build failure surfacing at the
-    #: first call (a JIT builds on launch), for scoring records whose
-    #: category says ``runtime`` (rewards)
-    build_error_markers: tuple = ()
-
     # -- parent process -------------------------------------------------
     @abc.abstractmethod
     def static_check(self, source: str) -> StaticReport:

@@ -1208,7 +1208,6 @@ class CudaBackend(Backend):
     # only the evaluator's allocation / view / copy defaults run in forward
     default_allowed_torch_ops: frozenset = frozenset()
     supports_address_space_limit = False
-    build_error_markers = ("CompilationError",)
 
     # -- parent ---------------------------------------------------------
     def static_check(self, source: str) -> StaticReport:

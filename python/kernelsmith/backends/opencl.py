@@ -89,7 +89,6 @@ class OpenCLBackend(Backend):
     # NVIDIA's OpenCL driver maps huge virtual ranges like CUDA does.
     supports_address_space_limit = False
     runtime_modules = ("kernelsmith.opencl",)
-    build_error_markers = ("CL_BUILD_PROGRAM_FAILURE", "clBuildProgram failed")
 
     def __init__(self) -> None:
         self._timing = _timing_mode()

@@ -298,7 +298,6 @@ def _cache_device_properties(device: int) -> None:
 
 class TritonBackend(Backend):
     name = "triton"
-    build_error_markers = ("CompilationError",)
     autotunes = True
 
     def __init__(self) -> None:

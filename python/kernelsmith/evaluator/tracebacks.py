@@ -27,18 +27,30 @@ def in_candidate_file(frames: list, candidate_file: str) -> list:
     return [f for f in frames if f.filename == candidate_file]
 
 
+#: how many exceptions of a chain the feedback shows and the category looks at
+MAX_CHAIN = 3
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, as
+    Python prints them (its ``__cause__``, else its unsuppressed
+    ``__context__``), outermost first, at most :data:`MAX_CHAIN`: what the
+    feedback shows (:func:`trim_exception`) and what the category is read
+    from (:func:`classify_exception`)."""
+    chain: list[BaseException] = []
+    cur: Optional[BaseException] = exc
+    while cur is not None and all(cur is not seen for seen in chain) and len(chain) < MAX_CHAIN:
+        chain.append(cur)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return chain
+
+
 def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1,
                    candidate_frames: Optional[FrameFilter] = None) -> str:
     """Trimmed text of ``exc`` and of the exceptions it was raised from
     (a kernel compiler may wrap the error that points into the kernel)."""
-    parts = []
-    seen = set()
-    cur: Optional[BaseException] = exc
-    while cur is not None and id(cur) not in seen and len(parts) < 3:
-        seen.add(id(cur))
-        parts.append(_trim_one(cur, candidate_file, tail_frames if cur is exc else 0,
-                               candidate_frames or in_candidate_file))
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    parts = [_trim_one(cur, candidate_file, tail_frames if cur is exc else 0, candidate_frames or in_candidate_file)
+             for cur in exception_chain(exc)]
     if len(parts) == 1:
         return parts[0]
     # innermost cause first, like Python prints it
@@ -90,16 +102,22 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def classify_exception(exc: BaseException,
                        is_compile_error: Optional[Callable[[BaseException], bool]] = None) -> str:
-    """Error category for an exception raised by candidate code.
+    """Error category for an exception raised by candidate code, decided
+    here where it happens (no consumer of a result re-reads its text).
     ``is_compile_error``: the backend's test for its compiler's errors
-    (``Backend.is_compile_error``)."""
+    (``Backend.is_compile_error``). A compiler's error anywhere in the
+    chain the feedback shows (:func:`exception_chain`: a wrapper raised from
+    it, or an error raised while handling it) makes the category "compile":
+    a JIT that builds kernels at the first call reports its build failure
+    there, and the feedback then holds the compiler's words."""
     text = f"{type(exc).__name__}: {exc}".lower()
     if is_out_of_memory(exc):
         return "oom"
     if "illegal memory access" in text or "misaligned address" in text or "device-side assert" in text:
         return "crash"
-    if isinstance(exc, SyntaxError) or (is_compile_error is not None and is_compile_error(exc)):
-        return "compile"
+    for cur in exception_chain(exc):
+        if isinstance(cur, SyntaxError) or (is_compile_error is not None and is_compile_error(cur)):
+            return "compile"
     return "runtime"
 
 

@@ -18,7 +18,6 @@ scoring the child.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
@@ -36,24 +35,6 @@ GROUP_MODES = ("independent", "shared")
 #: its reward is 0.0 and a trainer should mask the sample (not the model's doing)
 STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed",
             "harness-error")
-
-
-@functools.lru_cache(maxsize=None)
-def _build_error_markers(backend_name: str) -> tuple:
-    """Error text that marks a kernel build failure reported as a runtime
-    error, from the result's backend (``Backend.build_error_markers``); for
-    a record without its backend (older runs), any backend's. Cached: a
-    batch of scores would otherwise import and build every backend again
-    for each runtime error."""
-    from ..backends import available_backends, get_backend
-
-    markers: list = []
-    for name in [backend_name] if backend_name else available_backends():
-        try:
-            markers.extend(get_backend(name).build_error_markers)
-        except Exception:  # noqa: BLE001 - an unknown or unloadable backend has no markers
-            continue
-    return tuple(markers)
 
 
 @dataclass
@@ -220,6 +201,12 @@ def compute_reward(
     could not be applied to the parent (pass the edit error). The parent is
     described by its runtime and/or its speedup over the reference (see
     :class:`RewardConfig` ``baseline``).
+
+    The status comes from the result's own fields (``category``,
+    ``compiled``, ``hacked``, ``correct``), which the evaluator sets where
+    the error happened; the error text is never read to decide it (records
+    written before the evaluator did so are normalised when loaded:
+    :meth:`EvalResult.from_dict`).
     """
     config = config or RewardConfig()
     if result is None or edit_error is not None:
@@ -233,12 +220,6 @@ def compute_reward(
         return Reward(config.hacked, "hacked", detail="; ".join(result.hack_reasons)[:2000], result=brief)
     if not result.compiled or result.category == "compile":
         return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
-    if result.category == "runtime" and any(marker in result.error
-                                            for marker in _build_error_markers(result.backend)):
-        # JIT backends build kernels on the first forward call, so a kernel
-        # that does not compile surfaces as a runtime error: score it as
-        # the compile failure it is.
-        return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
     if result.category in ("runtime", "timeout", "crash", "oom"):
         return Reward(config.runtime_error, "runtime-error", detail=f"{result.category}: {result.error[-2000:]}",
                       result=brief)
@@ -249,11 +230,12 @@ def compute_reward(
     if speedup is None:
         return Reward(config.untimed + config.correct_bonus + extra, "untimed", runtime_ms=result.runtime_ms,
                       parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief,
-                      **terms)
+                      fraction_of_peak=terms["fraction_of_peak"], coverage=terms["coverage"])
     interval = speedup_interval(result, speedup)
     paid = apply_ci(speedup, interval, config.ci)
     return Reward(shape(paid, config) + config.correct_bonus + extra, "correct", speedup=paid, speedup_ci=interval,
-                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief, **terms)
+                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief,
+                  fraction_of_peak=terms["fraction_of_peak"], coverage=terms["coverage"])
 
 
 def profile_terms(result: EvalResult, config: RewardConfig) -> tuple[float, dict[str, Optional[float]]]:

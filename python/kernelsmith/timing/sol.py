@@ -49,7 +49,7 @@ class SpeedOfLight:
     dtype: str = ""
     #: how the work was counted
     method: str = ""
-    uncounted_ops: list = field(default_factory=list)
+    uncounted_ops: list[str] = field(default_factory=list)
     achieved_bytes_per_s: Optional[float] = None
     achieved_flops_per_s: Optional[float] = None
     peak_bytes_per_s: Optional[float] = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Check, Context, Verdict, hacked
+from .base import FACTS, Check, Context, Verdict, hacked
 from .census_work import CensusWork
 from .inputs_unchanged import InputsUnchanged
 from .input_layout import InputLayout
@@ -57,14 +57,21 @@ CHECKS: list[Check] = [
 
 
 def findings(at: str, ctx: Context, **facts: Any) -> tuple[list[str], dict[str, Any]]:
-    """The reasons the checks at ``at`` find (``facts``: that moment's, set
-    on ``ctx`` while they run), and the fields of the verdict they make: the first check
+    """The reasons the checks at ``at`` find (``facts``: that moment's,
+    exactly those :data:`~.base.FACTS` declares for it, set on ``ctx`` while
+    they run), and the fields of the verdict they make: the first check
     that finds something decides them; a later one adds its reasons only if
     it ``joins``, otherwise the moment ends there."""
     clash = [k for k in facts if k in vars(ctx)]
     if clash:
         raise TypeError(f"facts {clash} would replace the context's own")
+    if at not in FACTS:
+        raise ValueError(f"{at!r} is not a point of the protocol (checks.base.FACTS)")
+    if set(facts) != FACTS[at]:
+        raise TypeError(f"point {at!r} provides the facts {sorted(FACTS[at])}, not {sorted(facts)}")
     ctx.update(**facts)
+    points = vars(ctx)["_points"]
+    points.append(at)
     reasons: list[str] = []
     fields: dict[str, Any] = {}
     try:
@@ -79,6 +86,7 @@ def findings(at: str, ctx: Context, **facts: Any) -> tuple[list[str], dict[str, 
                     fields = check.fields(at)
                 reasons = reasons + list(found)
     finally:
+        points.pop()
         for k in facts:  # a moment's facts (outputs, inputs) are not kept past it
             vars(ctx).pop(k, None)
     return reasons, fields

@@ -4,12 +4,15 @@ modules. At a checkpoint, and around every call of the program (with the
 op guard's and the census's frozen copies)."""
 from __future__ import annotations
 
+from typing import Any
+
 from .base import BEFORE_LOAD, CALL, CALL_RAISED, CHECKPOINT, NO_SPEEDUP, Check, Context
 
 
 class PolicyValues(Check):
     name = "policy values"
     points = (BEFORE_LOAD, CHECKPOINT, CALL_RAISED, CALL)
+    keeps = ("constants", "fence")
     verdict = NO_SPEEDUP
     joins = True  # at a checkpoint, one verdict with the snapshot's names
 
@@ -33,6 +36,6 @@ class PolicyValues(Check):
         reached = ctx.fence.reason() if ctx.fence is not None else None
         return ([drift_reason(drift)] if drift else []) + ([reached] if reached else [])
 
-    def fields(self, at: str) -> dict:
+    def fields(self, at: str) -> dict[str, Any]:
         # around a call the verdict is the call's (the result is not timed yet)
         return NO_SPEEDUP if at == CHECKPOINT else {}

@@ -25,12 +25,12 @@ def refill_in_place(held: list[Any], new: list[Any]) -> None:
 
     for dst, src in zip(held, new):
         if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
-            with torch.autograd._unsafe_preserve_version_counter(dst):
+            with torch.autograd._unsafe_preserve_version_counter(dst):  # type: ignore[attr-defined]
                 dst.copy_(src)
 
 
 def refill_reasons(call: Callable[[list[Any], str], list[Any]], model: Any, gen: Callable[[], Any],
-                   make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
+                   make_inputs: Callable[[Any], list[Any]], clone: Callable[[list[Any]], list[Any]], cmp: Any,
                    atol: float, rtol: float, backend: Any, when: str, held: list[Any], fresh: bool) -> list[str]:
     """The refill checks on ``held`` (then, with ``fresh``, on newly
     allocated inputs); the reasons of the first that finds a cached result.
@@ -52,7 +52,7 @@ def refill_reasons(call: Callable[[list[Any], str], list[Any]], model: Any, gen:
 
 
 def refill_checks(call: Callable[[list[Any], str], list[Any]], model: Any, gen: Callable[[], Any],
-                  make_inputs: Callable[[Any], list], clone: Callable[[list], list], cmp: Any,
+                  make_inputs: Callable[[Any], list[Any]], clone: Callable[[list[Any]], list[Any]], cmp: Any,
                   atol: float, rtol: float, backend: Any, when: str, held: list[Any], fresh: bool) -> None:
     """:func:`refill_reasons`, a finding raised as the hacked verdict."""
     found = refill_reasons(call, model, gen, make_inputs, clone, cmp, atol, rtol, backend, when, held, fresh)
@@ -60,7 +60,7 @@ def refill_checks(call: Callable[[list[Any], str], list[Any]], model: Any, gen: 
         raise hacked(found, **FIELDS)
 
 
-def _check(call: Callable[[list[Any], str], list[Any]], model: Any, clone: Callable[[list], list], cmp: Any,
+def _check(call: Callable[[list[Any], str], list[Any]], model: Any, clone: Callable[[list[Any]], list[Any]], cmp: Any,
            atol: float, rtol: float, backend: Any, when: str, args: list[Any], how: str,
            old: Optional[list[Any]] = None) -> list[str]:
     # the reference first, on copies the program has not been handed:

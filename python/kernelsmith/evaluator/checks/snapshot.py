@@ -9,6 +9,7 @@ from .base import BEFORE_LOAD, CHECKPOINT, NO_SPEEDUP, Check, Context
 class IntegritySnapshot(Check):
     name = "integrity snapshot"
     points = (BEFORE_LOAD, CHECKPOINT)
+    keeps = ("snapshot",)
     verdict = NO_SPEEDUP
 
     def reasons(self, at: str, ctx: Context) -> list[str]:

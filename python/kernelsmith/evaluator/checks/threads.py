@@ -8,7 +8,7 @@ import sys
 from .base import BEFORE_LOAD, CHECKPOINT, NO_SPEEDUP, Check, Context
 
 
-def new_threads(before: set) -> list[str]:
+def new_threads(before: set[int]) -> list[str]:
     """Names of the live Python threads not in ``before`` (thread ids)."""
     import threading
 
@@ -22,6 +22,7 @@ def new_threads(before: set) -> list[str]:
 class Threads(Check):
     name = "threads"
     points = (BEFORE_LOAD, CHECKPOINT)
+    keeps = ("threads_before",)
     verdict = NO_SPEEDUP
 
     def reasons(self, at: str, ctx: Context) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 from .base import NO_SPEEDUP, SHAPE_TIMED, Check, Context
 
 
-def own_copies(torch: Any, input_sets: list[list[Any]], clone: Callable[[list], list],
+def own_copies(torch: Any, input_sets: list[list[Any]], clone: Callable[[list[Any]], list[Any]],
                cmp: Any) -> tuple[list[list[Any]], list[list[Any]], Any]:
     """The reference's own copies of the timed input sets (the program keeps
     the originals), and what :func:`inputs_after_timing` checks the
@@ -26,7 +26,7 @@ def own_copies(torch: Any, input_sets: list[list[Any]], clone: Callable[[list], 
 
 
 def inputs_after_timing(torch: Any, cmp: Any, input_sets: list[list[Any]], ref_sets: list[list[Any]],
-                        records: list, prints: list) -> Optional[str]:
+                        records: list[Any], prints: list[Any]) -> Optional[str]:
     """Why the program's timed inputs are not as they were given, or None:
     class and layout first (without running a re-classed tensor's code),
     then the values, bitwise against the reference's copies (unless the

@@ -4,6 +4,8 @@ timed, launches other kernels (a program may launch other kernels for
 another shape)."""
 from __future__ import annotations
 
+from typing import Any
+
 from .base import SHAPE_TIMED, Check, Context
 
 
@@ -16,7 +18,7 @@ class TimedKernels(Check):
         per_call = ctx.per_call  # each timed call's kernels
         if not per_call:
             return []  # replayed from a CUDA graph: no Python-level calls to count
-        kinds: dict = {}
+        kinds: dict[Any, int] = {}
         for i, sig in enumerate(per_call):
             kinds.setdefault(sig, i)
         ctx.out.setdefault("census", {})["per_call"] = {"calls": len(per_call), "distinct": len(kinds),

@@ -46,6 +46,7 @@ def read_settings() -> dict[str, Any]:
 class TorchSettings(Check):
     name = "torch settings"
     points = (BEFORE_LOAD, CHECKPOINT)
+    keeps = ("torch_settings",)
     verdict = NO_SPEEDUP
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
