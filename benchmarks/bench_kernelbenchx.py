@@ -255,7 +255,7 @@ def judge(item: Item, r: Any, referee: Optional[dict] = None) -> dict:
 
 
 def run(items: list[Item], *, workers: Optional[int] = None, timeout_s: float = 120.0,
-        time_budget_s: float = 330.0, log: Any = print) -> dict:
+        time_budget_s: float = 330.0, log: Any = print, on_row: Any = None) -> dict:
     """Evaluate ``items`` over one evaluator pool, in order, at most ``workers + 2`` in flight; no new
     evaluation starts once ``time_budget_s`` has passed (those are returned as not reached), and
     those still running at the budget plus ``timeout_s`` are cancelled. Fills each item's ``result``
@@ -308,6 +308,8 @@ def run(items: list[Item], *, workers: Optional[int] = None, timeout_s: float = 
                 it.row = judge(it, it.result, referee)
                 done.append(it)
                 log(line(len(done), len(items), it.row))
+                if on_row is not None:  # as it goes: a run killed from outside keeps what it judged
+                    on_row([d.row for d in done])
         batch_s = time.monotonic() - started
         not_reached = pending + list(running.values())
     return {"startup_s": round(startup, 1), "batch_s": round(batch_s, 1), "evaluated": len(done),
@@ -422,9 +424,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="time the first performance shape only (the CPU: the largest take minutes there)")
     ap.add_argument("--quick", action="store_true",
                     help="time the programs as briefly as the references, one trial (the CPU, the interpreter)")
-    ap.add_argument("--time-budget", type=float, default=330.0,
-                    help="seconds after which no evaluation starts (default 330); the rest is listed as not reached")
-    ap.add_argument("--timeout", type=float, default=120.0, help="per-evaluation limit in seconds")
+    ap.add_argument("--time-budget", type=float, default=300.0,
+                    help="seconds after which no evaluation starts (default 300); the rest is listed as not reached")
+    ap.add_argument("--timeout", type=float, default=90.0, help="per-evaluation limit in seconds (default 90)")
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args(argv)
 
@@ -458,8 +460,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         sampler = ProcessMemorySampler(0.5).__enter__()
     except Exception:  # noqa: BLE001 - no nvidia-smi: no memory figures
         sampler = None
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+
+    def partial(rows: list[dict]) -> None:
+        if out is not None:
+            (out / "kernelbenchx.json").write_text(json.dumps({"partial": True, "commit": commit, "rows": rows}))
+
     facts = run(items, workers=args.workers, timeout_s=args.timeout, time_budget_s=args.time_budget,
-                log=lambda s: print(s, flush=True))
+                log=lambda s: print(s, flush=True), on_row=partial)
     peak = None
     if sampler is not None:
         sampler.__exit__(None, None, None)
@@ -471,9 +481,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if peak:
         print(f"peak device memory, all processes together: {peak} MiB")
     wrong = [it.row for it in items if it.kind != "self" and it.row and not it.row["as_expected"]]
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         (out / "kernelbenchx.md").write_text(md)
         (out / "kernelbenchx.json").write_text(json.dumps({
             "checkout": str(root), "commit": commit, "task_files": n_files, "summary": summary, "facts": facts,
