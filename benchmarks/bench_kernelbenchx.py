@@ -225,6 +225,13 @@ def reason_of(r: Any) -> str:
 
 #: self-evaluation verdicts after which the reference is known to have run on every input set
 RAN = ("ok", "incorrect", "hacked")
+#: a failure while timed (the worker's and the sandbox's words): the reference ran on every input set
+#: before it (a timing shape too large for the card, a reference too slow for the limit)
+WHILE_TIMED = ("while being timed", "timing reference and candidate failed", "during: timing")
+
+
+def failed_while_timed(r: Any) -> bool:
+    return r.category not in RAN and any(m in (r.error or "") for m in WHILE_TIMED)
 
 
 def judge(item: Item, r: Any, referee: Optional[dict] = None) -> dict:
@@ -235,7 +242,9 @@ def judge(item: Item, r: Any, referee: Optional[dict] = None) -> dict:
            "phases": {k: v for k, v in (r.phases or {}).items() if isinstance(v, (int, float))}}
     if item.kind == "self":
         failed = isinstance(referee, dict) and "error" in referee
-        row["reference_runs"] = r.category in RAN and not failed
+        row["reference_runs"] = (r.category in RAN or failed_while_timed(r)) and not failed
+        if failed_while_timed(r):
+            row["reason"] = "ran on every input set, failed while timed: " + row["reason"]
         row["reference_timed"] = r.category == "ok" and bool(row["shapes"])
         if failed:
             row["referee_error"] = " ".join(str(referee["error"]).split())[-600:]
@@ -343,7 +352,7 @@ def tables(items: list[Item], unreadable: list[Any], n_files: int, categories: l
     for cat, n in loaded.items():
         files[cat] += n
     per: dict[str, dict[str, int]] = {}
-    for cat in sorted(set(files) | set(categories)):
+    for cat in sorted(set(files) | set(categories) | {it.category for it in items}):
         rows = [it.row for it in items if it.category == cat and it.row]
         selfs = [r for r in rows if r["kind"] == "self"]
         honest = [it for it in items if it.category == cat and it.kind == "honest"]
