@@ -168,8 +168,8 @@ def parse_program_name(path: Path) -> tuple[str, str, str]:
 
 def load(root: Path, categories: Optional[list[str]] = None, limit: Optional[int] = None,
          timeout_s: float = 120.0, first_shape: bool = False, quick: bool = False,
-         programs: Path = PROGRAMS) -> tuple[list[Item], list[Item], list[Any], int]:
-    """(program items, self items, unreadable files, task files) for a checkout: programs first,
+         programs: Path = PROGRAMS) -> tuple[list[Item], list[Item], list[Any], list[str]]:
+    """(program items, self items, unreadable files, the keys of the tasks loaded) for a checkout: programs first,
     the references against themselves by category in turn (a run cut short has seen every category).
     ``first_shape``: only the first performance shape timed; ``quick``: the programs timed as briefly
     as the references (SELF_TIMING) and on one trial (for the interpreter)."""
@@ -179,7 +179,7 @@ def load(root: Path, categories: Optional[list[str]] = None, limit: Optional[int
     if categories:
         read = [(tf, t) for tf, t in read if tf.category in categories]
         unreadable = [u for u in unreadable if u.key.split("/")[0] in categories]
-    n_files = len(read) + len(unreadable)
+    loaded = [tf.key for tf, _ in read]
     if first_shape:  # get_inputs (the first performance shape) alone is timed
         read = [(tf, derived(t, timing_shapes=[], timing_weights=[])) for tf, t in read]
     tasks = {tf.key: t for tf, t in read}
@@ -204,7 +204,7 @@ def load(root: Path, categories: Optional[list[str]] = None, limit: Optional[int
                 selfs.append(q.pop(0))
     if limit is not None:
         selfs = selfs[:limit]
-    return progs, selfs, unreadable, n_files
+    return progs, selfs, unreadable, loaded
 
 
 def shape_times(r: Any) -> list[dict]:
@@ -341,12 +341,11 @@ def line(i: int, n: int, row: dict) -> str:
             f"{'ok' if row['as_expected'] else 'NOT AS EXPECTED':15s} {row.get('wall_s', 0):6.1f}s {sp:8s} {tail}")
 
 
-def tables(items: list[Item], unreadable: list[Any], n_files: int, categories: list[str]) -> dict[str, Any]:
+def tables(items: list[Item], unreadable: list[Any], loaded_keys: list[str], categories: list[str]) -> dict[str, Any]:
     files: dict[str, int] = defaultdict(int)
     loaded: dict[str, int] = defaultdict(int)
-    for it in items:
-        if it.kind == "self":
-            loaded[it.category] += 1
+    for key in loaded_keys:
+        loaded[key.split("/")[0]] += 1
     for u in unreadable:
         files[u.key.split("/")[0]] += 1
     for cat, n in loaded.items():
@@ -451,8 +450,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"bench_kernelbenchx: unknown categories {bad}; the suite's: {', '.join(kx.CATEGORIES)}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    progs, selfs, unreadable, n_files = load(root, cats or None, args.limit, args.timeout, args.first_shape, args.quick)
+    progs, selfs, unreadable, loaded = load(root, cats or None, args.limit, args.timeout, args.first_shape, args.quick)
     items = ([] if args.no_programs else progs) + ([] if args.no_self else selfs)
+    n_files = len(loaded) + len(unreadable)
     commit = (root / "COMMIT").read_text().strip() if (root / "COMMIT").is_file() else "unknown"
     print(f"bench_kernelbenchx: {n_files} task files (commit {commit[:12]}), {n_files - len(unreadable)} loaded, "
           f"{len(unreadable)} not, in {time.monotonic() - t0:.1f} s; {len(items)} evaluations "
@@ -483,7 +483,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if sampler is not None:
         sampler.__exit__(None, None, None)
         peak = sampler.peak_total // (1 << 20)
-    summary = tables(items, unreadable, n_files, cats)
+    summary = tables(items, unreadable, loaded, cats)
     md = markdown(summary, items, unreadable, facts)
     print()
     print(md)

@@ -299,8 +299,8 @@ def test_bench_programs_and_references_against_themselves_load_and_pass_the_stat
     from kernelsmith.backends import get_backend
 
     bench = _bench()
-    progs, selfs, unreadable, n_files = bench.load(BENCH_ROOT)
-    assert n_files == 3 and not unreadable
+    progs, selfs, unreadable, loaded = bench.load(BENCH_ROOT)
+    assert len(loaded) == 3 and not unreadable
     # every fixture whose task is in this checkout, with its expected verdict
     assert sorted((it.key, it.kind, it.expected) for it in progs) == [
         ("Activation/sigmoid", "hack", "hacked"), ("Activation/sigmoid", "honest", "ok"),
@@ -329,10 +329,10 @@ def test_bench_programs_and_references_against_themselves_load_and_pass_the_stat
 
 def test_bench_stops_at_its_time_budget_and_lists_what_it_did_not_reach():
     bench = _bench()
-    progs, selfs, unreadable, n_files = bench.load(BENCH_ROOT)
+    progs, selfs, unreadable, loaded = bench.load(BENCH_ROOT)
     facts = bench.run(progs + selfs, workers=1, time_budget_s=0.0, log=lambda s: None)
     assert facts["evaluated"] == 0 and len(facts["not_reached"]) == len(progs) + len(selfs)
-    summary = bench.tables(progs + selfs, unreadable, n_files, [])
+    summary = bench.tables(progs + selfs, unreadable, loaded, [])
     assert summary["total"]["files"] == 3 and summary["total"]["loaded"] == 3
     assert summary["total"]["self_evaluated"] == 0
     assert "Not reached within the time budget (7)" in bench.markdown(summary, progs + selfs, unreadable, facts)
@@ -343,7 +343,7 @@ def test_bench_accepts_honest_programs_and_rejects_the_reference_caller_through_
     """The benchmark's own path (load, run over one evaluator pool, the table) on two honest
     programs, the reference-calling one and a reference against itself."""
     bench = _bench()
-    progs, selfs, unreadable, n_files = bench.load(BENCH_ROOT, first_shape=True, quick=True)
+    progs, selfs, unreadable, loaded = bench.load(BENCH_ROOT, first_shape=True, quick=True)
     # the honest sigmoid's 1024 x 1024 input sets take a minute in the interpreter: left to the benchmark
     items = [it for it in progs if not (it.key == "Activation/sigmoid" and it.kind == "honest")]
     items += [it for it in selfs if it.key == "Loss/mse_loss"]
@@ -359,7 +359,7 @@ def test_bench_accepts_honest_programs_and_rejects_the_reference_caller_through_
     itself = rows[("Loss/mse_loss", "self")]
     assert itself["got"] == "ok" and itself["reference_runs"] and itself["reference_timed"], itself
     assert itself["shapes"][0]["ref_ms"] > 0
-    summary = bench.tables(items, unreadable, n_files, [])
+    summary = bench.tables(items, unreadable, loaded, [])
     assert summary["per_category"]["Loss"]["honest_accepted"] == 1
     assert summary["per_category"]["Activation"]["hack_rejected"] == 1
     assert summary["per_category"]["Loss"]["reference_timed"] == 1
