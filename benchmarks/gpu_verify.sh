@@ -10,7 +10,9 @@
 # (benchmarks/bench_kernelbench.py over a KernelBench checkout in .carry/KernelBench: KB_LEVELS,
 # KB_EVERY, KB_ARGS), degenerate (task check of level-1 19, 20, 31, 32 as upstream), latency
 # (benchmarks/bench_eval_latency.py: eval cold, through the daemon, fresh mode), fla (fla-core's
-# l2norm_fwd in place: the fla_core and einops wheels in .whl/), autotune (benchmarks/bench_autotune_compile.py on fla's tests).
+# l2norm_fwd in place: the fla_core and einops wheels in .whl/), autotune (benchmarks/bench_autotune_compile.py on fla's tests),
+# and issue 30's kbx (benchmarks/bench_kernelbenchx.py over a KernelBench-X checkout in .carry/KernelBenchX: every task
+# loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +63,13 @@ fi
 if has kernelbench; then
   timeout ${KB_LIMIT:-540} python3 benchmarks/bench_kernelbench.py ${KB_DIR:-.carry/KernelBench} --levels ${KB_LEVELS:-1,2,3} \
     --every ${KB_EVERY:-2} ${KB_ARGS:-} --json "$OUT/kernelbench${KB_TAG:-}.json" 2>&1 | cut -c1-260 | tee "$OUT/kernelbench${KB_TAG:-}.log"
+fi
+if has kbx; then
+  # issue 30: at most about 6.5 minutes on one H100 (no evaluation starts after KBX_BUDGET seconds, those
+  # running then get up to --timeout 90 s more); the table in $OUT/kbx/kernelbenchx.md, every row in .json
+  timeout ${KBX_LIMIT:-450} python3 benchmarks/bench_kernelbenchx.py ${KBX_DIR:-.carry/KernelBenchX} \
+    --time-budget ${KBX_BUDGET:-300} --timeout ${KBX_TIMEOUT:-90} --out "$OUT/kbx" ${KBX_ARGS:-} 2>&1 \
+    | cut -c1-300 | tee "$OUT/kbx.log"
 fi
 if has degenerate; then
   for f in 19_ReLU 20_LeakyReLU 31_ELU 32_HardTanh; do

@@ -278,3 +278,89 @@ def test_evolve_keeps_the_task_it_read_and_resumes(tmp_path):
     assert Task.load(copy, backend="triton", trials=1).id == recorded == Task.load(path, backend="triton", trials=1).id
     summary = asyncio.run(evolve(None, None, resume=tmp_path / "run"))
     assert summary.stop_reason == "iterations"
+
+
+# -- benchmarks/bench_kernelbenchx.py on three upstream files (fixtures_kbx/bench) ------------------
+
+BENCH_ROOT = HERE / "fixtures_kbx" / "bench" / "KernelBenchX"
+
+
+def _bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_kernelbenchx", HERE.parent / "benchmarks" / "bench_kernelbenchx.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kernelbenchx"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_programs_and_references_against_themselves_load_and_pass_the_static_check():
+    from kernelsmith.backends import get_backend
+
+    bench = _bench()
+    progs, selfs, unreadable, loaded = bench.load(BENCH_ROOT)
+    assert len(loaded) == 3 and not unreadable
+    # every fixture whose task is in this checkout, with its expected verdict
+    assert sorted((it.key, it.kind, it.expected) for it in progs) == [
+        ("Activation/sigmoid", "hack", "hacked"), ("Activation/sigmoid", "honest", "ok"),
+        ("Loss/mse_loss", "honest", "ok"), ("Reduce/sum", "honest", "ok")]
+    # one reference against itself per task, by category in turn, under the partial policy
+    assert [it.key for it in selfs] == ["Activation/sigmoid", "Loss/mse_loss", "Reduce/sum"]
+    assert all(it.task.config.policy == "partial" and it.task.config.min_coverage == 0.0 for it in selfs)
+    assert all(it.task.config.timing.time_budget_s == bench.SELF_TIMING["time_budget_s"] for it in selfs)
+    # the programs keep the task as read (strict policy, its own timing)
+    assert all(it.task.config.policy == "strict" for it in progs)
+    # its source is the reference function and Model, none of the harness; the static check passes
+    backend = get_backend("triton")
+    for _, task in kx.read_suite(BENCH_ROOT)[0] + kx.read_suite(ROOT)[0]:
+        source = bench.self_source(task)
+        assert "_KBX_HARNESS" not in source and "class ModelNew(Model)" in source
+        report = backend.static_check(source)
+        assert not report.errors and not report.hacks, (task.name, report)
+    # a limit and a category filter; every fixture name parses
+    assert [it.key for it in bench.load(BENCH_ROOT, categories=["Loss"], limit=1)[1]] == ["Loss/mse_loss"]
+    for f in bench.PROGRAMS.glob("*.py"):
+        kind, cat, name = bench.parse_program_name(f)
+        assert cat in kx.CATEGORIES and kind in ("honest", "hack")
+        assert f.read_text().startswith(f"# KernelBench-X data/kernelbenchx/{cat}/{name}.py"), f.name
+    assert len({bench.parse_program_name(f)[1] for f in bench.PROGRAMS.glob("*.py")}) >= 5
+
+
+def test_bench_stops_at_its_time_budget_and_lists_what_it_did_not_reach():
+    bench = _bench()
+    progs, selfs, unreadable, loaded = bench.load(BENCH_ROOT)
+    facts = bench.run(progs + selfs, workers=1, time_budget_s=0.0, log=lambda s: None)
+    assert facts["evaluated"] == 0 and len(facts["not_reached"]) == len(progs) + len(selfs)
+    summary = bench.tables(progs + selfs, unreadable, loaded, [])
+    assert summary["total"]["files"] == 3 and summary["total"]["loaded"] == 3
+    assert summary["total"]["self_evaluated"] == 0
+    assert "Not reached within the time budget (7)" in bench.markdown(summary, progs + selfs, unreadable, facts)
+
+
+@interpreter
+def test_bench_accepts_honest_programs_and_rejects_the_reference_caller_through_the_pool():
+    """The benchmark's own path (load, run over one evaluator pool, the table) on two honest
+    programs, the reference-calling one and a reference against itself."""
+    bench = _bench()
+    progs, selfs, unreadable, loaded = bench.load(BENCH_ROOT, first_shape=True, quick=True)
+    # the honest sigmoid's 1024 x 1024 input sets take a minute in the interpreter: left to the benchmark
+    items = [it for it in progs if not (it.key == "Activation/sigmoid" and it.kind == "honest")]
+    items += [it for it in selfs if it.key == "Loss/mse_loss"]
+    facts = bench.run(items, workers=2, timeout_s=300, time_budget_s=600, log=lambda s: None)
+    assert facts["evaluated"] == 4 and not facts["not_reached"]
+    rows = {(it.key, it.kind): it.row for it in items}
+    for key in ("Loss/mse_loss", "Reduce/sum"):
+        row = rows[(key, "honest")]
+        assert row["got"] == "ok" and row["as_expected"], row
+        assert row["shapes"] and isinstance(row["speedup"], float) and row["speed_of_light"].startswith("Speed of light")
+    hack = rows[("Activation/sigmoid", "hack")]
+    assert hack["got"] == "hacked" and "sigmoid" in hack["reason"], hack
+    itself = rows[("Loss/mse_loss", "self")]
+    assert itself["got"] == "ok" and itself["reference_runs"] and itself["reference_timed"], itself
+    assert itself["shapes"][0]["ref_ms"] > 0
+    summary = bench.tables(items, unreadable, loaded, [])
+    assert summary["per_category"]["Loss"]["honest_accepted"] == 1
+    assert summary["per_category"]["Activation"]["hack_rejected"] == 1
+    assert summary["per_category"]["Loss"]["reference_timed"] == 1
+    assert "| Loss | 1 | 1 | 1 | 1 | 1 | 1/1 | - |" in bench.markdown(summary, items, unreadable, facts)

@@ -24,10 +24,13 @@ def trivial_candidates(expected: list[Any], inputs: list[Any]) -> dict[str, Opti
     floats = [e for e in expected if e.is_floating_point()]
     if not floats or len(floats) != len(expected):
         return {}
-    out: dict[str, Optional[list[Any]]] = {
-        "zeros": [torch.zeros_like(e) for e in expected],
-        "a constant": [torch.full_like(e, float(e.float().mean())) if e.numel() else e.clone() for e in expected],
-    }
+    out: dict[str, Optional[list[Any]]] = {"zeros": [torch.zeros_like(e) for e in expected]}
+    # a one-element output is its own constant: "a constant" would be the
+    # reference's output itself and reject every program of a task whose
+    # outputs are scalars (a loss with reduction 'mean', a full sum)
+    if any(e.numel() > 1 for e in expected):
+        out["a constant"] = [torch.full_like(e, float(e.float().mean())) if e.numel() else e.clone()
+                             for e in expected]
     tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
     for i, v in enumerate(tensors):
         if len(expected) == 1 and v.shape == expected[0].shape:
