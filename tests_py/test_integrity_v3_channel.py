@@ -6,7 +6,9 @@ what it did; the descriptors a candidate can see are stdio and its own
 channel only; the worker's system-call filter (C++, kernelsmith._core) lets
 subprocesses and threads work; a result line the program writes itself
 (the direct forge) is caught by the parent, whose figures no timing
-reported. The fixtures are in fixtures/hacks_v3 (docs/evaluator.md,
+reported; lines a child the program forked writes (the fork forges) are
+refused by the parent, which reads the writer's pid of every message
+(SO_PASSCRED) and knows the worker's from its first line. The fixtures are in fixtures/hacks_v3 (docs/evaluator.md,
 "Integrity v3")."""
 from __future__ import annotations
 
