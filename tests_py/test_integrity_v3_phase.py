@@ -166,3 +166,24 @@ def test_one_input_set_is_left_alone():
     hook = _hook(torch, cand, [[v.clone() if isinstance(v, torch.Tensor) else v for v in cand[0]]], {}, [0] * 10)
     hook(0)
     assert hook.moved == 0
+
+
+def test_a_reference_that_fails_between_samples_blames_no_one_and_stops_the_moves():
+    import torch
+
+    from kernelsmith.evaluator.timed_rotation import TimedRotation
+
+    cand = _sets(torch, 3)
+    given = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in cand]
+    ref = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in cand]
+    last = {"out": torch.relu(cand[0][0]), "args": cand[0]}
+
+    def expected(args):
+        raise RuntimeError("out of memory")
+
+    hook = TimedRotation(cand, ref, last, expected, lambda got, exp: {"ok": True}, draw=lambda n: 0)
+    for pair in range(4):
+        hook(pair)
+    hook.finish()
+    assert hook.wrong == "" and hook.moved == 1 and not hook.enabled
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(cand, given))

@@ -105,9 +105,17 @@ class TimedRotation:
         # never after the last): its last call's output is ``last["out"]``,
         # made by a Python call (eager) or refreshed by the replay of the CUDA
         # graph that captured that call (its output is the graph's own memory)
-        self.checked += 1
         args = list(self.last["args"])
-        res = self.compare(self.last["out"], self.expected(args))
+        try:
+            expected = self.expected(args)
+        except Exception:  # noqa: BLE001 - the reference failed here (device memory): not the program's doing
+            self.enabled = False  # no more moves; the ones made are undone by finish()
+            return
+        self.checked += 1
+        try:
+            res = self.compare(self.last["out"], expected)
+        except Exception as exc:  # noqa: BLE001 - whatever the program returned
+            res = {"ok": False, "message": f"its output could not be compared: {type(exc).__name__}: {exc}"}
         if not res.get("ok"):
             self.wrong = (f"wrong output of a timed call after new values were moved into the timed input tensors "
                           f"in place between samples (same objects, data pointers and version counters; "
