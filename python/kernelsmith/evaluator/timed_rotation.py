@@ -89,7 +89,7 @@ class TimedRotation:
             return
         if self.pending is not None:
             self._check()
-        if self.wrong or len(self.moves) >= MAX_ROTATIONS:
+        if self.wrong or not self.enabled or len(self.moves) >= MAX_ROTATIONS:
             return
         if pair == self.first or (pair > self.first and self.draw(EVERY) == 0):
             self._move()
