@@ -6,7 +6,9 @@ what it did; the descriptors a candidate can see are stdio and its own
 channel only; the worker's system-call filter (C++, kernelsmith._core) lets
 subprocesses and threads work; a result line the program writes itself
 (the direct forge) is caught by the parent, whose figures no timing
-reported. The fixtures are in fixtures/hacks_v3 (docs/evaluator.md,
+reported; lines a child the program forked writes (the fork forges) are
+refused by the parent, which reads the writer's pid of every message
+(SO_PASSCRED) and knows the worker's from its first line. The fixtures are in fixtures/hacks_v3 (docs/evaluator.md,
 "Integrity v3")."""
 from __future__ import annotations
 
@@ -48,7 +50,19 @@ REASONS = {
     # it (referee.check_timing_reports)
     "channel_direct_forge": r"^the result's timing figures are not the ones measured \(no timing reported any "
                             r"figures to the parent\)",
+    # a child forked in forward speaks for the worker (evidence, timing-done,
+    # result with the figures it reported): the parent knows the writer of
+    # every read (SO_PASSCRED) and the worker's pid from its first line
+    "channel_fork_forge": r"^a process other than the worker wrote on the evaluator's channel \(pid \d+; the worker "
+                          r"is pid \d+\): a process the program started forged protocol messages$",
+    # the same, the evidence the worker's own and true, the timing-done and
+    # result the child's, at the first timed call (timing on: TIMED below)
+    "channel_fork_forge_timed": r"^a process other than the worker wrote on the evaluator's channel \(pid \d+; the "
+                                r"worker is pid \d+\): a process the program started forged protocol messages$",
 }
+
+#: the fixtures that act only while timed: evaluated with timing on
+TIMED = {"channel_fork_forge_timed"}
 
 
 def _show(r) -> str:
@@ -110,12 +124,15 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
 @pytest.fixture(scope="module")
 def verdicts():
     relu = Task.load(EXAMPLES / "relu")
-    names = sorted(REASONS)
+    names = sorted(set(REASONS) - TIMED)
     items = [(relu, (HACKS / f"{n}.py").read_text()) for n in names]
     items.append((relu, (EXAMPLES / "relu" / "seed.py").read_text()))
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
         out = ev.evaluate_many(items)
-    return dict(zip(names + ["seed_relu"], out))
+    timed = sorted(TIMED)
+    with Evaluator(backend="triton", workers=1, timeout_s=150, timing=True) as ev:
+        out += ev.evaluate_many([(relu, (HACKS / f"{n}.py").read_text()) for n in timed])
+    return dict(zip(names + ["seed_relu"] + timed, out))
 
 
 @needs_interpreter
@@ -124,7 +141,7 @@ def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
     r = verdicts[name]
     assert r.category == "hacked" and r.hacked and not r.correct and r.speedup is None, _show(r)
     assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
-    if name != "channel_direct_forge":  # the filter's refusals: the worker's own last word
+    if not name.startswith(("channel_direct_forge", "channel_fork_forge")):  # the filter's refusals: the worker's own last word
         assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail
 
 
@@ -222,3 +239,44 @@ def test_the_channel_check_catches_a_replaced_channel_without_the_filter():
     assert lines == ["system-call filter unavailable: no seccomp here", '{"type": "stage", "stage": "before"}'], lines
     assert re.search(re.escape(FILTER_PREFIX) + r"the program replaced or closed the evaluator's channel "
                      r"\(fd \d+ is no longer the descriptor it was\)", p.stderr), p.stderr
+
+
+# ------------------------------------------------------- who wrote a message
+
+def test_the_parent_reads_who_wrote_each_message_and_refuses_a_forked_writer():
+    """protocol.read_with_sender: the kernel names the writer of every read
+    (SO_PASSCRED asked before the other end writes); a forked child's bytes
+    carry its own pid, never glued to the worker's in one read."""
+    import socket
+
+    from kernelsmith.evaluator.protocol import foreign_sender, pass_credentials, read_with_sender
+
+    ours, theirs = socket.socketpair()
+    assert pass_credentials(ours)
+    worker = os.fork()
+    if worker == 0:  # the "worker": one line, then a child of its own writes one
+        ours.close()
+        theirs.sendall(b'{"type": "ready"}\n')
+        child = os.fork()
+        if child == 0:
+            theirs.sendall(b'{"type": "result"}\n')
+            os._exit(0)
+        os.waitpid(child, 0)
+        theirs.sendall(b'{"type": "stage"}\n')
+        os._exit(0)
+    theirs.close()
+    reads = []
+    while True:
+        data, sender = read_with_sender(ours)
+        if not data:
+            break
+        reads.append((data, sender))
+    os.waitpid(worker, 0)
+    ours.close()
+    senders = [s for _, s in reads]
+    assert b"".join(d for d, _ in reads) == b'{"type": "ready"}\n{"type": "result"}\n{"type": "stage"}\n'
+    assert senders[0] == worker and senders[-1] == worker, reads
+    forged = [(d, s) for d, s in reads if s != worker]
+    assert forged and all(d == b'{"type": "result"}\n' for d, _ in forged), reads
+    assert foreign_sender(worker, worker) == "" and foreign_sender(None, None) == ""
+    assert "pid " in foreign_sender(forged[0][1], worker) and foreign_sender(None, worker)

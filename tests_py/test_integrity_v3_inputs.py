@@ -42,7 +42,11 @@ REASONS = {
     "cache_id_version": CACHED.format(when="correctness"),
     "cache_dataptr_version": CACHED.format(when="correctness"),
     "cache_weakref_version": CACHED.format(when="correctness"),
-    "cache_version_while_timed": CACHED.format(when="after timing"),
+    # caches only while timed: the moves of the timed inputs between samples
+    # (evaluator/timed_rotation.py) see it first, else the refill after the timing
+    "cache_version_while_timed": CACHED.format(when="after timing") + r"|wrong output of a timed call after new "
+                                 r"values were moved into the timed input tensors in place between samples .*result "
+                                 r"cached from an earlier call while timed",
     "rehome_set_padded": r"forward changed its input #0 in place \(input set 'get_inputs', trial 0, before the "
                          r"reference\): strides \(1024, 1\) -> \(262144, 256\), its memory moved \(data pointer\), "
                          r"storage size 64 KiB -> 16 MiB",

@@ -44,7 +44,8 @@ from .._process import kill_group, kill_process
 from ..result import EvalResult
 from .contention import DeviceGate
 from .referee import Referee, trusted_checks
-from .protocol import EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse
+from .protocol import (EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse, pass_credentials,
+                       read_with_sender)
 from .sandbox import (Limits, _merge_ticket, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
 
@@ -185,6 +186,10 @@ class Zygote:
 
     def spawn(self, job: str, workdir: str, uid: Optional[int], netns: bool) -> tuple[socket.socket, int]:
         ours, theirs = socket.socketpair()
+        # before the child exists: the kernel names the writer of every byte
+        # it writes only once our end asks for it (bytes written earlier
+        # carry no pid)
+        pass_credentials(ours)
         try:
             self._send(fds=[theirs.fileno()], type=SPAWN, job=job, workdir=workdir, uid=uid, netns=netns,
                        cache_dir=os.path.join(self.root, "cache"))
@@ -258,7 +263,17 @@ class Child:
                                 timed_on_cpu=zygote.device is None)
         self.sock.settimeout(None)
         self.reader = self.sock.makefile("rb")
-        line = self.reader.readline()
+        #: the worker's pid as the kernel names its writes (this process's pid
+        #: namespace: under bwrap not the zygote's ``self.pid``), proven by its
+        #: first line, written before any of the program is loaded; None where
+        #: the socket carries no credentials (then converse cannot tell who wrote)
+        self.worker_pid: Optional[int] = None
+        self._pending = b""
+        if pass_credentials(self.sock):
+            line, sender = self._first_line()
+            self.worker_pid = sender or None  # 0: written before our end asked (not the case: spawn asks first)
+        else:
+            line = self.reader.readline()
         try:
             ready = json.loads(line) if line else {}
         except ValueError:
@@ -269,9 +284,34 @@ class Child:
             raise PoolError("an evaluation worker failed to start:\n" + log[-3000:])
         self.startup_s = time.monotonic() - started
 
+    def _first_line(self) -> tuple[bytes, Optional[int]]:
+        """The worker's READY line and its writer's pid (the bytes of one
+        read come from one writer)."""
+        got, sender = b"", None
+        while b"\n" not in got:
+            chunk, who = read_with_sender(self.sock)
+            if not chunk:
+                break
+            if sender is None:
+                sender = who
+            elif who != sender:  # nothing but the worker runs before READY
+                return b"", None
+            got += chunk
+        line, _, self._pending = got.partition(b"\n")
+        return line, sender
+
     # -- the link converse() talks through -----------------------------------
     def fileno(self) -> int:
         return self.sock.fileno()
+
+    def receive(self) -> tuple[bytes, Optional[int]]:
+        """One read of the job socket and who wrote it (protocol.read_with_sender)."""
+        if self._pending:
+            chunk, self._pending = self._pending, b""
+            return chunk, self.worker_pid
+        if self.worker_pid is None:
+            return os.read(self.sock.fileno(), 1 << 16), None
+        return read_with_sender(self.sock)
 
     def write(self, data: bytes) -> None:
         self.sock.sendall(data)

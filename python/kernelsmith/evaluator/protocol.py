@@ -31,6 +31,8 @@ import json
 import os
 import secrets
 import selectors
+import socket
+import struct
 import sys
 import time
 from typing import Any, Optional
@@ -194,6 +196,54 @@ class Channel:
         return bool(self.receive().get(RETIME))
 
 
+# -- who wrote it: the sender's pid on a unix socket ----------------------------
+_CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def pass_credentials(sock: socket.socket) -> bool:
+    """Ask the kernel to hand over, with every read of ``sock`` (the parent's
+    end of a unix socket), the pid of the process that wrote it
+    (``SO_PASSCRED``: ``SCM_CREDENTIALS`` with each ``recvmsg``; a reader never
+    gets the bytes of two writers in one read). False where the platform has
+    no such thing (the parent then cannot tell who wrote a message)."""
+    if not hasattr(socket, "SO_PASSCRED") or not hasattr(socket, "SCM_CREDENTIALS"):
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    except OSError:
+        return False
+    return True
+
+
+def read_with_sender(sock: socket.socket, size: int = 1 << 16) -> tuple[bytes, Optional[int]]:
+    """One read of ``sock`` (set up by :func:`pass_credentials`) and the pid,
+    in this process's pid namespace, of the process that wrote those bytes
+    (None where the kernel attached none). A process cannot name another pid
+    than its own here without CAP_SYS_ADMIN, which no worker holds."""
+    data, ancillary, _flags, _addr = sock.recvmsg(size, socket.CMSG_SPACE(_CREDS.size))
+    sender = None
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _CREDS.size:
+            sender = _CREDS.unpack(payload[:_CREDS.size])[0]
+    return data, sender
+
+
+def foreign_sender(sender: Optional[int], worker: Optional[int]) -> str:
+    """Why a message the parent read on a worker's channel is not the
+    worker's: written by another process than the worker (its pid ``worker``,
+    proven by the worker's first line, before any of the program ran), or
+    carrying no sender where the kernel attaches one to every write; "" when
+    it is the worker's or the link cannot tell."""
+    if worker is None:
+        return ""
+    if sender is None:
+        return "a message on the evaluator's channel came without its sender's credentials"
+    if sender == worker:
+        return ""
+    return (f"a process other than the worker wrote on the evaluator's channel (pid {sender}; the worker is pid "
+            f"{worker}): a process the program started forged protocol messages")
+
+
 def converse(link: Any, job: dict[str, Any], timeout_s: float,
              ticket: Any = None, seeds: Optional[list[Any]] = None,
              evidence: Optional[dict[str, Any]] = None) -> tuple[Optional[dict[str, Any]], str, bool]:
@@ -221,7 +271,19 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                 return None, stage, True
             if not sel.select(timeout=min(remaining, 1.0)):
                 continue
-            chunk = os.read(link.fileno(), 1 << 16)
+            receive = getattr(link, "receive", None)
+            chunk, sender = receive() if receive is not None else (os.read(link.fileno(), 1 << 16), None)
+            refused = foreign_sender(sender, getattr(link, "worker_pid", None)) if chunk else ""
+            if refused:
+                # nothing of it is read: the worker is ended, and the verdict
+                # is the parent's own (the messages before it were the
+                # worker's; whatever came after it is not looked at)
+                from .checks.base import hacked
+
+                link.kill()
+                link.wait_exit(5)
+                return hacked([refused], correct=False, error=f"{refused}. Only the worker itself may speak to the "
+                                                              "evaluator.").fields, stage, False
             if not chunk:  # worker gone
                 link.wait_exit(max(0.1, min(5.0, deadline + stood() - time.monotonic())))
                 return None, stage, False
@@ -276,5 +338,5 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
         link.close()
 
 
-__all__ = ["Channel", "converse", "STAGE", "SEED_REQUEST", "TIMING_REQUEST", "TIMING_DONE", "EVIDENCE", "RESULT",
+__all__ = ["Channel", "converse", "pass_credentials", "read_with_sender", "foreign_sender", "STAGE", "SEED_REQUEST", "TIMING_REQUEST", "TIMING_DONE", "EVIDENCE", "RESULT",
            "SEED", "GO", "RETIME", "TAKEN", "INIT", "HELLO", "SPAWN", "SPAWNED", "SIGNAL", "EXIT", "READY"]

@@ -253,11 +253,14 @@ def measure(
     device_name: str = "",
     work: Optional[Callable[[], kt.WorkEstimate]] = None,
     reference_input_sets: Optional[Sequence[Sequence[Any]]] = None,
+    between_pairs: Optional[Callable[[int], None]] = None,
 ) -> TimingOutcome:
     """Compare ``ref_fn(*args)`` and ``cand_fn(*args)`` (one forward call
     each) rotating over ``input_sets``; with ``reference_input_sets`` (the
     same values, other tensors) the reference rotates over those instead,
     so nothing the candidate does to its own arguments reaches it.
+    ``between_pairs(i)`` runs before each pair, outside the timed windows
+    (timed_rotation.TimedRotation; not run during the warm-up calls).
 
     device_name: the GPU's name for the roofline check ("" = not a GPU, no
     check). work: estimates the reference's bytes and FLOPs (called only when
@@ -289,17 +292,18 @@ def measure(
     if ref_source is not None and cand_source is not None:
         opts = harness_options(cfg, host_clock=False)
         before = kt.gpu_state() if device_name else {}
-        c = kt.compare_samples(ref_source, cand_source, unit="s", **opts)
+        c = kt.compare_samples(ref_source, cand_source, unit="s", between_pairs=between_pairs, **opts)
         c.input_sets = len(input_sets)
         gpu_state = {"before": before, "after": kt.gpu_state()} if device_name else {}
     elif backend.timing_device() == "cuda":
         opts = harness_options(cfg, host_clock=False)
         c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cuda",
-                       reference_input_sets=[list(s) for s in ref_sets], **opts)
+                       reference_input_sets=[list(s) for s in ref_sets], between_pairs=between_pairs, **opts)
     else:
         opts = harness_options(cfg, host_clock=True)
         c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
-                       reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize, **{k: v for k, v in opts.items() if k != "ci_floor"})
+                       reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize,
+                       between_pairs=between_pairs, **{k: v for k, v in opts.items() if k != "ci_floor"})
     roofline = None
     work = _once(work)
     if device_name and work is not None and c.candidate_median_s > 0:

@@ -17,6 +17,7 @@ from .affinity import PinnedTiming
 from .checks import Context, enforce
 from .checks.base import AFTER_TIMING, SHAPE_TIMED, TIMED_OUTPUT, TIMING_RESULT
 from .checks.timed_inputs import own_copies
+from .timed_rotation import TimedRotation
 
 
 def cpu_seconds() -> float:
@@ -199,6 +200,7 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[li
             result = ctx.model_new(*args)
         per_call.append(tuple(sorted(launched.kernels)))
         last["out"], last["args"] = result, args
+        last["calls"] = last.get("calls", 0) + 1
         return result
 
     def ref_call(*args: Any) -> Any:
@@ -216,15 +218,31 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[li
 
             return kt.estimate_work(ctx.model, ctx.clone(ref_sets[0]))
 
+        # new values moved into the timed inputs at a few random pairs, the
+        # output of the call after each checked (timed_rotation.py: a program
+        # that caches while timed returns an earlier call's output)
+        rotation = TimedRotation(input_sets, ref_sets, last, lambda args: ctx.model(*ctx.clone(args)),
+                                 lambda got, exp: ctx.cmp.compare(ctx.cmp.flatten_outputs(got),
+                                                                  ctx.cmp.flatten_outputs(exp), ctx.atol, ctx.rtol))
+        finished = False
         try:
             o = timing.measure(ref_call, cand_call, backend, input_sets, timing_cfg, reference_input_sets=ref_sets,
-                               device_name=device_name, work=work if timing_cfg.roofline else None)
+                               device_name=device_name, work=work if timing_cfg.roofline else None,
+                               between_pairs=rotation)
+            finished = True
         except CandidateTimingError as exc:
             # the timed calls' peak is the reference's too: only the failed request counts
             raise ctx.fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
         except BaseException as exc:  # device faults surface at the harness's synchronize
             raise ctx.fail_from(exc, "timing reference and candidate failed", fault="harness")
+        finally:
+            # the last call checked on the values it had, then the sets as they
+            # were given, for the checks after the timing
+            rotation.finish(check=finished)
         backend.synchronize()
+        o.details["input_moves"] = {"moves": rotation.moved, "checked": rotation.checked}
+        if rotation.wrong and not last.get("moved_wrong"):
+            last["moved_wrong"] = rotation.wrong  # checks/timed_output.py
         return o
 
     return measure_once

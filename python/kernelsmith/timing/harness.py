@@ -119,7 +119,11 @@ def _drive_bench(runner: Runner, opts: TimingOptions, device: str) -> Measuremen
     )
 
 
-def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str) -> Comparison:
+def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str,
+                   between_pairs: Optional[Callable[[int], None]] = None) -> Comparison:
+    """``between_pairs(i)``, where given, runs before pair ``i``, outside
+    both sides' timed windows (the evaluator moves new values into the timed
+    inputs there: evaluator/timed_rotation.py)."""
     comparator = _ct.PairedComparator(opts.compare_options())
     index = 0
     while comparator.need_more():
@@ -127,6 +131,8 @@ def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str) 
         ref_handles, cand_handles = [], []
         # A B, B A, A B ...: neither side always runs right after the other.
         for i in range(index, index + n):
+            if between_pairs is not None:
+                between_pairs(i)
             if _ct.PairedComparator.reference_first(i):
                 ref_handles.append(ref.take())
                 cand_handles.append(cand.take())
@@ -187,13 +193,14 @@ def compare_samples(
     cand_sample_fn: Callable[[], float],
     *,
     unit: str = "s",
+    between_pairs: Optional[Callable[[int], None]] = None,
     **options: Any,
 ) -> Comparison:
     """Paired comparison over external timers; the two functions are called
     alternately (A B, B A, ...), each returning one duration in ``unit``."""
     opts = TimingOptions.from_kwargs(options)
     return _drive_compare(ExternalRunner(ref_sample_fn, unit), ExternalRunner(cand_sample_fn, unit),
-                          opts, device="external")
+                          opts, device="external", between_pairs=between_pairs)
 
 
 # -- callables ------------------------------------------------------------
@@ -352,6 +359,7 @@ def compare(
     sync: Optional[Callable[[], Any]] = None,
     roofline: Optional[Mapping[str, Any]] = None,
     reference_input_sets: ArgSets = None,
+    between_pairs: Optional[Callable[[int], None]] = None,
     **options: Any,
 ) -> Comparison:
     """Measure reference and candidate alternately and return the speedup
@@ -368,10 +376,10 @@ def compare(
         cand = CpuRunner(cand_fn, input_sets, sync)
         call_s = min(ref.estimate_call_s(opts.warmup_s), cand.estimate_call_s(opts.warmup_s))
         ref.launches_per_sample = cand.launches_per_sample = _launches_for(call_s, opts)
-        return _drive_compare(ref, cand, opts, "cpu")
+        return _drive_compare(ref, cand, opts, "cpu", between_pairs)
     before = _gpu_state(opts)
     ref, cand = _cuda_runners([ref_fn, cand_fn], input_sets, opts, per_fn_sets=[ref_sets, input_sets])
-    c = _drive_compare(ref, cand, opts, "cuda")
+    c = _drive_compare(ref, cand, opts, "cuda", between_pairs)
     c.l2_flush = opts.l2_flush
     if opts.check_hidden_work:
         c.hidden_work = {"reference": _hidden_work(ref, opts), "candidate": _hidden_work(cand, opts)}
