@@ -517,6 +517,7 @@ class DevicePool:
             evidence["src"], evidence["dir"] = child.workdir, tempfile.mkdtemp(prefix="evidence-",
                                                                              dir=self.referee.workdir)
             evidence["max_bytes"] = self.referee.evidence_limit(task)  # sized by the task's outputs
+            evidence["max_trials"] = self.referee.most_trials(task)
             raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
             if "autotune" in job:
                 self.autotune.absorb(job["autotune"]["new"])  # type: ignore[union-attr]

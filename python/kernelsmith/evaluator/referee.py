@@ -591,6 +591,15 @@ class Referee:
         sets = probes.get("sets") if isinstance(probes, dict) else None
         return [str(s) for s in sets] if isinstance(sets, list) else []
 
+    def most_trials(self, task: Any) -> int:
+        """How many trials a worker may hand over: one per input set of the
+        task (KernelBench-X harnesses have up to 18, ``kbx_case_<i>``) and
+        per probe set of a degenerate task; at least 16."""
+        cfg = getattr(task, "config", None)
+        sets = {"get_inputs", *(getattr(cfg, "extra_inputs", None) or []),
+                *(getattr(cfg, "timing_shapes", None) or [])}
+        return max(16, len(sets) + len(self.primed_probe_sets(task)))
+
     def evidence_limit(self, task: Any) -> int:
         """The largest outputs file accepted for ``task``, from the footprint
         this referee measured (:func:`evidence_limit`)."""
@@ -622,7 +631,8 @@ def take_evidence(store: dict[str, Any], trials: Any) -> None:
     if "trials" in store:
         store["repeated"] = True
         return
-    if not isinstance(trials, list) or len(trials) > 16 or not all(isinstance(e, dict) for e in trials):
+    if not isinstance(trials, list) or len(trials) > int(store.get("max_trials") or 16) \
+            or not all(isinstance(e, dict) for e in trials):
         store["trials"] = trials  # judge() says what is wrong with it
         return
     taken = []
@@ -705,9 +715,10 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
         result.overrule_as_hacked("the worker reported a correct result without the trial outputs the trusted referee "
                                   "checks: the verdict was not the program's to write", withdraw_speedup=False)
         return
-    if len(entries) > 16:
-        result.overrule_as_hacked(f"the worker named {len(entries)} trials for the referee (at most 16): the verdict "
-                                  "was not the program's to write", withdraw_speedup=False)
+    most = referee.most_trials(task)
+    if len(entries) > most:
+        result.overrule_as_hacked(f"the worker named {len(entries)} trials for the referee (at most {most}, one per "
+                                  "input set): the verdict was not the program's to write", withdraw_speedup=False)
         return
     # a degenerate task's probe sets decide it: the worker must have run
     # each one the referee found to apply (probes.py)

@@ -303,6 +303,7 @@ def run_worker(
         evidence: dict[str, Any] = {"src": workdir, "dir": private}
         if referee is not None:
             evidence["max_bytes"] = referee.evidence_limit(task)  # sized by the task's outputs
+            evidence["max_trials"] = referee.most_trials(task)
         try:
             raw, stage, timed_out = converse(link, job, limits.timeout_s, ticket, seeds, evidence)
         finally:
