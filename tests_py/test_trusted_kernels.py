@@ -186,6 +186,11 @@ def test_the_layer_is_used_only_when_no_one_else_can_write_it(tmp_path, monkeypa
     assert tc.trusted_kernel_folder() is None
     monkeypatch.setenv(tc.TRUSTED_ENV, "off")
     assert tc.trusted_kernel_folder() is None
+    # by default only as root, where the pool's children run under uids of
+    # their own: a child of this user could otherwise plant a binary there
+    monkeypatch.delenv(tc.TRUSTED_ENV)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert tc.trusted_kernel_folder() is None
 
 
 def test_tests_of_the_unmodified_tree_write_the_layer_and_a_candidates_read_it(tmp_path, monkeypatch):

@@ -132,7 +132,38 @@ class LayeredCacheManager(_FileCacheManager):  # type: ignore[misc,valid-type]
         return super().get_file(filename)
 
 
-def trusted_kernel_folder(create: bool = True) -> Optional[str]:
+def user_cache_folder(value: str, leaf: str, mode: int) -> Optional[str]:
+    """A folder of this user's kernelsmith cache that only trusted processes
+    write: ``value`` when the user named one (``off`` for none), else
+    ``~/.cache/kernelsmith/<leaf>`` of the account (not ``$HOME``: a pool
+    process's HOME is its own folder), but only as root, where the pool's
+    children run under uids of their own and cannot write it (a child of
+    this user otherwise could: then a user opts in by naming a folder).
+    Made with ``mode``; None unless it is this user's and no one else can
+    write it."""
+    import pwd
+
+    if value.strip().lower() in ("off", "0", "none"):
+        return None
+    if not value:
+        if os.geteuid() != 0:
+            return None
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:  # a pool child's uid has no passwd entry: it inherits the parent's setting
+            return None
+        value = os.path.join(home, ".cache", "kernelsmith", leaf)
+    try:
+        os.makedirs(value, mode=mode, exist_ok=True)
+        st = os.stat(value)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None  # another user's, or writable by others: never load from it
+    return value
+
+
+def trusted_kernel_folder() -> Optional[str]:
     """The trusted kernel layer: Triton's compile cache of the processes
     that run only trusted code, offered read-only to every other process.
 
@@ -148,29 +179,10 @@ def trusted_kernel_folder(create: bool = True) -> Optional[str]:
     its own (docs/in_place.md).
 
     ``KERNELSMITH_TRITON_TRUSTED_KERNELS`` names the folder (``off``: none);
-    by default ``~/.cache/kernelsmith/triton-kernels``, kept between
-    commands. Only a folder of this user that no one else can write is used
-    (0755: pool children under other uids read it)."""
-    import pwd
-
-    value = os.environ.get(TRUSTED_ENV, "")
-    if value.strip().lower() in ("off", "0", "none"):
-        return None
-    if not value:
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except KeyError:  # a pool child's uid has no passwd entry: it inherits the parent's setting
-            return None
-        value = os.path.join(home, ".cache", "kernelsmith", "triton-kernels")
-    try:
-        if create:
-            os.makedirs(value, mode=0o755, exist_ok=True)
-        st = os.stat(value)
-    except OSError:
-        return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return None  # another user's, or writable by others: never load from it
-    return value
+    by default ``~/.cache/kernelsmith/triton-kernels`` as root
+    (:func:`user_cache_folder`), kept between commands; 0755, so that pool
+    children under other uids read it."""
+    return user_cache_folder(os.environ.get(TRUSTED_ENV, ""), "triton-kernels", 0o755)
 
 
 def trusted_group(key: str, filename: str) -> Optional[dict[str, str]]:

@@ -215,29 +215,9 @@ def host_module_folder() -> Optional[str]:
     between pools: a folder of this user's cache, made 0700 and used only
     while it is this user's and no one else can write to it; None when off,
     unsafe, or not root without a folder named in KERNELSMITH_HOST_CACHE."""
-    value = os.environ.get(HOST_CACHE_ENV, "")
-    if value.lower() in ("off", "0", "none"):
-        return None
-    if not value and os.geteuid() != 0:
-        # only where the pool's children run under uids of their own (as
-        # root): a child of this user could otherwise write the modules a
-        # later zygote loads. A user may name a folder to opt in.
-        return None
-    if not value:
-        import pwd
+    from ._triton_cache import user_cache_folder
 
-        # the account's home, not $HOME: a zygote's HOME is its pool's folder
-        # (sandbox.worker_environment), which goes with the pool
-        value = os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "kernelsmith", "triton-host")
-    base = value
-    try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
-        st = os.stat(base)
-    except OSError:
-        return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return None  # another user's, or writable by others: never load from it
-    return base
+    return user_cache_folder(os.environ.get(HOST_CACHE_ENV, ""), "triton-host", 0o700)
 
 
 @contextlib.contextmanager

@@ -112,16 +112,33 @@ def _run_state(run_dir: Path, iterations: int) -> str:
     return "finished"
 
 
-def _task_source(task: SuiteTask, out: Path, seeds_dir: str | Path | None) -> Path:
+def _task_source(task: SuiteTask, out: Path, seeds_dir: str | Path | None, timing_shapes: str = "auto") -> Path:
     """The path evolve loads: the task itself, or for a plain file with a
-    seed program, a task directory made from both."""
+    seed program or a second timing shape (``timing_shapes="auto"``:
+    :mod:`kernelsmith.task_shapes`, where the module allows one), a task
+    directory made from them."""
+    from .. import kernelbenchx
+    from ..task_shapes import HALF, with_half_shape
+
     seed = seed_for(task, seeds_dir)
-    if seed is None:
+    half = None
+    if timing_shapes == "auto" and task.path.is_file() and task.path.suffix == ".py" \
+            and not kernelbenchx.is_task_file(task.path):
+        half = with_half_shape(task.path.read_text())
+    if seed is None and half is None:
         return task.path
     folder = out / "tasks" / task.key
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(task.path, folder / "reference.py")
-    shutil.copy2(seed, folder / "seed.py")
+    if half is None:
+        shutil.copy2(task.path, folder / "reference.py")
+    else:
+        import yaml
+
+        atomic_write_text(folder / "reference.py", half)
+        atomic_write_text(folder / "task.yaml", yaml.safe_dump(
+            {"name": task.path.stem, "timing_shapes": ["get_inputs", HALF]}, sort_keys=False))
+    if seed is not None:
+        shutil.copy2(seed, folder / "seed.py")
     return folder
 
 
@@ -139,9 +156,15 @@ async def run_suite_async(
     reference_cache: str | Path | None = None,
     plots: bool = True,
     log: Callable[[str], None] | None = None,
+    timing_shapes: str = "auto",
 ) -> BenchReport:
     """Evolve every task of ``suite_dir`` into ``out/runs/<key>`` (skipping
-    finished ones, resuming unfinished ones), then write the metrics."""
+    finished ones, resuming unfinished ones), then write the metrics.
+    ``timing_shapes``: ``auto`` gives a plain KernelBench file a second
+    timing shape where the module allows one (:mod:`kernelsmith.task_shapes`),
+    ``one`` times ``get_inputs`` alone."""
+    if timing_shapes not in ("auto", "one"):
+        raise ValueError(f"timing_shapes must be 'auto' or 'one', got {timing_shapes!r}")
     from ..evolve.session import evolve
 
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -153,6 +176,7 @@ async def run_suite_async(
     tasks = [t for t in tasks if t.key not in unreadable]
     manifest = {
         "suite": str(Path(suite_dir).resolve()), "label": label, "levels": list(levels) if levels else None,
+        "timing_shapes": timing_shapes,
         "config": dataclasses.asdict(config), "tasks": [t.to_dict() for t in tasks],
     }
     from ..llm.redact import redact_obj
@@ -175,7 +199,8 @@ async def run_suite_async(
             started = time.monotonic()
             try:
                 if state == "new":
-                    summary = await evolve(_task_source(task, out, seeds_dir), config, run_dir, evaluator=evaluator)
+                    summary = await evolve(_task_source(task, out, seeds_dir, timing_shapes), config, run_dir,
+                                           evaluator=evaluator)
                 else:
                     summary = await evolve(None, EvolveConfig(iterations=config.iterations), resume=run_dir,
                                            evaluator=evaluator)

@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray-address", help="Ray cluster address (default: RAY_ADDRESS, else a local instance)")
     parser.add_argument("--reference-cache", help="reference-timing cache file to share between benches "
                         "(default OUT/reference_timings.json)")
+    parser.add_argument("--timing-shapes", choices=("auto", "one"), default="auto",
+                        help="auto (default): a plain KernelBench file is also timed with its leading sizes halved "
+                             "where the module allows it (get_inputs_half; the speedup is the two shapes' "
+                             "geometric mean); one: get_inputs alone")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--compare", nargs="+", metavar="BENCH_DIR",
                         help="instead of running: put finished bench folders side by side into --out")
@@ -63,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or str(Path("bench") / f"{Path(args.suite).resolve().name}-{config.model.replace(':', '_')}")
     report = runner.run_suite(args.suite, out, config, levels=_levels(args.levels), label=args.label,
                               seeds_dir=args.seeds, executor=args.executor, ray_address=args.ray_address,
-                              reference_cache=args.reference_cache, plots=not args.no_plots)
+                              reference_cache=args.reference_cache, plots=not args.no_plots,
+                              timing_shapes=args.timing_shapes)
     if args.json:
         print(json.dumps({"label": report.label, "metrics": report.metrics, "ran": report.ran,
                           "skipped": report.skipped, "files": report.files}, indent=2))

@@ -509,6 +509,11 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
                                 "description": f"{c.ex.class_name} from {c.ex.repo}/{c.ex.path}:{c.ex.line}"}
         if variant is not None:
             tcfg["extra_inputs"] = variant.extra_input_functions(cfg.size)
+            other = timing_shape_for(cfg.size, sizes)
+            if other is not None:
+                # a second timing shape (docs/evaluator.md "Timing shapes"):
+                # a kernel fast on one size only is not rewarded as fast
+                tcfg["timing_shapes"] = ["get_inputs", f"get_inputs_{other}"]
         (out / rel / "task.yaml").write_text(yaml.safe_dump(tcfg, sort_keys=False))
         rows.append({
             "schema_version": INDEX_SCHEMA_VERSION, "name": name, "task_path": rel.as_posix(), "family": family,
@@ -617,3 +622,14 @@ def read_index(out: Path) -> list[dict[str, Any]]:
             if isinstance(r.get(k), str):
                 r[k] = json.loads(r[k])
     return rows
+
+
+def timing_shape_for(size: str, sizes: dict[str, Any]) -> Optional[str]:
+    """The size class timed next to ``get_inputs`` (``size``): the largest
+    other class whose size check passed in the worker (``sizes``: the
+    verdict's per-class records, ``small`` being the one the module ran on),
+    or None where no other class passed."""
+    from .inputs import SIZE_CLASSES
+
+    passed = [c for c in SIZE_CLASSES if c != size and (sizes.get(c) or {}).get("ok") is True]
+    return passed[-1] if passed else None

@@ -294,40 +294,10 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                     msg = json.loads(line)
                 except ValueError:
                     continue
-                kind = msg.get("type")
-                if kind == STAGE:
-                    stage = str(msg.get("stage"))[:200]
-                    phases.report(stage)
-                elif kind == SEED_REQUEST:
-                    # drawn here, in the parent, when the worker needs it; kept
-                    # (``seeds``) so the trusted referee can rebuild a trial
-                    seed = secrets.randbits(62)
-                    if seeds is not None:
-                        seeds.append(seed)
-                    link.write((json.dumps({SEED: seed}) + "\n").encode())
-                elif kind == TIMING_REQUEST:
-                    if ticket is not None:
-                        phases.report(f"{stage} (waiting for the device's timing slot)")
-                        ticket.acquire()
-                        phases.report(stage)
-                    link.write((json.dumps({GO: True}) + "\n").encode())
-                elif kind == TIMING_DONE:
-                    report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
-                    if evidence is not None:  # what the result's figures must be (referee.check_timing_reports)
-                        evidence.setdefault("timing_reports", []).append(report)
-                    retime = ticket.report(report) if ticket is not None else False
-                    link.write((json.dumps({RETIME: retime}) + "\n").encode())
-                elif kind == EVIDENCE:
-                    # copied before the answer: the worker waits for it, and
-                    # no more of the program runs until then
-                    if evidence is not None:
-                        from .referee import take_evidence
-
-                        take_evidence(evidence, msg.get("trials"))
-                    link.write((json.dumps({TAKEN: True}) + "\n").encode())
-                elif kind == RESULT:
+                stage, result = _answer(msg, link, stage, ticket, seeds, evidence)
+                if result is not None:
                     link.wait_exit(10)
-                    return msg.get(RESULT) or {}, stage, False
+                    return result, stage, False
     except (BrokenPipeError, ConnectionResetError):
         link.wait_exit(5)
         return None, stage, False
@@ -336,6 +306,48 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
             ticket.release()
         sel.close()
         link.close()
+
+
+def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Optional[list[Any]],
+            evidence: Optional[dict[str, Any]]) -> tuple[str, Optional[dict[str, Any]]]:
+    """One message of the worker answered (:func:`converse`'s loop): the
+    stage the worker is in now, and its result once it sends one."""
+    from . import phases
+
+    kind = msg.get("type")
+    if kind == STAGE:
+        stage = str(msg.get("stage"))[:200]
+        phases.report(stage)
+    elif kind == SEED_REQUEST:
+        # drawn here, in the parent, when the worker needs it; kept
+        # (``seeds``) so the trusted referee can rebuild a trial
+        seed = secrets.randbits(62)
+        if seeds is not None:
+            seeds.append(seed)
+        link.write((json.dumps({SEED: seed}) + "\n").encode())
+    elif kind == TIMING_REQUEST:
+        if ticket is not None:
+            phases.report(f"{stage} (waiting for the device's timing slot)")
+            ticket.acquire()
+            phases.report(stage)
+        link.write((json.dumps({GO: True}) + "\n").encode())
+    elif kind == TIMING_DONE:
+        report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
+        if evidence is not None:  # what the result's figures must be (referee.check_timing_reports)
+            evidence.setdefault("timing_reports", []).append(report)
+        retime = ticket.report(report) if ticket is not None else False
+        link.write((json.dumps({RETIME: retime}) + "\n").encode())
+    elif kind == EVIDENCE:
+        # copied before the answer: the worker waits for it, and no more of
+        # the program runs until then
+        if evidence is not None:
+            from .referee import take_evidence
+
+            take_evidence(evidence, msg.get("trials"))
+        link.write((json.dumps({TAKEN: True}) + "\n").encode())
+    elif kind == RESULT:
+        return stage, msg.get(RESULT) or {}
+    return stage, None
 
 
 __all__ = ["Channel", "converse", "pass_credentials", "read_with_sender", "foreign_sender", "STAGE", "SEED_REQUEST", "TIMING_REQUEST", "TIMING_DONE", "EVIDENCE", "RESULT",
