@@ -145,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluator.phases import PhaseLine
 
     started = time.monotonic()
-    with InplaceEvaluator(isolation=args.isolation, workers=1) as ev:
+    # a worker for each dtype: the comparisons run side by side
+    with InplaceEvaluator(isolation=args.isolation, workers=len(config.compare.dtypes)) as ev:
         # each step printed with its time as it ends (a slow package shows
         # where it spends it); the step going on, live, on a terminal
         with PhaseLine("checking", lines=True, lines_stream=sys.stdout) as shown:

@@ -213,24 +213,20 @@ class InplaceEvaluator:
         return result
 
     def _compare(self, task: InplaceTask, spec: Any, program: str) -> EvalResult:
-        """The comparison in every dtype, side by side (each in a worker of
-        its own; the first dtype's is the timed one, and the device's
-        timing slot keeps the others still while it times). The first dtype
-        that fails or is rejected, in the configured order, is the result."""
-        import concurrent.futures
-        import contextvars
-
+        """The comparison in every dtype, submitted at once (side by side
+        where the pool has a worker for each; the first dtype's is the timed
+        one, and the device's timing slot keeps the others still while it
+        times). The first dtype that fails or is rejected, in the configured
+        order, is the result."""
         dtypes = list(spec.config.compare.dtypes)
-
-        def one(dtype: str) -> EvalResult:
+        futures = []
+        for dtype in dtypes:
+            # submit() runs the evaluation in a copy of this context: the
+            # step's name goes with it
             with phases.step(f"comparison {dtype}"):
-                if dtype == dtypes[0]:
-                    return self.inner.evaluate(task, program)
-                return self.inner.evaluate(spec.comparison_task(dtype=dtype, timed=False), program)
-
-        with concurrent.futures.ThreadPoolExecutor(len(dtypes), thread_name_prefix="ks-inplace-dtype") as pool:
-            futures = [pool.submit(contextvars.copy_context().run, one, dtype) for dtype in dtypes]
-            results = [f.result() for f in futures]
+                shown = task if dtype == dtypes[0] else spec.comparison_task(dtype=dtype, timed=False)
+                futures.append(self.inner.submit(shown, program))
+        results = [f.result() for f in futures]
         result = results[0]
         if not result.correct or result.hacked:
             return result
