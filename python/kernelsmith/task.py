@@ -189,6 +189,13 @@ class TaskConfig:
     comparison: dict = field(default_factory=dict)
 
     @property
+    def check_sets(self) -> list:
+        """The input functions correctness runs on: ``get_inputs`` (its
+        trials) and every ``extra_inputs`` function; the worker hands the
+        referee the last trial of each (and of a degenerate task's probes)."""
+        return ["get_inputs", *[str(s) for s in self.extra_inputs]]
+
+    @property
     def timed_shapes(self) -> list:
         """The input functions the timing measures: ``timing_shapes``, or
         ``get_inputs`` alone when none is declared."""

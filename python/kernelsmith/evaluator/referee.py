@@ -591,14 +591,15 @@ class Referee:
         sets = probes.get("sets") if isinstance(probes, dict) else None
         return [str(s) for s in sets] if isinstance(sets, list) else []
 
-    def most_trials(self, task: Any) -> int:
-        """How many trials a worker may hand over: one per input set of the
-        task (KernelBench-X harnesses have up to 18, ``kbx_case_<i>``) and
-        per probe set of a degenerate task; at least 16."""
-        cfg = getattr(task, "config", None)
-        sets = {"get_inputs", *(getattr(cfg, "extra_inputs", None) or []),
-                *(getattr(cfg, "timing_shapes", None) or [])}
-        return max(16, len(sets) + len(self.primed_probe_sets(task)))
+    @staticmethod
+    def most_trials(task: Any) -> int:
+        """How many trials a worker may hand over: one per input set the
+        referee judges (:func:`_judge_trial`): the task's own
+        (``TaskConfig.check_sets``; KernelBench-X harnesses have up to 18,
+        ``kbx_case_<i>``) and the probes'."""
+        from .probes import set_names as probe_sets
+
+        return len(set(task.config.check_sets)) + len(probe_sets())
 
     def evidence_limit(self, task: Any) -> int:
         """The largest outputs file accepted for ``task``, from the footprint
@@ -740,7 +741,7 @@ def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: 
     """One trial (the last of one input set) re-checked by the referee."""
     from .probes import set_names as probe_sets
 
-    sets = ["get_inputs"] + list(task.config.extra_inputs) + probe_sets()
+    sets = task.config.check_sets + probe_sets()
     if str(info.get("set", "get_inputs")) not in sets:
         result.overrule_as_hacked(f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
                                   "the verdict was not the program's to write", withdraw_speedup=False)

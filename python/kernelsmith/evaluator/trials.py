@@ -75,7 +75,7 @@ def run_trials(ctx: Context) -> None:
     trial_sets: list[tuple[str, int]] = [("get_inputs", t) for t in range(ctx.trials)]
     trial_sets += [(g, 0) for g in cfg.extra_inputs]
     stats = {"max_abs_err": 0.0, "max_rel_err": 0.0, "atol": ctx.atol, "rtol": ctx.rtol, "trials": 0,
-             "input_sets": ["get_inputs"] + list(cfg.extra_inputs), "first_mismatch": None}
+             "input_sets": cfg.check_sets, "first_mismatch": None}
     ctx.out["correctness"] = stats
     # history: fingerprints (correctness.fingerprint) of (reference outputs,
     # candidate outputs) per trial, the replay check's; referee_trials: per
