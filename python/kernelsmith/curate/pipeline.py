@@ -629,7 +629,5 @@ def timing_shape_for(size: str, sizes: dict[str, Any]) -> Optional[str]:
     other class whose size check passed in the worker (``sizes``: the
     verdict's per-class records, ``small`` being the one the module ran on),
     or None where no other class passed."""
-    from .inputs import SIZE_CLASSES
-
     passed = [c for c in SIZE_CLASSES if c != size and (sizes.get(c) or {}).get("ok") is True]
     return passed[-1] if passed else None
