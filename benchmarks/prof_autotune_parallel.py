@@ -11,9 +11,8 @@ compiled for a new feature size D per mode, each in a fresh Triton cache:
 * ``forkP``: P forked children, each compiling every P-th config;
 * ``threads``: P threads of this process.
 
-Then, for the last D: each config's first launch from the file cache in a
-fresh forked child (load, no compile), and Triton's benchmark of the 25
-configs (``triton.testing.do_bench``, as the autotuner calls it). Also the
+Then, for the last D: Triton's benchmark of the 25 configs
+(``triton.testing.do_bench`` with its defaults, as the autotuner calls it). Also the
 machine's CPUs (logical and physical) and a cold ``triton_key()``.
 
     python3 benchmarks/prof_autotune_parallel.py --wheel .whl/fla_core-0.6.0-py3-none-any.whl \\
@@ -144,26 +143,8 @@ def main() -> int:
         results[mode] = wall
         print(f"{mode:10s} D={D:4d}: {len(configs)} configs compiled in {wall:6.2f} s "
               f"({wall / len(configs):.3f} s per config) {note}", flush=True)
-    # the last D: load each config from the file cache in a fresh child, then do_bench them all
+    # the last D: Triton's benchmark of its configs, now compiled
     kw = inputs(D)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            jit.device_caches.clear()
-            t = time.monotonic()
-            grid = (triton.cdiv(kw["T"], 8),)
-            for config in configs:
-                jit.run(**kw, **config.all_kwargs(), grid=grid, warmup=False)
-            torch.cuda.synchronize()
-            os.write(w, f"{time.monotonic() - t:.3f}".encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    os.waitpid(pid, 0)
-    loaded = os.read(r, 64).decode() or "?"
-    print(f"first launch of {len(configs)} configs from the file cache in a fresh child: {loaded} s", flush=True)
     from triton.testing import do_bench
     t = time.monotonic()
     for config in configs:
