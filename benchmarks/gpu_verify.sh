@@ -10,7 +10,8 @@
 # (benchmarks/bench_kernelbench.py over a KernelBench checkout in .carry/KernelBench: KB_LEVELS,
 # KB_EVERY, KB_ARGS), degenerate (task check of level-1 19, 20, 31, 32 as upstream), latency
 # (benchmarks/bench_eval_latency.py: eval cold, through the daemon, fresh mode), fla (fla-core's
-# l2norm_fwd in place: the fla_core and einops wheels in .whl/), autotune (benchmarks/bench_autotune_compile.py on fla's tests),
+# l2norm_fwd in place: the fla_core and einops wheels in .whl/), flainit (its task init cold, after the user's
+# own test run and again: benchmarks/bench_fla_task_init.sh), autotune (benchmarks/bench_autotune_compile.py on fla's tests),
 # and issue 30's kbx (benchmarks/bench_kernelbenchx.py over a KernelBench-X checkout in .carry/KernelBenchX: every task
 # loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
@@ -87,6 +88,12 @@ if has autotune; then
     --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py --modes ${AUTOTUNE_MODES:-off,fork} \
     --json "$OUT/autotune_compile.json" 2>&1 \
     | tee "$OUT/autotune_compile.log"
+fi
+if has flainit; then
+  # issue 27: fla's task init cold, after the user's own test run, and again (benchmarks/bench_fla_task_init.sh)
+  timeout ${FLAINIT_LIMIT:-540} bash benchmarks/bench_fla_task_init.sh .whl/fla_core-*.whl .whl/einops-*.whl 2>&1 \
+    | while IFS= read -r line; do printf '%s %s\n' "$(date +%T)" "$line"; done | tee "$OUT/flainit.log"
+  cp /tmp/fla-init/*.log "$OUT/" 2>/dev/null
 fi
 if has fla; then
   # every line with the time it came (the whole log in $OUT/fla.log, its end on the screen)

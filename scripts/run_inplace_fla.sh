@@ -24,7 +24,8 @@
 # (l2norm_fwd_kernel_row); the kernels' sources stay as they are, so their
 # autotune results are reused by every step. With an LLM (--model
 # openai:NAME ...) the model may change the kernels too.
-# FLA_ITERATIONS overrides the number of evolve steps (8).
+# FLA_ITERATIONS overrides the number of evolve steps (8); FLA_INIT_ONLY=1
+# stops after task init.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fla="${1:?usage: $0 fla_core-*.whl einops-*.whl [evolve args...]}"
@@ -55,6 +56,7 @@ start=$(date +%s)
     --bench-shapes 8192x128,16384x1024 --compare-shapes 1x7,3x100,17x4097,2x3x257 --dtypes float32,bfloat16 \
     -o "$out/l2norm.yaml" --force
 echo "task init: $(( $(date +%s) - start )) s"
+if [ "${FLA_INIT_ONLY:-0}" = "1" ]; then exit 0; fi  # benchmarks/bench_fla_task_init.sh
 start=$(date +%s)
 "$py" -m kernelsmith evolve "$out/l2norm.yaml" --iterations "$iters" --out "$out/run" "$@"
 echo "evolve ($iters steps): $(( $(date +%s) - start )) s"

@@ -117,6 +117,25 @@ def test_a_record_from_the_parent_skips_the_benchmark(handover):
     assert len(BENCHED) == 3 and len((tmp / "second.jsonl").read_text().splitlines()) == 1
 
 
+def test_records_written_after_a_process_started_still_reach_it(tmp_path):
+    """A pool started beside task init's tests: its store and its referee
+    exist before the tests' records are kept; the store takes them from the
+    kept file at the next evaluation, the referee at its next miss."""
+    kept = str(tmp_path / "kept.json")
+    pool_store = at.AutotuneStore(str(tmp_path / "pool"), persist=kept)
+    referee = at._Handover(pool_store.trusted_path, None)
+    key = "a" * 64
+    assert referee.lookup(key) is None and pool_store.refresh() == 0
+    # the tests of the unmodified tree finish: their records, trusted, kept
+    new = tmp_path / "tests.jsonl"
+    new.write_text(json.dumps({"key": key, "config": "BLOCK: 64"}) + "\n")
+    tests_store = at.AutotuneStore(str(tmp_path / "tests"), persist=kept)
+    assert tests_store.absorb(str(new), trusted=True) == 1
+    assert pool_store.refresh() == 1 and pool_store.refresh() == 0  # once, until the file changes again
+    assert json.loads(Path(pool_store.trusted_path).read_text())["records"] == {key: "BLOCK: 64"}
+    assert referee.lookup(key) == "BLOCK: 64"
+
+
 def test_the_same_kernel_tuned_once_per_process(handover):
     """The reference and a candidate that kept the kernel: two autotuners of
     one source in one worker; the second takes the first's result."""

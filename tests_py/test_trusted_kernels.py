@@ -214,13 +214,77 @@ def test_tests_of_the_unmodified_tree_write_the_layer_and_a_candidates_read_it(t
                        inputs_source="", inputs_function="make", module="probe")
     store = at.AutotuneStore(str(tmp_path / "records"), persist=None)
     store.site_dir = at.write_site_folder(str(tmp_path / "site"))
+    monkeypatch.setenv(tc.USER_ENV, "off")
     trusted = run_tests(spec, tree, isolation="none", autotune=store, trusted=True)
     assert trusted["passed"], trusted["output"]
     assert eval(trusted["output"].strip().splitlines()[-1]) == [str(layer_dir), None, str(layer_dir)]
+    # the user's own Triton cache: the trusted run seeds the layer from it
+    users = tmp_path / "users-triton"
+    users.mkdir(mode=0o755)
+    monkeypatch.setenv(tc.USER_ENV, str(users))
+    seeded = run_tests(spec, tree, isolation="none", autotune=store, trusted=True)
+    assert seeded["passed"], seeded["output"]
+    assert eval(seeded["output"].strip().splitlines()[-1]) == [str(layer_dir), at.SITE_SEEDING_MANAGER,
+                                                              str(layer_dir)]
     other = run_tests(spec, tree, isolation="none", autotune=store, trusted=False)
     assert other["passed"], other["output"]
     cache, manager, layer_env = eval(other["output"].strip().splitlines()[-1])
     assert cache.startswith(str(tree)) and manager == at.SITE_CACHE_MANAGER and layer_env == str(layer_dir)
+
+
+def test_the_trusted_run_seeds_the_layer_from_the_users_own_cache(tmp_path, monkeypatch):
+    """What the user's own runs of the tests compiled (``~/.triton/cache``)
+    is copied into the layer under the same key instead of compiled again;
+    only a kernel's own plain files are taken."""
+    pytest.importorskip("triton")
+    layer_dir, users = tmp_path / "layer", tmp_path / "users"
+    layer_dir.mkdir(mode=0o755)
+    users.mkdir(mode=0o755)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(layer_dir))
+    monkeypatch.setenv(tc.USER_ENV, str(users))
+    files = _triton_layout(users, "KEY1")
+    (users / "KEY1" / "fwd_kernel.autotune.json").write_text('{"configs_timings": [], "key": "x"}')
+    manager = tc.SeedingCacheManager("KEY1")
+    group = manager.get_group("k.json")
+    assert group == {name: str(layer_dir / "KEY1" / name) for name in files}
+    assert all(Path(group[n]).read_text() == Path(p).read_text() for n, p in files.items())
+    # in the layer now, as a worker reads it (the group file too)
+    monkeypatch.setenv(tc.TRUSTED_ENV, str(layer_dir))
+    assert tc.trusted_group("KEY1", "k.json") == group
+    # an autotune result (Triton's cache_results) the same way; junk names and other keys are not looked up
+    assert manager.get_file("fwd_kernel.autotune.json") == str(layer_dir / "KEY1" / "fwd_kernel.autotune.json")
+    (users / "outside.json").write_text("{}")
+    assert manager.get_file("../outside.json") is None and manager.get_file("missing.json") is None
+    assert tc.SeedingCacheManager("KEY2").get_group("k.json") is None
+    # a link planted in the user's folder is not followed
+    elsewhere = tmp_path / "elsewhere.cubin"
+    elsewhere.write_text("planted")
+    _triton_layout(users, "KEY3")
+    (users / "KEY3" / "k.cubin").unlink()
+    (users / "KEY3" / "k.cubin").symlink_to(elsewhere)
+    assert tc.SeedingCacheManager("KEY3").get_group("k.json") is None
+    assert not (layer_dir / "KEY3" / "k.cubin").exists()
+
+
+def test_the_users_cache_is_read_only_when_it_is_theirs_alone(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o755)
+    monkeypatch.delenv(tc.USER_ENV, raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+    assert tc.user_triton_cache() == str(folder.resolve())
+    folder.chmod(0o777)
+    assert tc.user_triton_cache() is None  # anyone could have planted a kernel there
+    folder.chmod(0o755)
+    monkeypatch.setenv(tc.USER_ENV, "off")
+    assert tc.user_triton_cache() is None
+    monkeypatch.setenv(tc.USER_ENV, str(tmp_path / "missing"))
+    assert tc.user_triton_cache() is None
+    # Triton's own default: $TRITON_HOME/.triton/cache
+    monkeypatch.delenv(tc.USER_ENV)
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    monkeypatch.setenv("TRITON_HOME", str(tmp_path))
+    (tmp_path / ".triton" / "cache").mkdir(parents=True, mode=0o755)
+    assert tc.user_triton_cache() == str((tmp_path / ".triton" / "cache").resolve())
 
 
 def test_pool_workers_and_the_referee_read_the_layer(monkeypatch, tmp_path):

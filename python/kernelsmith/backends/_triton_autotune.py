@@ -145,22 +145,48 @@ def record_key(kernel: str, target: str, key: tuple, configs: list[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _stamp(path: Optional[str]) -> Optional[tuple[int, int]]:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_mtime_ns, st.st_size)
+
+
 class _Handover:
     def __init__(self, known_path: Optional[str], new_path: Optional[str]) -> None:
         self.known: dict[str, str] = {}
-        if known_path and os.path.isfile(known_path):
-            try:
-                with open(known_path, encoding="utf-8") as f:
-                    data = json.load(f)
-                self.known = {str(k): str(v) for k, v in (data.get("records") or {}).items()}
-            except (OSError, ValueError, AttributeError):
-                self.known = {}
+        self.known_path = known_path
+        self._stamp: Optional[tuple[int, int]] = None
+        self._load()
         self.new_path = new_path
         self.handed = 0  # keys taken from the parent's records (nothing benchmarked)
         self.tuned = 0  # keys tuned here and reported
         # keys being tuned: (autotuner, tuning key, record key), reported by flush()
         # and what :func:`precompile` did for it
         self.pending: list[tuple[Any, tuple, str, dict[str, Any]]] = []
+
+    def _load(self) -> None:
+        """The parent's records, again when the file changed since: a
+        process started before they were written (the referee of a pool
+        started beside ``task init``'s tests) still takes them."""
+        stamp = _stamp(self.known_path)
+        if stamp is None or stamp == self._stamp or not self.known_path:
+            return
+        self._stamp = stamp
+        try:
+            with open(self.known_path, encoding="utf-8") as f:
+                data = json.load(f)
+            records = {str(k): str(v) for k, v in (data.get("records") or {}).items()}
+        except (OSError, ValueError, AttributeError):
+            return
+        for key, config in records.items():
+            self.known.setdefault(key, config)
+
+    def lookup(self, rk: str) -> Optional[str]:
+        if rk not in self.known:
+            self._load()
+        return self.known.get(rk)
 
 
 def flush() -> int:
@@ -421,7 +447,7 @@ def install(known_path: Optional[str] = None, new_path: Optional[str] = None) ->
             flush()
             key = tuning_key(self, (), {**(getattr(self, "nargs", None) or {}), **kwargs})
             rk = record_key(_kernel_identity(self), _target(), key, list(self.configs))
-            chosen = state.known.get(rk)
+            chosen = state.lookup(rk)
             match = next((c for c in pruned if str(c) == chosen), None) if chosen else None
         except Exception:  # noqa: BLE001 - a key we cannot build: Triton tunes as it would anyway
             return pruned
@@ -535,6 +561,8 @@ def write_site_folder(folder: str) -> str:
 
 #: ``TRITON_CACHE_MANAGER`` for a process with :func:`write_site_folder`'s folder on its path
 SITE_CACHE_MANAGER = "_ks_triton_cache:LayeredCacheManager"
+#: the same for the trusted test run that seeds the layer from the user's cache
+SITE_SEEDING_MANAGER = "_ks_triton_cache:SeedingCacheManager"
 
 
 #: the records kept between commands (``task init``, then ``evolve``): a JSON
@@ -588,9 +616,24 @@ class AutotuneStore:
         self.trusted: set[str] = set()  # keys whose record the referee made
         self.rejected = 0
         self._lock = threading.Lock()
+        self._persist_stamp = _stamp(self.persist_path)
         if self.persist_path:
             self._merge(self._read_persisted())
         self._write()
+
+    def refresh(self) -> int:
+        """Take what another store kept in :func:`persist_path` since this
+        one last read it (``task init``'s tests, finished after a pool that
+        was started beside them made its store); the number kept."""
+        stamp = _stamp(self.persist_path)
+        if stamp is None or stamp == self._persist_stamp:
+            return 0
+        with self._lock:
+            self._persist_stamp = stamp
+            kept = self._merge(self._read_persisted())
+            if kept:
+                self._write()
+        return kept
 
     def job_paths(self, workdir: str) -> dict[str, str]:
         """The two paths a job's worker is given."""

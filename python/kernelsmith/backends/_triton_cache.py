@@ -189,7 +189,10 @@ def trusted_group(key: str, filename: str) -> Optional[dict[str, str]]:
     """Triton's cache group (``__grp__<name>.json``: the files of one
     compiled kernel) for ``key`` in the trusted kernel layer, or None. Every
     file it names must be a plain file in that key's own folder."""
-    folder = os.environ.get(TRUSTED_ENV, "")
+    return _group_in(os.environ.get(TRUSTED_ENV, ""), key, filename)
+
+
+def _group_in(folder: str, key: str, filename: str) -> Optional[dict[str, str]]:
     if not folder or not key or os.sep in key or key.startswith("."):
         return None
     base = os.path.realpath(os.path.join(folder, key))
@@ -210,6 +213,87 @@ def trusted_group(key: str, filename: str) -> Optional[dict[str, str]]:
             return None
         group[name] = local
     return group
+
+
+#: the user's own Triton compile cache, read by the trusted test run only
+#: (:func:`user_triton_cache`, :class:`SeedingCacheManager`)
+USER_ENV = "KERNELSMITH_TRITON_USER_CACHE"
+
+
+def user_triton_cache() -> Optional[str]:
+    """The Triton compile cache this user's own processes use
+    (``TRITON_CACHE_DIR``, else ``$TRITON_HOME/.triton/cache``, else
+    ``~/.triton/cache``, Triton's default), from which the trusted test run
+    of ``task init`` seeds the trusted kernel layer: a project whose tests
+    the user has run compiles nothing again (fla-core: 274 configs). None
+    with ``KERNELSMITH_TRITON_USER_CACHE=off``, or when the folder is
+    missing, another user's or writable by others. Its kernels were built by
+    this user's own processes, which the unmodified project's tests already
+    run as (the pool's candidates never write it: each has a private cache)."""
+    value = os.environ.get(USER_ENV, "")
+    if value.strip().lower() in ("off", "0", "none"):
+        return None
+    folder = value or os.environ.get("TRITON_CACHE_DIR") or os.path.join(
+        os.environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache")
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    if not os.path.isdir(folder) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None
+    return os.path.realpath(folder)
+
+
+def _plain_file(path: str, limit: int = 1 << 30) -> Optional[bytes]:
+    try:
+        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > limit:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+class SeedingCacheManager(_FileCacheManager):  # type: ignore[misc,valid-type]
+    """The cache of the trusted test run (``TRITON_CACHE_DIR`` is the
+    trusted kernel layer): a kernel, an autotune result or a launcher it
+    lacks is looked up under the same key in the user's own Triton cache
+    (``KERNELSMITH_TRITON_USER_CACHE``, set by the parent from
+    :func:`user_triton_cache`) and copied in, so the layer holds it for
+    every later process. Only plain files of that key's own folder are
+    taken; the key (Triton's hash of the source, signature, options, target
+    and version) is the same as the compile this process would do."""
+
+    def _user_folder(self) -> str:
+        folder = os.environ.get(USER_ENV, "")
+        own = os.path.realpath(os.path.dirname(str(getattr(self, "cache_dir", "") or "")))
+        return "" if not folder or os.path.realpath(folder) == own else folder
+
+    def get_group(self, filename: str) -> Optional[dict[str, str]]:
+        group = super().get_group(filename)
+        if group is not None:
+            return group
+        found = _group_in(self._user_folder(), str(getattr(self, "key", "")), filename)
+        if found is None:
+            return None
+        copied: dict[str, str] = {}
+        for name, path in found.items():
+            data = _plain_file(path)
+            if data is None:
+                return None
+            copied[name] = self.put(data, name, binary=True)
+        self.put_group(filename, copied)
+        return copied
+
+    def get_file(self, filename: str) -> Optional[str]:
+        path = super().get_file(filename)
+        key = str(getattr(self, "key", ""))
+        folder = self._user_folder()
+        if path is not None or not folder or not key or os.sep in key or key.startswith(".") \
+                or os.sep in filename or filename.startswith((".", "__grp__")):
+            return path
+        data = _plain_file(os.path.join(folder, key, filename))
+        return None if data is None else self.put(data, filename, binary=True)
 
 
 def install_requests() -> bool:

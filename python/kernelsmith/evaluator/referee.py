@@ -278,6 +278,16 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
             **({"probes": probes} if degenerate else {})}
 
 
+def load(req: dict[str, Any]) -> dict[str, Any]:
+    """Load a task's reference (its module: the imports, no forward), ahead
+    of the first priming: ``task init`` asks it while the project's tests
+    run, so a package's import (fla-core: 5-8 s) is paid beside them."""
+    from ..task import Task
+
+    _reference_module(Task.from_dict(req["task"]), req)
+    return {"loaded": True}
+
+
 def prime_key(task: Any) -> str:
     """What a priming depends on: the reference, its input sets, the tolerance."""
     return json.dumps([task.reference_source, list(task.config.extra_inputs), list(task.config.tolerances()),
@@ -394,7 +404,8 @@ def main() -> None:
     for line in sys.stdin:
         try:
             req = json.loads(line)
-            answer = prime(req, backend) if req.get("prime") else check(req, backend)
+            answer = prime(req, backend) if req.get("prime") else load(req) if req.get("load") else \
+                check(req, backend)
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device
@@ -540,6 +551,10 @@ class Referee:
                 # memory next to others is measured again (alone) next time
                 self._primed[key] = answer
             return answer
+
+    def load(self, task: Any, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Load ``task``'s reference module here (no run: see :func:`load`)."""
+        return self.ask({"load": True, "task": task.to_dict()}, timeout_s)
 
     def primed(self, task: Any) -> bool:
         """Whether ``task`` is primed here (its footprint measured)."""

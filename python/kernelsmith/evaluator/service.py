@@ -172,6 +172,16 @@ class Evaluator(TaskBackends):
                 self._device_pools[key] = pool
             return pool
 
+    def _pool_referee(self, backend: Backend, device: Optional[str]) -> Any:
+        """The device pool's referee, with the pool's autotune records
+        brought up to date first (records kept since the pool was made:
+        ``task init``'s tests, run beside its start) so that its priming
+        takes them instead of tuning again."""
+        pool = self._device_pool(backend, device)
+        if pool.autotune is not None:
+            pool.autotune.refresh()
+        return pool.referee
+
     def _referee(self, backend: Backend, device: Optional[str]) -> Any:
         """Fresh mode: one trusted referee process per (backend, device), as
         each device pool has."""
@@ -230,10 +240,10 @@ class Evaluator(TaskBackends):
 
         try:
             try:
-                referee = self._device_pool(backend, device).referee if self.mode == "pool" else \
+                referee = self._pool_referee(backend, device) if self.mode == "pool" else \
                     self._referee(backend, device)
             except PoolError:  # as in run(): once more on a new pool
-                referee = self._device_pool(backend, device).referee
+                referee = self._pool_referee(backend, device)
             result = run_admitted(self.memory[device], lambda: referee.footprint(task, limits.timeout_s),
                                   referee.primed(task), task.config.memory_margin, run)
         finally:
@@ -300,6 +310,20 @@ class Evaluator(TaskBackends):
                     if referee is not None and self.backend_for(task).name == pool.backend.name:
                         referee.prime(task)
         return time.monotonic() - started
+
+    def preload(self, task: TaskLike) -> None:
+        """Start the pool of ``task``'s backend on every device and load the
+        task's reference module (its imports, no run) in each device's
+        trusted referee, ahead of the first candidate: ``task init`` does it
+        beside the project's tests. Priming (the reference's runs) waits for
+        the first evaluation, which refreshes the pool's autotune records
+        first. Fresh mode: nothing to start."""
+        if self.mode != "pool":
+            return
+        task = self._task(task)
+        backend = self.backend_for(task)
+        for device in self.devices:
+            self._device_pool(backend, device).referee.load(task)
 
     def _trusted_referee(self, task: Task, device: Optional[str]) -> Any:
         """The referee of ``device`` for ``task``'s backend (the pool's own, or fresh mode's)."""

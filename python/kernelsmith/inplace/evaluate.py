@@ -16,11 +16,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -89,6 +91,16 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         env["TRITON_CACHE_DIR"] = trusted_kernels
         env.pop("TRITON_CACHE_MANAGER", None)
         writable.append(trusted_kernels)
+        from ..backends import _triton_cache
+
+        user_cache = _triton_cache.user_triton_cache()
+        if user_cache is not None and autotune is not None and autotune.site_dir:
+            # what the user's own runs of these tests compiled is not
+            # compiled again: copied into the layer (SeedingCacheManager,
+            # through the site folder's copy of the module)
+            from ..backends._triton_autotune import SITE_SEEDING_MANAGER
+
+            env.update({_triton_cache.USER_ENV: user_cache, "TRITON_CACHE_MANAGER": SITE_SEEDING_MANAGER})
     elif trusted_kernels and autotune is not None:
         # a candidate's tests read the layer through the site folder's copy
         # of the reader (the test process need not import kernelsmith)
@@ -144,6 +156,28 @@ class InplaceEvaluator:
         self.tests_log: list[dict[str, Any]] = []
         self._autotune: Any = None  # the project tests' Triton autotune results (made on first use)
         self._autotune_dir: Optional[str] = None
+        self._started: Optional[threading.Thread] = None
+
+    def _start_pool(self, task: InplaceTask) -> None:
+        """Start the pool's processes (the referee, the zygote) and load the
+        reference's module in the referee beside the first run of the
+        project's tests instead of after it; the comparison then waits for
+        neither. The referee primes the task (its runs) only at the
+        comparison, with the tests' autotune results (the pool's store
+        refreshed from the kept file, ``AutotuneStore.refresh``)."""
+        from ..backends._triton_autotune import persist_path
+
+        preload = getattr(self.inner, "preload", None)
+        if self._started is not None or preload is None or getattr(self.inner, "mode", "pool") != "pool" \
+                or (self.autotune_store(task) is not None and persist_path() is None):
+            return  # (the records reach a pool made before them through the kept file only)
+
+        def start() -> None:
+            with contextlib.suppress(Exception):  # a pool that cannot start says so at the comparison
+                preload(task)
+
+        self._started = threading.Thread(target=start, name="ks-inplace-pool-start", daemon=True)
+        self._started.start()
 
     def autotune_store(self, task: InplaceTask) -> Any:
         """The store of the Triton autotune results the project's tests
@@ -189,6 +223,7 @@ class InplaceEvaluator:
             with phases.step("copy the tree"):
                 root = copy_tree(spec.tree, Path(tmp) / "tree")
                 (root / spec.config.target.file).write_text(file_text)
+            self._start_pool(task)
             with phases.step("project tests"):
                 # the unmodified file (task init's check) is the project's own
                 # code: its tests' autotune results serve the reference too
@@ -243,6 +278,8 @@ class InplaceEvaluator:
         return self.inner.confirm_best(task, [task.spec.program(s) for s in sources], alone=alone)
 
     def close(self) -> None:
+        if self._started is not None:
+            self._started.join(timeout=300)  # no pool made after the close
         self.inner.close()
         if self._autotune_dir is not None:
             shutil.rmtree(self._autotune_dir, ignore_errors=True)
