@@ -1,6 +1,6 @@
 """What a package's autotuning costs in a project's test command, with the
 configs of each key compiled one after the other (Triton's way) and side
-by side (``_triton_autotune.precompile``), on a GPU.
+by side (``triton/autotune.py: precompile``), on a GPU.
 
 The tests are run as ``kernelsmith task init`` runs them: a fresh Python
 with the hand-over's ``sitecustomize`` first on ``PYTHONPATH`` (so every key
@@ -31,7 +31,7 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from kernelsmith.backends import _triton_autotune as autotune  # noqa: E402
+from kernelsmith.backends.triton import autotune  # noqa: E402
 
 
 def run(tests: list[str], tree: str, site: str, cache: str, mode: str, work: str, label: str) -> dict:

@@ -1,5 +1,5 @@
 """Compile cost of CUDA C++ candidates: the CUDA backend's build
-(backends/cuda.py) against plain ``torch.utils.cpp_extension.load_inline``.
+(backends/cuda/) against plain ``torch.utils.cpp_extension.load_inline``.
 
     python benchmarks/bench_cuda_compile.py [--n 6] [--jobs 1] [--no-plain] [--json out.json]
 
@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if importlib.util.find_spec("kernelsmith") is None or \
-            not (Path(importlib.util.find_spec("kernelsmith").origin).parent / "backends" / "cuda.py").exists():
+            not (Path(importlib.util.find_spec("kernelsmith").origin).parent / "backends" / "cuda" / "__init__.py").exists():
         sys.path.insert(0, str(ROOT / "python"))  # the source tree (an installed copy may predate this backend)
     import torch
 

@@ -7,7 +7,7 @@ timing; on a CPU it runs under the Triton interpreter (TRITON_INTERPRET=1).
                                       [--only triton|cuda]
 
 Two suites: the Triton one (SUITE) and the CUDA C++ one (CUDA_SUITE,
-KernelBench's load_inline format, backends/cuda.py). The CUDA rows need an
+KernelBench's load_inline format, backends/cuda/). The CUDA rows need an
 NVIDIA GPU, a CUDA build of PyTorch and nvcc; elsewhere they are listed as
 skipped with the reason, not failed.
 

@@ -101,7 +101,7 @@ if has fla; then
     | while IFS= read -r line; do printf '%s %s\n' "$(date +%T)" "$line"; done > "$OUT/fla.log"
   # the finalists' re-timing, finalist by finalist (attempts, why a timing was taken again)
   [ -f /tmp/fla-run/run/summary.json ] && python3 -c 'import json,sys; c=json.load(open(sys.argv[1])).get("best_confirmation") or {}; [print("finalist", r.get("index"), "speedup", r.get("speedup"), "attempts", r.get("timing_attempts"), "reliable", r.get("timing_reliable"), r.get("unreliable_reasons"), "alone" if r.get("alone") else "") for r in c.get("finalists") or []]' /tmp/fla-run/run/summary.json 2>&1 | tee -a "$OUT/fla.log"
-  # the trusted kernel layer the unmodified tree's tests wrote (backends/_triton_cache.py)
+  # the trusted kernel layer the unmodified tree's tests wrote (backends/triton/cache.py)
   echo "trusted kernel layer: $(ls ~/.cache/kernelsmith/triton-kernels 2>/dev/null | wc -l) compiled kernels" | tee -a "$OUT/fla.log"
   tail -60 "$OUT/fla.log"
 fi

@@ -7,7 +7,7 @@ compiled for a new feature size D per mode, each in a fresh Triton cache:
 
 * ``sequential``: one config after the other in this process;
 * ``fork1``: one forked child per config, P at once (what
-  ``_triton_autotune.precompile`` does today);
+  ``triton/autotune.py: precompile`` does today);
 * ``forkP``: P forked children, each compiling every P-th config;
 * ``threads``: P threads of this process.
 

@@ -9,7 +9,7 @@ from triton.runtime import driver
 t = time.time(); driver.active.utils; print("zygote: driver utils", round(time.time() - t, 3), flush=True)
 if os.environ.get("WARM", "1") == "1":
     sys.path.insert(0, "python")
-    from kernelsmith.backends.triton import warm_compiler, _nvml_arch
+    from kernelsmith.backends.triton.backend import warm_compiler, _nvml_arch
     t = time.time(); print("zygote: warm_compiler", warm_compiler(_nvml_arch()), round(time.time() - t, 3), flush=True)
 print("triton", triton.__version__, "torch", torch.__version__, flush=True)
 SRC = '''

@@ -43,7 +43,7 @@ def main() -> int:
         import triton.language  # noqa: F401
 
         t = step("import triton", t)
-        from kernelsmith.backends import triton as ktriton
+        from kernelsmith.backends.triton import backend as ktriton
 
         ktriton._LaunchHooks.install()
         t = step("launch hooks", t)

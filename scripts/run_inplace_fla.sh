@@ -16,7 +16,7 @@
 # A GPU only: fla's autotuner benchmarks with Triton's GPU benchmarker, which
 # the interpreter (TRITON_INTERPRET=1) does not have. Autotuning is done once
 # per kernel source and key and handed to later processes
-# (python/kernelsmith/backends/_triton_autotune.py, docs/in_place.md).
+# (python/kernelsmith/backends/triton/autotune.py, docs/in_place.md).
 #
 # fla's code has no '# tune:' values, so --annotate gives the offline mutator
 # one: the feature size up to which l2norm_fwd uses the blocked kernel

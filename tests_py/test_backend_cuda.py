@@ -1,4 +1,4 @@
-"""The CUDA C++ backend (backends/cuda.py) on a machine without a GPU:
+"""The CUDA C++ backend (backends/cuda/) on a machine without a GPU:
 registration, static checks, the source transformations of its fast build,
 nvcc's real compile errors mapped to the candidate's lines, cache keys,
 launch accounting, prompt tips, the offline mutator on a CUDA program. The
@@ -295,7 +295,7 @@ def test_shared_cache_hit_needs_no_compiler(tmp_path, monkeypatch):
     # the builder ignores requests for another toolchain and ones that are not build keys
     backend = C.CudaBackend()
     monkeypatch.setitem(C._TOOLCHAIN, "tc", _toolchain(arch="80"))
-    monkeypatch.setattr(C, "build_pch", lambda *a, **k: ("", 0.0))
+    monkeypatch.setattr(C.backend, "build_pch", lambda *a, **k: ("", 0.0))  # where build_shared_cache looks it up
     assert backend.build_shared_cache([C.key_text(spec, tc), "not a key"], str(tmp_path / "shared2")) == 0
 
 

@@ -144,13 +144,23 @@ def test_op_names_normalised():
 
 
 def test_available_backends_are_exactly_the_backends():
-    """Helper modules beside the backends (``_triton_cache``, ``_triton_launch``,
-    ``_triton_warm``, ``_triton_autotune``) and ``base`` are not backends:
-    neither listed nor loadable by name; each listed one loads."""
+    """Only backends are listed: not ``base`` or ``_choose`` beside them, nor
+    the helper modules inside a backend's package (``triton.cache``,
+    ``triton.launch``, ``triton.autotune``, ``cuda.toolchain``...), found here
+    by walking the package so that a new helper is covered too; none of them
+    loads by name, and each listed one does."""
+    import pkgutil
+
+    import kernelsmith.backends as package
+
     names = available_backends()
     assert names == ["cuda", "opencl", "triton"], names
     for name in names:
         assert get_backend(name).name == name
-    for helper in ("base", "_triton_cache", "_triton_launch", "_triton_warm", "_triton_autotune", "triton.base"):
+    helpers = {info.name[len("kernelsmith.backends."):]
+               for info in pkgutil.walk_packages(package.__path__, "kernelsmith.backends.")} - set(names)
+    assert {"base", "_choose", "triton.cache", "triton.launch", "triton.warm", "triton.autotune", "triton.backend",
+            "cuda.toolchain", "cuda.backend"} <= helpers, sorted(helpers)
+    for helper in sorted(helpers | {"triton.base"}):
         with pytest.raises(ValueError, match="unknown backend"):
             get_backend(helper)

@@ -474,13 +474,14 @@ def test_the_snapshot_watches_every_loaded_backend_module_and_the_backends_runti
     kernelsmith.backends (the CUDA one too, which the old list missed) and
     the modules the task's backend names (OpenCL: kernelsmith.opencl) are
     watched, so a candidate replacing one of their functions is named."""
-    import kernelsmith.backends.cuda as cuda_mod
+    import kernelsmith.backends.cuda.loading as cuda_mod  # where the CUDA backend's _wrap_function lives
     import kernelsmith.opencl  # noqa: F401 - loaded, as in an OpenCL worker
     from kernelsmith.backends import get_backend
     from kernelsmith.evaluator.integrity import Snapshot
 
     snap = Snapshot(get_backend("opencl"))
-    assert {"kernelsmith.backends.cuda", "kernelsmith.backends.opencl", "kernelsmith.opencl"} <= set(snap.modules)
+    assert {"kernelsmith.backends.cuda", "kernelsmith.backends.cuda.loading", "kernelsmith.backends.opencl",
+            "kernelsmith.opencl"} <= set(snap.modules)
     saved = cuda_mod._wrap_function
     try:
         cuda_mod._wrap_function = lambda *a, **k: None

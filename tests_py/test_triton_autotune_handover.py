@@ -1,5 +1,5 @@
 """Autotuning done once per kernel source and tuning key
-(backends/_triton_autotune.py): a worker reports the config it tuned, the
+(backends/triton/autotune.py): a worker reports the config it tuned, the
 parent keeps it (checked, first record wins) and hands it to later workers,
 which then benchmark nothing. Triton's default benchmarker needs a GPU, so the
 kernels here bring their own ``do_bench`` (the Autotuner's documented
@@ -21,7 +21,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.autotuner import Autotuner  # noqa: E402
 
-from kernelsmith.backends import _triton_autotune as at  # noqa: E402
+from kernelsmith.backends.triton import autotune as at  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="CPU test: the interpreter")
 
@@ -354,7 +354,7 @@ def test_a_compiled_kernel_is_the_same_kernel_on_another_line(tmp_path):
     (tmp_path / "moved.py").write_text("# a header\n# and a marker\n\n" + kernel)
     (tmp_path / "changed.py").write_text(kernel.replace("1.0)", "2.0)"))
     script = ("import original, moved, changed\n"
-              "from kernelsmith.backends._triton_autotune import _kernel_identity as i\n"
+              "from kernelsmith.backends.triton.autotune import _kernel_identity as i\n"
               "assert original.k.fn.cache_key != moved.k.fn.cache_key  # Triton's own: the line counts\n"
               "assert i(original.k).startswith('jit:')\n"
               "print(i(original.k) == i(moved.k), i(original.k) == i(changed.k))\n")

@@ -1,4 +1,4 @@
-"""The generic Triton launcher (backends/triton_launch.c, _triton_launch.py).
+"""The generic Triton launcher (backends/triton/launch.c, launch.py).
 
 On any host: the module builds with Triton's cuda.h and converts arguments
 as Triton 3.6's generated launcher would (same bits, same errors). On a GPU
@@ -23,7 +23,7 @@ import pytest
 triton = pytest.importorskip("triton")
 
 import kernelsmith  # noqa: E402
-from kernelsmith.backends import _triton_launch as tl  # noqa: E402
+from kernelsmith.backends.triton import launch as tl  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -213,7 +213,7 @@ def test_install_binds_the_code_string_or_leaves_tritons_launcher(mod, monkeypat
 _PROBE = textwrap.dedent(r'''
     import json, os, sys
     import torch, triton, triton.language as tl
-    from kernelsmith.backends import _triton_launch as gl
+    from kernelsmith.backends.triton import launch as gl
     generic = gl.install() if sys.argv[1] == "generic" else False
 
     @triton.jit

@@ -1,6 +1,6 @@
 """The zygote's Triton host modules (CUDA driver helpers, the generic
 launcher) are kept between pools in a folder of the user's cache
-(backends/triton.py: host_module_folder): only a folder that is the user's
+(backends/triton/backend.py: host_module_folder): only a folder that is the user's
 own and not writable by others, only where the pool's children run under
 uids of their own (root) unless the user names one, and never with
 KERNELSMITH_HOST_CACHE=off. The build itself needs an NVIDIA driver; its
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from kernelsmith.backends import triton as tb
+from kernelsmith.backends.triton import backend as tb
 
 
 def test_a_named_folder_is_made_private_and_used(tmp_path, monkeypatch):

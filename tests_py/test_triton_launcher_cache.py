@@ -1,4 +1,4 @@
-"""The shared Triton launcher cache (backends/_triton_cache.py): requests are
+"""The shared Triton launcher cache (backends/triton/cache.py): requests are
 untrusted hints checked against a strict grammar, workers read launchers
 only from the trusted folder and only under Triton's own key, and on a GPU
 with a Triton that builds launchers per signature (3.6 and older) the second
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from kernelsmith.backends import _triton_cache as tc  # noqa: E402
+from kernelsmith.backends.triton import cache as tc  # noqa: E402
 
 HERE = Path(__file__).parent
 

@@ -1,8 +1,8 @@
-"""The trusted kernel layer (backends/_triton_cache.py) and what makes it
+"""The trusted kernel layer (backends/triton/cache.py) and what makes it
 hit: programs built from a project's file keep its kernels on their lines
 (inplace/source.py), the tests of the unmodified tree write the layer and
 everything else reads it; and the shorter autotune benchmark
-(_triton_autotune.shorten_benchmark). Triton's compiler needs a GPU, so the
+(triton/autotune.py: shorten_benchmark). Triton's compiler needs a GPU, so the
 layer's reader is checked on a cache folder laid out as Triton writes one;
 scripts/run_inplace_fla.sh runs all of it on a GPU."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelsmith.backends import _triton_autotune as at
-from kernelsmith.backends import _triton_cache as tc
+from kernelsmith.backends.triton import autotune as at
+from kernelsmith.backends.triton import cache as tc
 from kernelsmith.inplace.source import candidate_program, insert_markers, reference_program, seed_program
 
 FILE = '''# a licence line

@@ -293,7 +293,7 @@ class Backend(abc.ABC):
 
     #: True when the kernel language tunes kernels at run time (Triton's
     #: autotune): a pool then tunes once per kernel source and key and hands
-    #: the results to later processes (backends/_triton_autotune.py), unless
+    #: the results to later processes (backends/triton/autotune.py), unless
     #: KERNELSMITH_AUTOTUNE_HANDOVER=0
     autotunes: bool = False
 
@@ -464,10 +464,11 @@ class Backend(abc.ABC):
 
 
 def available_backends() -> list[str]:
-    """The backends: those shipped in this package (a public module of
-    ``kernelsmith.backends``; ``base`` and the private helper modules such as
-    ``_triton_cache`` are not backends) and those installed through the
-    ``kernelsmith.backends`` entry point group."""
+    """The backends: those shipped in this package (a public module or
+    package directly in ``kernelsmith.backends``: ``opencl``, and ``cuda`` and
+    ``triton``, whose helper modules live inside their packages; ``base`` and
+    private modules such as ``_choose`` are not backends) and those installed
+    through the ``kernelsmith.backends`` entry point group."""
     from importlib.metadata import entry_points
 
     from . import __path__ as package_path

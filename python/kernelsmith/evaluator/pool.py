@@ -383,7 +383,7 @@ class DevicePool:
         # Triton autotune results, kept here and handed to the next children
         self.autotune = None
         if backend.autotunes and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
-            from ..backends._triton_autotune import AutotuneStore, store_folder
+            from ..backends.triton.autotune import AutotuneStore, store_folder
 
             self.autotune = AutotuneStore(store_folder(self.root))
         # the trusted comparison, out of the candidates' reach (referee.py);
@@ -513,7 +513,7 @@ class DevicePool:
             if not finalists:
                 phases.report("the referee runs the reference")  # once per task (primed), then cached
                 job.update(self.referee.job_facts(task, limits.timeout_s))  # degenerate forms, probes
-            if self.autotune is not None:  # autotuning done once per kernel and key (_triton_autotune)
+            if self.autotune is not None:  # autotuning done once per kernel and key (triton/autotune.py)
                 self.autotune.absorb(self.referee.autotune_path, trusted=True)  # it primed the task first
                 job["autotune"] = self.autotune.job_paths(child.workdir)
             ticket = child.ticket

@@ -397,7 +397,7 @@ def main() -> None:
     if autotune:
         # the reference's Triton autotune results, tuned here by trusted code
         # first (prime runs every input set), go to the pool's store
-        from ..backends._triton_autotune import install
+        from ..backends.triton.autotune import install
 
         install()
     out.write(json.dumps({"ready": True}) + "\n")
@@ -410,7 +410,7 @@ def main() -> None:
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device
         if autotune:  # what the reference tuned, in the file before the answer
-            from ..backends._triton_autotune import flush
+            from ..backends.triton.autotune import flush
 
             flush()
         out.write(json.dumps(answer) + "\n")
@@ -447,7 +447,7 @@ class Referee:
         backend, device, isolation, cpu_threads = self._spec
         env = worker_environment(backend, self.workdir, device, cpu_threads)
         if backend.autotunes:
-            from ..backends._triton_autotune import store_folder
+            from ..backends.triton.autotune import store_folder
 
             # its results go to the pool's store; it takes only trusted records (its own, kept)
             env["KERNELSMITH_AUTOTUNE_NEW"] = self.autotune_path

@@ -200,8 +200,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
 
     phases: dict[str, float] = out.setdefault("phases", {})
     started = time.monotonic()
-    if isinstance(job.get("autotune"), dict):  # the parent's autotune records (backends/_triton_autotune.py)
-        from ..backends._triton_autotune import install
+    if isinstance(job.get("autotune"), dict):  # the parent's autotune records (backends/triton/autotune.py)
+        from ..backends.triton.autotune import install
 
         install(job["autotune"].get("known"), job["autotune"].get("new"))
     task = Task.from_dict(job["task"])
@@ -412,7 +412,7 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
     if _meter is not None:
         result.setdefault("memory", {}).update(_meter.summary())
     if isinstance(job.get("autotune"), dict):  # what was tuned here, for the parent, before it reads it
-        from ..backends._triton_autotune import flush
+        from ..backends.triton.autotune import flush
 
         flush()
     try:

@@ -70,7 +70,7 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
     """Run the project's test command in ``root`` (a copy of the tree),
     sandboxed. Returns {passed, returncode, category, output, seconds, isolation}.
     ``autotune``: an AutotuneStore whose Triton autotune results the tests'
-    processes take, and add to (backends/_triton_autotune.py); ``trusted``:
+    processes take, and add to (backends/triton/autotune.py); ``trusted``:
     the tree is the project's own code, unchanged, so its results are as
     good as the referee's."""
     home = root / ".ks-home"
@@ -87,7 +87,7 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
     trusted_kernels = env.get("KERNELSMITH_TRITON_TRUSTED_KERNELS")
     if trusted_kernels and trusted:
         # the project's own code, unchanged: what it compiles is the trusted
-        # kernel layer every later process reads (backends/_triton_cache.py)
+        # kernel layer every later process reads (backends/triton/cache.py)
         env["TRITON_CACHE_DIR"] = trusted_kernels
         env.pop("TRITON_CACHE_MANAGER", None)
         writable.append(trusted_kernels)
@@ -104,7 +104,7 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
     elif trusted_kernels and autotune is not None:
         # a candidate's tests read the layer through the site folder's copy
         # of the reader (the test process need not import kernelsmith)
-        from ..backends._triton_autotune import SITE_CACHE_MANAGER
+        from ..backends.triton.autotune import SITE_CACHE_MANAGER
 
         env["TRITON_CACHE_MANAGER"] = SITE_CACHE_MANAGER
     else:
@@ -189,7 +189,7 @@ class InplaceEvaluator:
                 or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0":
             return None
         if self._autotune is None:
-            from ..backends._triton_autotune import AutotuneStore, write_site_folder
+            from ..backends.triton.autotune import AutotuneStore, write_site_folder
 
             self._autotune_dir = tempfile.mkdtemp(prefix="ks-inplace-autotune-")
             os.chmod(self._autotune_dir, 0o755)

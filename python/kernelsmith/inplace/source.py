@@ -288,7 +288,7 @@ def _aligned_head(statements: Sequence[str], lines: int) -> Optional[str]:
     information), so a kernel of the evaluated program that sits on the line
     it has in the tree's file is the very kernel the project's tests and
     the reference compiled: one compile serves all of them
-    (backends/_triton_cache.py, the trusted kernel layer). None when
+    (backends/triton/cache.py, the trusted kernel layer). None when
     ``lines`` is 0."""
     if lines < 1:
         return None

@@ -515,7 +515,7 @@ def install_when_imported() -> None:
 
 #: the ``sitecustomize`` of a project's test command: hands the results over
 #: there too, then runs the environment's own sitecustomize, if any
-_SITECUSTOMIZE = """# kernelsmith: Triton autotune results handed over (kernelsmith/backends/_triton_autotune.py)
+_SITECUSTOMIZE = """# kernelsmith: Triton autotune results handed over (kernelsmith/backends/triton/autotune.py)
 import os
 import sys
 
@@ -551,7 +551,7 @@ def write_site_folder(folder: str) -> str:
             open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst:
         dst.write(src.read())
     # the trusted kernel layer's reader, for TRITON_CACHE_MANAGER (SITE_CACHE_MANAGER)
-    from . import _triton_cache
+    from . import cache as _triton_cache
 
     with open(_triton_cache.__file__, encoding="utf-8") as src, \
             open(os.path.join(folder, "_ks_triton_cache.py"), "w", encoding="utf-8") as dst:

@@ -2,13 +2,13 @@
 
 Triton up to 3.6 compiles a small C extension per kernel signature the first
 time a process launches a kernel of that signature (``CudaLauncher``). The
-shared launcher cache (``_triton_cache``) only helps once the trusted builder
+shared launcher cache (``cache``) only helps once the trusted builder
 has seen a signature; a batch of new candidates mostly brings new ones, and
 in a profile of 14 pool children on the H200 (triton 3.6) 8 of 17 launchers
 were compiled in the child, 0.83 s each with the child's stops: the largest
 part of a small candidate's 1.4 s evaluation.
 
-``triton_launch.c`` is one launcher driven by a code string instead of
+``launch.c`` is one launcher driven by a code string instead of
 generated C. The zygote compiles it once (through Triton's own build, with
 Triton's ``cuda.h``; no CUDA context) before it forks, and :func:`install`
 makes ``CudaLauncher`` use it for every signature it can express: pointers,
@@ -38,7 +38,7 @@ _CODES = {
     "fp16": "e", "bf16": "E", "fp32": "f", "f32": "f", "fp64": "d",
     "constexpr": "C",
 }
-_MAX_SLOTS = 256  # triton_launch.c's MAX_SLOTS
+_MAX_SLOTS = 256  # launch.c's MAX_SLOTS
 
 _module: Any = None
 
@@ -76,7 +76,7 @@ def launch_codes(signature: Iterable[Any]) -> Optional[bytes]:
 
 
 def source() -> str:
-    with open(os.path.join(os.path.dirname(__file__), "triton_launch.c"), encoding="utf-8") as fh:
+    with open(os.path.join(os.path.dirname(__file__), "launch.c"), encoding="utf-8") as fh:
         return fh.read()
 
 

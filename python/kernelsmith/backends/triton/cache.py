@@ -8,7 +8,7 @@ plant anything in a cache it can write), so every worker paid that build:
 0.26 s of a small kernel's 0.35 s first compile on the H200 (triton 3.6).
 Triton 3.7 and later launch through one generic launcher and build nothing
 per signature; there this module installs nothing. In a pool on Triton 3.6
-the zygote's own generic launcher (``_triton_launch``) serves every
+the zygote's own generic launcher (``launch``) serves every
 signature it can express, so requests come only for the rest (tensor and
 TMA descriptors), or for all when ``KERNELSMITH_TRITON_GENERIC_LAUNCHER=0``.
 
@@ -45,7 +45,7 @@ SHARED_ENV = "KERNELSMITH_TRITON_SHARED_CACHE"
 #: by processes that run trusted code (see :func:`trusted_kernel_folder`)
 TRUSTED_ENV = "KERNELSMITH_TRITON_TRUSTED_KERNELS"
 REQUESTS_ENV = "KERNELSMITH_TRITON_CACHE_REQUESTS"
-MANAGER = "kernelsmith.backends._triton_cache:LayeredCacheManager"
+MANAGER = "kernelsmith.backends.triton.cache:LayeredCacheManager"
 HEADER = "kernelsmith-triton-launcher"
 LAUNCHER = "__triton_launcher"
 

@@ -12,10 +12,10 @@ import threading
 import types
 from typing import Any, Callable, Iterator, Optional
 
-from .._astutil import dotted
-from ..evaluator.static import LOWERING_DTYPES, common_checks
-from ..hardware import HardwareInfo
-from .base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
+from ..._astutil import dotted
+from ...evaluator.static import LOWERING_DTYPES, common_checks
+from ...hardware import HardwareInfo
+from ..base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
                    program_code,
                    recording)
 
@@ -152,7 +152,7 @@ def _nvml_arch() -> Optional[int]:
     try:
         import pynvml
 
-        from ..timing.gpu_state import _physical_id
+        from ...timing.gpu_state import _physical_id
 
         physical = _physical_id(0)
         pynvml.nvmlInit()
@@ -215,7 +215,7 @@ def host_module_folder() -> Optional[str]:
     between pools: a folder of this user's cache, made 0700 and used only
     while it is this user's and no one else can write to it; None when off,
     unsafe, or not root without a folder named in KERNELSMITH_HOST_CACHE."""
-    from ._triton_cache import user_cache_folder
+    from .cache import user_cache_folder
 
     return user_cache_folder(os.environ.get(HOST_CACHE_ENV, ""), "triton-host", 0o700)
 
@@ -242,12 +242,12 @@ def _host_module_cache() -> Iterator[None]:
 
 def install_generic_launcher() -> bool:
     """In the zygote: one launcher for every kernel signature
-    (``_triton_launch``), so that no forked worker compiles one. Quietly
+    (``launch``), so that no forked worker compiles one. Quietly
     leaves Triton's own launchers where it cannot be built."""
     try:
-        from . import _triton_launch
+        from . import launch
 
-        return _triton_launch.install()
+        return launch.install()
     except Exception as exc:  # noqa: BLE001 - an optimisation only: Triton's launchers still work
         import sys
 
@@ -310,27 +310,27 @@ class TritonBackend(Backend):
     def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
         env = {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
         if not _interpret():
-            # read-only: the kernels trusted processes compiled (_triton_cache)
-            from . import _triton_cache
+            # read-only: the kernels trusted processes compiled (cache)
+            from . import cache
 
-            trusted = _triton_cache.trusted_kernel_folder()
+            trusted = cache.trusted_kernel_folder()
             if trusted is not None:
-                env.update({_triton_cache.TRUSTED_ENV: trusted, "TRITON_CACHE_MANAGER": _triton_cache.MANAGER})
+                env.update({cache.TRUSTED_ENV: trusted, "TRITON_CACHE_MANAGER": cache.MANAGER})
         return env
 
     def shared_cache_env(self, shared_dir: str, requests_dir: str) -> dict[str, str]:
-        # launcher stubs only (see _triton_cache); nothing to share for the interpreter
+        # launcher stubs only (see cache); nothing to share for the interpreter
         if _interpret():
             return {}
-        from . import _triton_cache
+        from . import cache
 
-        return {_triton_cache.SHARED_ENV: os.path.join(shared_dir, "triton"),
-                _triton_cache.REQUESTS_ENV: requests_dir, "TRITON_CACHE_MANAGER": _triton_cache.MANAGER}
+        return {cache.SHARED_ENV: os.path.join(shared_dir, "triton"),
+                cache.REQUESTS_ENV: requests_dir, "TRITON_CACHE_MANAGER": cache.MANAGER}
 
     def build_shared_cache(self, key_texts: list[str], shared_dir: str) -> int:
-        from . import _triton_cache
+        from . import cache
 
-        return _triton_cache.build_launchers(key_texts, os.path.join(shared_dir, "triton"))
+        return cache.build_launchers(key_texts, os.path.join(shared_dir, "triton"))
 
     # -- worker ---------------------------------------------------------
     def prepare_zygote(self) -> None:
@@ -360,9 +360,9 @@ class TritonBackend(Backend):
         self._torch = torch
         _LaunchHooks.install()
         if not _interpret():
-            from . import _triton_cache
+            from . import cache
 
-            _triton_cache.install_requests()
+            cache.install_requests()
         if self.device() == "cuda":
             # the CUDA context, created before the candidate is known (a
             # pool keeps such workers ready ahead of demand)
@@ -382,9 +382,9 @@ class TritonBackend(Backend):
         up the spares: measured on the H200 it lost (36 against 41
         evaluations/min on the small kernels), so it is opt-in:
         ``KERNELSMITH_WARM_WORKERS=1``."""
-        from . import _triton_warm
+        from . import warm
 
-        _triton_warm.warm(torch)
+        warm.warm(torch)
         a = torch.ones(16, 16, device="cuda")
         (a @ a).sum().item()
         if torch.backends.cudnn.is_available():
