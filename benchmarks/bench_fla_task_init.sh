@@ -10,7 +10,8 @@
 #   again    a second task init (the layer kept from the one before; a
 #            fresh autotune record file, so the tests still tune).
 # Prints each case's task init wall and its phases (project tests, the
-# comparisons), and the user's two test runs.
+# comparisons), and the user's two test runs. FLA_CASES picks some
+# (default "cold user again", about 8 minutes on an H100).
 #
 #   bash benchmarks/bench_fla_task_init.sh FLA_WHEEL EINOPS_WHEEL
 # (as root on the GPU machine: the layer is ~/.cache/kernelsmith/triton-kernels;
@@ -52,10 +53,17 @@ user_tests() {  # the user's own run of the tests on the tree (their Triton cach
 }
 
 echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores, $(date -u +%FT%TZ)"
-init cold KERNELSMITH_TRITON_USER_CACHE=off
-rm -rf "$layer"
-wheel_tree "$base/user-tree" fla-core "$fla" "$einops"
-user_tests
-user_tests
-init user
-init again
+cases=" ${FLA_CASES:-cold user again} "
+if [[ "$cases" == *" cold "* ]]; then
+    init cold KERNELSMITH_TRITON_USER_CACHE=off
+    rm -rf "$layer"
+fi
+if [[ "$cases" == *" user "* ]]; then
+    wheel_tree "$base/user-tree" fla-core "$fla" "$einops"
+    user_tests
+    user_tests
+    init user
+fi
+if [[ "$cases" == *" again "* ]]; then
+    init again
+fi

@@ -91,14 +91,14 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         env["TRITON_CACHE_DIR"] = trusted_kernels
         env.pop("TRITON_CACHE_MANAGER", None)
         writable.append(trusted_kernels)
-        from ..backends import _triton_cache
+        from ..backends.triton import cache as _triton_cache
 
         user_cache = _triton_cache.user_triton_cache()
         if user_cache is not None and autotune is not None and autotune.site_dir:
             # what the user's own runs of these tests compiled is not
             # compiled again: copied into the layer (SeedingCacheManager,
             # through the site folder's copy of the module)
-            from ..backends._triton_autotune import SITE_SEEDING_MANAGER
+            from ..backends.triton.autotune import SITE_SEEDING_MANAGER
 
             env.update({_triton_cache.USER_ENV: user_cache, "TRITON_CACHE_MANAGER": SITE_SEEDING_MANAGER})
     elif trusted_kernels and autotune is not None:
@@ -165,7 +165,7 @@ class InplaceEvaluator:
         neither. The referee primes the task (its runs) only at the
         comparison, with the tests' autotune results (the pool's store
         refreshed from the kept file, ``AutotuneStore.refresh``)."""
-        from ..backends._triton_autotune import persist_path
+        from ..backends.triton.autotune import persist_path
 
         preload = getattr(self.inner, "preload", None)
         if self._started is not None or preload is None or getattr(self.inner, "mode", "pool") != "pool" \
