@@ -5,6 +5,10 @@ machine and load. Prints each run's evaluations/min and median wall, the
 verdicts of each, and the ratio of the medians (after/before).
 
     python benchmarks/bench_side_by_side.py BEFORE_TREE AFTER_TREE [--backend opencl] [--rounds 3]
+    python benchmarks/bench_side_by_side.py BEFORE_TREE AFTER_TREE --backend triton --gpu --timeout 20
+
+(on the GPU machine: ``SIDE_BASE=<commit> bash benchmarks/gpu_verify.sh build sidebyside``
+with that commit's files in ``.carry/base``, ``git archive <commit> | tar -x -C .carry/base``)
 
 BEFORE_TREE/AFTER_TREE: checkouts (e.g. `git worktree add /tmp/before <commit>`,
 with python/kernelsmith/_core*.so built or copied in). Used for the
@@ -21,11 +25,11 @@ import tempfile
 from pathlib import Path
 
 
-def one_run(tree: Path, backend: str, extra: list[str]) -> dict:
+def one_run(tree: Path, backend: str, extra: list[str], gpu: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "stats.json"
         env = dict(os.environ, PYTHONPATH=str(tree / "python"))
-        if backend == "triton":
+        if backend == "triton" and not gpu:
             env.setdefault("TRITON_INTERPRET", "1")
         proc = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_eval_throughput.py"),
                                "--backend", backend, "--modes", "pool", "--json", str(out), *extra],
@@ -49,11 +53,12 @@ def main() -> int:
     parser.add_argument("after", type=Path)
     parser.add_argument("--backend", default="opencl")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gpu", action="store_true", help="compiled Triton on the GPU (default: the interpreter)")
     args, extra = parser.parse_known_args()
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(args.rounds):
         for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
-            r = one_run(getattr(args, side), args.backend, extra)
+            r = one_run(getattr(args, side), args.backend, extra, args.gpu)
             runs[side].append(r)
             print(f"round {i + 1} {side:<6}: {r['evals_per_min']:.1f} evaluations/min, median wall "
                   f"{r['median_wall_s']:.2f} s, {r['n']} candidates, unexpected verdicts: {r['unexpected'] or 'none'}",

@@ -12,6 +12,7 @@
 # (benchmarks/bench_eval_latency.py: eval cold, through the daemon, fresh mode), fla (fla-core's
 # l2norm_fwd in place: the fla_core and einops wheels in .whl/), flainit (its task init cold, after the user's
 # own test run and again: benchmarks/bench_fla_task_init.sh), autotune (benchmarks/bench_autotune_compile.py on fla's tests),
+# sidebyside (issues 28/29: pool throughput and verdicts at HEAD and at the commit in .carry/base, alternately),
 # and issue 30's kbx (benchmarks/bench_kernelbenchx.py over a KernelBench-X checkout in .carry/KernelBenchX: every task
 # loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
@@ -88,6 +89,15 @@ if has autotune; then
     --wheel .whl/einops-0.8.2-py3-none-any.whl examples/inplace/fla/test_fla_l2norm.py --modes ${AUTOTUNE_MODES:-off,fork} \
     --json "$OUT/autotune_compile.json" 2>&1 \
     | tee "$OUT/autotune_compile.log"
+fi
+if has sidebyside; then
+  # issues 28/29: the evaluator's throughput and verdicts at HEAD against the commit in .carry/base (its files,
+  # git archive), alternately in one run; the base built in place the same way
+  (cd .carry/base && cmake -S . -B build/gpu -G Ninja -DKERNELSMITH_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(which python3)" \
+    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" > "$OUT/build_base.log" 2>&1 && cmake --build build/gpu -j16 >> "$OUT/build_base.log" 2>&1) \
+    || { tail -30 "$OUT/build_base.log"; exit 1; }
+  timeout ${SIDE_LIMIT:-540} python3 benchmarks/bench_side_by_side.py "$PWD/.carry/base" "$PWD" --backend triton --gpu \
+    --rounds ${SIDE_ROUNDS:-2} --timeout 20 2>&1 | cut -c1-300 | tee "$OUT/side_by_side.log"
 fi
 if has flainit; then
   # issue 27: fla's task init cold, after the user's own test run, and again (benchmarks/bench_fla_task_init.sh)
