@@ -52,7 +52,8 @@ def exports(run_dirs, out: Path, runs_root: Path) -> None:
     export_rl(run_dirs, out / "rl", fmt="jsonl", config=RLConfig())
     for path in sorted(out.rglob("*")):
         if path.is_file():
-            path.write_text(path.read_text().replace(str(runs_root), "<RUNS>"))
+            text = path.read_text().replace(str(out), f"<RUNS>/expected/{out.name}")
+            path.write_text(text.replace(str(runs_root), "<RUNS>"))
 
 
 def make_killed(root: Path) -> Path:
