@@ -210,9 +210,10 @@ class Turn:
     status: str
     info: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the program evaluated ("" when the edit failed)
-    # the program the turn leaves (its status, metrics and compact feedback;
-    # the recorder adds its id and the key of the whole result): what the
-    # next answer edits when the answer applied, else the one before
+    # the program the turn tells, as the loop tells a step's child (status,
+    # metrics computed once, compact feedback): the evaluated program, or
+    # after a failed edit the model's text (a syntax error only) or the
+    # program unchanged; the recorder adds its id and the key of the whole result
     program: Optional[ProgramRecord] = None
 
 
