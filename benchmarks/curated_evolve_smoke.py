@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from kernelsmith.trajectory import EvalStore, StepRecord
+
 REFERENCE_SIDE = re.compile(r"reference|get_inputs|get_init_inputs|Model\(\*", re.IGNORECASE)
 
 
@@ -106,7 +108,9 @@ def main() -> int:
         wall = time.monotonic() - t0
         traj = run / "trajectory.jsonl"
         steps = [json.loads(l) for l in traj.read_text().splitlines() if l.strip()] if traj.exists() else []
-        seed_res = (steps[0].get("eval") or {}) if steps else {}
+        # the seed's whole result, through its key (the run's evaluations.jsonl)
+        seed = EvalStore.load(run).of(StepRecord.from_dict(steps[0])) if steps else None
+        seed_res = seed.to_dict() if seed is not None else {}
         cat = seed_res.get("category", "?")
         err = str(seed_res.get("error", ""))
         problem = ""

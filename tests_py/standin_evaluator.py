@@ -111,3 +111,54 @@ class ConfirmingEvaluator(CostModelEvaluator):
                          "speedup_ci_high": row_high, "timing_reliable": True, "suspicious": False,
                          "verdict": "faster" if row_low > 1 else "slower" if row_high < 1 else "indistinguishable"})
         return {"finalists": rows, "head_to_head": {}}
+
+
+class RichEvaluator(CostModelEvaluator):
+    """The cost model with the fields a real result carries (hardware, phases,
+    timing per shape, census, speed of light, warnings), some steps
+    unreliable (WARPS 8), suspicious (BLOCK 32) or hacked (BLOCK 512 with
+    WARPS 2), an ``evaluate_many`` for the RL environment and a finalists'
+    re-timing: deterministic, for tests of what the records keep."""
+
+    async def evaluate_async(self, task, source, trials=None):
+        from kernelsmith.proposers.mutate import parse_tunables
+
+        r = await super().evaluate_async(task, source, trials)
+        t = {x.name: x.value for x in parse_tunables(source)}
+        r.hardware = {"device": "standin", "torch": "x"}
+        r.phases = {"load": 0.1, "compile": 0.2}
+        r.log_tail = "printed\n" * 3
+        r.memory = {"peak_bytes": 123}
+        if r.speedup is not None:
+            s = r.speedup
+            r.speedup_ci_low, r.speedup_ci_high = s * 0.9, s * 1.1
+            r.timing_verdict = "faster" if s * 0.9 > 1 else "indistinguishable"
+            r.timing = {"confidence": 0.95, "n_pairs": 7, "candidate": {"median": r.runtime_ms},
+                        "shapes": [{"shape": "a", "speedup": s, "speedup_ci": [s * .9, s * 1.1]},
+                                   {"shape": "b", "speedup": s * 1.01, "speedup_ci": [s * .8, s * 1.2]}]}
+            r.census = {"coverage": 0.75, "foreign_us": {"aten::add": 12.0}, "time_basis": "device",
+                        "own_us": {"k": 30.0}, "policy": "strict"}
+            r.speed_of_light = {"counted": True, "bound": "memory", "fraction": 0.41, "device": "standin",
+                                "achieved_bytes_per_s": 1e12, "peak_bytes_per_s": 3e12,
+                                "arithmetic_intensity": 0.25, "ridge_point": 10.0, "reference_fraction": 0.2}
+            r.correctness = {"max_abs_err": 1e-6, "max_rel_err": 1e-5, "atol": 1e-3, "rtol": 1e-3, "trials": 2}
+            r.warnings = ["a cast lowers precision"]
+            if t.get("WARPS") == 8:
+                r.timing_reliable = False
+                r.unreliable_reasons = ["loaded (stand-in)"]
+            if t.get("BLOCK") == 32:
+                r.suspicious, r.suspicious_reasons = True, ["below the floor (stand-in)"]
+            if t.get("BLOCK") == 512 and t.get("WARPS") == 2:
+                r.overrule_as_hacked("stand-in hack")
+        return r
+
+    def evaluate_many(self, items, trials=None):
+        async def all_():
+            return [await self.evaluate_async(t, s, trials) for t, s in items]
+        return asyncio.run(all_())
+
+    def confirm_best(self, task, sources):
+        rows = [{"index": i, "correct": True, "speedup": 2.0 / (i + 1), "speedup_ci_low": 1.8 / (i + 1),
+                 "speedup_ci_high": 2.2 / (i + 1), "timing_reliable": True, "suspicious": False,
+                 "verdict": "faster"} for i, _ in enumerate(sources)]
+        return {"finalists": rows, "head_to_head": {}}

@@ -11,6 +11,7 @@ import pytest
 
 from kernelsmith.bench import TaskResult, best_curve_mean, compute_metrics, discover, metrics_by_level
 from kernelsmith.bench.tables import metrics_csv, metrics_markdown
+from kernelsmith.trajectory import EvalStore
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "fixtures_bench" / "suite"
@@ -107,7 +108,9 @@ def test_bench_runs_resumes_and_reports(tmp_path):
         assert results[key]["correct"]
         # a best only from a reliable timing: a machine too busy for any
         # (the gate's verdict in each record) has none
-        evals = [json.loads(line).get("eval") or {} for line in (runs[key] / "trajectory.jsonl").read_text().splitlines()]
+        store = EvalStore.load(runs[key])
+        evals = [store.raw(json.loads(line).get("eval_key"))
+                 for line in (runs[key] / "trajectory.jsonl").read_text().splitlines()]
         if any(e.get("category") == "ok" and e.get("timing_reliable") for e in evals):
             assert results[key]["best_speedup"] > 0
         else:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernelsmith.evaluator import Evaluator
 from kernelsmith.task import Task
+from kernelsmith.trajectory import EvalStore
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "opencl" / "softmax"
 
@@ -30,10 +31,11 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     steps = [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()]
     correct = {}
+    evals = EvalStore.load(run)
     for step in steps:
         child = step.get("child") or {}
         if child.get("status") == "correct" and child.get("source"):
-            correct[child["id"]] = (child["source"], step["eval"])
+            correct[child["id"]] = (child["source"], evals.raw(step["eval_key"]))
     assert len(correct) >= 3, [s.get("status") for s in steps]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best_confirmation"].get("finalists"), summary["best_confirmation"]

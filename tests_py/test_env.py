@@ -17,6 +17,7 @@ from kernelsmith.export import RLConfig, SFTConfig, export_rl, export_sft, load_
 from kernelsmith.result import EvalResult
 from kernelsmith.rewards import RewardConfig
 from kernelsmith.task import Task
+from kernelsmith.trajectory import EvalStore
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
 # Few correctness trials and timing samples keep the tests quick (the timing protocol is the evaluator's, tested there).
@@ -101,7 +102,10 @@ def test_episode_prompt_rewards_feedback_and_record(evaluator, tmp_path):
     assert steps[1]["parent_id"] == steps[0]["child_id"] == steps[2]["parent_id"]  # the failed edit changed nothing
     assert steps[0]["prompt"] == first and len(steps[2]["prompt"]) == 6  # system, user, (assistant, user) x 2
     assert [s["episode"]["reward"] for s in steps] == pytest.approx(rewards)
-    assert steps[0]["eval"]["correct"] and steps[2]["eval"]["hacked"]
+    # each turn's whole result is stored once, in evaluations.jsonl; the record keeps its key
+    evals = EvalStore.load(run_dir)
+    assert evals.raw(steps[0]["eval_key"])["correct"] and evals.raw(steps[2]["eval_key"])["hacked"]
+    assert "eval_key" not in steps[1] and steps[0]["child"]["feedback"]["eval_key"] == steps[0]["eval_key"]
 
 
 def test_batched_steps_evaluate_together_and_export(evaluator, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mock_llm_server import MockResponse
+from kernelsmith.trajectory import EvalStore
 
 TASK = Path(__file__).parent / "fixtures_evolve" / "scale"
 SEED = (TASK / "seed.py").read_text()
@@ -78,16 +79,17 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     records = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
     assert records[0]["kind"] == "seed" and records[0]["status"] == "correct"
     steps = [r for r in records if r["kind"] == "step"]
+    evals = EvalStore.load(out)  # each step's whole result, by the key its record keeps
     assert [s["status"] for s in steps] == ["correct", "correct", "edit-failed", "edit-failed", "correct", "hacked"]
     first = steps[0]
     assert first["reasoning"] == "bigger blocks amortize" and "<think>" not in first["raw_response"]
     assert first["model"] == "openai:m" and first["usage"]["total_tokens"] == 30
     assert first["prompt"][0]["role"] == "system" and "class Model" in first["prompt"][1]["content"]
-    assert "BLOCK = 256" in first["child_source"] and first["eval"]["correct"] is True
+    assert "BLOCK = 256" in first["child_source"] and evals.raw(first["eval_key"])["correct"] is True
     assert "WARPS = 4" in steps[1]["child_source"]
     assert "BLOCK = 999" in steps[2]["edit"]["error"]  # the failed SEARCH is quoted back
     assert steps[3]["edit"]["error_kind"] == "syntax"
-    assert steps[5]["eval"]["hacked"] is True
+    assert evals.raw(steps[5]["eval_key"])["hacked"] is True
     assert len(mock_llm.requests) == 8  # 6 answers, the 429 and the abandoned slow reply
     assert mock_llm.requests[-1].body["temperature"] == 0.6 and mock_llm.requests[-1].body["top_p"] == 0.95
 
@@ -112,7 +114,7 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
         assert summary["best"]["program_id"] == summary["best_program_id"]
         assert summary["best"]["speedup"] == summary["best_speedup"]
     else:
-        assert not any((s.get("eval") or {}).get("timing_reliable") for s in records if s["status"] == "correct")
+        assert not any(evals.raw(s.get("eval_key")).get("timing_reliable") for s in records if s["status"] == "correct")
     assert (out / "checkpoint" / "LATEST").exists()
     # The key reached the server but nothing on disk.
     assert mock_llm.requests[0].headers["authorization"] == f"Bearer {SECRET}"

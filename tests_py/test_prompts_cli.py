@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelsmith.trajectory import EvalStore
 
 HERE = Path(__file__).parent
 SCALE = HERE / "fixtures_evolve" / "scale"
@@ -133,7 +134,7 @@ def test_repair_and_prompt_assembly_through_the_cli(mock_llm, tmp_path):
 
     # -- repair mode: the failed program's actual text, the EVOLVE-block rules kept
     assert [s["status"] for s in steps[:5]] == ["edit-failed", "edit-failed", "edit-failed", "correct", "incorrect"]
-    assert steps[4]["eval"]["category"] == "runtime"
+    assert EvalStore.load(out).raw(steps[4]["eval_key"])["category"] == "runtime"
     assert [s["mode"] for s in steps[1:4]] == ["repair"] * 3
     assert steps[0]["edit"]["error_kind"] == "evolve_blocks"
     assert steps[1]["edit"]["error_kind"] == "evolve_blocks"  # a repair's edit is held to the blocks too

@@ -12,6 +12,7 @@ import ray
 
 from kernelsmith.evaluator.ray_executor import RayEvaluator  # noqa: E402
 from kernelsmith.task import Task  # noqa: E402
+from kernelsmith.trajectory import EvalStore  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TASK_DIR = HERE / "fixtures_bench" / "suite" / "level1" / "2_softmax_dir"
@@ -58,10 +59,11 @@ def test_evolve_with_ray_evaluator(ray_evaluator, tmp_path):
     config = load_evolve_config(None, iterations=1, model="mutate", proposal_concurrency=1, trials=2)
     summary = evolve_sync(TASK_DIR, config, tmp_path / "run", evaluator=ray_evaluator)
     steps = read_trajectory(tmp_path / "run")
+    evals = EvalStore.load(tmp_path / "run")
     assert steps[0]["kind"] == "seed" and steps[0]["status"] == "correct"
     assert summary.steps == 2
     # a best needs a reliable timing: on a loaded 2-core machine (Ray's own
     # processes included) the contention check may mark every timing
     # unreliable, and then the run rightly has no best
-    reliable = [s for s in steps if s["status"] == "correct" and (s.get("eval") or {}).get("timing_reliable", True)]
-    assert (summary.best_speedup is not None) == bool(reliable), (summary, [s.get("eval") for s in steps])
+    reliable = [s for s in steps if s["status"] == "correct" and evals.raw(s.get("eval_key")).get("timing_reliable", True)]
+    assert (summary.best_speedup is not None) == bool(reliable), (summary, [evals.raw(s.get("eval_key")) for s in steps])

@@ -2,8 +2,10 @@
 reads it back through ``from_dict``. The runs here are real ``evolve`` runs
 (offline mutator, replayed answers, a run started from the reference) with
 the cost-model evaluator standing in for the GPU; the checks are on the
-bytes of their ``trajectory.jsonl``, on records of the older shape, and on
-export and report reading the run the loop wrote."""
+bytes of their ``trajectory.jsonl`` (each step's whole result stored once,
+in ``evaluations.jsonl``, the records keeping its key), on records of the
+older shape (test_record_v1.py: whole run folders of the first shape), and
+on export and report reading the run the loop wrote."""
 from __future__ import annotations
 
 import json
@@ -18,7 +20,8 @@ from kernelsmith.evolve import evolve_sync, load_evolve_config, read_trajectory
 from kernelsmith.export import SFTConfig, export_sft, load_run, read_jsonl
 from kernelsmith.report.html import build_report
 from kernelsmith.result import EvalResult
-from kernelsmith.trajectory import STEP_SCHEMA_VERSION, StepRecord, read_step_records
+from kernelsmith.program_record import EVAL_KEY, ProgramRecord
+from kernelsmith.trajectory import STEP_SCHEMA_VERSION, EvalStore, StepRecord, read_step_records
 from standin_evaluator import CostModelEvaluator
 
 TASK = Path(__file__).parent / "fixtures_evolve" / "scale"
@@ -30,9 +33,9 @@ REQUEST_KEYS = ["schema_version", "kind", "request_id", "iteration", "island", "
                 "parent_metrics", "inspiration_ids", "prompt", "prompt_meta"]
 EXPECTED_KEYS = {
     "seed": ["schema_version", "kind", "step", "name", "child_id", "copy_ids", "child_source", "status", "metrics",
-             "eval", "child", "time"],
+             "eval_key", "child", "time"],
     "reference": ["schema_version", "kind", "step", "name", "child_id", "copy_ids", "child_source", "status",
-                  "metrics", "eval", "time"],
+                  "metrics", "eval_key", "time"],
     "edit-failed": REQUEST_KEYS + ["raw_response", "reasoning", "model", "usage", "latency_s", "edit", "child_id",
                                    "status", "metrics", "step", "time", "child"],
     "llm-error": REQUEST_KEYS + ["raw_response", "model", "proposal_error", "llm_error", "latency_s", "status",
@@ -40,7 +43,7 @@ EXPECTED_KEYS = {
     "duplicate": REQUEST_KEYS + ["raw_response", "reasoning", "model", "usage", "latency_s", "edit", "child_source",
                                  "duplicate", "child_id", "status", "step", "time", "child"],
     "correct": REQUEST_KEYS + ["raw_response", "reasoning", "model", "usage", "latency_s", "edit", "child_source",
-                               "eval", "child_id", "status", "metrics", "step", "time", "child"],
+                               "eval_key", "child_id", "status", "metrics", "step", "time", "child"],
 }
 
 
@@ -97,18 +100,20 @@ def test_round_trip_is_byte_identical(runs):
 
 def test_fields_are_typed(runs):
     records = read_step_records(runs["mutate"])
+    evaluations = EvalStore.load(runs["mutate"])
     seed, steps = records[0], records[1:]
     assert seed.kind == "seed" and seed.is_seed and not seed.is_reference
-    assert isinstance(seed.eval, EvalResult) and seed.eval.correct
+    assert isinstance(evaluations.of(seed), EvalResult) and evaluations.of(seed).correct
     assert seed.program_ids == seed.copy_ids and seed.child_id == seed.copy_ids[0]
     assert [r.kind for r in steps] == ["step"] * 6
-    evaluated = [r for r in steps if r.eval is not None]
+    evaluated = [r for r in steps if r.eval_key is not None]
     assert evaluated, "the mutator's children are evaluated"
     for record in evaluated:
         assert isinstance(record.edit, EditResult) and record.edit.ok
-        assert record.eval.speedup == pytest.approx(record.metric("speedup"))
-        assert record.source == record.child_source == record.child["source"]
-        assert record.status == record.child["status"] == "correct"
+        assert evaluations.of(record).speedup == pytest.approx(record.metric("speedup"))
+        assert isinstance(record.child, ProgramRecord) and record.child.eval_key == record.eval_key
+        assert record.source == record.child_source == record.child.source
+        assert record.status == record.child.status == "correct"
     assert [r.step for r in records] == list(range(len(records)))
     assert all(r.schema_version == STEP_SCHEMA_VERSION for r in records)
 
@@ -127,11 +132,12 @@ def test_each_kind_of_step_keeps_its_keys(runs):
     records = {r.status: r for r in read_step_records(runs["replay"])}
     failed = records["llm-error"]
     assert failed.llm_failed and failed.proposal_error == "HTTP 500" and failed.llm_error["kind"] == "server"
-    assert failed.edit is None and failed.eval is None and failed.child is None
-    assert records["edit-failed"].edit.ok is False and records["edit-failed"].eval is None
+    assert failed.edit is None and failed.eval_key is None and failed.child is None
+    assert records["edit-failed"].edit.ok is False and records["edit-failed"].eval_key is None
+    assert records["edit-failed"].child.feedback.category == "edit" and records["edit-failed"].child.eval_key is None
     assert records["duplicate"].duplicate and records["duplicate"].child_id is None
     reference = read_step_records(runs["reference"])[0]
-    assert reference.is_reference and reference.eval is None and reference.child is None
+    assert reference.is_reference and reference.eval_key is None and reference.child is None
 
 
 def test_older_record_shapes_load():
@@ -144,7 +150,9 @@ def test_older_record_shapes_load():
     seed = StepRecord.from_dict({"kind": "seed", "step": 0, "name": "seed", "child_id": 0, "child_source": SEED,
                                  "status": "correct", "metrics": {"score": 1.25}, "eval": old_eval, "time": 1.0})
     assert seed.copy_ids is None and seed.program_ids == [0] and seed.child is None
-    assert seed.eval.speedup == 1.25 and seed.eval.schema_version == 1
+    # the first shape's inline result is kept, and found as a keyed one is
+    assert seed.inline_eval.speedup == 1.25 and seed.inline_eval.schema_version == 1 and seed.eval_key is None
+    assert EvalStore().of(seed) is seed.inline_eval
     assert seed.source == SEED
     failed = StepRecord.from_dict({"kind": "step", "request_id": 0, "iteration": 1, "island": 0, "mode": "explore",
                                    "parent_id": 0, "parent_metrics": {}, "inspiration_ids": [], "prompt": [],
@@ -155,6 +163,28 @@ def test_older_record_shapes_load():
     # a record with nothing but what the replay proposer needs
     minimal = StepRecord.from_dict({"iteration": 3, "raw_response": "text"})
     assert minimal.kind == "step" and minimal.step is None and minimal.parent_metrics == {}
+
+
+def test_each_result_is_stored_once(runs):
+    """The whole EvalResult is in evaluations.jsonl, once per evaluation:
+    records keep its key, the child (the engine's program) a compact
+    feedback and the key; nothing else holds the result."""
+    for run in runs.values():
+        rows = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()] \
+            if (run / "evaluations.jsonl").exists() else []
+        keys = [r.get("key") or r["sha256"] for r in rows]
+        assert len(keys) == len(set(keys))
+        for line in _lines(run):
+            data = json.loads(line)
+            assert "eval" not in data
+            child = data.get("child") or {}
+            assert child.get("feedback", {}).get(EVAL_KEY) == (data.get("eval_key") if child else None)
+            if data.get("eval_key") is not None:
+                assert data["eval_key"] in keys
+                assert set(child["feedback"].get("timing", {})) <= {"confidence", "shapes"}
+                assert "hardware" not in child["feedback"] and "phases" not in child["feedback"]
+        referenced = [json.loads(line).get("eval_key") for line in _lines(run)]
+        assert set(keys) == {k for k in referenced if k is not None}
 
 
 def test_unknown_keys_are_ignored_and_newer_versions_refused(runs):

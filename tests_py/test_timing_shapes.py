@@ -14,6 +14,7 @@ import pytest
 
 from kernelsmith.evaluator.timing import TimingOutcome, combine_shapes
 from kernelsmith.task import Task, TaskError
+from kernelsmith.trajectory import EvalStore
 
 TASK = Path(__file__).resolve().parent / "fixtures" / "timing_shapes"
 SEED = (TASK / "seed.py").read_text()
@@ -115,7 +116,8 @@ def test_evolution_prefers_the_program_fast_on_every_shape(mock_llm, tmp_path, m
     by_source = {("specialised" if "SPECIALISED = True" in s["child_source"] else "even"): s for s in steps
                  if s.get("child_source")}
     assert set(by_source) == {"even", "specialised"}, [s.get("status") for s in steps]
-    special, even = by_source["specialised"]["eval"], by_source["even"]["eval"]
+    evals = EvalStore.load(out)
+    special, even = evals.raw(by_source["specialised"]["eval_key"]), evals.raw(by_source["even"]["eval_key"])
     assert special["category"] == "ok" and len(special["timing"]["shapes"]) == 3
     # per step: faster than the seed on get_inputs, slower on the mean
     first = {name: {r["shape"]: r["speedup"] for r in e["timing"]["shapes"]} for name, e in

@@ -19,13 +19,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-__all__ = ["Feedback", "clip", "format_metrics", "render_feedback", "speed_of_light_line", "trim_log"]
+__all__ = ["RENDERED_CENSUS_KEYS", "RENDERED_TIMING_KEYS", "Feedback", "clip", "format_metrics", "render_feedback", "speed_of_light_line", "trim_log"]
 
 # Metric keys shown first and how to print them; anything else scalar follows.
 # sol_memory / sol_compute: the fraction of the device's peak for the bound
 # that applies (result.program_metrics), printed as a percentage
 _METRIC_ORDER = ("score", "speedup", "sol_memory", "sol_compute", "runtime_ms", "ref_runtime_ms")
 _PERCENT_METRICS = ("sol_memory", "sol_compute")
+#: the keys of Feedback.timing and Feedback.census that render_feedback reads
+#: (a program's compact feedback keeps only these: program_record.py)
+RENDERED_TIMING_KEYS = ("confidence", "shapes")
+RENDERED_CENSUS_KEYS = ("coverage", "foreign_us", "time_basis")
 
 
 def _fmt_number(value: Any) -> str:

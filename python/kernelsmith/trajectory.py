@@ -8,13 +8,22 @@ and its readers (the loop itself on resume, the session, ``export/``,
 :meth:`StepRecord.from_dict` (or :func:`read_step_records`) and use
 attributes.
 
-The JSON on disk is the one the loop wrote before this class existed: the
-same keys, in the same order, with no key added. A record only holds the keys
+Each step's whole :class:`~kernelsmith.result.EvalResult` is stored once, in
+the run directory's ``evaluations.jsonl`` (one row per evaluation, keyed by
+the sha256 of the source); a record keeps its key (``eval_key``), and its
+``child`` (a :class:`~kernelsmith.program_record.ProgramRecord`) the
+program's status, metrics and compact feedback. A reader that needs more of
+the result reads it through the key (:class:`EvalStore`).
+
+The JSON on disk keeps the loop's keys in the loop's order. A record only holds the keys
 its path through the loop set (an LLM failure has no ``edit``, a duplicate no
 ``eval``, the reference seed no ``child``), so a field that is ``None`` is
 left out of ``to_dict()`` unless ``null`` is a value that record kind always
 writes (a step's ``raw_response`` after an LLM failure, the reference seed's
-``eval``, the ``child`` of a step that told nothing). Older records (no
+``eval_key``, the ``child`` of a step that told nothing). Records of the
+first shape (schema 1: the whole result inline as ``eval``, and again as the
+child's feedback) still load: the result is kept as ``inline_eval``, which
+:meth:`EvalStore.of` returns. Older records (no
 ``copy_ids`` on seeds, no ``llm_error`` or ``status`` before apply) load with
 the missing fields at their defaults; unknown keys are ignored, so a reader
 never breaks on a field a newer writer added within the same schema version.
@@ -24,25 +33,28 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from .edit import EditResult
+from .program_record import ProgramRecord
 from .result import EvalResult
 
-__all__ = ["STEP_SCHEMA_VERSION", "StepRecord", "iter_step_records", "read_step_records"]
+__all__ = ["STEP_SCHEMA_VERSION", "EvalStore", "StepRecord", "iter_step_records", "read_step_records"]
 
 # 1: the loop's record as first written (schema_version added by the run directory)
-STEP_SCHEMA_VERSION = 1
+# 2: the step's result stored once (evaluations.jsonl), the record keeps its
+#    key (eval_key, where "eval" was) and the child its compact feedback + key
+STEP_SCHEMA_VERSION = 2
 
 #: record kinds: a program the run started from, and one proposal step
 KINDS = ("seed", "step")
 
 # Key order on disk, per kind (the order the loop has always written them in).
 _SEED_ORDER = ("schema_version", "kind", "step", "name", "child_id", "copy_ids", "child_source", "status",
-               "metrics", "eval", "child", "time", "episode")
+               "metrics", "eval_key", "child", "time", "episode")
 _STEP_ORDER = ("schema_version", "kind", "request_id", "iteration", "island", "mode", "parent_id",
                "parent_metrics", "inspiration_ids", "prompt", "prompt_meta", "raw_response", "reasoning", "model",
-               "usage", "proposal_error", "llm_error", "latency_s", "edit", "child_source", "eval", "duplicate",
+               "usage", "proposal_error", "llm_error", "latency_s", "edit", "child_source", "eval_key", "duplicate",
                "child_id", "status", "metrics", "step", "time", "child", "episode")
 # After an LLM failure the status sits right after latency_s: the loop sets it
 # when the request fails, before the apply adds child_id.
@@ -50,8 +62,8 @@ _AFTER_LATENCY = _STEP_ORDER.index("latency_s") + 1
 _LLM_ERROR_ORDER = (*_STEP_ORDER[:_AFTER_LATENCY], "status",
                     *(k for k in _STEP_ORDER[_AFTER_LATENCY:] if k != "status"))
 # Keys written even when null.
-_SEED_ALWAYS = {"schema_version", "kind", "step", "name", "child_id", "child_source", "status", "metrics", "eval",
-                "time"}
+_SEED_ALWAYS = {"schema_version", "kind", "step", "name", "child_id", "child_source", "status", "metrics",
+                "eval_key", "time"}
 _STEP_ALWAYS = {"schema_version", "kind", "request_id", "iteration", "island", "mode", "parent_id",
                 "parent_metrics", "inspiration_ids", "prompt", "prompt_meta", "raw_response", "model", "latency_s",
                 "child_id", "status", "step", "time", "child"}
@@ -99,9 +111,10 @@ class StepRecord:
     # -- the program -----------------------------------------------------------
     edit: Optional[EditResult] = None
     child_source: Optional[str] = None
-    # the evaluator's verdict (on disk: "eval"); None when not evaluated
-    # (edit failed, duplicate, LLM failure, the reference seed)
-    eval: Optional[EvalResult] = None
+    # the key of the evaluator's verdict in the run's evaluations.jsonl
+    # (EvalStore); None when not evaluated (edit failed, duplicate, LLM
+    # failure, the reference seed)
+    eval_key: Optional[str] = None
     # the code was already known (told before, or claimed by an earlier ask)
     duplicate: bool = False
 
@@ -112,16 +125,19 @@ class StepRecord:
     status: Optional[str] = None
     metrics: Optional[dict[str, Any]] = None  # the program's metrics as told (score, speedup, ...)
     time: Optional[float] = None  # unix time the record was written
-    # the program told to the engine (engine Program fields: source,
+    # the program told to the engine (on disk its engine fields: source,
     # parent_id, island, iteration, metrics, status, feedback, id); None when
     # nothing was told
-    child: Optional[dict[str, Any]] = None
+    child: Optional[ProgramRecord] = None
 
     # -- the RL environment (env/record.py) -----------------------------------
     # episode id, turn, reward, reward_status, terms, done (+ returns)
     episode: Optional[dict[str, Any]] = None
 
     schema_version: int = STEP_SCHEMA_VERSION
+    # a record of the first shape (schema 1): the whole verdict it carried
+    # inline; never written (EvalStore.of reads it)
+    inline_eval: Optional[EvalResult] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -144,7 +160,7 @@ class StepRecord:
     @property
     def source(self) -> str:
         """The program's source: the candidate, else the program told."""
-        return self.child_source or (self.child or {}).get("source") or ""
+        return self.child_source or (self.child.source if self.child is not None else "")
 
     @property
     def program_ids(self) -> list[int]:
@@ -161,7 +177,7 @@ class StepRecord:
         """The record as the loop writes it: its kind's keys in their order,
         optional ones only when set."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values["eval"] = self.eval.to_dict() if self.eval is not None else None
+        values["child"] = self.child.to_child() if self.child is not None else None
         values["edit"] = self.edit.to_dict() if self.edit is not None else None
         values["duplicate"] = True if self.duplicate else None
         order: tuple[str, ...]
@@ -182,14 +198,16 @@ class StepRecord:
         if not isinstance(version, int) or version > STEP_SCHEMA_VERSION:
             raise ValueError(f"StepRecord schema_version {version} is newer than this kernelsmith "
                              f"({STEP_SCHEMA_VERSION})")
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - {"inline_eval"}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs.setdefault("kind", "step")
         for key in ("parent_metrics", "prompt_meta", "inspiration_ids", "prompt"):
             if kwargs.get(key) is None:  # null in an odd record: the field's empty default
                 kwargs.pop(key, None)
-        if isinstance(kwargs.get("eval"), Mapping):
-            kwargs["eval"] = EvalResult.from_dict(kwargs["eval"])
+        if isinstance(data.get("eval"), Mapping):  # the first shape: the whole verdict inline
+            kwargs["inline_eval"] = EvalResult.from_dict(data["eval"])
+        if isinstance(kwargs.get("child"), Mapping):
+            kwargs["child"] = ProgramRecord.from_child(kwargs["child"])
         if isinstance(kwargs.get("edit"), Mapping):
             kwargs["edit"] = EditResult.from_dict(kwargs["edit"])
         kwargs["duplicate"] = bool(kwargs.get("duplicate", False))
@@ -200,6 +218,65 @@ class StepRecord:
         """A StepRecord from a StepRecord or a record dict."""
         return value if isinstance(value, StepRecord) else cls.from_dict(value)
 
+
+def evaluation_row_key(row: Mapping[str, Any]) -> Optional[str]:
+    """The key of one ``evaluations.jsonl`` row: its ``key`` when the run
+    wrote one (a source evaluated again: ``SHA256-2``, ...), else its sha256."""
+    key = row.get("key") or row.get("sha256")
+    return str(key) if key is not None else None
+
+
+class EvalStore:
+    """A run directory's evaluations by key: each step's whole
+    :class:`EvalResult`, stored once in ``evaluations.jsonl``. Rows are
+    parsed when first asked for; a key written twice (a run of the first
+    shape evaluating one source again) means its last row."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._rows: dict[str, Mapping[str, Any]] = {}
+        self._parsed: dict[str, EvalResult] = {}
+        for row in rows:
+            self.add_row(row)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "EvalStore":
+        """The evaluations of ``run_dir`` (none when it has no log)."""
+        from .evolve.rundir import iter_trajectory
+
+        return cls(iter_trajectory(Path(run_dir) / "evaluations.jsonl"))
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        key = evaluation_row_key(row)
+        if key is not None and isinstance(row.get("eval"), Mapping):
+            self._rows[key] = row["eval"]
+            self._parsed.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, key: Optional[str]) -> Optional[EvalResult]:
+        """The result stored under ``key`` (None: no key, or not stored)."""
+        if key is None or key not in self._rows:
+            return None
+        if key not in self._parsed:
+            self._parsed[key] = EvalResult.from_dict(dict(self._rows[key]))
+        return self._parsed[key]
+
+    def raw(self, key: Optional[str]) -> dict[str, Any]:
+        """The stored dict under ``key`` as on disk ({} when none): for a
+        script that reads records as JSON (``read_trajectory``)."""
+        row = self._rows.get(key) if key is not None else None
+        return dict(row) if row is not None else {}
+
+    def of(self, record: StepRecord) -> Optional[EvalResult]:
+        """A step's whole result: through its key, or the one a record of
+        the first shape carried inline. None when it was not evaluated."""
+        if record.inline_eval is not None:
+            return record.inline_eval
+        return self.get(record.eval_key)
 
 
 def iter_step_records(path: str | Path) -> Iterator[StepRecord]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..hardware import HardwareInfo
-from ..trajectory import StepRecord, read_step_records
+from ..trajectory import EvalStore, StepRecord, read_step_records
 from .metrics import TaskResult
 
 
@@ -41,6 +41,7 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
     """Summarise one run directory (finished or not)."""
     run_dir = Path(run_dir)
     steps = load_steps(run_dir)
+    evaluations = EvalStore.load(run_dir)
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     config = {}
@@ -62,7 +63,7 @@ def collect_run(run_dir: str | Path, key: str = "", level: Optional[int] = None)
     for record in steps:
         status = record.status or "skipped"
         counts[status] = counts.get(status, 0) + 1
-        evaluation = record.eval
+        evaluation = evaluations.of(record)
         if evaluation is not None and evaluation.ref_runtime_ms is not None:
             refs.append(float(evaluation.ref_runtime_ms))
         if evaluation is not None and evaluation.hardware and not result.hardware:

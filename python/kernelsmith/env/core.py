@@ -38,8 +38,9 @@ from ..config import ConfigError
 from ..edit import MODES as EDIT_MODES
 from ..edit import EditResult, apply_response
 from ..feedback import Feedback, render_feedback
+from ..program_record import ProgramRecord
 from ..prompts import PromptBuilder, PromptConfig
-from ..result import EvalResult, program_metrics
+from ..result import EvalResult
 from ..rewards.core import RewardConfig, apply_ci, compute_reward, shape, speedup_interval
 from ..task import Task
 
@@ -209,6 +210,11 @@ class Turn:
     status: str
     info: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the program evaluated ("" when the edit failed)
+    # the program the turn tells, as the loop tells a step's child (status,
+    # metrics computed once, compact feedback): the evaluated program, or
+    # after a failed edit the model's text (a syntax error only) or the
+    # program unchanged; the recorder adds its id and the key of the whole result
+    program: Optional[ProgramRecord] = None
 
 
 @dataclass
@@ -351,13 +357,12 @@ class KernelEnv:
 
     def first_prompt(self, start: EpisodeStart) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """The prompt the evolve loop builds for a request whose parent is the start program."""
-        current = {
-            "id": start.program_id if start.program_id is not None else 0, "source": start.program_source(),
-            "parent_id": -1, "island": 0, "iteration": 0,
-            "metrics": dict(start.metrics) if start.source else {"score": 0.0},
-            "status": "correct", "feedback": {} if start.source else Feedback(note=REFERENCE_NOTE).to_dict(),
-        }
-        request = SimpleNamespace(island=0, parent=current, inspirations=[], mode=self.config.mode, iteration=1)
+        current = ProgramRecord.unevaluated(
+            start.program_source(), "correct", Feedback() if start.source else Feedback(note=REFERENCE_NOTE),
+            parent_id=-1, island=0, iteration=0, metrics=dict(start.metrics) if start.source else None)
+        current.id = start.program_id if start.program_id is not None else 0
+        request = SimpleNamespace(island=0, parent=current.to_child(), inspirations=[], mode=self.config.mode,
+                                  iteration=1)
         prompt = self.builder(start.task).build(request, history=start.history, top_programs=start.top_programs)
         return prompt.messages, prompt.meta
 
@@ -456,9 +461,10 @@ class KernelEnv:
     def _finish(self, episode: Episode, text: str, edit: EditResult, result: Optional[EvalResult]) -> StepResult:
         reward, status, terms = self.turn_reward(episode, edit, result)
         index = len(episode.turns)
-        turn = Turn(index=index, response=text, edit=edit, result=result, reward=reward, status=status,
-                    info=terms, source=edit.source if edit.ok else "")
         parent_id, parent_metrics = episode.current_id, dict(episode.current_metrics)
+        turn = Turn(index=index, response=text, edit=edit, result=result, reward=reward, status=status,
+                    info=terms, source=edit.source if edit.ok else "",
+                    program=self._program(episode, edit, result, parent_id, index))
         prompt_before = episode.observation
         episode.turns.append(turn)
         # What the next answer edits: this turn's program (a repair when it
@@ -466,7 +472,7 @@ class KernelEnv:
         # (the model's text when it only failed to parse, as the loop does).
         if edit.ok:
             episode.current_source = edit.source
-            episode.current_metrics = program_metrics(result) if result is not None else {"score": 0.0}
+            episode.current_metrics = dict(turn.program.metrics)
         elif edit.error_kind == "syntax":
             episode.current_source = edit.source
             episode.current_metrics = {"score": 0.0}
@@ -491,6 +497,19 @@ class KernelEnv:
                 episode.current_id = child_id
         return StepResult(observation=observation, reward=reward, done=episode.done, result=result, info=info,
                           messages=episode.observation)
+
+    @staticmethod
+    def _program(episode: Episode, edit: EditResult, result: Optional[EvalResult], parent_id: Optional[int],
+                 index: int) -> ProgramRecord:
+        """The turn's program, its metrics computed here once: the evaluated
+        one, or after a failed edit the model's text when it only failed to
+        parse, else the program unchanged."""
+        where = dict(parent_id=parent_id if parent_id is not None else -1, island=0, iteration=index + 1)
+        if result is not None:
+            return ProgramRecord.evaluated(edit.source, result, eval_key=None, **where)
+        feedback = Feedback(category="edit", edit_error=edit.error, compiled=False)
+        source = edit.source if edit.error_kind == "syntax" else episode.current_source
+        return ProgramRecord.unevaluated(source, "edit-failed", feedback, **where)
 
     def feedback_message(self, episode: Episode, turn: Turn) -> str:
         """The next turn's user message: the evaluation's structured feedback

@@ -5,15 +5,16 @@ Each task gets a run directory under the recorder's root, laid out like one
 ``trajectory.jsonl``): an episode's start program is a ``seed`` record (the
 reference-as-seed is named "reference", as the loop names it), and each turn
 is a ``step`` record with the loop's fields -- the prompt (the conversation
-up to the turn), the raw answer, the edit, the evaluation, the child program
-with its status and metrics -- plus an ``episode`` field (episode id, turn,
+up to the turn), the raw answer, the edit, the key of the evaluation (whose
+whole result is in the run's ``evaluations.jsonl``), the child program with
+its status, metrics and compact feedback -- plus an ``episode`` field (episode id, turn,
 reward and its terms; the returns on the last turn). ``kernelsmith export
 sft|rl`` and :func:`kernelsmith.export.load_run` read these directories as
 they read runs.
 """
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -23,7 +24,8 @@ import yaml
 
 from ..config import to_dict
 from ..evolve.rundir import RunDir
-from ..result import program_metrics, status_of
+from ..feedback import Feedback
+from ..program_record import ProgramRecord, source_key
 from ..trajectory import StepRecord
 from .core import REFERENCE_NOTE, EnvConfig, Episode, Turn
 
@@ -83,7 +85,7 @@ class EpisodeRecorder:
         """Record the episode's start program (once per distinct program)."""
         start = episode.start
         source = start.program_source()
-        key = hashlib.sha256(source.encode()).hexdigest()
+        key = source_key(source)
         with self._lock:
             run = self._task_run(episode.task)
             pid = run.seeds.get(key)
@@ -96,40 +98,35 @@ class EpisodeRecorder:
                     kind="seed", step=run.steps, name="reference" if reference else (start.name or "start"),
                     child_id=pid, copy_ids=[pid], child_source=source,
                     status="reference" if reference else "correct",
-                    metrics={"score": 0.0} if reference else dict(start.metrics), eval=None,
+                    metrics={"score": 0.0} if reference else dict(start.metrics), eval_key=None,
                     time=time.time(),
                 )
                 if reference:
-                    record.child = {"source": source, "parent_id": -1, "island": 0, "iteration": 0,
-                                    "metrics": {"score": 0.0}, "status": "correct",
-                                    "feedback": {"note": REFERENCE_NOTE}, "id": pid}
+                    record.child = ProgramRecord.unevaluated(source, "correct", Feedback(note=REFERENCE_NOTE),
+                                                             parent_id=-1, island=0, iteration=0)
+                    record.child.id = pid
                 run.run_dir.append_step(record)
                 run.steps += 1
         episode.current_id = pid
 
     def turn(self, episode: Episode, turn: Turn, *, parent_id: Optional[int], parent_metrics: dict[str, Any],
              prompt: list[dict[str, str]], model: str) -> int:
-        """Record one turn as a step; returns the child's program id."""
+        """Record one turn as a step; returns the child's program id. The
+        turn's whole result goes to the run's evaluations.jsonl, the record
+        and its child keep its key."""
         edit, result = turn.edit, turn.result
+        if turn.program is None:
+            raise ValueError("a turn is recorded with its program (KernelEnv._finish sets it)")
         with self._lock:
             run = self._task_run(episode.task)
             child_id = run.next_id
             run.next_id += 1
             request_id = run.next_request
             run.next_request += 1
-            if result is not None:
-                metrics = program_metrics(result)
-                status = status_of(result)
-                feedback = result.to_dict()
-                source = turn.source
-            else:
-                metrics = {"score": 0.0}
-                status = "edit-failed"
-                feedback = {"category": "edit", "edit_error": edit.error if edit else "no program", "compiled": False}
-                source = edit.source if edit is not None and edit.error_kind == "syntax" else episode.current_source
-            child = {"source": source, "parent_id": parent_id if parent_id is not None else -1, "island": 0,
-                     "iteration": turn.index + 1, "metrics": metrics, "status": status, "feedback": feedback,
-                     "id": child_id}
+            eval_key = (run.run_dir.append_evaluation(source_key(turn.source), result.to_dict())
+                        if result is not None else None)
+            child = dataclasses.replace(turn.program, eval_key=eval_key, id=child_id)
+            status, metrics = child.status, child.metrics
             record = StepRecord(
                 kind="step", request_id=request_id, iteration=turn.index + 1, island=0,
                 mode=self.config.mode if turn.index == 0 else "repair" if status != "correct" else "exploit",
@@ -139,7 +136,7 @@ class EpisodeRecorder:
                 raw_response=turn.response, reasoning=None, model=model, usage={}, latency_s=None,
                 edit=edit,
                 child_source=turn.source if result is not None else None,
-                eval=result,
+                eval_key=eval_key,
                 child_id=child_id, status=status, metrics=metrics, step=run.steps, time=time.time(),
                 child=child,
                 episode={"id": episode.id, "turn": turn.index, "reward": turn.reward,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import hashlib
 import json
 import shutil
 import signal
@@ -30,7 +29,8 @@ from typing import Any, Callable
 
 from ..engine import normalized_hash
 from ..feedback import Feedback, clip
-from ..result import EvalResult, program_metrics, status_of
+from ..program_record import ProgramRecord, source_key
+from ..result import EvalResult
 from ..trajectory import StepRecord
 from .best import BestFigure, best_figure, step_figure
 from .config import EvolveConfig
@@ -48,7 +48,7 @@ class StepOutcome:
 
     request: Any
     record: StepRecord
-    child: dict[str, Any] | None  # program fields to tell, None when nothing to tell
+    child: ProgramRecord | None  # the program to tell, None when nothing to tell
     replayed: bool = False
     stop_reason: str | None = None
     stop_detail: str = ""
@@ -153,7 +153,8 @@ class Evolution:
         self.part_proposals = 0
         self.part_llm_errors = 0
         self._last_llm_error = ""
-        self._evaluated: dict[str, dict[str, Any]] | None = None  # sha256 of a source -> its logged EvalResult
+        # sha256 of a source -> (key, logged EvalResult) in evaluations.jsonl
+        self._evaluated: dict[str, tuple[str, dict[str, Any]]] | None = None
         self._proposed: dict[int, dict[str, Any]] = {}  # request id -> logged prompt and answer (resume)
         # Whether an evaluation has run the task's reference (a correctness
         # trial got that far). A run without a seed program starts before
@@ -165,7 +166,7 @@ class Evolution:
     async def seed(self, sources: list[tuple[str, str]]) -> None:
         """Evaluate the initial programs (name, source) and add them."""
         for name, source in sources:
-            result = await self._evaluate(source)
+            result, key = await self._evaluate(source)
             if getattr(result, "category", "") == "harness":
                 # The task's reference (or the machine) failed before anything
                 # ran: a failed start, not a run. Nothing is checkpointed, so
@@ -175,14 +176,12 @@ class Evolution:
                 raise TaskError(f"{getattr(self.task, 'name', 'the task')}: the {name} program could not be "
                                 f"evaluated: {one_line(getattr(result, 'error', ''))}")
             self.reference_ran = self.reference_ran or _reference_ran(result)
-            child = self._program_fields(
-                source=source, parent_id=-1, island=-1, iteration=0, result=result,
-            )
+            child = ProgramRecord.evaluated(source, result, parent_id=-1, island=-1, iteration=0, eval_key=key)
             ids = self.engine.add_seed(self._make_program(child))
-            child["id"] = ids[0]
+            child.id = ids[0]
             record = StepRecord(
                 kind="seed", step=self.steps_applied, name=name, child_id=ids[0], copy_ids=list(ids),
-                child_source=source, status=child["status"], metrics=child["metrics"], eval=_eval_result(result),
+                child_source=source, status=child.status, metrics=child.metrics, eval_key=key,
                 child=child, time=time.time(),
             )
             self.run_dir.append_step(record)
@@ -192,15 +191,12 @@ class Evolution:
     def seed_reference(self, source: str) -> None:
         """Start from the reference itself (no kernel yet): the first children
         are translation steps. Not evaluated: it is the baseline, score 0."""
-        child = {
-            "source": source, "parent_id": -1, "island": -1,
-            "iteration": 0, "metrics": {"score": 0.0}, "status": "correct",
-            "feedback": Feedback(note="the PyTorch reference; no kernel yet").to_dict(),
-        }
+        child = ProgramRecord.unevaluated(source, "correct", Feedback(note="the PyTorch reference; no kernel yet"),
+                                          parent_id=-1, island=-1, iteration=0)
         ids = self.engine.add_seed(self._make_program(child))
         record = StepRecord(
             kind="seed", step=self.steps_applied, name="reference", child_id=ids[0], copy_ids=list(ids),
-            child_source=source, status="reference", metrics=child["metrics"], eval=None, time=time.time(),
+            child_source=source, status="reference", metrics=child.metrics, eval_key=None, time=time.time(),
         )
         self.run_dir.append_step(record)
         self._after_apply(record, None)
@@ -282,12 +278,12 @@ class Evolution:
             await self.confirm_best()
         return self.finish()
 
-    def _note_correct(self, child: dict[str, Any]) -> None:
-        metrics = child.get("metrics") or {}
-        if child.get("id") is None or not child.get("source") or metrics.get("suspicious"):
+    def _note_correct(self, child: ProgramRecord) -> None:
+        metrics = child.metrics
+        if child.id is None or not child.source or metrics.get("suspicious"):
             return
-        self._correct[int(child["id"])] = (float(metrics.get("speedup", metrics.get("score", 0.0)) or 0.0),
-                                           child["source"], not metrics.get("unreliable"))
+        self._correct[child.id] = (float(metrics.get("speedup", metrics.get("score", 0.0)) or 0.0),
+                                   child.source, not metrics.get("unreliable"))
 
     async def confirm_best(self) -> None:
         """The honest best: the ``finalists`` fastest correct programs (by
@@ -420,7 +416,7 @@ class Evolution:
         edit = apply_response(parent_source, proposal.text or "", mode=self.config.edit_mode)
         record.edit = edit
         if not edit.ok:
-            feedback = Feedback(category="edit", edit_error=edit.error, compiled=False).to_dict()
+            feedback = Feedback(category="edit", edit_error=edit.error, compiled=False)
             # The program a repair starts from: the model's text when it only
             # failed to parse (it already keeps the EVOLVE-block rules), else
             # the parent unchanged, never a rule-breaking or partial text, so
@@ -441,7 +437,7 @@ class Evolution:
             return StepOutcome(request, record, None)
         # The claim lasts until this step is applied (told), when seen() takes over.
         async with self._eval_slots:
-            result = await self._evaluate(source)
+            result, key = await self._evaluate(source)
         self.reference_ran = self.reference_ran or _reference_ran(result)
         if getattr(result, "category", "") == "harness":
             # the task's reference (or the machine) failed: nothing to tell
@@ -449,40 +445,31 @@ class Evolution:
             # the request stays open for a resume once the task is fixed
             return StepOutcome(request, record, None, stop_reason="harness-error",
                                stop_detail=getattr(result, "error", ""))
-        record.eval = _eval_result(result)
-        child = self._program_fields(
-            source=source, parent_id=record.parent_id, island=record.island,
-            iteration=record.iteration, result=result,
-        )
+        record.eval_key = key
+        child = ProgramRecord.evaluated(source, result, parent_id=int(record.parent_id), island=int(record.island),
+                                        iteration=int(record.iteration), eval_key=key)
         return StepOutcome(request, record, child)
 
-    async def _evaluate(self, source: str) -> Any:
-        key = hashlib.sha256(source.encode()).hexdigest()
+    async def _evaluate(self, source: str) -> tuple[Any, str | None]:
+        """The result of ``source`` and its key in ``evaluations.jsonl``
+        (None for a harness fault, which is not logged)."""
+        sha = source_key(source)
         if self._evaluated is None:
-            self._evaluated = {r["sha256"]: r["eval"] for r in self.run_dir.read_evaluations() if "sha256" in r}
-        done = self._evaluated.get(key)
+            self._evaluated = {r["sha256"]: (str(r.get("key") or r["sha256"]), r["eval"])
+                               for r in self.run_dir.read_evaluations() if "sha256" in r}
+        done = self._evaluated.get(sha)
         if done is not None:  # evaluated before a crash, its step not yet recorded then
-            return EvalResult.from_dict(done)
+            return EvalResult.from_dict(done[1]), done[0]
         result = await self.evaluator.evaluate_async(self.task, source)
-        if getattr(result, "category", "") != "harness":  # a harness fault is evaluated again after a fix
-            self.run_dir.append_evaluation({"sha256": key, "eval": _to_dict(result)})
-        return result
+        if getattr(result, "category", "") == "harness":  # a harness fault is evaluated again after a fix
+            return result, None
+        return result, self.run_dir.append_evaluation(sha, _to_dict(result))
 
-    def _failed_child(self, request: Any, status: str, feedback: dict[str, Any], source: str) -> dict[str, Any]:
-        return {
-            "source": source, "parent_id": int(request.parent.id) if request.parent is not None else -1,
-            "island": int(request.island), "iteration": int(request.iteration),
-            "metrics": {"score": 0.0}, "status": status, "feedback": feedback,
-        }
-
-    def _program_fields(self, *, source: str, parent_id: int, island: int, iteration: int,
-                        result: Any) -> dict[str, Any]:
-        status = status_of(result)
-        metrics = program_metrics(result)
-        return {
-            "source": source, "parent_id": parent_id, "island": island, "iteration": iteration,
-            "metrics": metrics, "status": status, "feedback": _to_dict(result) or {},
-        }
+    def _failed_child(self, request: Any, status: str, feedback: Feedback, source: str) -> ProgramRecord:
+        return ProgramRecord.unevaluated(
+            source, status, feedback, parent_id=int(request.parent.id) if request.parent is not None else -1,
+            island=int(request.island), iteration=int(request.iteration),
+        )
 
     # ----------------------------------------------------------------- apply
     def _apply(self, outcome: StepOutcome) -> None:
@@ -496,14 +483,14 @@ class Evolution:
             # A program identical to one already told (e.g. by a sibling step
             # that finished first) is a duplicate: checked here, in ask order,
             # so the verdict does not depend on timing.
-            if child is not None and child["status"] != "edit-failed" and self.engine.seen(child["source"]):
+            if child is not None and child.status != "edit-failed" and self.engine.seen(child.source):
                 record.duplicate = True
                 child = None
             if child is not None:
                 # Recorded before the tell (write-ahead), so ask the engine
                 # which id the tell will give.
-                child["id"] = self.engine.next_program_id()
-                record.child_id, record.status, record.metrics = child["id"], child["status"], child["metrics"]
+                child.id = int(self.engine.next_program_id())
+                record.child_id, record.status, record.metrics = child.id, child.status, child.metrics
             else:
                 record.child_id = None
                 record.status = record.status or ("duplicate" if record.duplicate else "skipped")
@@ -512,29 +499,29 @@ class Evolution:
             record.child = child
             self.run_dir.append_step(record)
         if child is not None:
-            told = self.engine.tell(self._make_program({**child, "id": -1}), request_id=int(outcome.request.id))
-            if told.id != child["id"]:
+            told = self.engine.tell(self._make_program(child, program_id=-1), request_id=int(outcome.request.id))
+            if told.id != child.id:
                 raise RuntimeError(
-                    f"engine gave program id {told.id}, the trajectory recorded {child['id']}: "
+                    f"engine gave program id {told.id}, the trajectory recorded {child.id}: "
                     "the run directory does not match this engine state"
                 )
         else:
             self.engine.cancel(int(outcome.request.id))
         self._after_apply(record, child)
 
-    def _after_apply(self, record: StepRecord, child: dict[str, Any] | None) -> None:
+    def _after_apply(self, record: StepRecord, child: ProgramRecord | None) -> None:
         self.steps_applied += 1
-        status = record.status or (child or {}).get("status") or "skipped"
+        status = record.status or (child.status if child is not None else None) or "skipped"
         self.status_counts[status] += 1
         if record.kind == "seed":
             self.seeds_applied += 1
-        if child is not None and child["status"] == "correct":
+        if child is not None and child.status == "correct":
             self._note_correct(child)
             self._note_figure(record, child)
-            speedup = child["metrics"].get("score", 0.0)
-            reliable = not child["metrics"].get("unreliable")
+            speedup = child.metrics.get("score", 0.0)
+            reliable = not child.metrics.get("unreliable")
             if reliable and (self.best_speedup is None or speedup > self.best_speedup):
-                self.best_speedup, self.best_program_id = speedup, child["id"]
+                self.best_speedup, self.best_program_id = speedup, child.id
                 self._write_best("the run goes on")
         if status == LLM_ERROR:
             self.llm_failures_in_a_row += 1
@@ -549,11 +536,13 @@ class Evolution:
         if self.progress is not None:
             self.progress(self.snapshot())
 
-    def _note_figure(self, record: StepRecord, child: dict[str, Any]) -> None:
-        if child.get("id") is not None:
-            metrics = child.get("metrics") or {}
-            self._figures[int(child["id"])] = step_figure(record.step, int(child["id"]), record.eval,
-                                                          metrics.get("speedup", metrics.get("score")))
+    def _note_figure(self, record: StepRecord, child: ProgramRecord) -> None:
+        """The program's per-step figure, from its feedback (the speedup's
+        CI and verdict, as the whole result has them)."""
+        if child.id is not None:
+            metrics = child.metrics
+            self._figures[child.id] = step_figure(record.step, child.id, child.feedback,
+                                                  metrics.get("speedup", metrics.get("score")))
 
     def best(self) -> BestFigure:
         """The run's one best number (evolve/best.py)."""
@@ -572,7 +561,7 @@ class Evolution:
             figure.note = note
         self.run_dir.write_best(figure.header() + entry[1])
 
-    def _remember(self, record: StepRecord, child: dict[str, Any] | None) -> None:
+    def _remember(self, record: StepRecord, child: ProgramRecord | None) -> None:
         """Keep a step for later prompts' history; a failed LLM request is not
         the model's attempt, so prompts never see it."""
         if record.status != LLM_ERROR:
@@ -582,10 +571,15 @@ class Evolution:
         """Target score and patience are the engine's (engine.target_score, engine.patience)."""
         return self.engine.should_stop()
 
-    def _make_program(self, fields: dict[str, Any]) -> Any:
+    def _make_program(self, child: ProgramRecord, program_id: int | None = None) -> Any:
+        """The engine's Program for ``child`` (its island left to the engine when -1)."""
         from ..engine import Program
 
-        data = {k: v for k, v in fields.items() if k != "island" or v >= 0}
+        data = child.to_child()
+        if program_id is not None:
+            data["id"] = program_id
+        if data["island"] < 0:
+            del data["island"]
         return Program.from_dict(data)
 
     # ------------------------------------------------------------ checkpoint
@@ -651,7 +645,7 @@ class Evolution:
                 self._remember(record, record.child)
                 self.seeds_applied += record.kind == "seed"
                 child = record.child
-                if child and child.get("status") == "correct":
+                if child is not None and child.status == "correct":
                     self._note_correct(child)
                     self._note_figure(record, child)
             elif record.kind == "step":
@@ -703,10 +697,10 @@ class Evolution:
         return summary
 
 
-def history_entry(record: StepRecord, child: dict[str, Any] | None) -> dict[str, Any]:
+def history_entry(record: StepRecord, child: ProgramRecord | dict[str, Any] | None) -> dict[str, Any]:
     """A step as the prompt's history shows it (the full record stays in the
     trajectory): ids, status, metrics and a short outcome."""
-    feedback = Feedback.from_dict((child or {}).get("feedback"))
+    feedback = ProgramRecord.of(child).feedback if child is not None else Feedback()
     compact = Feedback(category=feedback.category, compiled=feedback.compiled, correct=feedback.correct,
                        hacked=feedback.hacked, hack_reasons=feedback.hack_reasons, edit_error=feedback.edit_error,
                        error=clip(feedback.error, 400, keep="tail")).to_dict()
@@ -720,13 +714,6 @@ def history_entry(record: StepRecord, child: dict[str, Any] | None) -> dict[str,
 def _applied_at(record: StepRecord) -> int:
     """The record's place in the applied order (-1 when it has none)."""
     return int(record.step) if record.step is not None else -1
-
-
-def _eval_result(result: Any) -> EvalResult | None:
-    """The evaluator's verdict as the trajectory records it."""
-    if result is None or isinstance(result, EvalResult):
-        return result
-    return EvalResult.from_dict(_to_dict(result))
 
 
 def latest_checkpoint(run_dir: RunDir) -> Path | None:

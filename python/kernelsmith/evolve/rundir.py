@@ -9,7 +9,8 @@ Layout::
       checkpoint/        step-NNNNNN/{engine/, run_state.json}: the engine's checkpoint and the
                          loop counters belonging to it (each written atomically), and LATEST
       trajectory.jsonl   one record per step, appended and fsynced per record
-      evaluations.jsonl  each evaluation's result the moment it ends (reused on resume)
+      evaluations.jsonl  each evaluation's whole result the moment it ends, stored
+                         only here: records keep its key (reused on resume)
       proposals.jsonl    prompt and answer of each open request (reused on resume)
       best_program.py    the best correct program so far
       summary.json       written when the run stops (any reason)
@@ -27,7 +28,7 @@ from typing import Any, Iterator
 import yaml
 
 from ..llm.redact import redact_obj
-from ..trajectory import StepRecord
+from ..trajectory import EvalStore, StepRecord, evaluation_row_key
 
 log = logging.getLogger("kernelsmith.evolve")
 
@@ -67,6 +68,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._eval_keys: set[str] | None = None  # keys in evaluations.jsonl, read when first needed
 
     # -- files ------------------------------------------------------------
     @property
@@ -142,14 +144,34 @@ class RunDir:
         """The trajectory's records (a last line cut off by a crash is removed)."""
         return [StepRecord.from_dict(r) for r in iter_trajectory(self.trajectory_path, repair=True)]
 
-    def append_evaluation(self, record: dict[str, Any]) -> None:
-        """Log an evaluation the moment it ends, before its step is applied
+    def append_evaluation(self, sha256: str, evaluation: dict[str, Any]) -> str:
+        """Log an evaluation (``EvalResult.to_dict()`` of the source whose
+        sha256 is given) the moment it ends, before its step is applied
         (steps are applied in ask order, so a finished evaluation may wait):
-        a run killed meanwhile reuses it on resume instead of running it again."""
-        _append_record(self.evaluations_path, record)
+        a run killed meanwhile reuses it on resume instead of running it
+        again. The only copy of the whole result: records keep the key
+        returned, the sha256, or ``SHA256-N`` for the Nth evaluation of one
+        source in this run (the RL environment may evaluate a program again)."""
+        if self._eval_keys is None:
+            self._eval_keys = {k for k in map(evaluation_row_key, self.read_evaluations()) if k is not None}
+        key, n = sha256, 1
+        while key in self._eval_keys:
+            n += 1
+            key = f"{sha256}-{n}"
+        row: dict[str, Any] = {"sha256": sha256}
+        if key != sha256:
+            row["key"] = key
+        row["eval"] = evaluation
+        _append_record(self.evaluations_path, row)
+        self._eval_keys.add(key)
+        return key
 
     def read_evaluations(self) -> list[dict[str, Any]]:
         return list(iter_trajectory(self.evaluations_path, repair=True))
+
+    def evaluations(self) -> EvalStore:
+        """The run's evaluations by key (what the records' ``eval_key`` names)."""
+        return EvalStore(self.read_evaluations())
 
     @property
     def proposals_path(self) -> Path:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..config import ConfigError
 from ..evaluator import phases
 from ..hardware import HardwareInfo
-from ..trajectory import StepRecord
+from ..trajectory import EvalStore, StepRecord
 from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary, latest_checkpoint, one_line
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
@@ -91,9 +91,11 @@ def _check_start(proposer: Any, task: Any, config: EvolveConfig) -> None:
                           "the kernels: --model openai:NAME (see docs/evolve.md)")
 
 
-def _measured_hardware(records: list[StepRecord]) -> HardwareInfo | None:
+def _measured_hardware(records: list[StepRecord], evaluations: EvalStore) -> HardwareInfo | None:
+    """The hardware the seed's evaluation ran on (read through its key)."""
     for record in records:
-        hardware = record.eval.hardware if record.kind == "seed" and record.eval is not None else None
+        evaluation = evaluations.of(record) if record.kind == "seed" else None
+        hardware = evaluation.hardware if evaluation is not None else None
         if hardware:
             return HardwareInfo.from_dict(hardware)
     return None
@@ -314,7 +316,7 @@ async def evolve(
         # Hardware as a worker saw it (on its GPU, or a Ray node) when the seed
         # was evaluated; asking the backend here would initialize the device
         # in the driver, which only needs it for the prompt.
-        hardware = _measured_hardware(records) or backend.hardware_info()
+        hardware = _measured_hardware(records, run_dir.evaluations()) or backend.hardware_info()
         prompt_config = config.prompt_config()
         if inplace and prompt_config.template_dir is None:
             from ..inplace import TEMPLATE_DIR

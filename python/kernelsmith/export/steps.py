@@ -16,7 +16,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 import yaml
 
-from ..trajectory import StepRecord, read_step_records
+from ..result import EvalResult
+from ..rewards.core import speedup_ratio
+from ..trajectory import EvalStore, StepRecord, read_step_records
 
 UNKNOWN_DIFFICULTY = "unknown"
 
@@ -63,6 +65,9 @@ class Step:
     task: TaskInfo
     record: StepRecord
     parent: Optional[RecordedProgram]
+    # the step's whole result, read through the record's key (the run's
+    # evaluations.jsonl); None when not evaluated
+    evaluation: Optional[EvalResult] = None
 
     # -- raw fields ---------------------------------------------------------
     @property
@@ -124,7 +129,7 @@ class Step:
     def coverage(self) -> Optional[float]:
         """Share of the child's forward time in its own kernels (the
         evaluator's kernel census; None when not measured)."""
-        value = self.record.eval.coverage if self.record.eval is not None else None
+        value = self.evaluation.coverage if self.evaluation is not None else None
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
@@ -132,7 +137,7 @@ class Step:
         """(fraction of the device's peak, bound) of the child's timing:
         the evaluator's speed of light; (None, "") where it was not counted
         or the bound is unknown."""
-        sol = getattr(self.record.eval, "speed_of_light", None) if self.record.eval is not None else None
+        sol = getattr(self.evaluation, "speed_of_light", None) if self.evaluation is not None else None
         if isinstance(sol, dict) and isinstance(sol.get("fraction"), (int, float)) \
                 and sol.get("bound") in ("memory", "compute"):
             return float(sol["fraction"]), str(sol["bound"])
@@ -156,13 +161,7 @@ class Step:
             return None
         if self.kind == "translation":
             return self.child_speedup
-        parent_rt, child_rt = self.parent_runtime_ms, self.child_runtime_ms
-        if parent_rt and child_rt:
-            return parent_rt / child_rt
-        parent_sp, child_sp = self.parent_speedup, self.child_speedup
-        if parent_sp and child_sp:
-            return child_sp / parent_sp
-        return None
+        return speedup_ratio(self.child_runtime_ms, self.child_speedup, self.parent_runtime_ms, self.parent_speedup)
 
 
 @dataclass
@@ -309,6 +308,7 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
         task.difficulty = difficulty.lookup(task) or task.difficulty
     run = Run(path=str(run_path.resolve()), task=task)
     records = read_step_records(run_path)
+    evaluations = EvalStore.load(run_path)
     for record in records:
         if record.kind == "seed":
             ids = record.program_ids
@@ -325,11 +325,12 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
             continue
         parent_id = int(record.parent_id) if record.parent_id is not None else -1
         parent = run.programs.get(parent_id)
-        run.steps.append(Step(run_dir=run.path, task=task, record=record, parent=parent))
+        run.steps.append(Step(run_dir=run.path, task=task, record=record, parent=parent,
+                              evaluation=evaluations.of(record)))
         child = record.child
         if record.child_id is not None and child is not None:
             run.programs[int(record.child_id)] = RecordedProgram(
-                id=int(record.child_id), source=child.get("source") or "", status=str(record.status),
+                id=int(record.child_id), source=child.source, status=str(record.status),
                 metrics=dict(record.metrics or {}), parent_id=parent_id,
             )
     run.steps.sort(key=lambda s: s.step)

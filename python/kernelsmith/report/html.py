@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from ..bench.collect import hardware_name, load_steps
 from ..result import EvalResult
-from ..trajectory import StepRecord
+from ..trajectory import EvalStore, StepRecord
 
 MAX_ERROR_CHARS = 4000
 
@@ -41,6 +41,8 @@ class RunView:
     summary: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     by_id: dict[int, StepRecord] = field(default_factory=dict)
+    # the steps' whole results, by the key their records keep
+    evaluations: EvalStore = field(default_factory=EvalStore)
 
     @classmethod
     def load(cls, run_dir: str | Path) -> "RunView":
@@ -53,13 +55,18 @@ class RunView:
             import yaml
 
             config = yaml.safe_load((path / "config.yaml").read_text()) or {}
-        view = cls(path=path, steps=load_steps(path), summary=summary, config=config)
+        view = cls(path=path, steps=load_steps(path), summary=summary, config=config,
+                   evaluations=EvalStore.load(path))
         for record in view.steps:
             for pid in record.program_ids:
                 view.by_id[pid] = record
         return view
 
     # -- derived ------------------------------------------------------------
+    def eval_of(self, record: StepRecord) -> Optional[EvalResult]:
+        """The step's whole result (through its key), None when not evaluated."""
+        return self.evaluations.of(record)
+
     def source_of(self, record: StepRecord) -> str:
         return record.source
 
@@ -70,7 +77,7 @@ class RunView:
             return None
         best, best_id = None, None
         for record in self.steps:
-            if record.status == "correct" and record.eval is not None and record.child_id is not None \
+            if record.status == "correct" and self.eval_of(record) is not None and record.child_id is not None \
                     and not record.metric("unreliable"):
                 score = record.metric("score", 0.0)
                 if best is None or score > best:
@@ -105,7 +112,7 @@ class RunView:
             return saved
         if record is None:
             return BestFigure(note="no correct program")
-        per_step = step_figure(record.step, best_id, record.eval, self.summary.get("best_speedup")
+        per_step = step_figure(record.step, best_id, self.eval_of(record), self.summary.get("best_speedup")
                                if self.summary.get("best_program_id") is not None else record.metric("score"))
         return best_figure(self.summary.get("best_confirmation"), per_step)
 
@@ -148,9 +155,10 @@ def score_points(view: RunView) -> dict[str, list[tuple[int, float]]]:
         step = int(record.step or 0)
         status = record.status
         score = float(record.metric("score") or 0.0)
-        if status == "correct" and record.eval is not None:
+        evaluation = view.eval_of(record)
+        if status == "correct" and evaluation is not None:
             if record.metric("unreliable"):
-                points["unreliable"].append((step, float(record.metric("speedup") or record.eval.speedup or 0.0)))
+                points["unreliable"].append((step, float(record.metric("speedup") or evaluation.speedup or 0.0)))
             else:
                 points["correct"].append((step, score))
                 best = max(best, score)
@@ -212,7 +220,7 @@ PHASES = ("queue", "startup", "load", "compile", "correctness", "census", "timin
 def phases_figure(view: RunView) -> Optional[str]:
     """Base64 PNG: each evaluated step's time per evaluator phase (stacked),
     or None when the run's results carry no phases (older runs)."""
-    rows = [(int(r.step or 0), r.eval.phases if r.eval is not None else {}) for r in view.steps]
+    rows = [(int(r.step or 0), getattr(view.eval_of(r), "phases", None) or {}) for r in view.steps]
     rows = [(step, ph) for step, ph in rows if ph]
     if not rows:
         return None
@@ -255,10 +263,9 @@ def diff_html(parent: str, child: str, parent_name: str = "parent", child_name: 
     return "<pre class='diff'>" + "".join(out) + "</pre>"
 
 
-def _feedback_details(record: StepRecord) -> str:
+def _feedback_details(record: StepRecord, evaluation: Optional[EvalResult]) -> str:
     parts = []
-    evaluation = record.eval
-    feedback = (record.child or {}).get("feedback") or {}
+    feedback = record.child.feedback.to_dict() if record.child is not None else {}
     if record.proposal_error:
         parts.append(f"<b>proposal error</b><pre>{_e(record.proposal_error)}</pre>")
     edit = record.edit
@@ -278,11 +285,11 @@ def _feedback_details(record: StepRecord) -> str:
     return "".join(parts)
 
 
-def _sol(record: StepRecord) -> Any:
+def _sol(evaluation: Optional[EvalResult]) -> Any:
     """The step's speed of light (timing/sol.py), or None when it has none."""
     from ..timing.sol import SpeedOfLight
 
-    data = getattr(record.eval, "speed_of_light", None) if record.eval is not None else None
+    data = getattr(evaluation, "speed_of_light", None) if evaluation is not None else None
     return SpeedOfLight.from_dict(data) if data else None
 
 
@@ -296,9 +303,10 @@ def roofline_points(view: RunView) -> tuple[list[dict[str, Any]], str]:
     seen: set = set()
     reason = ""
     for record in view.steps:
-        if record.status != "correct" or record.eval is None:
+        evaluation = view.eval_of(record)
+        if record.status != "correct" or evaluation is None:
             continue
-        sol = _sol(record)
+        sol = _sol(evaluation)
         if sol is None:
             continue
         if not sol.counted:
@@ -384,8 +392,8 @@ def roofline_figure(view: RunView) -> Optional[str]:
     return _png(fig)
 
 
-def _sol_cell(record: StepRecord) -> str:
-    sol = _sol(record)
+def _sol_cell(evaluation: Optional[EvalResult]) -> str:
+    sol = _sol(evaluation)
     if sol is None or not sol.counted or sol.fraction is None:
         return ""
     return f"{sol.fraction:.0%} of {sol.bound or 'peak'}"
@@ -400,9 +408,9 @@ def _steps_table(view: RunView) -> str:
             "<th>latency s</th><th>feedback</th></tr>")
     rows = []
     for record in view.steps:
-        evaluation = record.eval
+        evaluation = view.eval_of(record)
         status = record.status or "-"
-        details = _feedback_details(record)
+        details = _feedback_details(record, evaluation)
         cell = f"<details><summary>show</summary>{details}</details>" if details else ""
         wall_s = evaluation.wall_s if evaluation is not None else None
         evaluation = evaluation or _NOT_EVALUATED
@@ -413,7 +421,7 @@ def _steps_table(view: RunView) -> str:
             f"<td>{_e('' if record.is_seed else record.island)}</td>"
             f"<td>{_e(record.mode or '')}</td><td><span class='badge'>{_e(status)}</span></td>"
             f"<td>{_num(evaluation.speedup)}</td><td>{_num(evaluation.runtime_ms, '{:.4g}')}</td>"
-            f"<td>{_num(evaluation.ref_runtime_ms, '{:.4g}')}</td><td>{_e(_sol_cell(record))}</td>"
+            f"<td>{_num(evaluation.ref_runtime_ms, '{:.4g}')}</td><td>{_e(_sol_cell(view.eval_of(record)))}</td>"
             f"<td>{_num(wall_s, '{:.1f}')}</td>"
             f"<td>{_e((record.usage or {}).get('total_tokens', ''))}</td>"
             f"<td>{_num(record.latency_s, '{:.2f}')}</td><td>{cell}</td></tr>"
@@ -431,7 +439,7 @@ def _lineage_html(view: RunView, chain: list[StepRecord]) -> str:
     previous = ""
     for depth, record in enumerate(chain):
         source = view.source_of(record)
-        evaluation = record.eval or _NOT_EVALUATED
+        evaluation = view.eval_of(record) or _NOT_EVALUATED
         added = removed = 0
         if previous:
             for line in difflib.unified_diff(previous.splitlines(), source.splitlines(), lineterm="", n=0):
@@ -507,7 +515,7 @@ def _first_backend(view: RunView) -> str:
     """The backend the first record's evaluation names, when the config does not say."""
     if not view.steps:
         return "-"
-    first = view.steps[0].eval
+    first = view.eval_of(view.steps[0])
     return first.backend if first is not None else "task's"
 
 
@@ -532,8 +540,8 @@ def build_report(run_dir: str | Path) -> str:
     config = view.config.get("config") or {}
     best_id = view.best_id()
     chain = view.lineage(best_id)
-    hardware = next((hardware_name(r.eval.hardware) for r in view.steps
-                     if r.eval is not None and r.eval.hardware), "-")
+    hardware = next((hardware_name(e.hardware) for e in map(view.eval_of, view.steps)
+                     if e is not None and e.hardware), "-")
     counts: dict[str, int] = {}
     for record in view.steps:
         counts[record.status or "-"] = counts.get(record.status or "-", 0) + 1

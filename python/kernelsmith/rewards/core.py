@@ -153,16 +153,28 @@ def shape(speedup: float, config: RewardConfig) -> float:
     return value
 
 
-def speedup_over_parent(result: EvalResult, parent_runtime_ms: Optional[float], parent_speedup: Optional[float],
-                        baseline: str = "auto") -> Optional[float]:
-    runtime = _positive(result.runtime_ms)
-    child_speedup = _positive(result.speedup)
+def speedup_ratio(runtime_ms: Any, speedup: Any, parent_runtime_ms: Any, parent_speedup: Any,
+                  baseline: str = "auto") -> Optional[float]:
+    """The one rule for a speedup over the parent, from a child's runtime and
+    speedup over the reference and its parent's: the parent's runtime over
+    the child's when both were measured (``baseline`` auto or runtime), else
+    the ratio of the two speedups over the reference, each measured next to
+    the reference in its own evaluation (auto or relative). None when
+    neither pair is known (numbers that are not positive and finite count
+    as unknown). The reward and the exports both call it."""
+    runtime, child_speedup = _positive(runtime_ms), _positive(speedup)
     parent_rt, parent_sp = _positive(parent_runtime_ms), _positive(parent_speedup)
     if baseline in ("auto", "runtime") and parent_rt and runtime:
         return parent_rt / runtime
     if baseline in ("auto", "relative") and parent_sp and child_speedup:
         return child_speedup / parent_sp
     return None
+
+
+def speedup_over_parent(result: EvalResult, parent_runtime_ms: Optional[float], parent_speedup: Optional[float],
+                        baseline: str = "auto") -> Optional[float]:
+    """A result's speedup over its parent (:func:`speedup_ratio`)."""
+    return speedup_ratio(result.runtime_ms, result.speedup, parent_runtime_ms, parent_speedup, baseline)
 
 
 def speedup_interval(result: EvalResult, speedup: float) -> Optional[tuple[float, float]]:
