@@ -98,7 +98,7 @@ def _descriptors(r) -> list[dict]:
 def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
     """What fixtures/fd_probe.py lists (and fstat's) at import: stdin on
     /dev/null, stdout and stderr on the worker's log, the job channel (pool:
-    the one job socket; fresh: the two pipes to the parent), the
+    the one job socket; fresh: its one socket, as stdin and stdout), the
     system-call filter's listener and its descriptor on the log
     (protocol.Channel.guard). Nothing
     of the pool: not the zygote's control socket, not its wake pipe, not
@@ -116,7 +116,9 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
     listener += [d for fd, d in seen.items() if fd > 2 and d["target"] == seen[2]["target"]]
     assert len(listener) == (2 if filtered else 0), seen
     channel = sorted(d["kind"] for fd, d in seen.items() if fd > 2 and d not in listener)
-    assert channel == (["socket"] if mode == "pool" else ["pipe", "pipe"]), seen
+    # pool: the one job socket; fresh: the same kind, the worker's stdin and
+    # stdout moved to descriptors of their own
+    assert channel == (["socket"] if mode == "pool" else ["socket", "socket"]), seen
 
 
 # ------------------------------------------------------------------- fixtures
@@ -143,6 +145,18 @@ def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
     assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
     if not name.startswith(("channel_direct_forge", "channel_fork_forge")):  # the filter's refusals: the worker's own last word
         assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", ["channel_fork_forge"])
+def test_fresh_mode_refuses_a_forked_writer_too(name):
+    """Fresh mode's channel is a socket with credentials, as the pool's: a
+    child the program forks cannot write the worker's result (it was a pair
+    of pipes, whose reads name no writer)."""
+    with Evaluator(backend="triton", mode="fresh", workers=1, timeout_s=150, timing=False) as ev:
+        r = ev.evaluate(Task.load(EXAMPLES / "relu"), (HACKS / f"{name}.py").read_text())
+    assert r.category == "hacked" and r.hacked and not r.correct and r.speedup is None, _show(r)
+    assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
 
 
 @needs_interpreter

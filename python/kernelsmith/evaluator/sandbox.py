@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from typing import Any, Optional, Sequence
 from ..result import EvalResult
 from .._process import kill_process, package_python_path
 from .checks.base import hacked
-from .protocol import converse
+from .protocol import converse, pass_credentials, read_with_sender
 
 _SECRET = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE
@@ -291,12 +292,21 @@ def run_worker(
             # once per task, as in the pool (probes.py); None: the worker does
             job.update(referee.job_facts(task, limits.timeout_s))
         log_path = os.path.join(private, "worker.log")
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=workdir, env=env,
-                start_new_session=True,
-            )
-        link = ProcessLink(proc, bwrap=use_bwrap)
+        # the channel is one socket (the worker's stdin and stdout), as in the
+        # pool: the kernel names the writer of every read (SO_PASSCRED), so a
+        # process the program forks cannot write the worker's messages
+        ours, theirs = socket.socketpair()
+        try:
+            credentials = pass_credentials(ours)
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(cmd, stdin=theirs, stdout=theirs, stderr=log, cwd=workdir, env=env,
+                                        start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        link = ProcessLink(proc, ours, bwrap=use_bwrap, credentials=credentials)
         ticket = gate.join(link.signal, key=task.id, pids={proc.pid}, timed_on_cpu=device is None) if gate else None
         seeds: list[int] = []
         # the trial outputs the worker hands over, copied where it cannot write
@@ -347,19 +357,38 @@ def _candidate_fault_lines(log_text: str, cand_path: str) -> str:
 
 
 class ProcessLink:
-    """The conversation with a fresh worker process over its stdin/stdout."""
+    """The conversation with a fresh worker process over its channel, one
+    socket (the worker's stdin and stdout). With ``credentials`` (SO_PASSCRED
+    asked before the worker started) every read names its writer: the first
+    message's writer is the worker (it writes a stage before any of the
+    program is loaded), and a later message from another process is refused
+    by converse (protocol.foreign_sender), as in the pool."""
 
-    def __init__(self, proc: subprocess.Popen, bwrap: bool = False) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
+    def __init__(self, proc: subprocess.Popen, sock: socket.socket, bwrap: bool = False,
+                 credentials: bool = False) -> None:
         self.proc = proc
+        self.sock = sock
         self.bwrap = bwrap
+        self.credentials = credentials
+        #: the worker's pid as the kernel names its writes (under bwrap not
+        #: ``proc.pid``, bwrap's own), from its first message; None until
+        #: then, or without credentials (then converse cannot tell who wrote)
+        self.worker_pid: Optional[int] = None
 
     def fileno(self) -> int:
-        return self.proc.stdout.fileno()  # type: ignore[union-attr]
+        return self.sock.fileno()
+
+    def receive(self) -> tuple[bytes, Optional[int]]:
+        """One read of the channel and who wrote it."""
+        if not self.credentials:
+            return os.read(self.sock.fileno(), 1 << 16), None
+        chunk, sender = read_with_sender(self.sock)
+        if chunk and self.worker_pid is None:
+            self.worker_pid = sender or None
+        return chunk, sender
 
     def write(self, data: bytes) -> None:
-        self.proc.stdin.write(data)  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
+        self.sock.sendall(data)
 
     def signal(self, sig: int) -> None:
         os.killpg(self.proc.pid, sig)
@@ -383,8 +412,7 @@ class ProcessLink:
     def close(self) -> None:
         if self.proc.poll() is None:
             kill_process(self.proc)
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
