@@ -17,11 +17,12 @@ void init_curate(py::module_& m) {
         "Sorted distinct 64-bit hashes of the k-token shingles of source.");
   m.def("minhash_jaccard", &mh::jaccard, py::arg("a"), py::arg("b"),
         "Exact Jaccard similarity of two sorted unique hash lists.");
-  m.def("minhash_signature",
-        [](const std::vector<std::uint64_t>& shingles, int num_perm, std::uint64_t seed) {
-          return mh::MinHasher(num_perm, seed).signature(shingles);
-        },
-        py::arg("shingles"), py::arg("num_perm") = 128, py::arg("seed") = 1, release());
+  m.def(
+      "minhash_signature",
+      [](const std::vector<std::uint64_t>& shingles, int num_perm, std::uint64_t seed) {
+        return mh::MinHasher(num_perm, seed).signature(shingles);
+      },
+      py::arg("shingles"), py::arg("num_perm") = 128, py::arg("seed") = 1, release());
   m.def("minhash_estimate", &mh::estimate_jaccard, py::arg("a"), py::arg("b"),
         "Fraction of equal signature positions (estimated Jaccard similarity).");
 
@@ -53,7 +54,8 @@ void init_curate(py::module_& m) {
             const std::size_t chunk = 4096;
             for (std::size_t i = 0; i < sources.size(); i += chunk) {
               std::vector<std::string> part(sources.begin() + static_cast<std::ptrdiff_t>(i),
-                                            sources.begin() + static_cast<std::ptrdiff_t>(std::min(sources.size(), i + chunk)));
+                                            sources.begin() + static_cast<std::ptrdiff_t>(
+                                                                  std::min(sources.size(), i + chunk)));
               {
                 py::gil_scoped_release nogil;
                 self.add_many(part, threads);

@@ -103,8 +103,7 @@ void init_edit(py::module_& m) {
         py::gil_scoped_release unlocked;
         return apply_edit(parent, response, parsed, allow_partial);
       },
-      py::arg("parent"), py::arg("response"), py::arg("mode") = "auto",
-      py::arg("allow_partial") = false,
+      py::arg("parent"), py::arg("response"), py::arg("mode") = "auto", py::arg("allow_partial") = false,
       "Apply a model response (diff or full rewrite) to parent and enforce its EVOLVE blocks.");
 }
 

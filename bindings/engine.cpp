@@ -22,18 +22,12 @@ PyObject* g_request_type = nullptr;
 
 py::object json_to_py(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
-      return py::none();
-    case nlohmann::json::value_t::boolean:
-      return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return py::int_(j.get<std::int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-      return py::int_(j.get<std::uint64_t>());
-    case nlohmann::json::value_t::number_float:
-      return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return py::str(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string: return py::str(j.get_ref<const std::string&>());
     case nlohmann::json::value_t::array: {
       py::list out;
       for (const auto& item : j) out.append(json_to_py(item));
@@ -44,8 +38,7 @@ py::object json_to_py(const nlohmann::json& j) {
       for (const auto& [k, v] : j.items()) out[py::str(k)] = json_to_py(v);
       return std::move(out);
     }
-    default:
-      return py::none();
+    default: return py::none();
   }
 }
 
@@ -70,7 +63,8 @@ nlohmann::json py_to_json(py::handle o, const std::string& where) {
   }
   // numpy scalars and other numbers
   if (py::hasattr(o, "__float__") && !py::hasattr(o, "__len__")) return o.cast<double>();
-  KS_THROW(InvalidArgument, where << ": value of type " << std::string(py::str(py::type::of(o).attr("__name__")))
+  KS_THROW(InvalidArgument, where << ": value of type "
+                                  << std::string(py::str(py::type::of(o).attr("__name__")))
                                   << " is not JSON-serializable");
 }
 
@@ -100,11 +94,10 @@ py::object program_to_py(const Program& p) {
   for (int f : p.features) features.append(f);
   py::handle cls(g_program_type);
   return cls(py::arg("source") = p.source, py::arg("id") = p.id, py::arg("parent_id") = p.parent_id,
-             py::arg("island") = p.island, py::arg("iteration") = p.iteration,
-             py::arg("metrics") = metrics, py::arg("status") = status_name(p.status),
-             py::arg("feedback") = json_to_py(p.feedback), py::arg("features") = features,
-             py::arg("created") = p.created, py::arg("migrated_from") = p.migrated_from,
-             py::arg("migrated") = p.migrated);
+             py::arg("island") = p.island, py::arg("iteration") = p.iteration, py::arg("metrics") = metrics,
+             py::arg("status") = status_name(p.status), py::arg("feedback") = json_to_py(p.feedback),
+             py::arg("features") = features, py::arg("created") = p.created,
+             py::arg("migrated_from") = p.migrated_from, py::arg("migrated") = p.migrated);
 }
 
 py::object request_to_py(const Request& r) {
@@ -283,7 +276,8 @@ void init_engine(py::module_& m) {
                cells = e.archive_cells(island);
              }
              py::list out;
-             for (const auto& [coords, p] : cells) out.append(py::make_tuple(py::tuple(py::cast(coords)), program_to_py(p)));
+             for (const auto& [coords, p] : cells)
+               out.append(py::make_tuple(py::tuple(py::cast(coords)), program_to_py(p)));
              return out;
            })
       .def("pending_requests",

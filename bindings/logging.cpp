@@ -58,8 +58,7 @@ void init_logging(py::module_& m) {
           set_log_sink(std::make_shared<PythonSink>(callback.cast<py::function>()));
         }
       },
-      py::arg("callback"),
-      "Route C++ log records to callback(level, message); None restores silence.");
+      py::arg("callback"), "Route C++ log records to callback(level, message); None restores silence.");
   m.def("_set_log_level", &set_log_level, py::arg("spdlog_level"),
         "Lowest spdlog level (0 trace .. 6 off) that reaches the callback.");
   m.def(

@@ -81,17 +81,20 @@ void init_opencl(py::module_& parent) {
   m.attr("DEVICE_ENV_VAR") = ocl::kDeviceEnvVar;
   m.def("error_name", &ocl::error_name, py::arg("code"),
         "Name of an OpenCL status code, e.g. -54 -> 'CL_INVALID_WORK_GROUP_SIZE'.");
-  m.def("list_devices", [] {
-    py::list out;
-    for (const auto& d : ocl::list_devices()) out.append(device_dict(d));
-    return out;
-  }, "Every device of every platform, as dicts of their reported properties.");
-  m.def("select_device", [](const std::string& selector) { return device_dict(ocl::select_device(selector)); },
-        py::arg("selector") = "",
-        "The device a selector picks ('' -> $KERNELSMITH_OPENCL_DEVICE, then first GPU, then "
-        "first device; 'P:D'; 'N'; or a name substring).");
-  m.def("launch_count", &ocl::launch_count,
-        "Process-wide number of kernels enqueued successfully.");
+  m.def(
+      "list_devices",
+      [] {
+        py::list out;
+        for (const auto& d : ocl::list_devices()) out.append(device_dict(d));
+        return out;
+      },
+      "Every device of every platform, as dicts of their reported properties.");
+  m.def(
+      "select_device", [](const std::string& selector) { return device_dict(ocl::select_device(selector)); },
+      py::arg("selector") = "",
+      "The device a selector picks ('' -> $KERNELSMITH_OPENCL_DEVICE, then first GPU, then "
+      "first device; 'P:D'; 'N'; or a name substring).");
+  m.def("launch_count", &ocl::launch_count, "Process-wide number of kernels enqueued successfully.");
   m.def("launched_since", &ocl::launched_since, py::arg("mark"),
         "Names of kernels launched after launch number `mark`.");
 
@@ -106,24 +109,33 @@ void init_opencl(py::module_& parent) {
   py::class_<ocl::Buffer, std::shared_ptr<ocl::Buffer>>(m, "Buffer")
       .def_property_readonly("size", &ocl::Buffer::size)
       .def_property_readonly("wraps_host", &ocl::Buffer::wraps_host)
-      .def("write", [](ocl::Buffer& self, const py::buffer& source, std::size_t offset) {
-        py::buffer_info info = contiguous(source, false, "Buffer.write");
-        py::gil_scoped_release release;
-        self.write(info.ptr, nbytes(info), offset);
-      }, py::arg("source"), py::arg("offset") = 0, "Blocking copy from a host array.")
-      .def("read", [](const ocl::Buffer& self, const py::buffer& destination, std::size_t offset) {
-        py::buffer_info info = contiguous(destination, true, "Buffer.read");
-        py::gil_scoped_release release;
-        self.read(info.ptr, nbytes(info), offset);
-      }, py::arg("destination"), py::arg("offset") = 0, "Blocking copy into a writable host array.")
+      .def(
+          "write",
+          [](ocl::Buffer& self, const py::buffer& source, std::size_t offset) {
+            py::buffer_info info = contiguous(source, false, "Buffer.write");
+            py::gil_scoped_release release;
+            self.write(info.ptr, nbytes(info), offset);
+          },
+          py::arg("source"), py::arg("offset") = 0, "Blocking copy from a host array.")
+      .def(
+          "read",
+          [](const ocl::Buffer& self, const py::buffer& destination, std::size_t offset) {
+            py::buffer_info info = contiguous(destination, true, "Buffer.read");
+            py::gil_scoped_release release;
+            self.read(info.ptr, nbytes(info), offset);
+          },
+          py::arg("destination"), py::arg("offset") = 0, "Blocking copy into a writable host array.")
       .def("sync_host", &ocl::Buffer::sync_host, release_gil());
 
   py::class_<ocl::KernelArg>(m, "KernelArg")
       .def_static("buffer", &ocl::KernelArg::buffer, py::arg("buffer"))
-      .def_static("scalar", [](const py::bytes& data) {
-        const std::string bytes = data;
-        return ocl::KernelArg::scalar(bytes.data(), bytes.size());
-      }, py::arg("data"), "A by-value argument from its raw bytes (e.g. numpy.int32(3).tobytes()).")
+      .def_static(
+          "scalar",
+          [](const py::bytes& data) {
+            const std::string bytes = data;
+            return ocl::KernelArg::scalar(bytes.data(), bytes.size());
+          },
+          py::arg("data"), "A by-value argument from its raw bytes (e.g. numpy.int32(3).tobytes()).")
       .def_static("local", &ocl::KernelArg::local, py::arg("nbytes"));
 
   py::class_<ocl::Kernel, std::shared_ptr<ocl::Kernel>>(m, "Kernel")
@@ -146,26 +158,31 @@ void init_opencl(py::module_& parent) {
       .def_property_readonly("host_zero_copy", &ocl::Context::host_zero_copy)
       .def("build", &ocl::Context::build, py::arg("source"), py::arg("options") = "", release_gil(),
            "Build (or fetch from the cache) a program; raises OpenCLError with the build log.")
-      .def("cache_stats", [](const ocl::Context& self) {
-        const auto stats = self.cache_stats();
-        py::dict out;
-        out["hits"] = stats.hits;
-        out["misses"] = stats.misses;
-        out["entries"] = stats.entries;
-        out["binary_hits"] = stats.binary_hits;
-        return out;
-      })
+      .def("cache_stats",
+           [](const ocl::Context& self) {
+             const auto stats = self.cache_stats();
+             py::dict out;
+             out["hits"] = stats.hits;
+             out["misses"] = stats.misses;
+             out["entries"] = stats.entries;
+             out["binary_hits"] = stats.binary_hits;
+             return out;
+           })
       .def("clear_cache", &ocl::Context::clear_cache, release_gil())
       .def("store_binary", &ocl::Context::store_binary, py::arg("source"), py::arg("options"), py::arg("dir"),
-           release_gil(), "Build from source and write the binary cache entry into dir (the trusted builder).")
+           release_gil(),
+           "Build from source and write the binary cache entry into dir (the trusted builder).")
       .def("cache_key_text", &ocl::Context::cache_key_text, py::arg("source"), py::arg("options") = "")
       .def("allocate", &ocl::Context::allocate, py::arg("nbytes"), release_gil())
-      .def("wrap_host", [](ocl::Context& self, const py::buffer& host) {
-        py::buffer_info info = contiguous(host, true, "Context.wrap_host");
-        return self.wrap_host(info.ptr, nbytes(info));
-      }, py::arg("host"), py::keep_alive<0, 2>(),
-           "A zero-copy buffer over a writable, C-contiguous host array (CPU devices only); the "
-           "array is kept alive as long as the buffer.")
+      .def(
+          "wrap_host",
+          [](ocl::Context& self, const py::buffer& host) {
+            py::buffer_info info = contiguous(host, true, "Context.wrap_host");
+            return self.wrap_host(info.ptr, nbytes(info));
+          },
+          py::arg("host"), py::keep_alive<0, 2>(),
+          "A zero-copy buffer over a writable, C-contiguous host array (CPU devices only); the "
+          "array is kept alive as long as the buffer.")
       .def("launch", &ocl::Context::launch, py::arg("kernel"), py::arg("args"), py::arg("global_size"),
            py::arg("local_size") = std::vector<std::size_t>{}, py::arg("offset") = std::vector<std::size_t>{},
            release_gil())

@@ -11,13 +11,14 @@ void init_syscall_filter(py::module_& m) {
   namespace sf = syscall_filter;
   m.def("syscall_filter_supported", &sf::supported,
         "Whether the worker's system-call filter can be installed here (Linux x86_64 with seccomp).");
-  m.def("syscall_filter_install", &sf::install, py::arg("fds"), py::arg("report_fd") = 2,
-        "Install the filter on this process (every thread), protecting the descriptors `fds` (the "
-        "evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range "
-        "over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the "
-        "process (SIGKILL) after one line on `report_fd` that says what happened; by a process it started, the "
-        "first are let through and the others refused and recorded. The lines go to `report_fd` (a "
-        "descriptor of its own on the log, listed in `fds` too). Once per process.");
+  m.def(
+      "syscall_filter_install", &sf::install, py::arg("fds"), py::arg("report_fd") = 2,
+      "Install the filter on this process (every thread), protecting the descriptors `fds` (the "
+      "evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range "
+      "over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the "
+      "process (SIGKILL) after one line on `report_fd` that says what happened; by a process it started, the "
+      "first are let through and the others refused and recorded. The lines go to `report_fd` (a "
+      "descriptor of its own on the log, listed in `fds` too). Once per process.");
   m.def("syscall_filter_installed", &sf::installed, "Whether the filter is installed in this process.");
   m.def("syscall_filter_listener", &sf::listener_fd,
         "The supervisor's listener descriptor (-1 before install): the harness checks it is still there.");

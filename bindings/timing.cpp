@@ -18,8 +18,8 @@ using timing::Samples;
 using InArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
 Samples to_samples(const InArray& a) {
-  if (a.ndim() != 1) throw py::value_error("samples must be one-dimensional, got ndim=" +
-                                           std::to_string(a.ndim()));
+  if (a.ndim() != 1)
+    throw py::value_error("samples must be one-dimensional, got ndim=" + std::to_string(a.ndim()));
   return Samples(a.data(), a.data() + a.size());
 }
 
@@ -65,8 +65,8 @@ py::dict summary_dict(const timing::SampleSummary& s) {
 
 void init_timing(py::module_& root) {
   using namespace timing;
-  py::module_ m = root.def_submodule(
-      "timing", "Timing statistics, adaptive sampler and paired comparator (C++ core)");
+  py::module_ m =
+      root.def_submodule("timing", "Timing statistics, adaptive sampler and paired comparator (C++ core)");
 
   py::class_<Interval>(m, "Interval", "A point estimate with a two-sided confidence interval.")
       .def(py::init<>())
@@ -78,8 +78,7 @@ void init_timing(py::module_& root) {
              i.confidence = confidence;
              return i;
            }),
-           py::arg("estimate"), py::arg("lower"), py::arg("upper"),
-           py::arg("confidence") = 0.95)
+           py::arg("estimate"), py::arg("lower"), py::arg("upper"), py::arg("confidence") = 0.95)
       .def_readwrite("estimate", &Interval::estimate)
       .def_readwrite("lower", &Interval::lower)
       .def_readwrite("upper", &Interval::upper)
@@ -88,8 +87,8 @@ void init_timing(py::module_& root) {
       .def("contains", &Interval::contains, py::arg("value"))
       .def("to_dict", &interval_dict)
       .def("__repr__", [](const Interval& i) {
-        return "Interval(estimate=" + std::to_string(i.estimate) + ", lower=" +
-               std::to_string(i.lower) + ", upper=" + std::to_string(i.upper) + ")";
+        return "Interval(estimate=" + std::to_string(i.estimate) + ", lower=" + std::to_string(i.lower) +
+               ", upper=" + std::to_string(i.upper) + ")";
       });
 
   m.def("mean", &unary<mean>, py::arg("samples"));
@@ -165,18 +164,17 @@ void init_timing(py::module_& root) {
         py::gil_scoped_release release;
         return bootstrap_median_ci(x, confidence, resamples, seed);
       },
-      py::arg("samples"), py::arg("confidence") = 0.95, py::arg("resamples") = 2000,
-      py::arg("seed") = 0);
+      py::arg("samples"), py::arg("confidence") = 0.95, py::arg("resamples") = 2000, py::arg("seed") = 0);
   m.def(
       "bootstrap_ratio_of_medians_ci",
-      [](const InArray& num, const InArray& den, double confidence, int resamples,
-         std::uint64_t seed, bool paired) {
+      [](const InArray& num, const InArray& den, double confidence, int resamples, std::uint64_t seed,
+         bool paired) {
         Samples n = to_samples(num), d = to_samples(den);
         py::gil_scoped_release release;
         return bootstrap_ratio_of_medians_ci(n, d, confidence, resamples, seed, paired);
       },
-      py::arg("numerator"), py::arg("denominator"), py::arg("confidence") = 0.95,
-      py::arg("resamples") = 2000, py::arg("seed") = 0, py::arg("paired") = true);
+      py::arg("numerator"), py::arg("denominator"), py::arg("confidence") = 0.95, py::arg("resamples") = 2000,
+      py::arg("seed") = 0, py::arg("paired") = true);
   m.def("statistic_names", &statistic_names);
   m.def(
       "statistic",
@@ -221,15 +219,13 @@ void init_timing(py::module_& root) {
                               "Decides how many samples to take; the caller measures them.")
       .def(py::init<SamplerOptions>(), py::arg("options") = SamplerOptions{})
       .def(
-          "add", [](AdaptiveSampler& s, const InArray& a) { s.add(to_samples(a)); },
-          py::arg("samples"))
+          "add", [](AdaptiveSampler& s, const InArray& a) { s.add(to_samples(a)); }, py::arg("samples"))
       .def("add_one", py::overload_cast<double>(&AdaptiveSampler::add), py::arg("sample"))
       .def("need_more", &AdaptiveSampler::need_more, py::call_guard<py::gil_scoped_release>())
       .def("suggested_batch", &AdaptiveSampler::suggested_batch)
       .def_property_readonly("stop_reason",
                              [](const AdaptiveSampler& s) { return to_string(s.stop_reason()); })
-      .def_property_readonly("samples",
-                             [](const AdaptiveSampler& s) { return to_array(s.samples()); })
+      .def_property_readonly("samples", [](const AdaptiveSampler& s) { return to_array(s.samples()); })
       .def_property_readonly("n", [](const AdaptiveSampler& s) { return s.samples().size(); })
       .def_property_readonly("elapsed_s", &AdaptiveSampler::elapsed_s)
       .def("result", [](const AdaptiveSampler& s) {
@@ -304,16 +300,12 @@ void init_timing(py::module_& root) {
       .def_static("reference_first", &PairedComparator::reference_first, py::arg("pair_index"))
       .def_property_readonly("stop_reason",
                              [](const PairedComparator& c) { return to_string(c.stop_reason()); })
-      .def_property_readonly("n", [](const PairedComparator& c) {
-        return c.reference_samples().size();
-      })
+      .def_property_readonly("n", [](const PairedComparator& c) { return c.reference_samples().size(); })
       .def_property_readonly("elapsed_s", &PairedComparator::elapsed_s)
-      .def_property_readonly(
-          "reference_samples",
-          [](const PairedComparator& c) { return to_array(c.reference_samples()); })
-      .def_property_readonly(
-          "candidate_samples",
-          [](const PairedComparator& c) { return to_array(c.candidate_samples()); })
+      .def_property_readonly("reference_samples",
+                             [](const PairedComparator& c) { return to_array(c.reference_samples()); })
+      .def_property_readonly("candidate_samples",
+                             [](const PairedComparator& c) { return to_array(c.candidate_samples()); })
       .def("result", [comparison_dict](const PairedComparator& c) {
         ComparisonResult r;
         {

@@ -13,6 +13,7 @@ APT_PACKAGES=(
   ocl-icd-opencl-dev opencl-c-headers libgtest-dev
   pocl-opencl-icd clinfo bubblewrap
   chromium
+  clang-format
 )
 
 missing=()
@@ -43,7 +44,8 @@ fi
   "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2" "swagger-ui-bundle>=1.1" "rich>=13"
 
 # The habits the test run enforces (scripts/test.sh): the linter, the type checker and the
-# import contracts of pyproject.toml. ruff is pinned to a minor version so a
+# import contracts of pyproject.toml (the C++ format check's clang-format is a Debian
+# package, above). ruff is pinned to a minor version so a
 # new release's rules cannot fail a run that changed nothing.
 "$PYTHON" -m pip install -q --disable-pip-version-check "ruff>=0.17,<0.18" "import-linter>=2,<3" "mypy>=1.20,<1.21"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, the linter and the import contracts, then the
-# C++ tests (ctest) and the Python tests (pytest, against the installed
-# package). Exit status is non-zero if any fail.
+# The whole test suite: set-up, the linter, the import contracts, the type
+# checker and the C++ format check, then the C++ tests (ctest) and the Python
+# tests (pytest, against the installed package). Exit status is non-zero if any fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -19,6 +19,17 @@ PYTHONPATH=python "$PYTHON" -c 'from importlinter.cli import lint_imports_comman
 
 # the type checker, strict on the files [tool.mypy] in pyproject.toml lists
 PYTHONPATH=python "$PYTHON" -m mypy
+
+echo "== C++ format (clang-format --dry-run --Werror)"
+# .clang-format at the root; every C++ file of cpp/, bindings/ and tests_cpp/
+CXX_FILES=()
+while IFS= read -r f; do CXX_FILES+=("$f"); done < <(
+  find cpp bindings tests_cpp -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) | LC_ALL=C sort)
+if ! clang-format --dry-run --Werror "${CXX_FILES[@]}"; then
+  echo "clang-format: the C++ files above are not formatted ($(clang-format --version)). Fix them with:" >&2
+  echo "  clang-format -i \$(find cpp bindings tests_cpp -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \))" >&2
+  exit 1
+fi
 
 echo "== C++ tests (ctest)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -14,8 +14,7 @@ Clock frozen_clock() {
 
 // Reference time ref_mean, candidate ref_mean / speedup, both with relative
 // noise `sigma` and a slow shared drift (clocks warming up): +25% over 2000 pairs.
-ComparisonResult run(double speedup, double sigma, std::uint64_t seed,
-                     CompareOptions o = CompareOptions{}) {
+ComparisonResult run(double speedup, double sigma, std::uint64_t seed, CompareOptions o = CompareOptions{}) {
   synthetic::Normal normal(seed);
   PairedComparator c(o, frozen_clock());
   std::size_t i = 0;

@@ -50,7 +50,8 @@ TEST(EvolveBlocks, NoMarkersMeansNoBlocks) {
 }
 
 TEST(EvolveBlocks, MalformedMarkersNameTheLines) {
-  auto nested = ke::parse_evolve_blocks("# EVOLVE-BLOCK-START\na\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n");
+  auto nested =
+      ke::parse_evolve_blocks("# EVOLVE-BLOCK-START\na\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n");
   EXPECT_FALSE(nested.ok);
   EXPECT_TRUE(contains(nested.error, "line 3")) << nested.error;
   EXPECT_TRUE(contains(nested.error, "opened at line 1")) << nested.error;
@@ -135,7 +136,8 @@ TEST(DiffParse, ParsesBlocksAndFlagsMalformed) {
 }
 
 TEST(DiffApply, ExactMatch) {
-  const auto r = ke::apply_edit(kParent, diff("        y = x + 1\n", "        y = x + 2\n"), ke::EditMode::Diff);
+  const auto r =
+      ke::apply_edit(kParent, diff("        y = x + 1\n", "        y = x + 2\n"), ke::EditMode::Diff);
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(r.blocks.size(), 1u);
   EXPECT_EQ(r.blocks[0].match_level, "exact");
@@ -145,7 +147,8 @@ TEST(DiffApply, ExactMatch) {
 }
 
 TEST(DiffApply, TrailingWhitespaceTolerated) {
-  const auto r = ke::apply_edit(kParent, diff("        y = x + 1   \n", "        y = x + 2\n"), ke::EditMode::Diff);
+  const auto r =
+      ke::apply_edit(kParent, diff("        y = x + 1   \n", "        y = x + 2\n"), ke::EditMode::Diff);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.blocks[0].match_level, "trailing_whitespace");
 }
@@ -159,19 +162,23 @@ TEST(DiffApply, IndentationDifferenceReindentsReplacement) {
                                 ke::EditMode::Diff);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.blocks[0].match_level, "indentation");
-  EXPECT_TRUE(contains(r.source, "    def forward(self, x):\n        z = x\n        y = z + 1\n")) << r.source;
+  EXPECT_TRUE(contains(r.source, "    def forward(self, x):\n        z = x\n        y = z + 1\n"))
+      << r.source;
 }
 
 TEST(DiffApply, CollapsedWhitespaceAndBlankLines) {
-  const auto r = ke::apply_edit(kParent, diff("y  =  x +   1\n\n        return   y\n", "        return x + 1\n"),
+  const auto r = ke::apply_edit(kParent,
+                                diff("y  =  x +   1\n\n        return   y\n", "        return x + 1\n"),
                                 ke::EditMode::Diff);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.blocks[0].match_level, "whitespace");
-  EXPECT_TRUE(contains(r.source, "    def forward(self, x):\n        return x + 1\n# EVOLVE-BLOCK-END")) << r.source;
+  EXPECT_TRUE(contains(r.source, "    def forward(self, x):\n        return x + 1\n# EVOLVE-BLOCK-END"))
+      << r.source;
 }
 
 TEST(DiffApply, FailedBlockReportsNearestMatch) {
-  const auto r = ke::apply_edit(kParent, diff("        y = x + 100\n        return y\n", "        return x\n"),
+  const auto r = ke::apply_edit(kParent,
+                                diff("        y = x + 100\n        return y\n", "        return x\n"),
                                 ke::EditMode::Diff);
   EXPECT_FALSE(r.ok);
   ASSERT_EQ(r.blocks.size(), 1u);
@@ -189,7 +196,8 @@ TEST(DiffApply, FailedBlockReportsNearestMatch) {
 }
 
 TEST(DiffApply, PartialApplicationOnlyWhenAllowed) {
-  const std::string response = diff("        y = x + 1\n", "        y = x + 3\n") + diff("nothing like this\n", "x\n");
+  const std::string response = diff("        y = x + 1\n", "        y = x + 3\n") +
+                               diff("nothing like this\n", "x\n");
   auto strict = ke::apply_edit(kParent, response, ke::EditMode::Diff, false);
   EXPECT_FALSE(strict.ok);
   EXPECT_TRUE(contains(strict.source, "x + 3"));
@@ -201,7 +209,8 @@ TEST(DiffApply, PartialApplicationOnlyWhenAllowed) {
 }
 
 TEST(DiffApply, SearchOutsideBlocksRejected) {
-  const auto r = ke::apply_edit(kParent, diff("    return [torch.randn(4)]\n", "    return [torch.randn(8)]\n"),
+  const auto r = ke::apply_edit(kParent,
+                                diff("    return [torch.randn(4)]\n", "    return [torch.randn(8)]\n"),
                                 ke::EditMode::Diff);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.blocks[0].status, "outside_blocks");
@@ -286,7 +295,8 @@ TEST(FullRewrite, AppliesAndEnforces) {
 }
 
 TEST(FullRewrite, AutoPicksDiffWhenSearchMarkersPresent) {
-  const auto r = ke::apply_edit(kParent, diff("        y = x + 1\n", "        y = x + 5\n"), ke::EditMode::Auto);
+  const auto r =
+      ke::apply_edit(kParent, diff("        y = x + 1\n", "        y = x + 5\n"), ke::EditMode::Auto);
   EXPECT_EQ(r.mode, "diff");
   EXPECT_TRUE(r.ok) << r.error;
 }

@@ -79,7 +79,8 @@ TEST(EngineConfig, RejectsBadValuesNamingKeyAndAllowed) {
   EXPECT_NE(unknown_feature.find("unknown feature 'speed'; allowed: complexity, score"), std::string::npos);
   EXPECT_EQ(message(R"({"feature_dimensions": ["speed"], "metrics": ["speed"]})"), "no error");
   const auto unknown_key = message(R"({"num_island": 2})");
-  EXPECT_NE(unknown_key.find("unknown config key 'num_island'; allowed keys: num_islands"), std::string::npos);
+  EXPECT_NE(unknown_key.find("unknown config key 'num_island'; allowed keys: num_islands"),
+            std::string::npos);
   EXPECT_NE(message(R"({"migration_topology": "star"})").find("ring, all"), std::string::npos);
   EXPECT_NE(message(R"({"exploration_ratio": 1.5})").find("'exploration_ratio' must be in [0, 1]"),
             std::string::npos);
@@ -183,7 +184,7 @@ TEST(Engine, RepairRequestsHandBackRecentFailures) {
   EXPECT_NE(r1.parent.id, r2.parent.id);
   EXPECT_EQ(r1.parent.status, ks::Status::CompileFailed);
   EXPECT_NE(r1.parent.feedback.at("error").get<std::string>().find("boom"), std::string::npos);
-  EXPECT_FALSE(r1.inspirations.empty());  // the island best helps the fix
+  EXPECT_FALSE(r1.inspirations.empty());       // the island best helps the fix
   EXPECT_EQ(e.ask().mode == "repair", false);  // list exhausted: normal selection
 }
 
@@ -244,7 +245,8 @@ TEST(Engine, ManyThreadsAskAndTell) {
         try {
           auto r = e.ask();
           auto ch = child_of(r);
-          ch.source += "# thread " + std::to_string(t) + "\nz" + std::to_string(t * per_thread + i) + " = 0\n";
+          ch.source += "# thread " + std::to_string(t) + "\nz" + std::to_string(t * per_thread + i) +
+                       " = 0\n";
           e.tell(ch, r.id);
         } catch (...) {
           ++errors;

@@ -23,12 +23,13 @@ std::vector<std::uint64_t> range_set(std::uint64_t lo, std::uint64_t hi) {
 
 // A random "module" of `n` statements drawn from a vocabulary.
 std::string random_module(std::mt19937_64& rng, int n) {
-  static const char* ops[] = {"relu", "gelu", "conv2d", "linear", "softmax", "matmul", "sigmoid", "tanh",
-                              "layer_norm", "dropout", "max_pool2d", "avg_pool2d", "bmm", "cat", "exp"};
+  static const char* ops[] = {"relu",       "gelu",       "conv2d", "linear",     "softmax",
+                              "matmul",     "sigmoid",    "tanh",   "layer_norm", "dropout",
+                              "max_pool2d", "avg_pool2d", "bmm",    "cat",        "exp"};
   std::string s = "class M(nn.Module):\n    def forward(self, x):\n";
   for (int i = 0; i < n; ++i) {
-    s += "        v" + std::to_string(rng() % 50) + " = torch." + ops[rng() % 15] + "(v" + std::to_string(rng() % 50) +
-         ", " + std::to_string(rng() % 1000) + ")\n";
+    s += "        v" + std::to_string(rng() % 50) + " = torch." + ops[rng() % 15] + "(v" +
+         std::to_string(rng() % 50) + ", " + std::to_string(rng() % 1000) + ")\n";
   }
   return s + "        return x\n";
 }

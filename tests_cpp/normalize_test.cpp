@@ -26,8 +26,7 @@ TEST(Normalize, IndentationAndStringsAreKept) {
 
 TEST(Complexity, CountsStructureNotOnlyLength) {
   const std::string flat = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6\n";
-  const std::string nested =
-      "for i in range(n):\n    if x[i] > 0:\n        y(i)\n";
+  const std::string nested = "for i in range(n):\n    if x[i] > 0:\n        y(i)\n";
   const auto st = ks::code_stats(nested);
   EXPECT_EQ(st.loops, 1);
   EXPECT_EQ(st.branches, 1);
@@ -36,8 +35,8 @@ TEST(Complexity, CountsStructureNotOnlyLength) {
   EXPECT_EQ(st.statements, 3);
   EXPECT_GT(ks::complexity(nested), ks::complexity(flat));
   // Comments and strings do not add structure.
-  EXPECT_DOUBLE_EQ(ks::complexity(nested), ks::complexity("# for while if\n" + nested + "s = 0\n") -
-                                               ks::complexity("s = 0\n"));
+  EXPECT_DOUBLE_EQ(ks::complexity(nested),
+                   ks::complexity("# for while if\n" + nested + "s = 0\n") - ks::complexity("s = 0\n"));
   EXPECT_EQ(ks::code_stats("s = 'for if while f(x)'\n").loops, 0);
   EXPECT_EQ(ks::code_stats("def g(a):\n    return (a)\n").calls, 0);
 }

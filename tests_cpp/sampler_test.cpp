@@ -16,8 +16,8 @@ Clock fake_clock(double step) {
   return [now, step] { return *now += step; };
 }
 
-SamplerResult drive(AdaptiveSampler& sampler, synthetic::Normal& normal, double mean,
-                    double sigma, double outlier_every = 0) {
+SamplerResult drive(AdaptiveSampler& sampler, synthetic::Normal& normal, double mean, double sigma,
+                    double outlier_every = 0) {
   std::size_t taken = 0;
   while (sampler.need_more()) {
     const std::size_t batch = sampler.suggested_batch();
@@ -46,8 +46,7 @@ TEST(Sampler, StopsAtTheTargetOnKnownNoise) {
     EXPECT_GE(r.n_total, 120u);
     EXPECT_LE(r.n_total, 600u) << "overshoot: the batch estimate is too greedy";
     EXPECT_NEAR(r.summary.median.estimate, 10.0, 0.01 * 10.0);
-    EXPECT_TRUE(r.summary.median.contains(10.0) ||
-                std::fabs(r.summary.median.estimate - 10.0) < 0.01);
+    EXPECT_TRUE(r.summary.median.contains(10.0) || std::fabs(r.summary.median.estimate - 10.0) < 0.01);
   }
 }
 
@@ -126,7 +125,7 @@ TEST(Sampler, SuggestedBatchFollowsTheWidth) {
   EXPECT_NEAR(static_cast<double>(suggest_batch(400, 0.006, 0.005, 10, 100000, 100000)), 234.0, 1.0);
   // Twice the width would need 3 n more, but a step at most doubles n.
   EXPECT_EQ(suggest_batch(100, 0.01, 0.005, 10, 100000, 100000), 100u);
-  EXPECT_EQ(suggest_batch(100, 0.01, 0.005, 10, 150, 100000), 50u);  // capped by max_n
-  EXPECT_EQ(suggest_batch(3, INFINITY, 0.005, 10, 1000, 1000), 7u);  // up to min_n first
+  EXPECT_EQ(suggest_batch(100, 0.01, 0.005, 10, 150, 100000), 50u);   // capped by max_n
+  EXPECT_EQ(suggest_batch(3, INFINITY, 0.005, 10, 1000, 1000), 7u);   // up to min_n first
   EXPECT_EQ(suggest_batch(80, 0.00501, 0.005, 10, 1000, 1000), 10u);  // at least n / 8
 }

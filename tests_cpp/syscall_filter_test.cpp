@@ -77,8 +77,10 @@ TEST(SyscallFilter, DupOntoTheChannelEndsTheProcessAndSaysSo) {
     return 0;
   });
   ASSERT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
-  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) + "the program tried to replace the evaluator's channel (dup2 onto fd "),
-            std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) +
+                       "the program tried to replace the evaluator's channel (dup2 onto fd "),
+            std::string::npos)
+      << o.err;
 }
 
 TEST(SyscallFilter, TheLineGoesToTheReportDescriptorWhereverFd2Went) {
@@ -129,7 +131,8 @@ TEST(SyscallFilter, OtherDescriptorsStayFree) {
     int spare = dup(other);
     if (dup2(other, spare) != spare) return 2;  // onto an unprotected number
     if (close(spare) != 0) return 3;
-    if (syscall(SYS_close_range, static_cast<unsigned>(fd + 1), static_cast<unsigned>(fd + 1), 0u) != 0) return 4;
+    if (syscall(SYS_close_range, static_cast<unsigned>(fd + 1), static_cast<unsigned>(fd + 1), 0u) != 0)
+      return 4;
     if (!is_open(fd)) return 5;
     return sf::attempts() == 0 ? 0 : 6;
   });
@@ -148,7 +151,8 @@ TEST(SyscallFilter, AForkedChildAndWhatItExecsUseTheNumbersFreely) {
       if (dup2(0, fd) != fd) _exit(10);  // its own table
       if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) _exit(11);
       if (is_open(plain) || is_open(fd)) _exit(12);
-      execl("/bin/sh", "sh", "-c", "exec 3</dev/null 4</dev/null; exec 3<&- 4<&-; /bin/true", static_cast<char*>(nullptr));
+      execl("/bin/sh", "sh", "-c", "exec 3</dev/null 4</dev/null; exec 3<&- 4<&-; /bin/true",
+            static_cast<char*>(nullptr));
       _exit(13);
     }
     int status = 0;
@@ -191,7 +195,9 @@ TEST(SyscallFilter, AChildsProcessVmReadIsRecordedForTheParent) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 30;
     if (sf::attempts() != 1) return 31;
     return sf::reason().find("read another process's memory (process_vm_readv) in a process it started") !=
-                   std::string::npos ? 0 : 32;
+                   std::string::npos
+               ? 0
+               : 32;
   });
   EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
 }
@@ -212,8 +218,10 @@ TEST(SyscallFilter, FailEndsTheProcessWithTheReason) {
     sf::fail("the evaluator's channel is no longer the socket it was");
   });
   EXPECT_TRUE(o.killed_by(SIGKILL)) << o.err;
-  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) + "the evaluator's channel is no longer the socket it was"),
-            std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) +
+                       "the evaluator's channel is no longer the socket it was"),
+            std::string::npos)
+      << o.err;
 }
 
 TEST(SyscallFilter, InstallTwiceOrBadDescriptorsThrows) {

@@ -15,8 +15,8 @@ std::mutex& logger_mutex() {
 
 std::shared_ptr<spdlog::logger> logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
-    auto created = std::make_shared<spdlog::logger>(
-        "kernelsmith", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    auto created =
+        std::make_shared<spdlog::logger>("kernelsmith", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     created->set_level(spdlog::level::warn);
     return created;
   }();

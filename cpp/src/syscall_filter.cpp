@@ -255,20 +255,28 @@ void judge(const seccomp_notif& req, seccomp_notif_resp& resp) {
         return;
       }
       if (nr == __NR_close) {
-        text.add("the program tried to close the evaluator's channel (close of fd ").num(static_cast<unsigned>(arg[0]));
+        text.add("the program tried to close the evaluator's channel (close of fd ")
+            .num(static_cast<unsigned>(arg[0]));
       } else if (nr == __NR_close_range) {
         auto first = static_cast<unsigned>(arg[0]), last = static_cast<unsigned>(arg[1]);
         text.add("the program tried to close the evaluator's channel (close_range over fds ")
-            .num(first).add("..").num(last).add(", which holds fd ")
+            .num(first)
+            .add("..")
+            .num(last)
+            .add(", which holds fd ")
             .num(static_cast<unsigned>(covered(first, last)));
       } else {
         text.add("the program tried to replace the evaluator's channel (")
-            .add(nr == __NR_dup2 ? "dup2" : "dup3").add(" onto fd ").num(static_cast<unsigned>(arg[1]));
+            .add(nr == __NR_dup2 ? "dup2" : "dup3")
+            .add(" onto fd ")
+            .num(static_cast<unsigned>(arg[1]));
       }
       text.add(")");
       break;
     case __NR_ptrace:
-      text.add("the program tried to trace a process (ptrace request ").num(static_cast<unsigned>(arg[0])).add(")");
+      text.add("the program tried to trace a process (ptrace request ")
+          .num(static_cast<unsigned>(arg[0]))
+          .add(")");
       break;
     case __NR_process_vm_readv:
       text.add("the program tried to read another process's memory (process_vm_readv)");
@@ -343,10 +351,10 @@ void install(const std::vector<int>& fds, int report_fd) {
     KS_THROW(Error, "syscall filter: PR_SET_NO_NEW_PRIVS failed, errno " << errno);
   // every thread of the process takes the filter; the listener (close-on-exec)
   // is this process's only
-  long listener = syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER,
-                          SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_TSYNC_ESRCH |
-                              SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                          &prog);
+  long listener =
+      syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER,
+              SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_TSYNC_ESRCH | SECCOMP_FILTER_FLAG_NEW_LISTENER,
+              &prog);
   if (listener < 0) KS_THROW(Error, "syscall filter: seccomp failed, errno " << errno);
   g_listener = static_cast<int>(listener);
   // Started after the filter: its own calls (ioctl, write, kill, tgkill) are
@@ -381,9 +389,7 @@ void fail(const std::string& why) {
 #else  // not Linux x86_64: nothing to install
 
 bool supported() { return false; }
-void install(const std::vector<int>&, int) {
-  KS_THROW(Error, "the syscall filter needs Linux on x86_64");
-}
+void install(const std::vector<int>&, int) { KS_THROW(Error, "the syscall filter needs Linux on x86_64"); }
 bool installed() { return false; }
 int listener_fd() { return -1; }
 std::vector<int> protected_fds() { return {}; }

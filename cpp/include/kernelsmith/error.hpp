@@ -19,8 +19,7 @@ class Error : public std::runtime_error {
   const std::string& message() const noexcept { return message_; }
 
  private:
-  static std::string format(const std::string& message, const char* file, int line,
-                            const char* function) {
+  static std::string format(const std::string& message, const char* file, int line, const char* function) {
     std::ostringstream out;
     out << message << " [" << function << " at " << file << ":" << line << "]";
     return out.str();
@@ -45,8 +44,7 @@ class CorruptState : public Error {
 // and the call that failed.
 class OpenCLError : public Error {
  public:
-  OpenCLError(const std::string& message, int code, const char* file, int line,
-              const char* function)
+  OpenCLError(const std::string& message, int code, const char* file, int line, const char* function)
       : Error(message, file, line, function), code_(code) {}
   int code() const noexcept { return code_; }
 
@@ -56,15 +54,15 @@ class OpenCLError : public Error {
 
 }  // namespace kernelsmith
 
-#define KS_THROW(ExceptionType, streamed_message)                                    \
-  do {                                                                               \
-    std::ostringstream ks_throw_stream_;                                             \
-    ks_throw_stream_ << streamed_message;                                            \
-    throw ExceptionType(ks_throw_stream_.str(), __FILE__, __LINE__, __func__);       \
+#define KS_THROW(ExceptionType, streamed_message)                              \
+  do {                                                                         \
+    std::ostringstream ks_throw_stream_;                                       \
+    ks_throw_stream_ << streamed_message;                                      \
+    throw ExceptionType(ks_throw_stream_.str(), __FILE__, __LINE__, __func__); \
   } while (0)
 
 // Argument validation: KS_REQUIRE(n > 0, "islands must be >= 1, got " << n);
-#define KS_REQUIRE(condition, streamed_message)                                      \
-  do {                                                                               \
-    if (!(condition)) KS_THROW(::kernelsmith::InvalidArgument, streamed_message);    \
+#define KS_REQUIRE(condition, streamed_message)                                   \
+  do {                                                                            \
+    if (!(condition)) KS_THROW(::kernelsmith::InvalidArgument, streamed_message); \
   } while (0)

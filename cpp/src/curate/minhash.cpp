@@ -37,8 +37,8 @@ bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || 
 }  // namespace
 
 std::vector<std::string> tokenize(std::string_view s) {
-  static const char* kTwoChar[] = {"**", "//", "==", "!=", "<=", ">=", "->", "+=", "-=", "*=", "/=",
-                                   "<<", ">>", ":=", "@=", "%=", "&=", "|=", "^="};
+  static const char* kTwoChar[] = {"**", "//", "==", "!=", "<=", ">=", "->", "+=", "-=", "*=",
+                                   "/=", "<<", ">>", ":=", "@=", "%=", "&=", "|=", "^="};
   std::vector<std::string> out;
   std::size_t i = 0, n = s.size();
   while (i < n) {
@@ -73,7 +73,8 @@ std::vector<std::string> tokenize(std::string_view s) {
       std::size_t start = i;
       while (i < n && ident_char(s[i])) ++i;
       out.emplace_back(s.substr(start, i - start));
-    } else if (std::isdigit(static_cast<unsigned char>(c)) || (c == '.' && i + 1 < n && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '.' && i + 1 < n && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       std::size_t start = i;
       while (i < n && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == '_' ||
                        ((s[i] == '+' || s[i] == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E'))))
@@ -198,7 +199,8 @@ std::uint64_t LSHIndex::band_key(const std::uint64_t* sig, int band) const {
 void LSHIndex::insert_signature(const std::vector<std::uint64_t>& sig) {
   const std::size_t id = count_++;
   sigs_.insert(sigs_.end(), sig.begin(), sig.end());
-  for (int b = 0; b < params_.bands; ++b) buckets_[static_cast<std::size_t>(b)][band_key(sig.data(), b)].push_back(id);
+  for (int b = 0; b < params_.bands; ++b)
+    buckets_[static_cast<std::size_t>(b)][band_key(sig.data(), b)].push_back(id);
 }
 
 std::size_t LSHIndex::add(std::string_view source) {
@@ -209,7 +211,8 @@ std::size_t LSHIndex::add(std::string_view source) {
 std::size_t LSHIndex::add_many(const std::vector<std::string>& sources, int threads) {
   const std::size_t first = count_;
   if (sources.empty()) return first;
-  std::size_t nthreads = threads > 0 ? static_cast<std::size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t nthreads = threads > 0 ? static_cast<std::size_t>(threads)
+                                     : std::max(1u, std::thread::hardware_concurrency());
   nthreads = std::min(nthreads, sources.size());
   std::vector<std::vector<std::uint64_t>> sigs(sources.size());
   auto work = [&](std::size_t t) {
@@ -302,7 +305,10 @@ std::vector<std::size_t> LSHIndex::groups() const {
     std::size_t a = find(p.first), b = find(p.second);
     if (a == b) continue;
     // the smaller id becomes the root, so each group is named by its first member
-    if (a < b) parent[b] = a; else parent[a] = b;
+    if (a < b)
+      parent[b] = a;
+    else
+      parent[a] = b;
   }
   std::vector<std::size_t> out(count_);
   for (std::size_t i = 0; i < count_; ++i) out[i] = find(i);

@@ -144,17 +144,15 @@ BlockParse parse_lines(const std::vector<std::string>& lines) {
     const Marker m = classify_marker(lines[i]);
     std::ostringstream err;
     switch (m.kind) {
-      case MarkerKind::None:
-        continue;
+      case MarkerKind::None: continue;
       case MarkerKind::Misplaced:
         err << "line " << line_no << ": an EVOLVE-BLOCK marker must be alone on a comment line "
-            << "(e.g. '# " << (m.is_start ? kStartToken : kEndToken) << "'), got: "
-            << clip(strip(lines[i]));
+            << "(e.g. '# " << (m.is_start ? kStartToken : kEndToken) << "'), got: " << clip(strip(lines[i]));
         break;
       case MarkerKind::Start:
         if (open_line) {
-          err << "line " << line_no << ": EVOLVE-BLOCK-START inside the block opened at line "
-              << open_line << " (blocks cannot nest; close it with EVOLVE-BLOCK-END first)";
+          err << "line " << line_no << ": EVOLVE-BLOCK-START inside the block opened at line " << open_line
+              << " (blocks cannot nest; close it with EVOLVE-BLOCK-END first)";
         } else {
           open_line = line_no;
           continue;
@@ -193,8 +191,8 @@ std::vector<Region> fixed_regions(const std::vector<EvolveBlock>& blocks, int n_
   std::vector<Region> regions;
   int begin = 0;
   for (const auto& b : blocks) {
-    regions.push_back({begin, b.start_line});      // includes the START marker (0-based start_line-1)
-    begin = b.end_line - 1;                         // the END marker line, 0-based
+    regions.push_back({begin, b.start_line});  // includes the START marker (0-based start_line-1)
+    begin = b.end_line - 1;                    // the END marker line, 0-based
   }
   regions.push_back({begin, n_lines});
   return regions;
@@ -204,15 +202,13 @@ std::string region_name(std::size_t index, const std::vector<EvolveBlock>& block
   std::ostringstream out;
   if (blocks.empty()) return "the program";
   if (index == 0) {
-    out << "the fixed code before the first EVOLVE block (parent lines 1-" << blocks[0].start_line
-        << ")";
+    out << "the fixed code before the first EVOLVE block (parent lines 1-" << blocks[0].start_line << ")";
   } else if (index == blocks.size()) {
-    out << "the fixed code after the last EVOLVE block (parent lines " << blocks.back().end_line
-        << "-end)";
+    out << "the fixed code after the last EVOLVE block (parent lines " << blocks.back().end_line << "-end)";
   } else {
     out << "the fixed code between EVOLVE block " << index << " (ends at parent line "
-        << blocks[index - 1].end_line << ") and block " << index + 1
-        << " (starts at parent line " << blocks[index].start_line << ")";
+        << blocks[index - 1].end_line << ") and block " << index + 1 << " (starts at parent line "
+        << blocks[index].start_line << ")";
   }
   return out.str();
 }
@@ -267,8 +263,8 @@ struct Match {
 
 // All places where `needle` occurs in `hay` at `level`. The whitespace level
 // skips blank lines on both sides and maps back to the original line span.
-std::vector<Match> find_matches(const std::vector<std::string>& hay,
-                                const std::vector<std::string>& needle, Level level) {
+std::vector<Match> find_matches(const std::vector<std::string>& hay, const std::vector<std::string>& needle,
+                                Level level) {
   std::vector<Match> found;
   if (level != Level::Whitespace) {
     if (needle.empty() || needle.size() > hay.size()) return found;
@@ -407,8 +403,9 @@ BlockOutcome apply_one(std::vector<std::string>& lines, const DiffBlock& block, 
   const std::vector<std::string> search = trim_blank_ends(split_lines(block.search).lines);
   if (search.empty()) {
     outcome.status = "empty_search";
-    outcome.message = head + " has an empty SEARCH section; copy the lines to replace from the "
-                             "current program into SEARCH.";
+    outcome.message = head +
+                      " has an empty SEARCH section; copy the lines to replace from the "
+                      "current program into SEARCH.";
     return outcome;
   }
   const std::vector<std::string> replace = split_lines(block.replace).lines;
@@ -435,8 +432,7 @@ BlockOutcome apply_one(std::vector<std::string>& lines, const DiffBlock& block, 
     if (inside.size() > 1) {
       outcome.status = "ambiguous";
       std::ostringstream out;
-      out << head << " is ambiguous: its SEARCH text matches " << inside.size()
-          << " places (lines ";
+      out << head << " is ambiguous: its SEARCH text matches " << inside.size() << " places (lines ";
       for (std::size_t i = 0; i < inside.size(); ++i) {
         if (i) out << ", ";
         out << inside[i].begin + 1 << "-" << inside[i].end;
@@ -447,9 +443,9 @@ BlockOutcome apply_one(std::vector<std::string>& lines, const DiffBlock& block, 
     }
     const Match m = inside[0];
     std::vector<std::string> matched(lines.begin() + m.begin, lines.begin() + m.end);
-    std::vector<std::string> new_lines =
-        (level == Level::Indentation || level == Level::Whitespace) ? reindent(replace, search, matched)
-                                                                    : replace;
+    std::vector<std::string> new_lines = (level == Level::Indentation || level == Level::Whitespace)
+                                             ? reindent(replace, search, matched)
+                                             : replace;
     lines.erase(lines.begin() + m.begin, lines.begin() + m.end);
     lines.insert(lines.begin() + m.begin, new_lines.begin(), new_lines.end());
     outcome.status = "applied";
@@ -471,8 +467,8 @@ BlockOutcome apply_one(std::vector<std::string>& lines, const DiffBlock& block, 
     outcome.similarity = near.similarity;
     out.setf(std::ios::fixed);
     out.precision(2);
-    out << " Nearest match: lines " << near.begin + 1 << "-" << near.end << " (similarity "
-        << near.similarity << ").";
+    out << " Nearest match: lines " << near.begin + 1 << "-" << near.end << " (similarity " << near.similarity
+        << ").";
     for (std::size_t k = 0; k < search.size() && near.begin + static_cast<int>(k) < near.end; ++k) {
       const std::string& file_line = lines[static_cast<std::size_t>(near.begin) + k];
       if (strip(file_line) != strip(search[k])) {
@@ -510,9 +506,7 @@ bool is_python_language(const std::string& lang) {
 
 }  // namespace
 
-BlockParse parse_evolve_blocks(const std::string& source) {
-  return parse_lines(split_lines(source).lines);
-}
+BlockParse parse_evolve_blocks(const std::string& source) { return parse_lines(split_lines(source).lines); }
 
 EnforceResult check_evolve_blocks(const std::string& parent, const std::string& child) {
   EnforceResult out;
@@ -574,17 +568,15 @@ EnforceResult check_evolve_blocks(const std::string& parent, const std::string& 
     out.child_line = cr[r].begin + k + 1;
     if (k < common) {
       err << "line " << out.parent_line << " of the current program is `"
-          << clip(p.lines[static_cast<std::size_t>(pr[r].begin + k)]) << "` but line "
-          << out.child_line << " of the new program is `"
-          << clip(c.lines[static_cast<std::size_t>(cr[r].begin + k)]) << "`";
+          << clip(p.lines[static_cast<std::size_t>(pr[r].begin + k)]) << "` but line " << out.child_line
+          << " of the new program is `" << clip(c.lines[static_cast<std::size_t>(cr[r].begin + k)]) << "`";
     } else if (k < plen) {
       err << "line " << out.parent_line << " of the current program (`"
-          << clip(p.lines[static_cast<std::size_t>(pr[r].begin + k)])
-          << "`) is missing from the new program";
+          << clip(p.lines[static_cast<std::size_t>(pr[r].begin + k)]) << "`) is missing from the new program";
     } else {
       err << "the new program adds line " << out.child_line << " (`"
-          << clip(c.lines[static_cast<std::size_t>(cr[r].begin + k)])
-          << "`) after line " << out.parent_line - 1 << " of the current program";
+          << clip(c.lines[static_cast<std::size_t>(cr[r].begin + k)]) << "`) after line "
+          << out.parent_line - 1 << " of the current program";
     }
     err << ". Only code strictly between EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change (current "
            "program blocks: "
@@ -716,7 +708,8 @@ double line_similarity(const std::vector<std::string>& a, const std::vector<std:
   const std::size_t n = std::max(a.size(), b.size());
   if (n == 0) return 1.0;
   double total = 0.0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) total += string_ratio(strip(a[i]), strip(b[i]));
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    total += string_ratio(strip(a[i]), strip(b[i]));
   return total / static_cast<double>(n);
 }
 
@@ -767,8 +760,9 @@ EditResult apply_edit(const std::string& parent_raw, const std::string& response
     out.mode = "full";
     out.fence = extract_fenced_code(response);
     if (!out.fence.found) {
-      out.error = "the response holds no fenced code block; return the whole program in one "
-                  "```python ... ``` block.";
+      out.error =
+          "the response holds no fenced code block; return the whole program in one "
+          "```python ... ``` block.";
       return out;
     }
     out.source = out.fence.code;

@@ -41,8 +41,7 @@ std::size_t string_literal_length(const std::string& s, std::size_t i) {
       continue;
     }
     if (triple) {
-      if (c == quote && j + 2 < s.size() && s[j + 1] == quote && s[j + 2] == quote)
-        return j + 3 - i;
+      if (c == quote && j + 2 < s.size() && s[j + 1] == quote && s[j + 2] == quote) return j + 3 - i;
     } else {
       if (c == quote) return j + 1 - i;
       if (c == '\n') return j - i;  // unterminated: stop at the line end
@@ -58,7 +57,7 @@ std::string normalize_source(std::string_view source) {
   const std::string s = unify_newlines(source);
   std::string out;
   out.reserve(s.size());
-  std::string line;         // current logical line being built
+  std::string line;          // current logical line being built
   bool has_content = false;  // line holds more than indentation
   bool in_indent = true;     // still reading the line's leading whitespace
   bool pending_space = false;
@@ -108,8 +107,8 @@ std::string normalize_source(std::string_view source) {
       while (i < s.size() && is_blank(s[i])) ++i;
     } else {
       std::size_t j = i;
-      while (j < s.size() && !is_blank(s[j]) && s[j] != '\n' && s[j] != '#' && s[j] != '\'' &&
-             s[j] != '"' && s[j] != '\\')
+      while (j < s.size() && !is_blank(s[j]) && s[j] != '\n' && s[j] != '#' && s[j] != '\'' && s[j] != '"' &&
+             s[j] != '\\')
         ++j;
       if (j == i) j = i + 1;  // a lone backslash
       emit(std::string_view(s).substr(i, j - i));
@@ -129,9 +128,7 @@ std::uint64_t fnv1a64(std::string_view bytes) {
   return h;
 }
 
-std::uint64_t normalized_hash(std::string_view source) {
-  return fnv1a64(normalize_source(source));
-}
+std::uint64_t normalized_hash(std::string_view source) { return fnv1a64(normalize_source(source)); }
 
 namespace {
 
@@ -143,25 +140,24 @@ struct Token {
 };
 
 bool is_name_start(char c) {
-  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' ||
-         static_cast<unsigned char>(c) >= 0x80;
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
 }
-bool is_name_char(char c) {
-  return is_name_start(c) || std::isdigit(static_cast<unsigned char>(c));
-}
+bool is_name_char(char c) { return is_name_start(c) || std::isdigit(static_cast<unsigned char>(c)); }
 
 }  // namespace
 
 CodeStats code_stats(std::string_view source) {
-  static const std::unordered_set<std::string> kBranch = {"if",  "elif", "else", "try",
-                                                          "except", "and", "or", "case"};
+  static const std::unordered_set<std::string> kBranch = {"if",     "elif", "else", "try",
+                                                          "except", "and",  "or",   "case"};
   static const std::unordered_set<std::string> kLoop = {"for", "while"};
   static const std::unordered_set<std::string> kFunction = {"def", "lambda"};
   // Keywords followed by '(' are not calls: `if (x)`, `return (a, b)`.
-  static const std::unordered_set<std::string> kKeyword = {
-      "if",  "elif",   "else",  "while", "for",   "in",    "not",    "and",   "or",
-      "return", "yield", "assert", "del", "with", "as",   "import", "from",  "lambda",
-      "is",  "raise",  "except", "await", "case", "match", "global", "nonlocal"};
+  static const std::unordered_set<std::string> kKeyword = {"if",      "elif",   "else",   "while", "for",
+                                                           "in",      "not",    "and",    "or",    "return",
+                                                           "yield",   "assert", "del",    "with",  "as",
+                                                           "import",  "from",   "lambda", "is",    "raise",
+                                                           "except",  "await",  "case",   "match", "global",
+                                                           "nonlocal"};
 
   const std::string s = unify_newlines(source);
   CodeStats stats;

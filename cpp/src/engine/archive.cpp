@@ -11,14 +11,15 @@ namespace kernelsmith {
 double feature_value(const FeatureDim& dim, const Program& program) {
   if (dim.name == "complexity") return complexity(program.source);
   auto it = program.metrics.find(dim.name);
-  KS_REQUIRE(it != program.metrics.end(),
-             "program " << program.id << " has no metric '" << dim.name
-                        << "', which feature_dimensions uses; metrics present: "
-                        << [&] {
-                             std::string names;
-                             for (const auto& [k, v] : program.metrics) names += (names.empty() ? "" : ", ") + k;
-                             return names.empty() ? std::string("(none)") : names;
-                           }());
+  KS_REQUIRE(
+      it != program.metrics.end(), "program "
+                                       << program.id << " has no metric '" << dim.name
+                                       << "', which feature_dimensions uses; metrics present: " << [&] {
+                                            std::string names;
+                                            for (const auto& [k, v] : program.metrics)
+                                              names += (names.empty() ? "" : ", ") + k;
+                                            return names.empty() ? std::string("(none)") : names;
+                                          }());
   KS_REQUIRE(std::isfinite(it->second),
              "metric '" << dim.name << "' of program " << program.id << " must be finite for binning");
   return it->second;
@@ -111,8 +112,8 @@ void IslandArchive::rebin_all() {
 IslandArchive::InsertResult IslandArchive::insert(const ProgramPtr& program) {
   InsertResult result;
   KS_REQUIRE(program->status == Status::Correct,
-             "only programs with status 'correct' enter the archive, got '"
-                 << status_name(program->status) << "'");
+             "only programs with status 'correct' enter the archive, got '" << status_name(program->status)
+                                                                            << "'");
   KS_REQUIRE(program->feature_values.size() == dims_.size(),
              "program " << program->id << " has " << program->feature_values.size()
                         << " feature values, archive has " << dims_.size() << " dimensions");
@@ -199,9 +200,7 @@ ProgramPtr IslandArchive::at_rank(std::size_t rank) const {
   return members_.at(ranked_.find_by_order(rank)->second);
 }
 
-ProgramPtr IslandArchive::cell_at(std::size_t index) const {
-  return cell_owner_.at(cell_keys_.at(index));
-}
+ProgramPtr IslandArchive::cell_at(std::size_t index) const { return cell_owner_.at(cell_keys_.at(index)); }
 
 ProgramPtr IslandArchive::owner_of(const std::vector<int>& features) const {
   if (features.size() != dims_.size()) return nullptr;
@@ -214,9 +213,7 @@ bool IslandArchive::is_cell_owner(const Program& program) const {
   return owner && owner->id == program.id;
 }
 
-bool IslandArchive::contains_code(std::uint64_t code_hash) const {
-  return code_count_.count(code_hash) > 0;
-}
+bool IslandArchive::contains_code(std::uint64_t code_hash) const { return code_count_.count(code_hash) > 0; }
 
 ProgramPtr IslandArchive::find(std::int64_t id) const {
   auto it = members_.find(id);
@@ -268,15 +265,18 @@ nlohmann::json IslandArchive::state_to_json() const {
   for (std::uint64_t key : cell_keys_) cells.push_back(cell_owner_.at(key)->id);
   nlohmann::json failures = nlohmann::json::array();
   for (const auto& p : failures_) failures.push_back(p->id);
-  return {{"ranges", ranges}, {"members", members}, {"cells", cells},
-          {"failures", failures}, {"rebins", rebins_}};
+  return {{"ranges", ranges},
+          {"members", members},
+          {"cells", cells},
+          {"failures", failures},
+          {"rebins", rebins_}};
 }
 
 void IslandArchive::state_from_json(const nlohmann::json& state,
                                     const std::function<ProgramPtr(std::int64_t)>& lookup) {
   const auto& ranges = state.at("ranges");
-  KS_REQUIRE(ranges.size() == dims_.size(), "island " << index_ << ": " << ranges.size()
-                                                      << " ranges for " << dims_.size() << " dimensions");
+  KS_REQUIRE(ranges.size() == dims_.size(),
+             "island " << index_ << ": " << ranges.size() << " ranges for " << dims_.size() << " dimensions");
   for (std::size_t d = 0; d < dims_.size(); ++d) {
     dims_[d].lo = ranges[d].at("lo").get<double>();
     dims_[d].hi = ranges[d].at("hi").get<double>();

@@ -21,8 +21,8 @@ double now_seconds() {
 nlohmann::json request_to_json(const Request& r) {
   nlohmann::json insp = nlohmann::json::array();
   for (const auto& p : r.inspirations) insp.push_back(program_to_json(p));
-  return {{"id", r.id},     {"island", r.island}, {"parent", program_to_json(r.parent)},
-          {"inspirations", insp}, {"mode", r.mode}, {"iteration", r.iteration}};
+  return {{"id", r.id},           {"island", r.island}, {"parent", program_to_json(r.parent)},
+          {"inspirations", insp}, {"mode", r.mode},     {"iteration", r.iteration}};
 }
 
 Request request_from_json(const nlohmann::json& j) {
@@ -255,8 +255,8 @@ std::vector<std::int64_t> Engine::add_seed(Program program) {
              "add_seed: status must be one of edit-failed, compile-failed, incorrect, hacked, "
              "correct (got 'pending'); a seed program is usually 'correct'");
   KS_REQUIRE(program.island >= -1 && program.island < config_.num_islands,
-             "add_seed: island must be -1 (every island) or in [0, " << config_.num_islands
-                                                                      << "), got " << program.island);
+             "add_seed: island must be -1 (every island) or in [0, " << config_.num_islands << "), got "
+                                                                     << program.island);
   if (program.status == Status::Correct) {
     auto it = program.metrics.find("score");
     KS_REQUIRE(it != program.metrics.end() && !std::isnan(it->second),
@@ -366,8 +366,8 @@ TellResult Engine::tell(Program program, std::int64_t request_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (request_id >= 0) {
     auto it = pending_.find(request_id);
-    KS_REQUIRE(it != pending_.end(), "tell: request id " << request_id
-                                                         << " is not open (unknown, already told or cancelled)");
+    KS_REQUIRE(it != pending_.end(),
+               "tell: request id " << request_id << " is not open (unknown, already told or cancelled)");
     const Request& req = it->second;
     KS_REQUIRE(program.island < 0 || program.island == req.island,
                "tell: program.island " << program.island << " differs from request " << request_id
@@ -594,8 +594,8 @@ std::unique_ptr<Engine> Engine::from_state(const nlohmann::json& state) {
     e.programs_[p->id] = p;
   }
   const auto& islands = state.at("islands");
-  KS_REQUIRE(islands.size() == e.islands_.size(), "checkpoint has " << islands.size() << " islands, config "
-                                                                     << e.islands_.size());
+  KS_REQUIRE(islands.size() == e.islands_.size(),
+             "checkpoint has " << islands.size() << " islands, config " << e.islands_.size());
   auto lookup = [&e](std::int64_t id) {
     auto it = e.programs_.find(id);
     KS_REQUIRE(it != e.programs_.end(), "archive refers to missing program " << id);

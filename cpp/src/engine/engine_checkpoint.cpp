@@ -83,17 +83,16 @@ std::vector<std::string> Engine::list_checkpoints(const std::string& dir) {
 
 std::string Engine::save(const std::string& dir) const {
   static std::mutex save_mutex;  // serializes numbering within the process
-  const std::string body =
-      state_to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  const std::string document =
-      std::string(kPrefix) + body + kChecksumKey + hex64(fnv1a64(body)) + "\"}\n";
+  const std::string body = state_to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string document = std::string(kPrefix) + body + kChecksumKey + hex64(fnv1a64(body)) + "\"}\n";
 
   std::lock_guard<std::mutex> lock(save_mutex);
   std::error_code ec;
   fs::create_directories(dir, ec);
   KS_REQUIRE(fs::is_directory(dir), "save: cannot create checkpoint directory '" << dir << "'");
   const auto existing = list_checkpoints(dir);
-  const long next = existing.empty() ? 1 : checkpoint_number(fs::path(existing.back()).filename().string()) + 1;
+  const long next = existing.empty() ? 1
+                                     : checkpoint_number(fs::path(existing.back()).filename().string()) + 1;
   std::ostringstream name;
   name << "checkpoint-" << std::setw(6) << std::setfill('0') << next << ".json";
   const fs::path final_path = fs::path(dir) / name.str();
@@ -157,8 +156,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path) {
       text.compare(sum_at + 16, 2, "\"}") != 0)
     KS_THROW(CorruptState, corrupt("the checksum trailer is missing"));
   const std::string body = text.substr(prefix.size(), mark - prefix.size());
-  if (hex64(fnv1a64(body)) != text.substr(sum_at, 16))
-    KS_THROW(CorruptState, corrupt("checksum mismatch"));
+  if (hex64(fnv1a64(body)) != text.substr(sum_at, 16)) KS_THROW(CorruptState, corrupt("checksum mismatch"));
   try {
     return from_state(nlohmann::json::parse(body));
   } catch (const nlohmann::json::exception& e) {

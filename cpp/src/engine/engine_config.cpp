@@ -10,13 +10,30 @@ namespace kernelsmith {
 namespace {
 
 const std::vector<std::string>& config_keys() {
-  static const std::vector<std::string> keys = {
-      "num_islands",        "feature_dimensions",   "feature_bins",       "feature_ranges",
-      "metrics",            "population_size",      "elite_size",         "num_inspirations",
-      "inspiration_elites", "inspiration_neighbours", "exploration_ratio", "exploitation_ratio",
-      "weighted_ratio",     "power_law_alpha",      "repair_ratio",       "recent_failures",
-      "migration_interval", "migration_rate",       "migration_topology", "island_selection",
-      "max_iterations",     "target_score",         "patience",           "keep_checkpoints"};
+  static const std::vector<std::string> keys = {"num_islands",
+                                                "feature_dimensions",
+                                                "feature_bins",
+                                                "feature_ranges",
+                                                "metrics",
+                                                "population_size",
+                                                "elite_size",
+                                                "num_inspirations",
+                                                "inspiration_elites",
+                                                "inspiration_neighbours",
+                                                "exploration_ratio",
+                                                "exploitation_ratio",
+                                                "weighted_ratio",
+                                                "power_law_alpha",
+                                                "repair_ratio",
+                                                "recent_failures",
+                                                "migration_interval",
+                                                "migration_rate",
+                                                "migration_topology",
+                                                "island_selection",
+                                                "max_iterations",
+                                                "target_score",
+                                                "patience",
+                                                "keep_checkpoints"};
   return keys;
 }
 
@@ -53,8 +70,8 @@ std::vector<std::string> get_strings(const nlohmann::json& json, const std::stri
   KS_REQUIRE(v.is_array(), "config key '" << key << "' must be a list of strings, got " << v.dump());
   std::vector<std::string> out;
   for (const auto& item : v) {
-    KS_REQUIRE(item.is_string(), "config key '" << key << "' must be a list of strings, got element "
-                                                << item.dump());
+    KS_REQUIRE(item.is_string(),
+               "config key '" << key << "' must be a list of strings, got element " << item.dump());
     out.push_back(item.get<std::string>());
   }
   return out;
@@ -89,8 +106,8 @@ EngineConfig EngineConfig::from_json(const nlohmann::json& json) {
   }
   if (has("feature_ranges")) {
     const auto& v = json.at("feature_ranges");
-    KS_REQUIRE(v.is_object(), "config key 'feature_ranges' must map a dimension to [lo, hi], got "
-                                  << v.dump());
+    KS_REQUIRE(v.is_object(),
+               "config key 'feature_ranges' must map a dimension to [lo, hi], got " << v.dump());
     for (const auto& [name, range] : v.items()) {
       KS_REQUIRE(range.is_array() && range.size() == 2 && range[0].is_number() && range[1].is_number(),
                  "config key 'feature_ranges." << name << "' must be [lo, hi], got " << range.dump());
@@ -168,27 +185,26 @@ void EngineConfig::validate() const {
     KS_REQUIRE(ok, "config key 'feature_dimensions': unknown feature '"
                        << name << "'; allowed: " << join(allowed)
                        << " (declare other metric names under 'metrics')");
-    KS_REQUIRE(used.insert(name).second,
-               "config key 'feature_dimensions' lists '" << name << "' twice");
+    KS_REQUIRE(used.insert(name).second, "config key 'feature_dimensions' lists '" << name << "' twice");
   }
   KS_REQUIRE(default_bins >= 1, "config key 'feature_bins' must be >= 1, got " << default_bins);
   for (const auto& [name, bins] : feature_bins) {
-    KS_REQUIRE(used.count(name), "config key 'feature_bins." << name
-                                     << "' names no feature dimension; dimensions: "
-                                     << join(feature_dimensions));
+    KS_REQUIRE(used.count(name),
+               "config key 'feature_bins."
+                   << name << "' names no feature dimension; dimensions: " << join(feature_dimensions));
     KS_REQUIRE(bins >= 1, "config key 'feature_bins." << name << "' must be >= 1, got " << bins);
   }
   double cells = 1.0;
   for (const auto& d : dims()) cells *= d.bins;
-  KS_REQUIRE(cells <= 1e15, "config key 'feature_bins': the grid has " << cells
-                                << " cells; at most 1e15 are allowed");
+  KS_REQUIRE(cells <= 1e15,
+             "config key 'feature_bins': the grid has " << cells << " cells; at most 1e15 are allowed");
   for (const auto& [name, r] : feature_ranges) {
-    KS_REQUIRE(used.count(name), "config key 'feature_ranges." << name
-                                     << "' names no feature dimension; dimensions: "
-                                     << join(feature_dimensions));
+    KS_REQUIRE(used.count(name),
+               "config key 'feature_ranges."
+                   << name << "' names no feature dimension; dimensions: " << join(feature_dimensions));
     KS_REQUIRE(std::isfinite(r.first) && std::isfinite(r.second) && r.first < r.second,
-               "config key 'feature_ranges." << name << "' must be [lo, hi] with lo < hi, got ["
-                                             << r.first << ", " << r.second << "]");
+               "config key 'feature_ranges." << name << "' must be [lo, hi] with lo < hi, got [" << r.first
+                                             << ", " << r.second << "]");
   }
   KS_REQUIRE(population_size >= 1, "config key 'population_size' must be >= 1, got " << population_size);
   KS_REQUIRE(elite_size >= 0, "config key 'elite_size' must be >= 0, got " << elite_size);

@@ -13,9 +13,12 @@ struct StatusEntry {
   const char* name;
 };
 constexpr StatusEntry kStatuses[] = {
-    {Status::Pending, "pending"},     {Status::EditFailed, "edit-failed"},
-    {Status::CompileFailed, "compile-failed"}, {Status::Incorrect, "incorrect"},
-    {Status::Hacked, "hacked"},       {Status::Correct, "correct"},
+    {Status::Pending, "pending"},
+    {Status::EditFailed, "edit-failed"},
+    {Status::CompileFailed, "compile-failed"},
+    {Status::Incorrect, "incorrect"},
+    {Status::Hacked, "hacked"},
+    {Status::Correct, "correct"},
 };
 
 nlohmann::json number_to_json(double v) {
@@ -42,9 +45,7 @@ const char* status_name(Status status) {
   return "pending";
 }
 
-const char* status_names() {
-  return "pending, edit-failed, compile-failed, incorrect, hacked, correct";
-}
+const char* status_names() { return "pending, edit-failed, compile-failed, incorrect, hacked, correct"; }
 
 Status parse_status(const std::string& name) {
   for (const auto& e : kStatuses)
@@ -95,7 +96,8 @@ Program program_from_json(const nlohmann::json& j) {
     if (j.contains("created")) p.created = j.at("created").get<double>();
     if (j.contains("migrated_from")) p.migrated_from = j.at("migrated_from").get<std::int64_t>();
     if (j.contains("feature_values"))
-      for (const auto& v : j.at("feature_values")) p.feature_values.push_back(number_from_json(v, "feature_values"));
+      for (const auto& v : j.at("feature_values"))
+        p.feature_values.push_back(number_from_json(v, "feature_values"));
     if (j.contains("migrated")) p.migrated = j.at("migrated").get<bool>();
     if (j.contains("code_hash")) p.code_hash = j.at("code_hash").get<std::uint64_t>();
   } catch (const nlohmann::json::exception& e) {

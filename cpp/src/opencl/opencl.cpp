@@ -19,8 +19,7 @@ namespace kernelsmith::opencl {
 namespace {
 
 #define KS_CL_NAME(code) \
-  case code:             \
-    return #code;
+  case code: return #code;
 
 const char* known_error_name(int code) {
   switch (code) {
@@ -87,13 +86,10 @@ const char* known_error_name(int code) {
     KS_CL_NAME(CL_INVALID_DEVICE_QUEUE)
     KS_CL_NAME(CL_INVALID_SPEC_ID)
     KS_CL_NAME(CL_MAX_SIZE_RESTRICTION_EXCEEDED)
-    case -1001:
-      return "CL_PLATFORM_NOT_FOUND_KHR";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
     // NVIDIA reports a kernel fault (illegal address, ...) this way.
-    case -9999:
-      return "CL_NV_KERNEL_ILLEGAL_BUFFER_READ_WRITE";
-    default:
-      return nullptr;
+    case -9999: return "CL_NV_KERNEL_ILLEGAL_BUFFER_READ_WRITE";
+    default: return nullptr;
   }
 }
 #undef KS_CL_NAME
@@ -213,8 +209,8 @@ DeviceInfo describe_device(cl_platform_id platform, cl_device_id device) {
           "clGetDeviceInfo", "CL_DEVICE_MAX_WORK_ITEM_SIZES");
   }
   info.local_mem_size = device_value<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE);
-  info.local_mem_is_dedicated =
-      device_value<cl_device_local_mem_type>(device, CL_DEVICE_LOCAL_MEM_TYPE) == CL_LOCAL;
+  info.local_mem_is_dedicated = device_value<cl_device_local_mem_type>(device, CL_DEVICE_LOCAL_MEM_TYPE) ==
+                                CL_LOCAL;
   info.global_mem_size = device_value<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE);
   info.max_mem_alloc_size = device_value<cl_ulong>(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   info.mem_base_addr_align_bits = device_value<cl_uint>(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN);
@@ -303,8 +299,8 @@ const Found& select_found(const std::vector<Found>& found, const std::string& re
     if (parse_int(selector.substr(0, colon), p) && parse_int(selector.substr(colon + 1), d)) {
       for (const auto& f : found)
         if (f.info.platform_index == p && f.info.device_index == d) return f;
-      KS_THROW(InvalidArgument, "OpenCL device '" << selector << "' (from " << origin
-                                                   << ") does not exist" << listing());
+      KS_THROW(InvalidArgument,
+               "OpenCL device '" << selector << "' (from " << origin << ") does not exist" << listing());
     }
   }
   // "N"
@@ -312,20 +308,19 @@ const Found& select_found(const std::vector<Found>& found, const std::string& re
   if (parse_int(selector, n)) {
     for (const auto& f : found)
       if (f.info.global_index == n) return f;
-    KS_THROW(InvalidArgument, "OpenCL device index " << n << " (from " << origin
-                                                     << ") does not exist" << listing());
+    KS_THROW(InvalidArgument,
+             "OpenCL device index " << n << " (from " << origin << ") does not exist" << listing());
   }
   const std::string needle = lower(selector);
   for (const auto& f : found) {
     // Platform version too: PoCL names itself there ("OpenCL 3.0 PoCL ..."),
     // not in its platform name ("Portable Computing Language").
-    const std::string haystack =
-        lower(f.info.platform_name + " / " + f.info.platform_version + " / " + f.info.name + " / " +
-              f.info.vendor + " / " + f.info.type);
+    const std::string haystack = lower(f.info.platform_name + " / " + f.info.platform_version + " / " +
+                                       f.info.name + " / " + f.info.vendor + " / " + f.info.type);
     if (haystack.find(needle) != std::string::npos) return f;
   }
-  KS_THROW(InvalidArgument, "no OpenCL device matches '" << selector << "' (from " << origin
-                                                         << ")" << listing());
+  KS_THROW(InvalidArgument,
+           "no OpenCL device matches '" << selector << "' (from " << origin << ")" << listing());
 }
 
 // The process-wide launch log behind launch_count() / launched_since().
@@ -365,8 +360,8 @@ void check(cl_int status, const std::string& call, const std::string& detail) {
 
 std::string DeviceInfo::describe() const {
   std::ostringstream out;
-  out << platform_index << ":" << device_index << " " << platform_name << " / " << name << " ("
-      << type << ", " << version << ")";
+  out << platform_index << ":" << device_index << " " << platform_name << " / " << name << " (" << type
+      << ", " << version << ")";
   return out.str();
 }
 
@@ -410,8 +405,7 @@ void Buffer::write(const void* source, std::size_t bytes, std::size_t offset) {
                                                   << " overruns a buffer of " << size_ << " bytes");
   if (bytes == 0) return;
   cl_event event = nullptr;
-  check(clEnqueueWriteBuffer(context_->queue(), mem_, CL_TRUE, offset, bytes, source, 0, nullptr,
-                             &event),
+  check(clEnqueueWriteBuffer(context_->queue(), mem_, CL_TRUE, offset, bytes, source, 0, nullptr, &event),
         "clEnqueueWriteBuffer");
   context_->record(std::make_shared<Event>(event, "write", "write"));
 }
@@ -421,8 +415,7 @@ void Buffer::read(void* destination, std::size_t bytes, std::size_t offset) cons
                                                  << " overruns a buffer of " << size_ << " bytes");
   if (bytes == 0) return;
   cl_event event = nullptr;
-  check(clEnqueueReadBuffer(context_->queue(), mem_, CL_TRUE, offset, bytes, destination, 0,
-                            nullptr, &event),
+  check(clEnqueueReadBuffer(context_->queue(), mem_, CL_TRUE, offset, bytes, destination, 0, nullptr, &event),
         "clEnqueueReadBuffer");
   context_->record(std::make_shared<Event>(event, "read", "read"));
 }
@@ -431,8 +424,8 @@ void Buffer::sync_host() const {
   if (host_ptr_ == nullptr || size_ == 0) return;
   cl_int status = CL_SUCCESS;
   cl_event event = nullptr;
-  void* mapped = clEnqueueMapBuffer(context_->queue(), mem_, CL_TRUE, CL_MAP_READ, 0, size_, 0,
-                                    nullptr, &event, &status);
+  void* mapped = clEnqueueMapBuffer(context_->queue(), mem_, CL_TRUE, CL_MAP_READ, 0, size_, 0, nullptr,
+                                    &event, &status);
   check(status, "clEnqueueMapBuffer");
   context_->record(std::make_shared<Event>(event, "map", "map"));
   check(clEnqueueUnmapMemObject(context_->queue(), mem_, mapped, 0, nullptr, nullptr),
@@ -512,8 +505,7 @@ Kernel::~Kernel() {
 
 std::size_t Kernel::max_work_group_size() const {
   std::size_t value = 0;
-  check(clGetKernelWorkGroupInfo(kernel_, device_, CL_KERNEL_WORK_GROUP_SIZE, sizeof(value), &value,
-                                 nullptr),
+  check(clGetKernelWorkGroupInfo(kernel_, device_, CL_KERNEL_WORK_GROUP_SIZE, sizeof(value), &value, nullptr),
         "clGetKernelWorkGroupInfo", name_);
   return value;
 }
@@ -528,8 +520,8 @@ std::size_t Kernel::preferred_work_group_multiple() const {
 
 // ---- Program ----
 
-Program::Program(cl_device_id device, cl_program program, std::string options,
-                 std::string build_log, double build_seconds)
+Program::Program(cl_device_id device, cl_program program, std::string options, std::string build_log,
+                 double build_seconds)
     : device_(device),
       program_(program),
       options_(std::move(options)),
@@ -545,8 +537,7 @@ std::vector<std::string> Program::kernel_names() const {
   std::size_t size = 0;
   check(clGetProgramInfo(program_, CL_PROGRAM_KERNEL_NAMES, 0, nullptr, &size), "clGetProgramInfo");
   std::string names(size, '\0');
-  check(clGetProgramInfo(program_, CL_PROGRAM_KERNEL_NAMES, size, names.data(), nullptr),
-        "clGetProgramInfo");
+  check(clGetProgramInfo(program_, CL_PROGRAM_KERNEL_NAMES, size, names.data(), nullptr), "clGetProgramInfo");
   std::vector<std::string> out;
   std::stringstream stream(std::string(names.c_str()));
   std::string name;
@@ -563,8 +554,8 @@ std::shared_ptr<Kernel> Program::kernel(const std::string& name) {
   if (status == CL_INVALID_KERNEL_NAME) {
     std::ostringstream names;
     for (const auto& n : kernel_names()) names << (names.tellp() > 0 ? ", " : "") << n;
-    KS_THROW(InvalidArgument, "the program has no kernel named '" << name
-                                                                  << "'; its kernels: " << names.str());
+    KS_THROW(InvalidArgument,
+             "the program has no kernel named '" << name << "'; its kernels: " << names.str());
   }
   check(status, "clCreateKernel", name);
   auto kernel = std::shared_ptr<Kernel>(new Kernel(device_, handle, name));
@@ -651,8 +642,8 @@ bool write_file_atomic(const std::string& path, const std::string& data) {
 }  // namespace
 
 std::string Context::cache_key_text(const std::string& source, const std::string& options) const {
-  return "device=" + info_.describe() + "\ndriver=" + info_.driver_version + "\noptions=" + options +
-         "\n" + source;
+  return "device=" + info_.describe() + "\ndriver=" + info_.driver_version + "\noptions=" + options + "\n" +
+         source;
 }
 
 std::shared_ptr<Program> Context::load_binary(const std::string& key_text, const std::string& options) {
@@ -681,8 +672,7 @@ std::shared_ptr<Program> Context::load_binary(const std::string& key_text, const
     clReleaseProgram(program);
     return nullptr;  // a stale or foreign binary: build from source instead
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<Program>(new Program(device_, program, options, "", seconds));
 }
 
@@ -743,12 +733,10 @@ std::shared_ptr<Program> Context::build_from_source(const std::string& source, c
   check(status, "clCreateProgramWithSource");
   const auto start = std::chrono::steady_clock::now();
   const cl_int build_status = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string log;
   std::size_t log_size = 0;
-  if (clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &log_size) ==
-          CL_SUCCESS &&
+  if (clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &log_size) == CL_SUCCESS &&
       log_size > 0) {
     log.assign(log_size, '\0');
     clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, log_size, log.data(), nullptr);
@@ -791,8 +779,8 @@ std::shared_ptr<Buffer> Context::allocate(std::size_t bytes) {
 
 std::shared_ptr<Buffer> Context::wrap_host(void* host, std::size_t bytes) {
   KS_REQUIRE(host != nullptr && bytes > 0, "wrap_host needs non-null memory of > 0 bytes");
-  KS_REQUIRE(host_zero_copy(), "wrap_host: device " << info_.name
-                                                    << " does not share host memory; use allocate + write");
+  KS_REQUIRE(host_zero_copy(),
+             "wrap_host: device " << info_.name << " does not share host memory; use allocate + write");
   cl_int status = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, host, &status);
   check(status, "clCreateBuffer(CL_MEM_USE_HOST_PTR)", std::to_string(bytes) + " bytes");
@@ -812,9 +800,8 @@ std::shared_ptr<Event> Context::launch(Kernel& kernel, const std::vector<KernelA
   KS_REQUIRE(offset.empty() || offset.size() == global.size(),
              "offset of kernel '" << kernel.name() << "' must have " << global.size()
                                   << " dimensions like the global size, got " << offset.size());
-  KS_REQUIRE(args.size() == kernel.num_args(),
-             "kernel '" << kernel.name() << "' takes " << kernel.num_args() << " arguments, got "
-                        << args.size());
+  KS_REQUIRE(args.size() == kernel.num_args(), "kernel '" << kernel.name() << "' takes " << kernel.num_args()
+                                                          << " arguments, got " << args.size());
   for (std::size_t d = 0; d < global.size(); ++d) {
     KS_REQUIRE(global[d] > 0, "global size of kernel '" << kernel.name() << "' is 0 in dimension " << d);
   }
@@ -829,8 +816,8 @@ std::shared_ptr<Event> Context::launch(Kernel& kernel, const std::vector<KernelA
           status = clSetKernelArg(kernel.kernel_, static_cast<cl_uint>(i), sizeof(cl_mem), &arg.mem);
           break;
         case KernelArg::Kind::kScalar:
-          status = clSetKernelArg(kernel.kernel_, static_cast<cl_uint>(i), arg.bytes.size(),
-                                  arg.bytes.data());
+          status =
+              clSetKernelArg(kernel.kernel_, static_cast<cl_uint>(i), arg.bytes.size(), arg.bytes.data());
           break;
         case KernelArg::Kind::kLocal:
           status = clSetKernelArg(kernel.kernel_, static_cast<cl_uint>(i), arg.local_bytes, nullptr);
@@ -846,10 +833,9 @@ std::shared_ptr<Event> Context::launch(Kernel& kernel, const std::vector<KernelA
         check(status, "clSetKernelArg", detail.str());
       }
     }
-    const cl_int status = clEnqueueNDRangeKernel(
-        queue_, kernel.kernel_, static_cast<cl_uint>(global.size()),
-        offset.empty() ? nullptr : offset.data(), global.data(), local.empty() ? nullptr : local.data(),
-        0, nullptr, &event);
+    const cl_int status = clEnqueueNDRangeKernel(queue_, kernel.kernel_, static_cast<cl_uint>(global.size()),
+                                                 offset.empty() ? nullptr : offset.data(), global.data(),
+                                                 local.empty() ? nullptr : local.data(), 0, nullptr, &event);
     if (status != CL_SUCCESS) {
       std::ostringstream detail;
       auto dims = [](const std::vector<std::size_t>& v) {

@@ -20,20 +20,16 @@ std::string to_string(Verdict verdict) {
 }
 
 void CompareOptions::validate() const {
-  KS_REQUIRE(target_rel_half_width > 0.0,
-             "target_rel_half_width must be > 0, got " << target_rel_half_width);
-  KS_REQUIRE(confidence > 0.0 && confidence < 1.0,
-             "confidence must be in (0, 1), got " << confidence);
+  KS_REQUIRE(target_rel_half_width > 0.0, "target_rel_half_width must be > 0, got " << target_rel_half_width);
+  KS_REQUIRE(confidence > 0.0 && confidence < 1.0, "confidence must be in (0, 1), got " << confidence);
   KS_REQUIRE(min_pairs >= 1, "min_pairs must be >= 1, got " << min_pairs);
   KS_REQUIRE(max_pairs >= min_pairs,
              "max_pairs must be >= min_pairs (" << min_pairs << "), got " << max_pairs);
-  KS_REQUIRE(time_budget_s > 0.0, "time_budget_s must be > 0 (inf for none), got "
-                                      << time_budget_s);
+  KS_REQUIRE(time_budget_s > 0.0, "time_budget_s must be > 0 (inf for none), got " << time_budget_s);
   KS_REQUIRE(tukey_k > 0.0, "tukey_k must be > 0, got " << tukey_k);
   KS_REQUIRE(method == "pair_ratio" || method == "bootstrap",
              "method must be 'pair_ratio' or 'bootstrap', got '" << method << "'");
-  KS_REQUIRE(bootstrap_resamples >= 100,
-             "bootstrap_resamples must be >= 100, got " << bootstrap_resamples);
+  KS_REQUIRE(bootstrap_resamples >= 100, "bootstrap_resamples must be >= 100, got " << bootstrap_resamples);
   KS_REQUIRE(max_batch >= 1, "max_batch must be >= 1, got " << max_batch);
 }
 
@@ -57,8 +53,7 @@ ComparisonResult compare_pairs(const Samples& reference, const Samples& candidat
   for (std::size_t i = 0; i < reference.size(); ++i) {
     KS_REQUIRE(reference[i] > 0.0 && candidate[i] > 0.0 && std::isfinite(reference[i]) &&
                    std::isfinite(candidate[i]),
-               "compare_pairs: samples must be finite and > 0, pair " << i << " is ("
-                                                                      << reference[i] << ", "
+               "compare_pairs: samples must be finite and > 0, pair " << i << " is (" << reference[i] << ", "
                                                                       << candidate[i] << ")");
     log_ratio.push_back(std::log(reference[i] / candidate[i]));
   }
@@ -101,8 +96,7 @@ PairedComparator::PairedComparator(CompareOptions options, Clock clock)
 }
 
 void PairedComparator::add_pair(double reference, double candidate) {
-  KS_REQUIRE(std::isfinite(reference) && reference > 0.0 && std::isfinite(candidate) &&
-                 candidate > 0.0,
+  KS_REQUIRE(std::isfinite(reference) && reference > 0.0 && std::isfinite(candidate) && candidate > 0.0,
              "samples must be finite and > 0, got (" << reference << ", " << candidate << ")");
   reference_.push_back(reference);
   candidate_.push_back(candidate);

@@ -32,25 +32,20 @@ std::string to_string(StopReason reason) {
 
 Clock steady_clock_seconds() {
   return [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
 }
 
 void SamplerOptions::validate() const {
-  KS_REQUIRE(target_rel_half_width > 0.0,
-             "target_rel_half_width must be > 0, got " << target_rel_half_width);
-  KS_REQUIRE(confidence > 0.0 && confidence < 1.0,
-             "confidence must be in (0, 1), got " << confidence);
+  KS_REQUIRE(target_rel_half_width > 0.0, "target_rel_half_width must be > 0, got " << target_rel_half_width);
+  KS_REQUIRE(confidence > 0.0 && confidence < 1.0, "confidence must be in (0, 1), got " << confidence);
   KS_REQUIRE(min_samples >= 1, "min_samples must be >= 1, got " << min_samples);
   KS_REQUIRE(max_samples >= min_samples,
              "max_samples must be >= min_samples (" << min_samples << "), got " << max_samples);
-  KS_REQUIRE(time_budget_s > 0.0, "time_budget_s must be > 0 (inf for none), got "
-                                      << time_budget_s);
+  KS_REQUIRE(time_budget_s > 0.0, "time_budget_s must be > 0 (inf for none), got " << time_budget_s);
   KS_REQUIRE(tukey_k > 0.0, "tukey_k must be > 0, got " << tukey_k);
   require_ci_method(ci_method);
-  KS_REQUIRE(bootstrap_resamples >= 100,
-             "bootstrap_resamples must be >= 100, got " << bootstrap_resamples);
+  KS_REQUIRE(bootstrap_resamples >= 100, "bootstrap_resamples must be >= 100, got " << bootstrap_resamples);
   KS_REQUIRE(max_batch >= 1, "max_batch must be >= 1, got " << max_batch);
 }
 
@@ -69,8 +64,7 @@ SampleSummary summarize(const Samples& x, const SamplerOptions& options) {
   s.n = kept.size();
   s.median = options.ci_method == "order"
                  ? median_ci_order_statistics(kept, options.confidence)
-                 : bootstrap_median_ci(kept, options.confidence, options.bootstrap_resamples,
-                                       options.seed);
+                 : bootstrap_median_ci(kept, options.confidence, options.bootstrap_resamples, options.seed);
   s.mean = mean(kept);
   s.stddev = stddev(kept);
   s.cv = s.mean != 0.0 ? s.stddev / std::fabs(s.mean) : 0.0;
@@ -86,8 +80,8 @@ StopReason limit_reached(std::size_t n, std::size_t max_samples, double elapsed_
   return StopReason::kNotStopped;
 }
 
-std::size_t suggest_batch(std::size_t n, double rel_half_width, double target,
-                          std::size_t min_n, std::size_t max_n, std::size_t max_batch) {
+std::size_t suggest_batch(std::size_t n, double rel_half_width, double target, std::size_t min_n,
+                          std::size_t max_n, std::size_t max_batch) {
   if (n >= max_n) return 0;
   const std::size_t room = max_n - n;
   std::size_t want;
@@ -118,8 +112,7 @@ AdaptiveSampler::AdaptiveSampler(SamplerOptions options, Clock clock)
 }
 
 void AdaptiveSampler::add(double sample) {
-  KS_REQUIRE(std::isfinite(sample) && sample >= 0.0,
-             "samples must be finite and >= 0, got " << sample);
+  KS_REQUIRE(std::isfinite(sample) && sample >= 0.0, "samples must be finite and >= 0, got " << sample);
   samples_.push_back(sample);
 }
 

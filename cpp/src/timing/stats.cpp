@@ -19,8 +19,7 @@ void require_nonempty(const Samples& x, const char* what) {
 }
 
 void require_confidence(double confidence) {
-  KS_REQUIRE(confidence > 0.0 && confidence < 1.0,
-             "confidence must be in (0, 1), got " << confidence);
+  KS_REQUIRE(confidence > 0.0 && confidence < 1.0, "confidence must be in (0, 1), got " << confidence);
 }
 
 // Median of a scratch vector that may be reordered.
@@ -59,7 +58,6 @@ void require_resamples(int resamples) {
   KS_REQUIRE(resamples >= 100 && resamples <= 1000000,
              "resamples must be in [100, 1000000], got " << resamples);
 }
-
 
 double p05(const Samples& x) { return quantile(x, 0.05); }
 double p25(const Samples& x) { return quantile(x, 0.25); }
@@ -104,8 +102,7 @@ LinearTrend linear_trend(const Samples& y) {
   const double total = (values.array() - values.mean()).square().sum();
   out.r2 = total > 0.0 ? 1.0 - residual.squaredNorm() / total : 0.0;
   // coef(0) is the fitted value at the centre: the mean level of the run.
-  out.relative_change =
-      coef(0) != 0.0 ? out.slope * static_cast<double>(n - 1) / std::abs(coef(0)) : 0.0;
+  out.relative_change = coef(0) != 0.0 ? out.slope * static_cast<double>(n - 1) / std::abs(coef(0)) : 0.0;
   return out;
 }
 
@@ -242,8 +239,8 @@ Interval median_ci_order_statistics(const Samples& x, double confidence) {
   std::size_t j = 0;  // 0: no order statistic is narrow enough -> [min, max]
   for (std::size_t i = 0; i < n / 2 + 1; ++i) {
     const double di = static_cast<double>(i);
-    cdf += std::exp(log_n_fact - std::lgamma(di + 1.0) -
-                    std::lgamma(static_cast<double>(n) - di + 1.0) + log_half_n);
+    cdf += std::exp(log_n_fact - std::lgamma(di + 1.0) - std::lgamma(static_cast<double>(n) - di + 1.0) +
+                    log_half_n);
     // cdf == P(B <= i); using x_(i+1) as the lower bound is valid when it fits.
     if (cdf <= alpha / 2.0) {
       j = i + 1;
@@ -264,8 +261,7 @@ Interval median_ci_order_statistics(const Samples& x, double confidence) {
   return out;
 }
 
-Interval bootstrap_median_ci(const Samples& x, double confidence, int resamples,
-                             std::uint64_t seed) {
+Interval bootstrap_median_ci(const Samples& x, double confidence, int resamples, std::uint64_t seed) {
   require_nonempty(x, "bootstrap_median_ci");
   require_confidence(confidence);
   require_resamples(resamples);
@@ -282,8 +278,7 @@ Interval bootstrap_median_ci(const Samples& x, double confidence, int resamples,
 }
 
 Interval bootstrap_ratio_of_medians_ci(const Samples& numerator, const Samples& denominator,
-                                       double confidence, int resamples, std::uint64_t seed,
-                                       bool paired) {
+                                       double confidence, int resamples, std::uint64_t seed, bool paired) {
   require_nonempty(numerator, "bootstrap_ratio_of_medians_ci (numerator)");
   require_nonempty(denominator, "bootstrap_ratio_of_medians_ci (denominator)");
   require_confidence(confidence);
@@ -313,8 +308,7 @@ Interval bootstrap_ratio_of_medians_ci(const Samples& numerator, const Samples& 
       for (std::size_t i = 0; i < nd; ++i) den_scratch[i] = denominator[rng.below(nd)];
     }
     const double d = median_inplace(den_scratch);
-    boot.push_back(d == 0.0 ? std::numeric_limits<double>::infinity()
-                            : median_inplace(num_scratch) / d);
+    boot.push_back(d == 0.0 ? std::numeric_limits<double>::infinity() : median_inplace(num_scratch) / d);
   }
   return percentile_interval(boot, median(numerator) / den_median, confidence);
 }
@@ -336,8 +330,6 @@ StatisticFn find_statistic(const std::string& name) {
   return it->second;
 }
 
-double compute_statistic(const std::string& name, const Samples& x) {
-  return find_statistic(name)(x);
-}
+double compute_statistic(const std::string& name, const Samples& x) { return find_statistic(name)(x); }
 
 }  // namespace kernelsmith::timing

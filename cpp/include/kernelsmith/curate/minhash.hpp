@@ -32,9 +32,9 @@ std::vector<std::uint64_t> shingle_hashes(std::string_view source, int k);
 double jaccard(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b);
 
 struct Params {
-  int num_perm = 128;   // signature length
-  int bands = 32;       // LSH bands; must divide num_perm
-  int shingle = 5;      // tokens per shingle
+  int num_perm = 128;  // signature length
+  int bands = 32;      // LSH bands; must divide num_perm
+  int shingle = 5;     // tokens per shingle
   std::uint64_t seed = 1;
   double threshold = 0.8;  // estimated Jaccard at or above which a candidate pair is a near-duplicate
   void validate() const;   // KS_REQUIRE with the argument name and the allowed values

@@ -43,9 +43,9 @@ BlockParse parse_evolve_blocks(const std::string& source);
 
 struct EnforceResult {
   bool ok = true;
-  std::string error;      // for the model: which fixed region changed and where
-  int parent_line = 0;    // first differing line in the parent (1-based, 0 if n/a)
-  int child_line = 0;     // the corresponding line in the child
+  std::string error;    // for the model: which fixed region changed and where
+  int parent_line = 0;  // first differing line in the parent (1-based, 0 if n/a)
+  int child_line = 0;   // the corresponding line in the child
 };
 
 // Checks that `child` differs from `parent` only inside the parent's
@@ -59,7 +59,7 @@ struct DiffBlock {
   std::string replace;
   int response_line = 0;  // 1-based line of the SEARCH marker in the response
   bool well_formed = true;
-  std::string error;      // why the block is malformed
+  std::string error;  // why the block is malformed
 };
 
 // Parses `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` blocks (5 to 9
@@ -69,21 +69,21 @@ std::vector<DiffBlock> parse_diff_blocks(const std::string& response);
 
 // How one diff block fared.
 struct BlockOutcome {
-  int index = 0;               // 0-based position in the response
+  int index = 0;  // 0-based position in the response
   int response_line = 0;
-  std::string status;          // applied | no_match | ambiguous | outside_blocks | malformed | empty_search
-  std::string match_level;     // exact | trailing_whitespace | indentation | whitespace ("" if not applied)
-  int start_line = 0;          // matched lines (1-based, in the text the block was applied to)
+  std::string status;       // applied | no_match | ambiguous | outside_blocks | malformed | empty_search
+  std::string match_level;  // exact | trailing_whitespace | indentation | whitespace ("" if not applied)
+  int start_line = 0;       // matched lines (1-based, in the text the block was applied to)
   int end_line = 0;
-  int nearest_start = 0;       // nearest match when status != applied (0 if none)
+  int nearest_start = 0;  // nearest match when status != applied (0 if none)
   int nearest_end = 0;
-  double similarity = 0.0;     // of the nearest match, in [0, 1]
-  std::string message;         // for the model
+  double similarity = 0.0;  // of the nearest match, in [0, 1]
+  std::string message;      // for the model
   bool applied() const { return status == "applied"; }
 };
 
 struct DiffResult {
-  std::string source;          // the text after every block that applied
+  std::string source;  // the text after every block that applied
   std::vector<BlockOutcome> blocks;
   int applied = 0;
   int failed = 0;
@@ -125,12 +125,12 @@ EditMode parse_edit_mode(const std::string& name);  // "diff" | "full" | "auto"
 
 struct EditResult {
   bool ok = false;
-  std::string mode;                   // the mode used: "diff" or "full"
-  std::string source;                 // the candidate (partial for a failed diff)
-  std::vector<BlockOutcome> blocks;   // diff mode only
-  std::string error;                  // feedback for the model; empty when ok
+  std::string mode;                        // the mode used: "diff" or "full"
+  std::string source;                      // the candidate (partial for a failed diff)
+  std::vector<BlockOutcome> blocks;        // diff mode only
+  std::string error;                       // feedback for the model; empty when ok
   std::vector<EvolveBlock> evolve_blocks;  // of the candidate (when parseable)
-  FencedCode fence;                   // full mode only
+  FencedCode fence;                        // full mode only
 };
 
 // The whole edit step: picks diff or full rewrite (auto: diff when the

@@ -32,14 +32,14 @@ std::uint64_t fnv1a64(std::string_view bytes);
 // Counts from a light tokenizer of Python-like source (comments and string
 // literal contents are ignored).
 struct CodeStats {
-  int lines = 0;         // non-blank logical lines
-  int statements = 0;    // lines + ';'-separated extra statements
-  int branches = 0;      // if / elif / else / try / except / and / or / ternary
-  int loops = 0;         // for / while / comprehension `for`
-  int calls = 0;         // identifier or ')' / ']' directly followed by '('
-  int functions = 0;     // def / lambda
-  int max_nesting = 0;   // deepest indentation level (in indent steps)
-  int tokens = 0;        // identifiers, numbers, strings and operators
+  int lines = 0;        // non-blank logical lines
+  int statements = 0;   // lines + ';'-separated extra statements
+  int branches = 0;     // if / elif / else / try / except / and / or / ternary
+  int loops = 0;        // for / while / comprehension `for`
+  int calls = 0;        // identifier or ')' / ']' directly followed by '('
+  int functions = 0;    // def / lambda
+  int max_nesting = 0;  // deepest indentation level (in indent steps)
+  int tokens = 0;       // identifiers, numbers, strings and operators
 };
 
 CodeStats code_stats(std::string_view source);

@@ -28,7 +28,7 @@ using ProgramPtr = std::shared_ptr<Program>;
 
 // One axis of the grid.
 struct FeatureDim {
-  std::string name;    // "complexity", "score", or a metric name
+  std::string name;  // "complexity", "score", or a metric name
   int bins = 10;
   bool fixed = false;  // fixed [lo, hi] range; otherwise adaptive (observed min/max)
   double lo = 0.0;
@@ -41,12 +41,12 @@ double feature_value(const FeatureDim& dim, const Program& program);
 
 class IslandArchive {
  public:
-  IslandArchive(int index, std::vector<FeatureDim> dims, std::size_t population_size,
-                std::size_t elite_size, std::size_t max_failures);
+  IslandArchive(int index, std::vector<FeatureDim> dims, std::size_t population_size, std::size_t elite_size,
+                std::size_t max_failures);
 
   struct InsertResult {
-    bool inserted = false;      // false: identical (normalized) code already on the island
-    bool owns_cell = false;     // the program took (or kept) a cell
+    bool inserted = false;              // false: identical (normalized) code already on the island
+    bool owns_cell = false;             // the program took (or kept) a cell
     std::vector<std::int64_t> evicted;  // ids removed from the population
   };
 
@@ -66,8 +66,8 @@ class IslandArchive {
   std::size_t num_cells() const { return cell_keys_.size(); }
   bool empty() const { return ranked_.empty(); }
 
-  ProgramPtr best() const;                  // nullptr when empty
-  ProgramPtr at_rank(std::size_t rank) const;  // 0 = best
+  ProgramPtr best() const;                      // nullptr when empty
+  ProgramPtr at_rank(std::size_t rank) const;   // 0 = best
   ProgramPtr cell_at(std::size_t index) const;  // owner of the index-th occupied cell
   ProgramPtr owner_of(const std::vector<int>& features) const;
   bool is_cell_owner(const Program& program) const;
@@ -92,14 +92,12 @@ class IslandArchive {
   // holds ids, ranges and the cell order).
   nlohmann::json state_to_json() const;
   // Rebuilds from state with programs looked up by id.
-  void state_from_json(const nlohmann::json& state,
-                       const std::function<ProgramPtr(std::int64_t)>& lookup);
+  void state_from_json(const nlohmann::json& state, const std::function<ProgramPtr(std::int64_t)>& lookup);
 
  private:
   using RankKey = std::pair<double, std::int64_t>;  // (-score, id): best first
   using RankTree = __gnu_pbds::tree<RankKey, __gnu_pbds::null_type, std::less<RankKey>,
-                                    __gnu_pbds::rb_tree_tag,
-                                    __gnu_pbds::tree_order_statistics_node_update>;
+                                    __gnu_pbds::rb_tree_tag, __gnu_pbds::tree_order_statistics_node_update>;
 
   std::uint64_t cell_key(const std::vector<int>& features) const;
   std::vector<int> bin(const std::vector<double>& values) const;

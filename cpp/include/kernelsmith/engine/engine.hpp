@@ -34,22 +34,22 @@ struct EngineConfig {
   int population_size = 1000;        // per island
   int elite_size = 10;               // per island; never evicted
   int num_inspirations = 4;
-  int inspiration_elites = 1;        // after the island best
-  int inspiration_neighbours = 2;    // owners of neighbouring cells, then random
-  double exploration_ratio = 0.2;    // uniform random cell
-  double exploitation_ratio = 0.7;   // rank-based power law
-  double weighted_ratio = 0.1;       // fitness-proportional over cell owners
-  double power_law_alpha = 1.0;      // P(rank r) ~ (r+1)^-alpha
-  double repair_ratio = 0.1;         // share of asks that hand back a recent failure
-  int recent_failures = 16;          // per island
-  int migration_interval = 50;       // tells between migrations; 0 disables
-  double migration_rate = 0.1;       // share of an island's occupied cells sent (its best programs)
+  int inspiration_elites = 1;               // after the island best
+  int inspiration_neighbours = 2;           // owners of neighbouring cells, then random
+  double exploration_ratio = 0.2;           // uniform random cell
+  double exploitation_ratio = 0.7;          // rank-based power law
+  double weighted_ratio = 0.1;              // fitness-proportional over cell owners
+  double power_law_alpha = 1.0;             // P(rank r) ~ (r+1)^-alpha
+  double repair_ratio = 0.1;                // share of asks that hand back a recent failure
+  int recent_failures = 16;                 // per island
+  int migration_interval = 50;              // tells between migrations; 0 disables
+  double migration_rate = 0.1;              // share of an island's occupied cells sent (its best programs)
   std::string migration_topology = "ring";  // ring | all
   std::string island_selection = "round_robin";  // round_robin | least_loaded
-  std::int64_t max_iterations = 0;   // tells (children) before stopping; 0: no limit
-  std::optional<double> target_score;  // stop when best score >= this
-  std::int64_t patience = 0;         // tells without improvement; 0: no limit
-  int keep_checkpoints = 3;          // checkpoint files kept in a directory
+  std::int64_t max_iterations = 0;               // tells (children) before stopping; 0: no limit
+  std::optional<double> target_score;            // stop when best score >= this
+  std::int64_t patience = 0;                     // tells without improvement; 0: no limit
+  int keep_checkpoints = 3;                      // checkpoint files kept in a directory
 
   static EngineConfig from_json(const nlohmann::json& json);
   nlohmann::json to_json() const;
@@ -72,7 +72,7 @@ Request request_from_json(const nlohmann::json& json);
 
 struct TellResult {
   std::int64_t id = -1;
-  bool inserted = false;     // entered the island population (correct, not a duplicate)
+  bool inserted = false;  // entered the island population (correct, not a duplicate)
   bool owns_cell = false;
   bool new_best = false;
 };
@@ -108,7 +108,7 @@ class Engine {
 
   std::optional<Program> best() const;
   std::optional<Program> program(std::int64_t id) const;
-  std::vector<Program> programs() const;  // every live program, by id
+  std::vector<Program> programs() const;                         // every live program, by id
   std::vector<Program> elites(int island, std::size_t n) const;  // island -1: all islands
   std::vector<std::pair<std::vector<int>, Program>> archive_cells(int island) const;
   std::vector<Request> pending_requests() const;
@@ -157,8 +157,8 @@ class Engine {
   std::vector<IslandArchive> islands_;
   std::unordered_map<std::int64_t, ProgramPtr> programs_;
   std::unordered_set<std::uint64_t> seen_;
-  std::map<std::int64_t, Request> pending_;     // by request id
-  std::vector<std::int64_t> reissue_;           // restored in-flight requests, issued first
+  std::map<std::int64_t, Request> pending_;  // by request id
+  std::vector<std::int64_t> reissue_;        // restored in-flight requests, issued first
   std::vector<int> in_flight_;
   std::int64_t next_program_id_ = 0;
   std::int64_t next_request_id_ = 0;

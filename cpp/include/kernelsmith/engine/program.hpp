@@ -22,17 +22,17 @@ Status parse_status(const std::string& name);
 const char* status_names();
 
 struct Program {
-  std::int64_t id = -1;         // assigned by the engine on tell/seed when -1
+  std::int64_t id = -1;  // assigned by the engine on tell/seed when -1
   std::string source;
-  std::int64_t parent_id = -1;  // -1: no parent (a seed)
-  int island = -1;              // -1: chosen by the engine
-  std::int64_t iteration = 0;   // the ask counter value of the request that made it
+  std::int64_t parent_id = -1;            // -1: no parent (a seed)
+  int island = -1;                        // -1: chosen by the engine
+  std::int64_t iteration = 0;             // the ask counter value of the request that made it
   std::map<std::string, double> metrics;  // "score" is the fitness, higher is better
-  std::vector<int> features;    // grid coordinates, filled by the archive
+  std::vector<int> features;              // grid coordinates, filled by the archive
   Status status = Status::Pending;
   nlohmann::json feedback = nlohmann::json::object();  // evaluator output (errors, timing...)
-  double created = 0.0;         // unix seconds; set by the engine when 0
-  std::int64_t migrated_from = -1;  // id of the program this is a migrant copy of
+  double created = 0.0;                                // unix seconds; set by the engine when 0
+  std::int64_t migrated_from = -1;                     // id of the program this is a migrant copy of
 
   // Engine-internal bookkeeping (kept in checkpoints).
   std::vector<double> feature_values;  // raw values behind `features`

@@ -46,10 +46,10 @@ struct DeviceInfo {
   std::string platform_version;
   std::string name;
   std::string vendor;
-  std::string version;         // "OpenCL 3.0 CUDA"
+  std::string version;  // "OpenCL 3.0 CUDA"
   std::string driver_version;
   std::string opencl_c_version;
-  std::string type;            // "gpu", "cpu", "accelerator", "other"
+  std::string type;  // "gpu", "cpu", "accelerator", "other"
   std::string extensions;
   std::uint32_t max_compute_units = 0;
   std::uint32_t max_clock_mhz = 0;
@@ -208,8 +208,8 @@ class Program {
 
  private:
   friend class Context;
-  Program(cl_device_id device, cl_program program, std::string options,
-          std::string build_log, double build_seconds);
+  Program(cl_device_id device, cl_program program, std::string options, std::string build_log,
+          double build_seconds);
   cl_device_id device_;
   cl_program program_;
   std::string options_;
@@ -255,8 +255,7 @@ class Context : public std::enable_shared_from_this<Context> {
   std::shared_ptr<Program> build(const std::string& source, const std::string& options = "");
   // Builds from source (no cache) and writes `<key>.bin` and `<key>.key`
   // into `dir` atomically; returns the key. For the trusted builder.
-  std::string store_binary(const std::string& source, const std::string& options,
-                           const std::string& dir);
+  std::string store_binary(const std::string& source, const std::string& options, const std::string& dir);
   // The text that identifies a build: device, driver, options and source.
   std::string cache_key_text(const std::string& source, const std::string& options) const;
   CacheStats cache_stats() const;

@@ -46,9 +46,9 @@ struct ComparisonResult {
   Interval speedup;  // reference / candidate
   Verdict verdict = Verdict::kIndistinguishable;
   StopReason stop_reason = StopReason::kNotStopped;
-  std::size_t n_pairs = 0;         // after outlier rejection
+  std::size_t n_pairs = 0;  // after outlier rejection
   std::size_t n_outlier_pairs = 0;
-  Interval reference_median;       // times, same unit as the samples
+  Interval reference_median;  // times, same unit as the samples
   Interval candidate_median;
   // Drift of the speedup over the run: exp of the least-squares change of
   // log(reference / candidate) from the first kept pair to the last, minus 1

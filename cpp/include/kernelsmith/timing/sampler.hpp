@@ -107,7 +107,7 @@ class AdaptiveSampler {
 // take more samples.
 StopReason limit_reached(std::size_t n, std::size_t max_samples, double elapsed_s, double budget_s);
 
-std::size_t suggest_batch(std::size_t n, double rel_half_width, double target,
-                          std::size_t min_n, std::size_t max_n, std::size_t max_batch);
+std::size_t suggest_batch(std::size_t n, double rel_half_width, double target, std::size_t min_n,
+                          std::size_t max_n, std::size_t max_batch);
 
 }  // namespace kernelsmith::timing

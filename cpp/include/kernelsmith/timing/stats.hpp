@@ -37,8 +37,8 @@ double max(const Samples& x);
 
 // Tukey's fences: samples outside [Q1 - k IQR, Q3 + k IQR] are outliers.
 struct TukeyResult {
-  Samples kept;                          // in input order
-  std::vector<std::size_t> rejected;     // indices into the input
+  Samples kept;                       // in input order
+  std::vector<std::size_t> rejected;  // indices into the input
   double lower_fence = 0.0;
   double upper_fence = 0.0;
 };
@@ -52,7 +52,7 @@ TukeyResult reject_outliers_tukey(const Samples& x, double k = 1.5);
 struct LinearTrend {
   double intercept = 0.0;
   double slope = 0.0;
-  double r2 = 0.0;               // share of the variance the line explains
+  double r2 = 0.0;  // share of the variance the line explains
   double relative_change = 0.0;
 };
 LinearTrend linear_trend(const Samples& y);
@@ -75,16 +75,16 @@ struct Interval {
 Interval median_ci_order_statistics(const Samples& x, double confidence = 0.95);
 
 // Percentile bootstrap CI for the median.
-Interval bootstrap_median_ci(const Samples& x, double confidence = 0.95,
-                             int resamples = 2000, std::uint64_t seed = 0);
+Interval bootstrap_median_ci(const Samples& x, double confidence = 0.95, int resamples = 2000,
+                             std::uint64_t seed = 0);
 
 // Percentile bootstrap CI for median(numerator) / median(denominator).
 // paired = true resamples pair indices (both vectors must have the same
 // length; pair i was measured adjacently), which keeps the drift that a pair
 // shares out of the ratio; paired = false resamples each side independently.
 Interval bootstrap_ratio_of_medians_ci(const Samples& numerator, const Samples& denominator,
-                                       double confidence = 0.95, int resamples = 2000,
-                                       std::uint64_t seed = 0, bool paired = true);
+                                       double confidence = 0.95, int resamples = 2000, std::uint64_t seed = 0,
+                                       bool paired = true);
 
 // Named registry of scalar statistics: "mean", "median", "trimmed_mean",
 // "stddev", "cv", "mad", "min", "max", "p05", "p25", "p75", "p95".
