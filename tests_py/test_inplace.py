@@ -116,6 +116,9 @@ def test_task_init_prints_each_check_step_with_its_time(workspace, tmp_path, cap
     # in the order they ran, each with its time in seconds
     assert names[:2] == ["copy the tree", "project tests"], steps
     assert "comparison float32: load reference" in names and "comparison float32: timing" in names, steps
+    # the referee primes the task (a new one) before a worker is taken, and says so then
+    assert names.index("comparison float32: the referee runs the reference") < \
+        names.index("comparison float32: waiting for a worker"), steps
     assert all(line.endswith(" s") and float(line.rsplit(": ", 1)[1][:-2]) >= 0 for line in steps), steps
     assert "checked in " in out
 

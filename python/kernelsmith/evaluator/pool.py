@@ -499,10 +499,6 @@ class DevicePool:
         phases.report("waiting for a worker")
         child, waited = self.take()
         evidence: dict[str, Any] = {}
-        if self.autotune is not None:
-            # records kept since the store was made (task init's tests ran
-            # beside this pool's start), before the referee primes the task
-            self.autotune.refresh()
         try:
             cand_path, ref_path, finalist_paths = write_job_files(child.workdir, task, source, finalists)
             if child.uid is not None:
@@ -511,7 +507,6 @@ class DevicePool:
             job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads,
                            finalist_paths)
             if not finalists:
-                phases.report("the referee runs the reference")  # once per task (primed), then cached
                 job.update(self.referee.job_facts(task, limits.timeout_s))  # degenerate forms, probes
             if self.autotune is not None:  # autotuning done once per kernel and key (triton/autotune.py)
                 self.autotune.absorb(self.referee.autotune_path, trusted=True)  # it primed the task first

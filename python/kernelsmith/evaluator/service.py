@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
+from . import phases
 from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import MAX_TRIALS, Task
@@ -244,6 +245,8 @@ class Evaluator(TaskBackends):
                     self._referee(backend, device)
             except PoolError:  # as in run(): once more on a new pool
                 referee = self._pool_referee(backend, device)
+            if not referee.primed(task):  # the footprint below primes it: the reference on every input set
+                phases.report("the referee runs the reference")
             result = run_admitted(self.memory[device], lambda: referee.footprint(task, limits.timeout_s),
                                   referee.primed(task), task.config.memory_margin, run)
         finally:
