@@ -14,7 +14,8 @@
 # own test run and again: benchmarks/bench_fla_task_init.sh), autotune (benchmarks/bench_autotune_compile.py on fla's tests),
 # sidebyside (issues 28/29: pool throughput and verdicts at HEAD and at the commit in .carry/base, alternately),
 # and issue 30's kbx (benchmarks/bench_kernelbenchx.py over a KernelBench-X checkout in .carry/KernelBenchX: every task
-# loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS).
+# loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS),
+# and issue 29's integrity (pygpubench's exploits rewritten, then the held-out hacks_v3 programs, every verdict).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -72,6 +73,12 @@ if has kbx; then
   timeout ${KBX_LIMIT:-450} python3 benchmarks/bench_kernelbenchx.py ${KBX_DIR:-.carry/KernelBenchX} \
     --time-budget ${KBX_BUDGET:-300} --timeout ${KBX_TIMEOUT:-90} --out "$OUT/kbx" ${KBX_ARGS:-} 2>&1 \
     | cut -c1-300 | tee "$OUT/kbx.log"
+fi
+if has integrity; then
+  # issue 29: every rewritten pygpubench exploit, then every held-out hacks_v3 program, on this card
+  timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py 2>&1 | cut -c1-400 | tee "$OUT/pygpubench.log"
+  timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py --dir tests_py/fixtures/hacks_v3 2>&1 \
+    | cut -c1-400 | tee "$OUT/hacks_v3.log"
 fi
 if has degenerate; then
   for f in 19_ReLU 20_LeakyReLU 31_ELU 32_HardTanh; do
