@@ -196,7 +196,8 @@ def test_every_trusted_check_module_is_registered_once():
         for cls in own:
             assert cls in registered, f"{cls.__name__} (trusted/{name}.py) is not in trusted.TRUSTED_CHECKS"
             assert cls.name, cls.__name__
-    assert [c.name for c in trusted.TRUSTED_CHECKS] == ["referee", "timing reports", "timing slot"]
+    today = ["referee", "timing reports", "timing slot"]  # a later check may join anywhere, these keep their order
+    assert [c.name for c in trusted.TRUSTED_CHECKS if c.name in today] == today
 
 
 def test_trusted_checks_the_first_finding_decides(monkeypatch):

@@ -37,8 +37,6 @@ from typing import Any
 from .evidence import MAX_BYTES, Sampled, evidence_positions, read_outputs
 
 _MODULES: dict[str, Any] = {}  # reference source -> its loaded module
-
-
 #: the last reference model built, by (reference source, init seed, dtype),
 #: kept on the host: the referee holds no device memory between requests
 _LAST_MODEL: dict = {}
@@ -145,7 +143,6 @@ def load(req: dict[str, Any]) -> dict[str, Any]:
 
     _reference_module(Task.from_dict(req["task"]), req)
     return {"loaded": True}
-
 
 
 def _reference_file(source: str) -> str:
