@@ -206,7 +206,8 @@ def test_the_referee_insists_on_the_probe_trial(tmp_path):
     (its program made it skip the probe set) is overruled."""
     import torch
 
-    from kernelsmith.evaluator.referee import encode_outputs, judge
+    from kernelsmith.evaluator.evidence import encode_outputs
+    from kernelsmith.evaluator.trusted.referee_check import judge
     from kernelsmith.result import EvalResult
 
     task = _kb("relu")

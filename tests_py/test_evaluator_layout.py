@@ -174,3 +174,79 @@ def test_the_timer_check_with_a_device_level_census():
     census.readings.append(900.0)  # within 1.25x of the timed 1 ms
     assert TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)) == []
     assert ctx.out["census"]["own_device_ms_per_call"] == 0.9
+
+
+def test_every_trusted_check_module_is_registered_once():
+    """Each file of evaluator/trusted/ (but the interface) defines a
+    parent-side check, and that check is in TRUSTED_CHECKS exactly once,
+    in today's order: the referee's re-check, the timing's reports, the
+    timing slot."""
+    from kernelsmith.evaluator import trusted
+    from kernelsmith.evaluator.trusted.base import TrustedCheck
+
+    registered = [type(c) for c in trusted.TRUSTED_CHECKS]
+    assert len(registered) == len(set(registered))
+    modules = [info.name for info in pkgutil.iter_modules(trusted.__path__) if info.name != "base"]
+    assert modules
+    for name in modules:
+        module = importlib.import_module(f"kernelsmith.evaluator.trusted.{name}")
+        own = [v for v in vars(module).values()
+               if isinstance(v, type) and issubclass(v, TrustedCheck) and v.__module__ == module.__name__]
+        assert own, f"trusted/{name}.py defines no TrustedCheck"
+        for cls in own:
+            assert cls in registered, f"{cls.__name__} (trusted/{name}.py) is not in trusted.TRUSTED_CHECKS"
+            assert cls.name, cls.__name__
+    today = ["referee", "timing reports", "timing slot"]  # a later check may join anywhere, these keep their order
+    assert [c.name for c in trusted.TRUSTED_CHECKS if c.name in today] == today
+
+
+def test_trusted_checks_the_first_finding_decides(monkeypatch):
+    """The parent's composer: the first check that finds a reason overrules
+    the result with its reasons and no later check runs; a hacked result
+    keeps no figure, whichever side (the worker's, these) said so."""
+    from kernelsmith.evaluator import trusted
+    from kernelsmith.evaluator.trusted.base import TrustedCheck
+    from kernelsmith.result import EvalResult
+
+    ran = []
+
+    class Quiet(TrustedCheck):
+        name = "quiet"
+
+        def reasons(self, result, ctx):
+            ran.append(self.name)
+            result.census["quiet"] = "looked"
+            return []
+
+    class Finds(Quiet):
+        name = "finds"
+
+        def reasons(self, result, ctx):
+            ran.append(self.name)
+            return ["found one", "and another"]
+
+    class Later(Quiet):
+        name = "later"
+
+    def correct():
+        return EvalResult(category="ok", compiled=True, correct=True, speedup=3.0, speedup_ci_low=2.5,
+                          speedup_ci_high=3.5)
+
+    monkeypatch.setattr(trusted, "TRUSTED_CHECKS", [Quiet(), Finds(), Later()])
+    r = correct()
+    trusted.trusted_checks(r, None, [], None, "/nonexistent", referee=None)
+    assert ran == ["quiet", "finds"]
+    assert r.category == "hacked" and r.hacked and not r.correct and r.hack_reasons == ["found one", "and another"]
+    assert r.speedup is None and r.speedup_ci_low is None and r.speedup_ci_high is None
+    assert r.census == {"quiet": "looked"}
+
+    monkeypatch.setattr(trusted, "TRUSTED_CHECKS", [Quiet(), Later()])
+    ran.clear()
+    honest = correct()
+    trusted.trusted_checks(honest, None, [], None, "/nonexistent", referee=None)
+    assert ran == ["quiet", "later"] and honest.category == "ok" and honest.speedup == 3.0
+
+    # the worker's own hacked verdict: no check finds more, its figures go
+    worker_said = EvalResult(category="hacked", compiled=True, hacked=True, speedup=9.0, hack_reasons=["worker"])
+    trusted.trusted_checks(worker_said, None, [], None, "/nonexistent", referee=None)
+    assert worker_said.speedup is None and worker_said.hack_reasons == ["worker"]

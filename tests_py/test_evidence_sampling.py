@@ -1,4 +1,4 @@
-"""Large outputs go to the trusted referee as a sample (referee.evidence_positions).
+"""Large outputs go to the trusted referee as a sample (evidence.evidence_positions).
 
 A KernelBench level-1 output of 4096 x 393216 fp32 and its reference were
 12 GiB copied to the host, written, copied by the parent and read by the
@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from kernelsmith.evaluator import Evaluator
-from kernelsmith.evaluator import referee as rf
+from kernelsmith.evaluator import evidence as evd
+from kernelsmith.evaluator.trusted.referee_check import judge
 from kernelsmith.result import EvalResult
 from kernelsmith.task import Task
 
@@ -43,35 +44,35 @@ def get_init_inputs():
 
 
 def test_positions_are_the_seeds_and_cover_both_ends():
-    n = rf.EVIDENCE_FULL_ELEMENTS + 1000
-    assert rf.evidence_positions(rf.EVIDENCE_FULL_ELEMENTS, 7) is None  # whole up to the limit
-    a, b, c = rf.evidence_positions(n, 7), rf.evidence_positions(n, 7), rf.evidence_positions(n, 8)
+    n = evd.EVIDENCE_FULL_ELEMENTS + 1000
+    assert evd.evidence_positions(evd.EVIDENCE_FULL_ELEMENTS, 7) is None  # whole up to the limit
+    a, b, c = evd.evidence_positions(n, 7), evd.evidence_positions(n, 7), evd.evidence_positions(n, 8)
     assert torch.equal(a, b) and not torch.equal(a, c)
-    assert a.numel() == rf.EVIDENCE_SAMPLE + 2 * rf.EVIDENCE_EDGE
+    assert a.numel() == evd.EVIDENCE_SAMPLE + 2 * evd.EVIDENCE_EDGE
     assert int(a.min()) == 0 and int(a.max()) == n - 1
-    assert set(range(rf.EVIDENCE_EDGE)) <= set(a[: rf.EVIDENCE_EDGE].tolist())
+    assert set(range(evd.EVIDENCE_EDGE)) <= set(a[: evd.EVIDENCE_EDGE].tolist())
     # the random part spreads over the middle, not one region
-    inner = a[rf.EVIDENCE_EDGE:-rf.EVIDENCE_EDGE].float()
-    assert inner.min() >= rf.EVIDENCE_EDGE and inner.max() < n - rf.EVIDENCE_EDGE
+    inner = a[evd.EVIDENCE_EDGE:-evd.EVIDENCE_EDGE].float()
+    assert inner.min() >= evd.EVIDENCE_EDGE and inner.max() < n - evd.EVIDENCE_EDGE
     assert abs(float(inner.mean()) / n - 0.5) < 0.01
 
 
 def test_a_sampled_file_round_trips_with_its_shape(tmp_path):
     big, small = torch.randn(3000, 3000), torch.randn(10)
-    copy = rf.evidence_copy([big, small], 5)
-    assert isinstance(copy[0], rf.Sampled) and copy[0].of == [3000, 3000]
-    assert torch.equal(copy[0].values, big.reshape(-1)[rf.evidence_positions(big.numel(), 5)])
+    copy = evd.evidence_copy([big, small], 5)
+    assert isinstance(copy[0], evd.Sampled) and copy[0].of == [3000, 3000]
+    assert torch.equal(copy[0].values, big.reshape(-1)[evd.evidence_positions(big.numel(), 5)])
     assert isinstance(copy[1], torch.Tensor) and torch.equal(copy[1], small)
-    rf.write_outputs(str(tmp_path / "o.bin"), {"candidate": copy, "reference": copy})
+    evd.write_outputs(str(tmp_path / "o.bin"), {"candidate": copy, "reference": copy})
     # two groups of a 4.3M-element sample: less than one whole 36 MB output
     assert (tmp_path / "o.bin").stat().st_size < big.numel() * 4
-    back = rf.read_outputs(str(tmp_path / "o.bin"))
+    back = evd.read_outputs(str(tmp_path / "o.bin"))
     assert back["candidate"][0].of == [3000, 3000] and torch.equal(back["candidate"][0].values, copy[0].values)
     assert torch.equal(back["reference"][1], small)
     bad = (tmp_path / "o.bin").read_bytes().replace(b'"of": [3000, 3000]', b'"of": [3000, -1]', 1)
     (tmp_path / "bad.bin").write_bytes(bad)
     with pytest.raises(ValueError, match="bad tensor entry"):
-        rf.read_outputs(str(tmp_path / "bad.bin"))
+        evd.read_outputs(str(tmp_path / "bad.bin"))
 
 
 def test_the_real_referee_judges_a_sample(tmp_path):
@@ -89,18 +90,18 @@ def test_the_real_referee_judges_a_sample(tmp_path):
         referee = ev._device_pool(ev.backend_for(task), None).referee
 
         def verdict(candidate, reference):
-            rf.write_outputs(str(tmp_path / "out.bin"), {"candidate": candidate, "reference": reference})
+            evd.write_outputs(str(tmp_path / "out.bin"), {"candidate": candidate, "reference": reference})
             result = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
-            rf.judge(result, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
-                     seeds, task, str(tmp_path), referee)
+            judge(result, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
+                  seeds, task, str(tmp_path), referee)
             return result
 
-        sample = rf.evidence_copy([truth], seeds[1])
+        sample = evd.evidence_copy([truth], seeds[1])
         honest = verdict(sample, sample)
-        forged = verdict(rf.evidence_copy([wrong_end], seeds[1]), sample)
+        forged = verdict(evd.evidence_copy([wrong_end], seeds[1]), sample)
         whole = verdict([truth], [truth])  # a whole output where the referee samples
-        reshaped = verdict(rf.evidence_copy([other], seeds[1]), sample)
-        other_seed = verdict(rf.evidence_copy([truth], seeds[0]), sample)  # positions of another seed
+        reshaped = verdict(evd.evidence_copy([other], seeds[1]), sample)
+        other_seed = verdict(evd.evidence_copy([truth], seeds[0]), sample)  # positions of another seed
 
     assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
     assert forged.category == "hacked" and "at the sampled positions" in forged.hack_reasons[0], forged

@@ -195,7 +195,8 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
     # its comparison would hand it: the true reference, wrong outputs
     import torch
 
-    from kernelsmith.evaluator.referee import encode_outputs, judge
+    from kernelsmith.evaluator.evidence import encode_outputs
+    from kernelsmith.evaluator.trusted.referee_check import judge
     from kernelsmith.result import EvalResult
 
     task = Task.load(EXAMPLES / "relu")
@@ -291,11 +292,12 @@ def test_evidence_rewritten_in_memory_while_the_program_is_timed_is_a_hack(mode)
 
 
 def test_evidence_is_copied_when_handed_over_and_only_once(tmp_path):
-    """The parent's side of the hand-over (referee.take_evidence): the files
+    """The parent's side of the hand-over (evidence.take_evidence): the files
     are copied at once, so a later rewrite of the worker's file does not
     reach the referee; a file that is not there, or a second hand-over, is
     the program's doing."""
-    from kernelsmith.evaluator.referee import encode_outputs, evidence_info, judge, take_evidence
+    from kernelsmith.evaluator.evidence import encode_outputs, evidence_info, take_evidence
+    from kernelsmith.evaluator.trusted.referee_check import judge
     from kernelsmith.result import EvalResult
 
     task, seeds, truth = _relu_truth()
@@ -336,7 +338,8 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     import signal
 
 
-    from kernelsmith.evaluator.referee import encode_outputs, judge
+    from kernelsmith.evaluator.evidence import encode_outputs
+    from kernelsmith.evaluator.trusted.referee_check import judge
     from kernelsmith.result import EvalResult
 
     task, seeds, truth = _relu_truth()
@@ -376,7 +379,7 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
 
 
 def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():
-    from kernelsmith.evaluator.referee import cross_check_timing
+    from kernelsmith.evaluator.trusted.slot_cross_check import cross_check_timing
     from kernelsmith.result import EvalResult
 
     def result(ref_min_ms: float) -> EvalResult:
@@ -596,8 +599,8 @@ def get_inputs():
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    probe = ("import json, sys; from kernelsmith.task import Task; from kernelsmith.evaluator.referee import "
-             "_reference_module; t = Task.load(sys.argv[1], backend='triton'); "
+    probe = ("import json, sys; from kernelsmith.task import Task; from kernelsmith.evaluator.referee_process "
+             "import _reference_module; t = Task.load(sys.argv[1], backend='triton'); "
              "print(hasattr(_reference_module(t, {}), 'Model'))")
     (tmp_path / "referee").mkdir()
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "double.py")], cwd=tmp_path / "referee",

@@ -47,7 +47,7 @@ REASONS = {
     "channel_zygote_control": r"^the program tried to replace the evaluator's channel \(dup2 onto fd \d+\)$",
     # nothing stops its writes (code in the worker's process can write what
     # the harness writes); the parent finds a speedup no timing reported to
-    # it (referee.check_timing_reports)
+    # it (trusted/timing_reports.py)
     "channel_direct_forge": r"^the result's timing figures are not the ones measured \(no timing reported any "
                             r"figures to the parent\)",
     # a child forked in forward speaks for the worker (evidence, timing-done,

@@ -9,14 +9,16 @@ result is checked against what the parent itself saw, not the worker's word.
 - Whether the v2 checks are off is the parent's own setting, never a
   ``census.disabled`` the result claims (which skipped the referee).
 
-Unit tests on referee.check_timing_reports / referee.judge; the forged
-result lines of the fixtures go through a real pool in
+Unit tests on trusted.timing_reports.check_timing_reports and
+trusted.referee_check.judge (each check alone); the forged result lines
+of the fixtures go through a real pool in
 test_integrity_v3_channel.py (channel_direct_forge) and
 test_pygpubench_exploits.py (fd_overwrite, heap_sig_scan, event_array,
 stack_sig_scan, file_struct, seccomp_trap)."""
 from __future__ import annotations
 
-from kernelsmith.evaluator.referee import check_timing_reports, judge
+from kernelsmith.evaluator.trusted.referee_check import judge
+from kernelsmith.evaluator.trusted.timing_reports import check_timing_reports
 from kernelsmith.result import EvalResult
 
 

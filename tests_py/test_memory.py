@@ -368,7 +368,7 @@ def test_evidence_files_are_limited_by_the_tasks_outputs(tmp_path):
     cap is now sized by the task's measured outputs, and still enforced."""
     import torch
 
-    from kernelsmith.evaluator.referee import MAX_BYTES, evidence_limit, read_outputs, take_evidence, write_outputs
+    from kernelsmith.evaluator.evidence import MAX_BYTES, evidence_limit, read_outputs, take_evidence, write_outputs
 
     assert evidence_limit(0) == MAX_BYTES and evidence_limit(6 * GiB) > 12 * GiB
     src, dst = tmp_path / "src", tmp_path / "dst"

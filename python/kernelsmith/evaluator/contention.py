@@ -354,7 +354,7 @@ class DeviceGate:
             held = ticket.holding
             self._release(ticket)
             # nothing was timed in it: the slot does not count towards the
-            # time a reported timing may add up to (referee.cross_check_timing)
+            # time a reported timing may add up to (trusted/slot_cross_check.py)
             if held and ticket.slots:
                 ticket.slots.pop()
             return False

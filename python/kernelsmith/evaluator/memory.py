@@ -8,7 +8,7 @@ charged to the candidate. This module is the parent's side of the fix:
 * :class:`Footprint`: what a task's reference needs on the device
   (parameters, the largest input set, the largest outputs, the reference's
   peak during forward), measured once per task by the trusted referee when it
-  primes the task (referee.prime) and kept with the referee's priming;
+  primes the task (referee_process.prime) and kept with the referee's priming;
 * :class:`MemoryAdmission`: one per device; a worker is admitted while the
   footprints of the admitted ones (each with the candidate's allowance) fit
   the device's free memory; a task that does not fit next to others, or whose

@@ -44,11 +44,12 @@ from .._process import kill_group, kill_process
 from ..result import EvalResult
 from . import phases
 from .contention import DeviceGate
-from .referee import Referee, trusted_checks
+from .referee import Referee
 from .protocol import (EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse, pass_credentials,
                        read_with_sender)
 from .sandbox import (Limits, _merge_ticket, finish_result, make_job, sandbox_prefix,
                       worker_environment, write_job_files)
+from .trusted import trusted_checks
 
 #: first uid handed to children when the pool runs as root
 UID_BASE = 61000
@@ -386,7 +387,7 @@ class DevicePool:
             from ..backends.triton.autotune import AutotuneStore, store_folder
 
             self.autotune = AutotuneStore(store_folder(self.root))
-        # the trusted comparison, out of the candidates' reach (referee.py);
+        # the trusted comparison, out of the candidates' reach (referee.py, referee_process.py);
         # started first so that its imports and device context overlap the
         # zygote's warm-up (Zygote() waits for it) instead of following it
         self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)

@@ -249,7 +249,7 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
              evidence: Optional[dict[str, Any]] = None) -> tuple[Optional[dict[str, Any]], str, bool]:
     """Send the job, answer seed and timing-slot requests, take the trial
     outputs the worker hands over for the referee (into ``evidence``:
-    referee.take_evidence), return (result, last stage, timed_out). The
+    evidence.take_evidence), return (result, last stage, timed_out). The
     wall-clock limit does not count the time the worker stood still
     (stopped while another worker on its device timed, or waiting for the
     timing slot)."""
@@ -333,7 +333,7 @@ def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Opti
         link.write((json.dumps({GO: True}) + "\n").encode())
     elif kind == TIMING_DONE:
         report = msg.get("report") if isinstance(msg.get("report"), dict) else {}
-        if evidence is not None:  # what the result's figures must be (referee.check_timing_reports)
+        if evidence is not None:  # what the result's figures must be (trusted/timing_reports.py)
             evidence.setdefault("timing_reports", []).append(report)
         retime = ticket.report(report) if ticket is not None else False
         link.write((json.dumps({RETIME: retime}) + "\n").encode())
@@ -341,7 +341,7 @@ def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Opti
         # copied before the answer: the worker waits for it, and no more of
         # the program runs until then
         if evidence is not None:
-            from .referee import take_evidence
+            from .evidence import take_evidence
 
             take_evidence(evidence, msg.get("trials"))
         link.write((json.dumps({TAKEN: True}) + "\n").encode())

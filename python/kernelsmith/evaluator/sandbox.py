@@ -327,7 +327,9 @@ def run_worker(
         if ticket is not None:
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
         if referee is not None:
-            from .referee import trusted_checks
+            # the parent's checks, loaded where a referee judges (curation and
+            # in-place runs import this module too)
+            from .trusted import trusted_checks
 
             trusted_checks(result, evidence, seeds, task, private, referee,
                            ticket.slots if ticket is not None else None)

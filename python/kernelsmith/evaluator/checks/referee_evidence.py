@@ -1,8 +1,8 @@
-"""The trusted referee's evidence (evaluator/referee.py): per input set,
+"""The trusted referee's evidence (evaluator/evidence.py): per input set,
 the last trial's outputs (the program's and the reference's, on the host, a
 large output as a sample), handed to the parent before any more of the
 program runs. The referee re-computes the reference from the same seeds in
-a process of its own and judges them there (referee.judge): this check's
+a process of its own and judges them there (trusted/referee_check.py): this check's
 reasons are the parent's, never found in the worker."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class RefereeEvidence(Check):
     points = (TRIAL_DONE, HAND_OVER)
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
-        from ..referee import evidence_copy, write_outputs
+        from ..evidence import evidence_copy, write_outputs
 
         kept = ctx.referee_trials  # set name -> (input seed's index, program's outputs, reference's)
         if at == TRIAL_DONE:

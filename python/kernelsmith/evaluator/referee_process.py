@@ -1,0 +1,271 @@
+"""The trusted referee's process: the comparison the candidate cannot reach.
+
+``python -m kernelsmith.evaluator.referee_process BACKEND THREADS``, started
+and spoken to by the parent's client (:class:`kernelsmith.evaluator.referee.Referee`).
+
+The worker compares the program's outputs with the reference in the process
+the program runs in, so a program could forge that comparison (patch it,
+poison the reference). The referee is a separate process per device that
+never runs candidate code. After a worker reports a correct result, the
+parent hands the referee the task, the two seeds it issued for one trial
+(the model's and the inputs'; the parent drew them, the worker only names
+which), and the file of outputs the worker wrote for that trial: the
+program's and the in-worker reference's. The referee builds the reference
+itself from those seeds, on the same device, and compares:
+
+* the program's outputs against its reference: a mismatch the worker called
+  correct is a forged verdict (``hacked``);
+* the worker's reference against its own: a mismatch means the reference
+  next to the program was tampered with (``hacked``). Both build the
+  reference the same way from the same seeds (``get_init_inputs`` under a
+  fixed seed), so an honest run always agrees within the tolerance.
+
+The outputs file is untrusted input (its format and checks:
+evidence.py). The parent's verdict on the answers is
+trusted/referee_check.py's.
+
+Protocol: JSON lines on stdin (requests) and stdout (answers).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from typing import Any
+
+from .evidence import MAX_BYTES, Sampled, evidence_positions, read_outputs
+
+_MODULES: dict[str, Any] = {}  # reference source -> its loaded module
+#: the last reference model built, by (reference source, init seed, dtype),
+#: kept on the host: the referee holds no device memory between requests
+_LAST_MODEL: dict = {}
+
+
+def _release_device_memory() -> None:
+    """Give the allocator's cached blocks back to the device after a request
+    (a referee that kept them held 72.6 GiB of an 80 GB card)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _model_on_device(ref: Any, init_seed: int, key: tuple, device: str, dtype: Any) -> Any:
+    """The reference model for ``init_seed`` on ``device``: built on the host
+    once per seed (the trials the worker names share one), copied to the
+    device per request and dropped with it. A model whose constructor put
+    tensors on the device itself is not kept."""
+    import copy
+
+    import torch
+
+    from .worker import _init_inputs
+
+    host = _LAST_MODEL.get(key)
+    if host is None:
+        init_inputs = _init_inputs(ref)
+        torch.manual_seed(init_seed)
+        host = ref.Model(*init_inputs)
+        _LAST_MODEL.clear()
+        if all(t.device.type == "cpu" for t in list(host.parameters()) + list(host.buffers())):
+            _LAST_MODEL[key] = host
+            host = copy.deepcopy(host)
+    return host.to(device=device, dtype=dtype).eval()
+
+
+def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
+    """Warm-up for one task before any candidate: load its reference, build
+    the model and run it once on each input set, so the first candidates of
+    a task do not pay the module load and the libraries' first use (a
+    cuBLAS handle, cuDNN, lazily loaded kernels: 0.1-0.4 s per task on the
+    H200) on their clock. The reference is the task's trusted code, which
+    this process runs for every check anyway."""
+    import torch
+
+    from ..task import Task
+    from . import correctness as cmp
+    from .probes import assess
+    from .checks.trivial_output import trivial_outputs
+    from .worker import _init_inputs, draw_inputs
+
+    from .memory import Footprint, model_bytes, tensor_bytes
+
+    task = Task.from_dict(req["task"])
+    ref = _reference_module(task, req)
+    device, dtype = backend.device(), getattr(torch, task.config.dtype)
+    on_cuda = device == "cuda"
+    cmp.set_comparison(getattr(task.config, "comparison", None))  # a task's accuracy contract (KernelBench-X)
+    torch.manual_seed(0)
+    model = ref.Model(*_init_inputs(ref)).to(device=device, dtype=dtype).eval()
+    sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
+    degenerate: list[str] = []
+    probes: dict[str, Any] = {}
+    # the task's footprint (memory.Footprint), measured here once: what the
+    # parent admits workers by and attributes out-of-memory faults with
+    footprint = Footprint(params_bytes=model_bytes(model), measured="allocator" if on_cuda else "sizes")
+    with torch.no_grad():
+        for name in sets:
+            torch.manual_seed(0)
+            inputs = draw_inputs(getattr(ref, name), device, dtype)
+            if on_cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+            raw = cmp.flatten_outputs(model(*inputs))
+            backend.synchronize()
+            out_bytes = tensor_bytes(raw)
+            peak = torch.cuda.max_memory_allocated() - before if on_cuda else out_bytes
+            footprint.inputs_bytes = max(footprint.inputs_bytes, tensor_bytes(inputs))
+            footprint.outputs_bytes = max(footprint.outputs_bytes, out_bytes)
+            footprint.peak_bytes = max(footprint.peak_bytes, peak, out_bytes)
+            outputs = cmp.snapshot(raw)
+            del raw
+            if name == "get_inputs":
+                # the trivial outputs this task's tolerance cannot tell from
+                # the reference's: decided here, by trusted code, once per
+                # task, instead of in every candidate's worker (0.17 s each)
+                atol, rtol = task.config.tolerances()
+                degenerate = sorted(trivial_outputs(cmp, outputs, inputs, atol, rtol))
+                if degenerate:  # which probe input sets judge it instead (probes.py)
+                    probes = assess(model, degenerate, inputs, outputs, atol, rtol, backend.synchronize)
+            del inputs, outputs
+    backend.synchronize()
+    return {"primed": sets, "degenerate": degenerate, "footprint": footprint.to_dict(),
+            **({"probes": probes} if degenerate else {})}
+
+
+def load(req: dict[str, Any]) -> dict[str, Any]:
+    """Load a task's reference (its module: the imports, no forward), ahead
+    of the first priming: ``task init`` asks it while the project's tests
+    run, so a package's import (fla-core: 5-8 s) is paid beside them."""
+    from ..task import Task
+
+    _reference_module(Task.from_dict(req["task"]), req)
+    return {"loaded": True}
+
+
+def _reference_file(source: str) -> str:
+    """A file holding ``source`` in the referee's working folder (the
+    parent's, which it removes with the pool)."""
+    import hashlib
+
+    path = os.path.join(os.getcwd(), f"reference_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py")
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+    return path
+
+
+def _reference_module(task: Any, req: dict[str, Any]) -> Any:
+    """The task's trusted reference, loaded once per task."""
+    key = task.reference_source
+    ref = _MODULES.get(key)
+    if ref is None:
+        ref = types.ModuleType("ks_referee_reference")
+        # from a file of its own, as the worker loads it: Triton's @jit reads
+        # its functions' source from their file (a reference that launches
+        # Triton kernels, as an in-place task's does, raised "@jit functions
+        # should be defined in a Python file" here, and every result of such
+        # a task went unchecked and unreliable)
+        ref.__file__ = _reference_file(task.reference_source)
+        sys.modules["ks_referee_reference"] = ref
+        exec(compile(task.reference_source, ref.__file__, "exec", dont_inherit=True), ref.__dict__)  # noqa: S102
+        if len(_MODULES) >= 64:
+            _MODULES.clear()
+        _MODULES[key] = ref
+    return ref
+
+
+def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
+    """One request: rebuild the reference for the trial and compare."""
+    import torch
+
+    from ..task import Task
+    from . import correctness as cmp
+    from .probes import input_generator
+    from .worker import draw_inputs
+
+    task = Task.from_dict(req["task"])
+    cfg = task.config
+    device, dtype = backend.device(), getattr(torch, cfg.dtype)
+    atol, rtol = cfg.tolerances()
+    cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
+    key = task.reference_source
+    ref = _reference_module(task, req)
+    # The trials the worker names (the last of each input set) share one
+    # init seed: their model is built once, as the worker built it once.
+    model = _model_on_device(ref, int(req["init_seed"]), (key, int(req["init_seed"]), cfg.dtype), device, dtype)
+    gen = input_generator(ref, str(req.get("set", "get_inputs")))  # a probe set too (probes.py)
+    if gen is None:
+        raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
+    torch.manual_seed(int(req["input_seed"]))
+    inputs = draw_inputs(gen, device, dtype)
+    with torch.no_grad():
+        expected = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
+    backend.synchronize()
+    del model, inputs  # only the expected outputs stay on the device for the comparison
+    try:
+        groups = read_outputs(req["file"], int(req.get("max_bytes") or MAX_BYTES))
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RuntimeError, MemoryError) as exc:
+        # the file is the worker's evidence, written where candidate code
+        # runs: one the referee cannot read is the program's doing
+        return {"malformed": f"{type(exc).__name__}: {exc}"[:1000]}
+    # a large output is checked at the positions the worker sampled (the
+    # referee's choice, by its own output's size: evidence_positions)
+    shapes_wanted, sampled_wanted, compared = [], [], []
+    for e in expected:
+        pos = evidence_positions(e.numel(), int(req["input_seed"]))
+        shapes_wanted.append(list(e.shape))
+        sampled_wanted.append(pos is not None)
+        compared.append(e if pos is None else e.reshape(-1)[pos.to(e.device)])
+    del expected
+    answer: dict[str, Any] = {}
+    for name in ("candidate", "reference"):
+        host = groups.pop(name)
+        shapes = [g.of if isinstance(g, Sampled) else list(g.shape) for g in host]
+        sampled = [isinstance(g, Sampled) for g in host]
+        if shapes != shapes_wanted or sampled != sampled_wanted:
+            answer[name] = f"{len(host)} outputs of shapes {shapes} (sampled {sampled}), expected " \
+                           f"{shapes_wanted} (sampled {sampled_wanted})"
+            continue
+        # one group on the device at a time, compared in chunks
+        got = [(g.values if isinstance(g, Sampled) else g).to(device) for g in host]
+        del host
+        res = cmp.compare(got, compared, atol, rtol)
+        del got
+        answer[name] = "" if res["ok"] else res["message"] + (" (at the sampled positions)" if any(sampled) else "")
+    return answer
+
+
+def main() -> None:
+    from .worker import prepare
+
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed by a task's reference goes to the log
+    backend = prepare(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "0" else None)
+    autotune = bool(os.environ.get("KERNELSMITH_AUTOTUNE_NEW"))
+    if autotune:
+        # the reference's Triton autotune results, tuned here by trusted code
+        # first (prime runs every input set), go to the pool's store
+        from ..backends.triton.autotune import install
+
+        install()
+    out.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            answer = prime(req, backend) if req.get("prime") else load(req) if req.get("load") else \
+                check(req, backend)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        _release_device_memory()  # nothing of a request stays on the device
+        if autotune:  # what the reference tuned, in the file before the answer
+            from ..backends.triton.autotune import flush
+
+            flush()
+        out.write(json.dumps(answer) + "\n")
+
+
+if __name__ == "__main__":
+    main()
