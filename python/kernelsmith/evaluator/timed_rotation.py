@@ -181,12 +181,19 @@ class TimedRotation:
     # -- the changes -----------------------------------------------------------
     def _splices(self, draw: Callable[[int], int]) -> dict[int, tuple[int, int]]:
         """Where each floating-point tensor of a set takes another set's
-        values: position in the set -> (start, length)."""
+        values: position in the set -> (start, length). Never where the
+        change before put its block (with two sets, a second splice there
+        would undo the first: the values of two pairs before back)."""
+        before = self.moves[-1][1] if self.moves else {}
         spots: dict[int, tuple[int, int]] = {}
         for pos, v in enumerate(self.sides[0][0]):
             if isinstance(v, self.torch.Tensor) and v.is_floating_point() and v.is_contiguous() and v.numel() > 1:
                 length = min(BLOCK, max(1, v.numel() // 4))
-                spots[pos] = (draw(v.numel() - length + 1), length)
+                places = v.numel() - length + 1
+                start = draw(places)
+                if before.get(pos) == (start, length):
+                    start = (start + 1) % places
+                spots[pos] = (start, length)
         return spots
 
     def _move(self, whole: bool) -> None:
