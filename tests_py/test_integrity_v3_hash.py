@@ -133,6 +133,27 @@ def test_the_finalists_retiming_changes_its_inputs_and_checks_the_output():
         assert re.search(SPLICED.replace("of 16384", "of \\d+"), rows[i]["error"]), rows[i]["error"]
 
 
+@interpreter
+def test_a_single_timed_set_is_moved_through_a_spare_draw():
+    """``timing.input_sets: 1`` was never moved (no other set to take
+    values from): a cache keyed on the buffer went through. Now a spare draw
+    of the generator is the other set: the seed is timed with its input
+    changed before every pair, the cache is caught."""
+    import dataclasses
+
+    relu = Task.load(EXAMPLES / "relu")
+    one = Task(reference_source=relu.reference_source, seed_source=relu.seed_source, path=relu.path,
+               config=dataclasses.replace(relu.config, timing=dataclasses.replace(relu.config.timing, input_sets=1)))
+    sources = [(EXAMPLES / "relu" / "seed.py").read_text(), (HACKS / "phase_profiler_dataptr.py").read_text()]
+    with Evaluator(backend="triton", workers=2, timeout_s=200, timing=True) as ev:
+        seed, cached = ev.evaluate_many([(one, s) for s in sources])
+    assert seed.category == "ok" and seed.speedup is not None, _show(seed)
+    moves = seed.timing["input_moves"]
+    assert seed.timing["input_sets"] == 1 and moves["moves"] + moves["splices"] >= seed.timing["n_pairs"], seed.timing
+    assert cached.category == "hacked" and cached.speedup is None, _show(cached)
+    assert any(re.search(SPLICED.replace("of 16384", "of \\d+"), r) for r in cached.hack_reasons), cached.hack_reasons
+
+
 # ------------------------------------------------------ the splices on their own
 
 def _sets(torch, n, size=256):
