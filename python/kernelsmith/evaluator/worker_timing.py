@@ -311,7 +311,7 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
     # its own and the figures combined as a step's are (timing.combine_shapes)
     sets_by_shape = {name: [make_inputs(getattr(ref, name)) for _ in range(cfg.timing.input_sets)]
                      for name in cfg.timed_shapes}
-    # a single set's spare draw (spare_draw), as a step's timing has
+    # a single set gets a spare draw to take new values from, as in a step's timing (spare_draw)
     spares = {name: make_inputs(getattr(ref, name)) for name, sets in sets_by_shape.items() if len(sets) == 1}
     timed = _finalist_timing(chan, backend, out, cfg, cmp, sets_by_shape, spares, model)
     with torch.no_grad():
