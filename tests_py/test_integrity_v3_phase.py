@@ -31,7 +31,8 @@ interpreter = pytest.mark.skipif(
 )
 
 MOVED = (r"^wrong output of a timed call after new values were moved into the timed input tensors in place between "
-         r"samples \(same objects, data pointers and version counters; (sample pair \d+|the last timed call)\) "
+         r"samples \(same objects, data pointers and version counters; (sample pair \d+|the last timed call)"
+         r"(, new values in one block of at most 64 elements of each tensor)?\) "
          r"\(.*\): the program returned a result cached from an earlier call while timed$")
 FIXTURES = {name: HACKS / f"{name}.py" for name in ("phase_profiler_dataptr", "phase_profiler_value_sample",
                                                      "phase_dispatch_mode_id")}

@@ -11,77 +11,125 @@ of the same kernel so that every timed call launches the same kernels
 used to keep their values for the whole timing, so the last timed output was
 right and nothing saw the difference.
 
-Now, at a few pairs drawn at random (the first among the first four pairs,
-then one pair in eight, at most :data:`MAX_ROTATIONS`), before the pair
-starts and outside every timed window, the timed input sets' contents move
-one set on, in place: set ``k``'s tensors take set ``k+1``'s values
-(through their memory, version counters kept: the same objects, data
-pointers and versions as the calls before, as refill.refill_in_place does),
-and in each floating-point tensor a block of at most :data:`BLOCK` elements
-at a random place takes set ``k+2``'s values at the same positions. Every
-set is then a draw of the task's generator but for a small splice from
-another draw, a vector no call has seen. The reference's own copies move
-the same way, so both sides keep timing the same values. Before the next
-pair the candidate's last output (of a call on the moved values) is
-compared with the reference's output for those values; the first mismatch
-is kept for the timed-output check (checks/timed_output.py). A cache keyed
-on the buffer (``data_ptr``, ``id``, a weak reference, the version) returns
-the old set's output; one keyed on a sample of the values misses the
-splice unless its sample falls on it; either one's output is wrong at the
-splice. After the timing every move is undone in reverse order, so the
+Before EVERY pair, outside every timed window, the timed input sets change
+in place, through their memory, version counters kept (the same objects,
+data pointers and versions as the calls before, as refill.refill_in_place
+does):
+
+* at a few pairs drawn at random (the first among the first four pairs,
+  then one pair in eight, at most :data:`MAX_ROTATIONS`) the contents move
+  one set on: set ``k``'s tensors take set ``k+1``'s values, and in each
+  floating-point tensor a block of at most :data:`BLOCK` elements at a
+  random place takes set ``k+2``'s values at the same positions (a *whole
+  move*);
+* at every other pair only such a block moves (a *splice*): in each
+  floating-point tensor, at one random place, set ``k``'s block takes set
+  ``k+1``'s values at the same positions (fixtures/hacks_v3/hash_*: a cache
+  keyed on a hash of ALL the values hit while the sets kept their values
+  between the whole moves).
+
+Every set is then a draw of the task's generator but for blocks from the
+other draws at the same positions: each position's values are permuted
+among the sets, set ``k`` holding, at position ``p``, set
+``k + m + c_p``'s value (``m`` whole moves, ``c_p`` blocks over ``p``, mod
+the number of sets). Each pair changes ``c`` over a block by one, so no
+call sees the values of the call one pair before it, and a state comes back
+only where every block since covered each of its positions a multiple of
+the number of sets times (or once all positions the same number of times):
+a hash of all the values does not hit on a timed call. The reference's own
+copies change the same way, so both sides keep timing the same values. A
+task with a single timed input set gets one more draw of its generator, not
+timed, as the other set of the permutation (``spare``).
+
+After each whole move, and after a few splices drawn at random (the first
+among the first four pairs, then one in :data:`SPLICE_CHECK_EVERY`, at
+most :data:`MAX_SPLICE_CHECKS`), the candidate's last output (of a call on
+the changed values) is compared before the next pair with the reference's
+output for those values; the first mismatch is kept for the timed-output
+check (checks/timed_output.py). A cache keyed on the buffer (``data_ptr``,
+``id``, a weak reference, the version) returns the old set's output; one
+keyed on a sample of the values misses a block unless its sample falls on
+it (with the buffer in the key, it sees every whole move and recomputes
+there: the checked splices catch it); either one's output is wrong at the
+block. After the timing every change is undone in reverse order, so the
 checks after it (timed inputs against the reference's copies) see the sets
 as they were given.
 
-Cost: per move, two copies of every timed input set on each side; per
-check, one reference call and one comparison, none of them inside a timed
-window. On a GPU the comparison synchronises the device between two
-samples (the L2 flush before the next sample keeps the idle device out of
-its events).
+Cost: per whole move, two copies of every timed input set on each side; per
+splice, a clone and a copy of one block per floating-point tensor and set
+on each side (and as much again to undo it); per check, one reference call
+and one comparison, none of them inside a timed window. On a GPU the
+comparison synchronises the device between two samples (the L2 flush before
+the next sample keeps the idle device out of its events).
 """
 from __future__ import annotations
 
 import secrets
 from typing import Any, Callable, Optional
 
-#: the most moves in one timing (each costs copies and one reference call)
+#: the most whole moves in one timing (each costs copies and one reference call)
 MAX_ROTATIONS = 8
-#: the splice's largest length, in elements
+#: a block's largest length, in elements (whole moves' and splices')
 BLOCK = 64
 #: after the first move (among the first FIRST_WITHIN pairs), one pair in EVERY moves
 FIRST_WITHIN = 4
 EVERY = 8
+#: checks after a splice-only pair: the first among the first FIRST_WITHIN
+#: pairs, then one in SPLICE_CHECK_EVERY, at most MAX_SPLICE_CHECKS
+SPLICE_CHECK_EVERY = 4
+MAX_SPLICE_CHECKS = 8
 
 
 class TimedRotation:
-    """The ``between_pairs`` hook of one timing (timing.measure): moves new
-    values into both sides' timed input sets at a few random pairs and
-    checks the candidate's output of the call after each move.
+    """The ``between_pairs`` hook of one timing (timing.measure): changes
+    both sides' timed input sets before every pair (a splice, or at a few
+    random pairs a whole move) and checks the candidate's output of the call
+    after each whole move and a few splices.
     ``last`` is the worker's record of the candidate's last timed call
     (``out``, ``args``, ``calls``); ``expected(args)`` the reference's
     outputs for ``args`` (on clones); ``compare(got, expected)`` the task's
-    comparison, a dict with ``ok`` and ``message``."""
+    comparison, a dict with ``ok`` and ``message``. ``spare``: for a
+    single timed set, one more draw for each side (the reference's a copy
+    of the program's), never timed, whose values the set's blocks take.
+    ``draw`` picks the whole moves' pairs and blocks, ``fresh_draw`` the
+    splices' blocks and checks."""
 
     def __init__(self, cand_sets: list[list[Any]], ref_sets: list[list[Any]], last: dict[str, Any],
                  expected: Callable[[list], Any], compare: Callable[[Any, Any], dict[str, Any]],
-                 draw: Callable[[int], int] = secrets.randbelow) -> None:
+                 draw: Callable[[int], int] = secrets.randbelow,
+                 spare: Optional[tuple[list[Any], list[Any]]] = None,
+                 fresh_draw: Callable[[int], int] = secrets.randbelow) -> None:
         import torch
 
         self.torch = torch
-        self.sides = [cand_sets, ref_sets]
+        timed = len(cand_sets)
+        if spare is not None and timed == 1 and len(ref_sets) == 1:
+            cand_sets, ref_sets = [*cand_sets, spare[0]], [*ref_sets, spare[1]]
+        self.sides = [list(cand_sets), list(ref_sets)]
         self.last = last
         self.expected = expected
         self.compare = compare
         self.draw = draw
+        self.fresh_draw = fresh_draw
         n = len(cand_sets)
         self.enabled = n >= 2 and len(ref_sets) == n
         self.first = draw(FIRST_WITHIN)
-        self.moves: list[dict[int, tuple[int, int]]] = []  # per move: tensor position -> (start, length)
-        self.pending: Optional[tuple[int, int]] = None  # (pair moved at, candidate calls before it)
+        self.first_splice_check = fresh_draw(FIRST_WITHIN)
+        # per change, last at the end: (whole move?, tensor position -> (start, length))
+        self.moves: list[tuple[bool, dict[int, tuple[int, int]]]] = []
+        self.pending: Optional[tuple[int, int, bool]] = None  # (pair changed at, candidate calls before, whole?)
         self.checked = 0
-        #: moves made in all (undone ones included)
+        #: whole moves made in all (undone ones included)
         self.moved = 0
+        #: splices made in all (undone ones included), and how many were checked
+        self.spliced = 0
+        self.splice_checks = 0
         #: why the first checked call's output was wrong, or ""
         self.wrong = ""
+
+    def summary(self) -> dict[str, int]:
+        """What the timing did to its inputs (the outcome's ``input_moves``)."""
+        return {"moves": self.moved, "splices": self.spliced, "checked": self.checked}
 
     # -- the hook --------------------------------------------------------------
     def __call__(self, pair: int) -> None:
@@ -89,19 +137,25 @@ class TimedRotation:
             return
         if self.pending is not None:
             self._check()
-        if self.wrong or not self.enabled or len(self.moves) >= MAX_ROTATIONS:
+        if self.wrong or not self.enabled:
             return
-        if pair == self.first or (pair > self.first and self.draw(EVERY) == 0):
-            self._move()
-            self.pending = (pair, int(self.last.get("calls", 0)))
+        whole = self.moved < MAX_ROTATIONS and (pair == self.first or (pair > self.first and self.draw(EVERY) == 0))
+        self._move(whole)
+        if whole:
+            self.pending = (pair, int(self.last.get("calls", 0)), True)
+        elif self.splice_checks < MAX_SPLICE_CHECKS and (
+                pair == self.first_splice_check
+                or (pair > self.first_splice_check and self.fresh_draw(SPLICE_CHECK_EVERY) == 0)):
+            self.splice_checks += 1
+            self.pending = (pair, int(self.last.get("calls", 0)), False)
 
     def _check(self) -> None:
         assert self.pending is not None
-        pair, _calls = self.pending
+        pair, _calls, whole = self.pending
         self.pending = None
         if "out" not in self.last:
             return
-        # a candidate sample ran since the move (the hook runs before a pair,
+        # a candidate sample ran since the change (the hook runs before a pair,
         # never after the last): its last call's output is ``last["out"]``,
         # made by a Python call (eager) or refreshed by the replay of the CUDA
         # graph that captured that call (its output is the graph's own memory)
@@ -109,7 +163,7 @@ class TimedRotation:
         try:
             expected = self.expected(args)
         except Exception:  # noqa: BLE001 - the reference failed here (device memory): not the program's doing
-            self.enabled = False  # no more moves; the ones made are undone by finish()
+            self.enabled = False  # no more changes; the ones made are undone by finish()
             return
         self.checked += 1
         try:
@@ -117,39 +171,53 @@ class TimedRotation:
         except Exception as exc:  # noqa: BLE001 - whatever the program returned
             res = {"ok": False, "message": f"its output could not be compared: {type(exc).__name__}: {exc}"}
         if not res.get("ok"):
+            where = (f"sample pair {pair + 1}" if pair >= 0 else "the last timed call") + (
+                "" if whole else f", new values in one block of at most {BLOCK} elements of each tensor")
             self.wrong = (f"wrong output of a timed call after new values were moved into the timed input tensors "
-                          f"in place between samples (same objects, data pointers and version counters; "
-                          f"{f'sample pair {pair + 1}' if pair >= 0 else 'the last timed call'}) "
+                          f"in place between samples (same objects, data pointers and version counters; {where}) "
                           f"({res.get('message', '')}): the program returned a result cached from an earlier call "
                           "while timed")
 
-    # -- the moves -------------------------------------------------------------
-    def _splices(self) -> dict[int, tuple[int, int]]:
-        """Where each floating-point tensor of a set takes the values of the
-        set after next: position in the set -> (start, length)."""
+    # -- the changes -----------------------------------------------------------
+    def _splices(self, draw: Callable[[int], int]) -> dict[int, tuple[int, int]]:
+        """Where each floating-point tensor of a set takes another set's
+        values: position in the set -> (start, length). Never where the
+        change before put its block (with two sets, a second splice there
+        would undo the first: the values of two pairs before back)."""
+        before = self.moves[-1][1] if self.moves else {}
         spots: dict[int, tuple[int, int]] = {}
         for pos, v in enumerate(self.sides[0][0]):
             if isinstance(v, self.torch.Tensor) and v.is_floating_point() and v.is_contiguous() and v.numel() > 1:
                 length = min(BLOCK, max(1, v.numel() // 4))
-                spots[pos] = (self.draw(v.numel() - length + 1), length)
+                places = v.numel() - length + 1
+                start = draw(places)
+                if before.get(pos) == (start, length):
+                    start = (start + 1) % places
+                spots[pos] = (start, length)
         return spots
 
-    def _move(self) -> None:
-        spots = self._splices()
+    def _move(self, whole: bool) -> None:
+        spots = self._splices(self.draw if whole else self.fresh_draw)
+        if not whole and not spots:
+            return  # no floating-point tensor: nothing to splice
         for sets in self.sides:
-            _shift(self.torch, sets, spots, forward=True)
-        self.moves.append(spots)
-        self.moved += 1
+            (_shift if whole else _splice)(self.torch, sets, spots, forward=True)
+        self.moves.append((whole, spots))
+        if whole:
+            self.moved += 1
+        else:
+            self.spliced += 1
 
     def finish(self, check: bool = True) -> None:
-        """After the timing: the output of the last timed call, made on moved
-        values, checked here on those values (a pending check first), then
-        every move undone. The last call's record is dropped then (its output
-        belongs to values the sets no longer hold), so the timed-output
+        """After the timing: the output of the last timed call, made on
+        changed values, checked here on those values (a pending check first),
+        then every change undone. The last call's record is dropped then (its
+        output belongs to values the sets no longer hold), so the timed-output
         check does not compare it again."""
         if check and self.moves and not self.wrong:
             if self.pending is None:
-                self.pending = (-1, 0)  # the last sample's last call, on the values the last move left
+                # the last sample's last call, on the values the last change left
+                self.pending = (-1, 0, self.moves[-1][0])
             self._check()
         if self.moves:
             self.last.pop("out", None)
@@ -157,19 +225,19 @@ class TimedRotation:
         self.undo()
 
     def undo(self) -> None:
-        """Every move undone, the last first: the sets hold what they were given."""
+        """Every change undone, the last first: the sets hold what they were given."""
         while self.moves:
-            spots = self.moves.pop()
+            whole, spots = self.moves.pop()
             for sets in self.sides:
-                _shift(self.torch, sets, spots, forward=False)
+                (_shift if whole else _splice)(self.torch, sets, spots, forward=False)
 
 
 def _shift(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]], forward: bool) -> None:
-    """One move (or its inverse) of ``sets``' contents, in place, version
-    counters kept: forward, set ``k`` takes set ``k+1``'s values, and at each
-    splice set ``k+2``'s (the same permutation of whole sets, by one outside
-    the splice and by two inside it; the inverse moves each back). Holds one
-    tensor's copy and the splices' few elements at a time."""
+    """One whole move (or its inverse) of ``sets``' contents, in place,
+    version counters kept: forward, set ``k`` takes set ``k+1``'s values,
+    and at each splice set ``k+2``'s (the same permutation of whole sets, by
+    one outside the splice and by two inside it; the inverse moves each
+    back). Holds one tensor's copy and the splices' few elements at a time."""
     n = len(sets)
     step = 1 if forward else -1
     order = list(range(n)) if forward else list(range(n - 1, -1, -1))
@@ -191,4 +259,64 @@ def _shift(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]],
             del saved, blocks
 
 
-__all__ = ["TimedRotation", "MAX_ROTATIONS", "BLOCK"]
+def _splice(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]], forward: bool) -> None:
+    """One splice (or its inverse), in place, version counters kept: at each
+    spot, set ``k``'s block takes set ``k+1``'s values there (a cyclic
+    permutation of the blocks among the sets; the inverse takes set
+    ``k-1``'s). Holds the blocks' few elements only."""
+    n = len(sets)
+    step = 1 if forward else -1
+    with torch.no_grad():
+        for pos, (start, length) in spots.items():
+            if not all(isinstance(s[pos], torch.Tensor) for s in sets):
+                continue
+            # a tensor the program re-homed (another size or layout: the
+            # checks after the timing name it) is neither read nor written
+            fits = [s[pos].is_contiguous() and s[pos].numel() >= start + length for s in sets]
+            blocks = [s[pos].view(-1)[start:start + length].clone() if ok else None for s, ok in zip(sets, fits)]
+            for k in range(n):
+                dst, src = sets[k][pos], blocks[(k + step) % n]
+                if fits[k] and src is not None:
+                    with torch.autograd._unsafe_preserve_version_counter(dst):
+                        dst.view(-1)[start:start + length].copy_(src)
+            del blocks
+
+
+def recorded(fn: Callable[..., Any], last: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` with the record of its last call that :class:`TimedRotation`
+    checks (``last``: ``out``, ``args``, ``calls``)."""
+
+    def call(*args: Any) -> Any:
+        result = fn(*args)
+        last["out"], last["args"] = result, args
+        last["calls"] = last.get("calls", 0) + 1
+        return result
+
+    return call
+
+
+def timed_with_moves(measure: Callable[[Callable[[int], None]], Any], cand_sets: list[list[Any]],
+                     ref_sets: list[list[Any]], last: dict[str, Any], expected: Callable[[list], Any],
+                     compare: Callable[[Any, Any], dict[str, Any]],
+                     spare: Optional[tuple[list[Any], list[Any]]] = None) -> tuple[Any, TimedRotation]:
+    """One timing, ``measure(between_pairs)``, with both sides' input sets
+    changed before every pair and the candidate's output checked after a few
+    of the changes (:class:`TimedRotation`: a step's timing and the
+    finalists' re-timing share it); every change undone when it ends, however
+    it ends. The outcome (``details["input_moves"]``: what was done) and the
+    hook, whose ``wrong`` says why the candidate's output was wrong, or is
+    ""."""
+    rotation = TimedRotation(cand_sets, ref_sets, last, expected, compare, spare=spare)
+    finished = False
+    try:
+        o = measure(rotation)
+        finished = True
+    finally:
+        # the last call checked on the values it had, then the sets as they
+        # were given, for the checks after the timing
+        rotation.finish(check=finished)
+    o.details["input_moves"] = rotation.summary()
+    return o, rotation
+
+
+__all__ = ["TimedRotation", "MAX_ROTATIONS", "MAX_SPLICE_CHECKS", "BLOCK", "recorded", "timed_with_moves"]

@@ -301,6 +301,13 @@ def measure(
                        reference_input_sets=[list(s) for s in ref_sets], between_pairs=between_pairs, **opts)
     else:
         opts = harness_options(cfg, host_clock=True)
+        if between_pairs is not None:
+            # no more calls in a sample than sets: each call of a sample gets a
+            # set of its own, every one new since the pair before (the hook's
+            # splices), so no timed call repeats an earlier call's values (a
+            # cache keyed on all of them would hit on the repeats:
+            # timed_rotation.py)
+            opts["max_launches_per_sample"] = max(1, min(opts["max_launches_per_sample"], len(input_sets)))
         c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
                        reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize,
                        between_pairs=between_pairs, **{k: v for k, v in opts.items() if k != "ci_floor"})

@@ -17,7 +17,7 @@ from .affinity import PinnedTiming
 from .checks import Context, enforce
 from .checks.base import AFTER_TIMING, SHAPE_TIMED, TIMED_OUTPUT, TIMING_RESULT
 from .checks.timed_inputs import own_copies
-from .timed_rotation import TimedRotation
+from .timed_rotation import recorded, timed_with_moves
 
 
 def cpu_seconds() -> float:
@@ -145,8 +145,10 @@ def time_candidate(ctx: Context) -> None:
         last: dict[str, Any] = {}  # the last timed call's output and arguments
         per_call: list[tuple[str, ...]] = []  # each timed call's kernels
         kept: dict[str, Any] = {}  # the first shape's input sets and generator: the refill's and the timer's
+        spares: dict[str, Any] = {}  # the shape being timed: its spare draw, if it has one (_draw)
         outcomes = time_shapes(ctx.chan, ctx.backend, ctx.out, ctx.cfg.timing, names, ctx.cmp, ctx.clone,
-                               _draw(ctx, kept), _measure(ctx, last, per_call), _after_shape(ctx, per_call),
+                               _draw(ctx, kept, spares), _measure(ctx, last, per_call, spares),
+                               _after_shape(ctx, per_call),
                                phases=ctx.out.setdefault("phases", {}))
         first = outcomes[0]
         outcome = combine_shapes(outcomes, names, ctx.cfg.shape_weights)
@@ -162,10 +164,13 @@ def time_candidate(ctx: Context) -> None:
     enforce(TIMING_RESULT, ctx, outcome=outcome)
 
 
-def _draw(ctx: Context, kept: dict[str, Any]) -> Callable[[int, str], list]:
+def _draw(ctx: Context, kept: dict[str, Any], spares: dict[str, Any]) -> Callable[[int, str], list]:
     """A shape's timed input sets: fresh ones (new seeds from the parent)
     that the timed calls rotate over, so no side enjoys the same inputs in
-    cache every call, and on a GPU copies of them placed elsewhere."""
+    cache every call, and on a GPU copies of them placed elsewhere. A
+    single set gets a spare draw (``spares["spare"]``, with the reference's
+    copy): never timed, the other set the timed one takes new values from
+    between samples (spare_draw)."""
     import torch
 
     names, timing_cfg = ctx.cfg.timed_shapes, ctx.cfg.timing
@@ -178,6 +183,7 @@ def _draw(ctx: Context, kept: dict[str, Any]) -> Callable[[int, str], list]:
         input_sets = [ctx.make_inputs(gen) for _ in range(timing_cfg.input_sets)]
         if on_gpu:
             input_sets += placed_copies(torch, input_sets, timing_cfg.gpu_input_sets - len(input_sets), ctx.clone)
+        spares["spare"] = spare_draw(input_sets, lambda: ctx.make_inputs(gen), ctx.clone)
         if "sets" not in kept:
             kept.update(sets=input_sets, gen=gen)
         return input_sets
@@ -185,7 +191,20 @@ def _draw(ctx: Context, kept: dict[str, Any]) -> Callable[[int, str], list]:
     return draw
 
 
-def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[list, list], Any]:
+def spare_draw(input_sets: list, make: Callable[[], list], clone: Callable[[list], list]) -> Optional[tuple[list, list]]:
+    """For a single timed input set, one more draw of the task's generator
+    and the reference's copy of it (timed_rotation.TimedRotation's
+    ``spare``: without another set no new values could come in); None for
+    several sets. Two more input copies while timed: four of the worker's
+    six (memory.WORKER_INPUT_COPIES)."""
+    if len(input_sets) != 1:
+        return None
+    spare = make()
+    return spare, clone(spare)
+
+
+def _measure(ctx: Context, last: dict[str, Any], per_call: list,
+             spares: dict[str, Any]) -> Callable[[list, list], Any]:
     """One measurement of the candidate against the reference, each call's
     kernels recorded; the program's failure as the program's verdict."""
     from ..hardware import HardwareInfo
@@ -195,13 +214,13 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[li
     on_gpu = timed_on_gpu(backend, ctx.out)
     device_name = HardwareInfo.from_dict(ctx.out.get("hardware")).name if on_gpu else ""
 
-    def cand_call(*args: Any) -> Any:
+    def counted(*args: Any) -> Any:
         with backend.launch_counter() as launched:
             result = ctx.model_new(*args)
         per_call.append(tuple(sorted(launched.kernels)))
-        last["out"], last["args"] = result, args
-        last["calls"] = last.get("calls", 0) + 1
         return result
+
+    cand_call = recorded(counted, last)
 
     def ref_call(*args: Any) -> Any:
         # the same launch record around the reference: both sides of a
@@ -218,29 +237,24 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[li
 
             return kt.estimate_work(ctx.model, ctx.clone(ref_sets[0]))
 
-        # new values moved into the timed inputs at a few random pairs, the
-        # output of the call after each checked (timed_rotation.py: a program
-        # that caches while timed returns an earlier call's output)
-        rotation = TimedRotation(input_sets, ref_sets, last, lambda args: ctx.model(*ctx.clone(args)),
-                                 lambda got, exp: ctx.cmp.compare(ctx.cmp.flatten_outputs(got),
-                                                                  ctx.cmp.flatten_outputs(exp), ctx.atol, ctx.rtol))
-        finished = False
+        # new values in the timed inputs before every pair, the output of the
+        # call after a few of the changes checked (timed_rotation.py: a
+        # program that caches while timed returns an earlier call's output)
         try:
-            o = timing.measure(ref_call, cand_call, backend, input_sets, timing_cfg, reference_input_sets=ref_sets,
-                               device_name=device_name, work=work if timing_cfg.roofline else None,
-                               between_pairs=rotation)
-            finished = True
+            o, rotation = timed_with_moves(
+                lambda hook: timing.measure(ref_call, cand_call, backend, input_sets, timing_cfg,
+                                            reference_input_sets=ref_sets, device_name=device_name,
+                                            work=work if timing_cfg.roofline else None, between_pairs=hook),
+                input_sets, ref_sets, last, lambda args: ctx.model(*ctx.clone(args)),
+                lambda got, exp: ctx.cmp.compare(ctx.cmp.flatten_outputs(got), ctx.cmp.flatten_outputs(exp),
+                                                 ctx.atol, ctx.rtol),
+                spare=spares.get("spare"))
         except CandidateTimingError as exc:
             # the timed calls' peak is the reference's too: only the failed request counts
             raise ctx.fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
         except BaseException as exc:  # device faults surface at the harness's synchronize
             raise ctx.fail_from(exc, "timing reference and candidate failed", fault="harness")
-        finally:
-            # the last call checked on the values it had, then the sets as they
-            # were given, for the checks after the timing
-            rotation.finish(check=finished)
         backend.synchronize()
-        o.details["input_moves"] = {"moves": rotation.moved, "checked": rotation.checked}
         if rotation.wrong and not last.get("moved_wrong"):
             last["moved_wrong"] = rotation.wrong  # checks/timed_output.py
         return o
@@ -297,7 +311,9 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
     # its own and the figures combined as a step's are (timing.combine_shapes)
     sets_by_shape = {name: [make_inputs(getattr(ref, name)) for _ in range(cfg.timing.input_sets)]
                      for name in cfg.timed_shapes}
-    timed = _finalist_timing(chan, backend, out, cfg, cmp, sets_by_shape)
+    # a single set gets a spare draw to take new values from, as in a step's timing (spare_draw)
+    spares = {name: make_inputs(getattr(ref, name)) for name, sets in sets_by_shape.items() if len(sets) == 1}
+    timed = _finalist_timing(chan, backend, out, cfg, cmp, sets_by_shape, spares, model)
     with torch.no_grad():
         expected = cmp.snapshot(cmp.flatten_outputs(model(*[v.clone() if isinstance(v, torch.Tensor) else v
                                                              for v in check])))
@@ -316,12 +332,15 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
 
 
 def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp: Any,
-                     sets_by_shape: dict[str, list]) -> Callable[..., Any]:
+                     sets_by_shape: dict[str, list], spares: dict[str, Any], reference: Any) -> Callable[..., Any]:
     """``timed(comparison, base, cand, paired_reference=True)``: one
     comparison, each timing shape in its own timing slot, pinned as a
     step's is, and timed again while the parent sees contention or a moving
     reference; the combined outcome, ``details["inputs_changed"]`` saying
-    why the program's timed inputs did not come back as given."""
+    why the program's timed inputs did not come back as given, or why the
+    output of ``cand`` was wrong after new values came into its inputs
+    between samples (timed_rotation.timed_with_moves, as in a step's
+    timing: ``reference`` gives the expected outputs)."""
     import dataclasses
 
     import torch
@@ -337,17 +356,36 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
     timing_cfg = dataclasses.replace(t, cpu_max_samples=max(t.cpu_max_samples, t.cpu_finalist_max_samples),
                                      cpu_time_budget_s=max(t.cpu_time_budget_s, t.cpu_finalist_time_budget_s))
     clone = lambda vals: [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]  # noqa: E731
+    atol, rtol = cfg.tolerances()
 
     def timed(comparison: str, base: Any, cand: Any, paired_reference: bool = True) -> Any:
         changed: list[Any] = [None]
         chan.stage(f"timing {comparison}")
 
+        last: dict[str, Any] = {}  # cand's last timed call (timed_rotation.recorded)
+        cand_call = recorded(cand, last)
+        shape: list[str] = [""]  # the shape being timed (its spare draw)
+
         def measure_once(cand_sets: list, base_sets: list) -> Any:
+            spare = spares.get(shape[0])
             try:
-                return measure(base, cand, backend, cand_sets, timing_cfg, reference_input_sets=base_sets)
+                o, rotation = timed_with_moves(
+                    lambda hook: measure(base, cand_call, backend, cand_sets, timing_cfg,
+                                         reference_input_sets=base_sets, between_pairs=hook),
+                    cand_sets, base_sets, last, lambda args: reference(*clone(args)),
+                    lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
+                    spare=(clone(spare), clone(spare)) if spare is not None else None)
             except BaseException:
                 chan.timing_done({"release_only": True})
                 raise
+            finally:
+                last.clear()
+            changed[0] = changed[0] or rotation.wrong or None
+            return o
+
+        def draw(index: int, name: str) -> list:
+            shape[0] = name
+            return [clone(s) for s in sets_by_shape[name]]
 
         def after(name: str, o: Any, cand_sets: list, base_sets: list, given: list, prints: list, pin: Any) -> None:
             changed[0] = changed[0] or inputs_after_timing(torch, cmp, cand_sets, base_sets, given, prints)
@@ -355,7 +393,7 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
         # each side on copies of its own (a finalist that re-homes its
         # inputs would slow whatever runs next on them), checked afterwards
         outcomes = time_shapes(chan, backend, out, t, names, cmp, clone,
-                               lambda index, name: [clone(s) for s in sets_by_shape[name]], measure_once, after,
+                               draw, measure_once, after,
                                comparison=comparison, **({} if paired_reference else {"ref_ms": None}))
         o = combine_shapes(outcomes, names, cfg.shape_weights)
         o.details["inputs_changed"] = changed[0]
