@@ -24,6 +24,7 @@ from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import Task
 from .service import TaskBackends
+from kernelsmith.evaluator import Evaluator
 
 TaskLike = Union[Task, str, os.PathLike]
 
@@ -31,8 +32,7 @@ TaskLike = Union[Task, str, os.PathLike]
 def _evaluate_on_node(task_data: dict[str, Any], source: str, trials: Optional[int],
                       options: dict[str, Any]) -> dict[str, Any]:
     """Body of the Ray task (module level, so Ray pickles it by reference)."""
-    from kernelsmith.evaluator import Evaluator
-    from kernelsmith.task import Task
+    from kernelsmith.task import Task  # lazy: name clash: 'Task' is also a module-level name
 
     devices = None
     if options.pop("use_gpu", False):

@@ -31,6 +31,10 @@ import types
 from typing import Any, Optional
 
 from .._process import kill_group
+from ..task import Task
+from .probes import assess, input_generator, set_names as probe_sets
+from .memory import Footprint, model_bytes, tensor_bytes
+from .timing import TimingOutcome, combine_shapes
 
 #: limits on an outputs file (written by untrusted code)
 MAX_TENSORS = 64
@@ -203,6 +207,7 @@ def _model_on_device(ref: Any, init_seed: int, key: tuple, device: str, dtype: A
 
     import torch
 
+    # lazy: cycle evaluator.referee -> evaluator.worker -> evaluator.protocol -> evaluator.referee
     from .worker import _init_inputs
 
     host = _LAST_MODEL.get(key)
@@ -226,13 +231,12 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     this process runs for every check anyway."""
     import torch
 
-    from ..task import Task
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.referee does not load on its own
     from . import correctness as cmp
-    from .probes import assess
+    # lazy: cycle evaluator.referee -> evaluator.checks -> evaluator.checks.referee_evidence -> evaluator.referee
     from .checks.trivial_output import trivial_outputs
+    # lazy: cycle evaluator.referee -> evaluator.worker -> evaluator.protocol -> evaluator.referee
     from .worker import _init_inputs, draw_inputs
-
-    from .memory import Footprint, model_bytes, tensor_bytes
 
     task = Task.from_dict(req["task"])
     ref = _reference_module(task, req)
@@ -282,8 +286,6 @@ def load(req: dict[str, Any]) -> dict[str, Any]:
     """Load a task's reference (its module: the imports, no forward), ahead
     of the first priming: ``task init`` asks it while the project's tests
     run, so a package's import (fla-core: 5-8 s) is paid beside them."""
-    from ..task import Task
-
     _reference_module(Task.from_dict(req["task"]), req)
     return {"loaded": True}
 
@@ -330,9 +332,9 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     """One request: rebuild the reference for the trial and compare."""
     import torch
 
-    from ..task import Task
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.referee does not load on its own
     from . import correctness as cmp
-    from .probes import input_generator
+    # lazy: cycle evaluator.referee -> evaluator.worker -> evaluator.protocol -> evaluator.referee
     from .worker import draw_inputs
 
     task = Task.from_dict(req["task"])
@@ -388,6 +390,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
 
 def main() -> None:
+    # lazy: cycle evaluator.referee -> evaluator.worker -> evaluator.protocol -> evaluator.referee
     from .worker import prepare
 
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -397,6 +400,7 @@ def main() -> None:
     if autotune:
         # the reference's Triton autotune results, tuned here by trusted code
         # first (prime runs every input set), go to the pool's store
+        # lazy: cycle evaluator.referee -> backends.triton -> backends.triton.backend -> evaluator -> evaluator.sandbox -> evaluator.checks -> evaluator.checks.referee_evidence -> evaluator.referee
         from ..backends.triton.autotune import install
 
         install()
@@ -410,6 +414,7 @@ def main() -> None:
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device
         if autotune:  # what the reference tuned, in the file before the answer
+            # lazy: cycle evaluator.referee -> backends.triton -> backends.triton.backend -> evaluator -> evaluator.sandbox -> evaluator.checks -> evaluator.checks.referee_evidence -> evaluator.referee
             from ..backends.triton.autotune import flush
 
             flush()
@@ -442,11 +447,13 @@ class Referee:
     def _spawn(self) -> None:
         import subprocess
 
+        # lazy: cycle evaluator.referee -> evaluator.sandbox -> evaluator.checks -> evaluator.checks.referee_evidence -> evaluator.referee
         from .sandbox import sandbox_prefix, worker_environment
 
         backend, device, isolation, cpu_threads = self._spec
         env = worker_environment(backend, self.workdir, device, cpu_threads)
         if backend.autotunes:
+            # lazy: cycle evaluator.referee -> backends.triton -> backends.triton.backend -> evaluator -> evaluator.sandbox -> evaluator.checks -> evaluator.checks.referee_evidence -> evaluator.referee
             from ..backends.triton.autotune import store_folder
 
             # its results go to the pool's store; it takes only trusted records (its own, kept)
@@ -564,8 +571,6 @@ class Referee:
         """``task``'s footprint (memory.Footprint) as this referee measured
         it when it primed the task (priming it now if not yet); None when
         priming failed."""
-        from .memory import Footprint
-
         answer = self.prime(task, timeout_s)
         return Footprint.from_dict(answer.get("footprint")) if isinstance(answer, dict) else None
 
@@ -612,8 +617,6 @@ class Referee:
         referee judges (:func:`_judge_trial`): the task's own
         (``TaskConfig.check_sets``; KernelBench-X harnesses have up to 18,
         ``kbx_case_<i>``) and the probes'."""
-        from .probes import set_names as probe_sets
-
         return len(set(task.config.check_sets)) + len(probe_sets())
 
     def evidence_limit(self, task: Any) -> int:
@@ -754,8 +757,6 @@ def judge(result: Any, info: Any, seeds: list[int], task: Any, workdir: str, ref
 def _judge_trial(result: Any, info: dict, seeds: list[int], task: Any, workdir: str, referee: Referee,
                  census: dict) -> None:
     """One trial (the last of one input set) re-checked by the referee."""
-    from .probes import set_names as probe_sets
-
     sets = task.config.check_sets + probe_sets()
     if str(info.get("set", "get_inputs")) not in sets:
         result.overrule_as_hacked(f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
@@ -838,7 +839,6 @@ def _reported_figures(timed: list, task: Any) -> tuple[Optional[dict], str]:
     names = config.timed_shapes if config is not None else []
     if len(names) < 2:
         return timed[-1], ""
-    from .timing import TimingOutcome, combine_shapes
 
     lasts = {r.get("shape"): r for r in timed if r.get("comparison") is None}
     missing = [n for n in names if n not in lasts]

@@ -29,6 +29,16 @@ from . import trials as _trials  # noqa: F401
 from . import worker_timing as _worker_timing  # noqa: F401
 from .checks import Context, Verdict
 from .protocol import RESULT, Channel
+from ..backends.base import get_backend
+from .memory import tried_bytes, is_out_of_memory, CallMeter
+from ..hardware import HardwareInfo
+from ..task import Task
+from .trials import checkpoint, run_trials, run_checked
+from .worker_timing import run_finalists, time_candidate
+from ..backends.triton.autotune import install, flush
+from .checks import enforce
+from .checks.base import BEFORE_LOAD
+from .policy import freeze
 
 CANDIDATE_MODULE = "candidate"
 
@@ -79,11 +89,10 @@ def prepare(backend_name: str, cpu_threads: Optional[int], ahead: bool = False) 
     """What a worker does before it knows its candidate: import the backend,
     create the device context, fix the host thread count. ``ahead``: a
     pool's spare, prepared before a candidate waits for it."""
-    from ..backends.base import get_backend
-
     backend = get_backend(backend_name)
     backend.prepare_worker(ahead=ahead)
     if backend.device() == "cuda":
+        # lazy: evaluator.census pulls in torch, numpy, which evaluator.worker does not load on its own
         from .census import warm_up
 
         warm_up()
@@ -160,8 +169,6 @@ def _memory_facts(exc: BaseException, fault: str, where: str, metered: bool = Tr
     """What the device's memory looked like at an out-of-memory ``exc``
     (memory.CallMeter.facts), for the parent to attribute."""
     if _meter is None:
-        from .memory import tried_bytes
-
         return {"fault": fault, "where": where[:300], "tried_bytes": tried_bytes(str(exc))}
     return _meter.facts(exc, fault, where, metered)
 
@@ -170,8 +177,6 @@ def _harness(what: str, exc: BaseException) -> "Verdict":
     """The reference itself failed: the task's (or the machine's) fault,
     never charged to the candidate (an out-of-memory goes to the parent's
     attribution with what the worker saw: memory.attribute_memory_fault)."""
-    from .memory import is_out_of_memory
-
     oom = is_out_of_memory(exc)
     kind = "ran out of memory" if oom else "failed"
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -193,16 +198,9 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     """The evaluation of one candidate (or of a run's finalists): the
     reference loaded, the program loaded and checked on every trial, then
     timed; ``out`` is the result as it stands (what a verdict adds to)."""
-    from ..hardware import HardwareInfo
-    from ..task import Task
-    from .trials import checkpoint, run_trials
-    from .worker_timing import run_finalists, time_candidate
-
     phases: dict[str, float] = out.setdefault("phases", {})
     started = time.monotonic()
     if isinstance(job.get("autotune"), dict):  # the parent's autotune records (backends/triton/autotune.py)
-        from ..backends.triton.autotune import install
-
         install(job["autotune"].get("known"), job["autotune"].get("new"))
     task = Task.from_dict(job["task"])
     if backend is None:
@@ -212,11 +210,11 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         started = time.monotonic()
     import torch  # noqa: F401 - as the modules below: loaded before the CPU limit and the integrity snapshot
 
+    # lazy: evaluator.census pulls in torch, numpy, which evaluator.worker does not load on its own
     from . import census, correctness, guards, probes  # noqa: F401 - watched by the integrity snapshot
 
     _set_cpu_limit(job.get("cpu_limit_s"))
     global _meter
-    from .memory import CallMeter
 
     _meter = CallMeter(backend.device() == "cuda")
     # HardwareInfo.of: a backend written against the old dict interface still records the shared names.
@@ -252,11 +250,8 @@ def _context(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: A
     the integrity snapshot, the evaluator's constants, the threads running)."""
     import torch
 
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.worker does not load on its own
     from . import correctness as cmp
-    from .checks import enforce
-    from .checks.base import BEFORE_LOAD
-    from .policy import freeze
-    from .trials import run_checked
 
     cfg = task.config
     cand_path = os.path.abspath(job["candidate_path"])
@@ -310,8 +305,6 @@ def _load_candidate(ctx: Context, init_inputs: list) -> None:
     checked against Model's signatures, both models built from the same
     seed and moved to the device."""
     import torch
-
-    from .trials import checkpoint
 
     ctx.chan.stage("load candidate")
     guard_channel(ctx.chan)
@@ -378,6 +371,7 @@ def _build_models(ctx: Context, ModelNew: type, init_inputs: list) -> None:
 def _start_census(ctx: Context) -> None:
     """The kernel census for the program's calls, and the result's lists of
     what they launched and ran."""
+    # lazy: evaluator.census pulls in torch, numpy, which evaluator.worker does not load on its own
     from .census import Census
 
     out = ctx.out
@@ -401,8 +395,6 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # harness bug or something the candidate broke; still report
-        from .memory import is_out_of_memory
-
         result = {"category": "runtime", "error": "evaluation failed:\n" + traceback.format_exc(limit=-3)}
         if is_out_of_memory(exc):
             # outside the program's calls (they end in a Verdict): the
@@ -412,8 +404,6 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
     if _meter is not None:
         result.setdefault("memory", {}).update(_meter.summary())
     if isinstance(job.get("autotune"), dict):  # what was tuned here, for the parent, before it reads it
-        from ..backends.triton.autotune import flush
-
         flush()
     try:
         chan.send(type=RESULT, result=result)

@@ -18,6 +18,11 @@ from .checks import Context, enforce
 from .checks.base import AFTER_TIMING, SHAPE_TIMED, TIMED_OUTPUT, TIMING_RESULT
 from .checks.timed_inputs import own_copies
 from .timed_rotation import TimedRotation
+from ..hardware import HardwareInfo
+from .timing import combine_shapes, CandidateTimingError
+from . import timing
+from .. import timing as kt
+from .checks.timed_inputs import inputs_after_timing
 
 
 def cpu_seconds() -> float:
@@ -26,8 +31,6 @@ def cpu_seconds() -> float:
 
 
 def timed_on_gpu(backend: Any, out: dict[str, Any]) -> bool:
-    from ..hardware import HardwareInfo
-
     return backend.timing_device() == "cuda" or HardwareInfo.from_dict(out.get("hardware")).kind == "gpu"
 
 
@@ -137,8 +140,6 @@ def time_candidate(ctx: Context) -> None:
     right, and work hidden from the timer rejects the candidate."""
     import torch
 
-    from .timing import combine_shapes
-
     ctx.chan.stage("timing")
     names = ctx.cfg.timed_shapes
     with torch.no_grad():
@@ -188,9 +189,6 @@ def _draw(ctx: Context, kept: dict[str, Any]) -> Callable[[int, str], list]:
 def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[list, list], Any]:
     """One measurement of the candidate against the reference, each call's
     kernels recorded; the program's failure as the program's verdict."""
-    from ..hardware import HardwareInfo
-    from .timing import CandidateTimingError
-
     backend, timing_cfg = ctx.backend, ctx.cfg.timing
     on_gpu = timed_on_gpu(backend, ctx.out)
     device_name = HardwareInfo.from_dict(ctx.out.get("hardware")).name if on_gpu else ""
@@ -211,11 +209,7 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list) -> Callable[[li
             return ctx.model(*args)
 
     def measure_once(input_sets: list, ref_sets: list) -> Any:
-        from . import timing
-
         def work() -> Any:
-            from .. import timing as kt
-
             return kt.estimate_work(ctx.model, ctx.clone(ref_sets[0]))
 
         # new values moved into the timed inputs at a few random pairs, the
@@ -278,7 +272,9 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
     would otherwise look fast)."""
     import torch
 
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.worker_timing does not load on its own
     from . import correctness as cmp
+    # lazy: cycle evaluator.worker_timing -> evaluator.worker -> evaluator.worker_timing
     from .worker import draw_inputs, guard_channel
 
     cfg = task.config
@@ -326,9 +322,6 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
 
     import torch
 
-    from .checks.timed_inputs import inputs_after_timing
-    from .timing import combine_shapes, measure
-
     names = cfg.timed_shapes
     # the run's verdict rests on these comparisons: on the host clock they
     # get their own caps, at least the per-step ones (a per-step timing stops
@@ -344,7 +337,7 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
 
         def measure_once(cand_sets: list, base_sets: list) -> Any:
             try:
-                return measure(base, cand, backend, cand_sets, timing_cfg, reference_input_sets=base_sets)
+                return timing.measure(base, cand, backend, cand_sets, timing_cfg, reference_input_sets=base_sets)
             except BaseException:
                 chan.timing_done({"release_only": True})
                 raise
@@ -372,6 +365,7 @@ def _load_finalists(job: dict[str, Any], chan: Any, backend: Any, cfg: Any, cmp:
 
     import torch
 
+    # lazy: cycle evaluator.worker_timing -> evaluator.worker -> evaluator.worker_timing
     from .worker import CANDIDATE_MODULE
 
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
@@ -403,8 +397,6 @@ def _time_finalists(timed: Callable[..., Any], model: Any, entries: list[dict[st
                     several: bool) -> dict[str, Any]:
     """Each correct finalist against the reference (its entry updated), then
     the top two against each other: the head to head."""
-    from .timing import CandidateTimingError
-
     for entry, m in zip(entries, models):
         if m is None:
             continue
