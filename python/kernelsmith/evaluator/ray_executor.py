@@ -23,8 +23,7 @@ from typing import Any, Iterable, Optional, Union
 from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import Task
-from .service import TaskBackends
-from kernelsmith.evaluator import Evaluator
+from .service import Evaluator, TaskBackends
 
 TaskLike = Union[Task, str, os.PathLike]
 
@@ -32,8 +31,6 @@ TaskLike = Union[Task, str, os.PathLike]
 def _evaluate_on_node(task_data: dict[str, Any], source: str, trials: Optional[int],
                       options: dict[str, Any]) -> dict[str, Any]:
     """Body of the Ray task (module level, so Ray pickles it by reference)."""
-    from kernelsmith.task import Task  # lazy: name clash: 'Task' is also a module-level name
-
     devices = None
     if options.pop("use_gpu", False):
         import ray

@@ -154,7 +154,7 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         if os.getppid() == 1:  # the zygote died before we asked to die with it
             os._exit(1)
         os.chdir(workdir)
-        from ..backends.base import get_backend  # lazy: loaded in the forked child once its environment is set
+        from ..backends.base import get_backend  # lazy: as in warm(), not at the zygote's start
 
         backend = get_backend(backend_name)
         env = {"HOME": workdir, "TMPDIR": workdir, **backend.worker_env(workdir, cpu_threads),
@@ -166,7 +166,7 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         import faulthandler
 
         faulthandler.enable(file=sys.stderr, all_threads=False)
-        from .worker import prepare, serve  # lazy: loaded in the forked child once its environment is set
+        from .worker import prepare, serve  # lazy: as in warm(), not at the zygote's start
 
         chan = Channel(sock.makefile("r", encoding="utf-8"), sock.makefile("w", encoding="utf-8", buffering=1))
         started = time.monotonic()
