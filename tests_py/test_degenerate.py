@@ -54,12 +54,12 @@ def _assess(task: Task) -> tuple[list[str], dict]:
     from kernelsmith.evaluator import correctness as cmp
     from kernelsmith.evaluator.probes import assess
     from kernelsmith.evaluator.checks.trivial_output import trivial_outputs as _trivial_outputs
-    from kernelsmith.evaluator.worker import _init_inputs
+    from kernelsmith.evaluator.task_inputs import init_inputs
 
     ref = types.ModuleType("ks_test_reference")
     exec(task.reference_source, ref.__dict__)  # noqa: S102 - the fixture task's own reference
     torch.manual_seed(0)
-    model = ref.Model(*_init_inputs(ref)).eval()
+    model = ref.Model(*init_inputs(ref)).eval()
     torch.manual_seed(0)
     inputs = ref.get_inputs()
     with torch.no_grad():

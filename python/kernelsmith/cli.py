@@ -13,6 +13,9 @@ import logging
 import re
 import sys
 from typing import NoReturn
+from . import __version__
+from ._logging import sync_core_log_level
+from .commands import UsageError
 
 # name -> one-line help. Command modules import their heavy dependencies
 # (torch, triton, openai) inside run(), so building the parser stays fast and
@@ -69,8 +72,6 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     parser = Parser(
         prog="kernelsmith",
         description="Evolve fast, verified GPU kernels with LLMs; curate tasks; export training data.",
@@ -101,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    from ._logging import sync_core_log_level
 
     sync_core_log_level()
     try:
@@ -120,10 +120,10 @@ EXIT_FAILURE = 1
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
-    from .commands import UsageError
-    from .config import ConfigError
+    from .config import ConfigError  # lazy: keeps 'kernelsmith --help' light (config is not loaded to build the parser)
+    # lazy: keeps 'kernelsmith --help' light (evolve.rundir is not loaded to build the parser)
     from .evolve.rundir import RunDirError
-    from .task import TaskError
+    from .task import TaskError  # lazy: keeps 'kernelsmith --help' light (task is not loaded to build the parser)
 
     # A missing or misplaced input file or folder is the user's to fix.
     return (UsageError, ConfigError, TaskError, RunDirError, FileNotFoundError, NotADirectoryError,

@@ -54,6 +54,7 @@ from typing import Any, Callable, Optional
 
 from .task import COMPARISON_KEYS, Task, TaskConfig, TaskError
 from ._astutil import parse as parse_source
+from .config import from_dict, to_dict
 
 SEPARATOR = "#" * 146
 #: the suite's operator categories (its folders)
@@ -729,8 +730,6 @@ def read_task(path: str | Path, *, timing_shape: int = 0, backend: Optional[str]
 
 def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides: dict[str, Any],
           metadata: dict[str, dict[str, Any]]) -> Task:
-    from .config import from_dict, to_dict
-
     name = str(tf.path)
     text = tf.path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
@@ -873,8 +872,6 @@ def write_task_dir(task: Task, folder: str | Path) -> Path:
     :meth:`Task.load` reads back to the same task id: what a run keeps of
     a KernelBench-X task, whose file alone needs the suite around it."""
     import yaml
-
-    from .config import to_dict
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -339,7 +339,7 @@ class Task:
         if not path.exists():
             raise TaskError(f"{path}: no such task file or directory")
         seed = None
-        from . import kernelbenchx
+        from . import kernelbenchx  # lazy: cycle task -> kernelbenchx -> task
 
         if path.is_file() and kernelbenchx.is_task_file(path):  # a KernelBench-X file, read as it is
             return kernelbenchx.read_task(path, backend=backend, **overrides)

@@ -241,7 +241,7 @@ class EvalStore:
     @classmethod
     def load(cls, run_dir: str | Path) -> "EvalStore":
         """The evaluations of ``run_dir`` (none when it has no log)."""
-        from .evolve.rundir import iter_trajectory
+        from .evolve.rundir import iter_trajectory  # lazy: cycle trajectory -> evolve -> trajectory
 
         return cls(iter_trajectory(Path(run_dir) / "evaluations.jsonl"))
 
@@ -281,7 +281,7 @@ class EvalStore:
 
 def iter_step_records(path: str | Path) -> Iterator[StepRecord]:
     """The records of a ``trajectory.jsonl`` (a last line cut off by a crash is dropped)."""
-    from .evolve.rundir import iter_trajectory
+    from .evolve.rundir import iter_trajectory  # lazy: cycle trajectory -> evolve -> trajectory
 
     for data in iter_trajectory(path):
         yield StepRecord.from_dict(data)

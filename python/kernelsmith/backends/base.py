@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from ..hardware import HardwareInfo
+from . import __path__ as package_path
 
 
 @dataclass
@@ -428,6 +429,7 @@ class Backend(abc.ABC):
         name = f"hardware_{self.hardware_family(hardware)}.md"
         if templates is not None and name in templates:
             return templates[name]
+        # lazy: cycle backends.base -> prompts -> prompts.builder -> backends.base
         from ..prompts.builder import load_template
 
         return load_template(name)
@@ -442,6 +444,7 @@ class Backend(abc.ABC):
     def classify_exception(self, exc: BaseException) -> str:
         """Error category of an exception raised by candidate code: "oom",
         "crash", "compile" or "runtime"."""
+        # lazy: cycle backends.base -> evaluator -> evaluator.service -> backends.base
         from ..evaluator.tracebacks import classify_exception
 
         return classify_exception(exc, is_compile_error=self.is_compile_error)
@@ -451,6 +454,7 @@ class Backend(abc.ABC):
         candidate's own code, the only ones an LLM can act on: those in its
         file, where the kernels' frames are too when the language runs them
         as Python."""
+        # lazy: cycle backends.base -> evaluator -> evaluator.service -> backends.base
         from ..evaluator.tracebacks import in_candidate_file
 
         return in_candidate_file(frames, candidate_file)
@@ -458,6 +462,7 @@ class Backend(abc.ABC):
     def trim_traceback(self, exc: BaseException, candidate_file: str, tail_frames: int = 1) -> str:
         """``exc`` as feedback: its chain of causes, each with the
         candidate's frames (:meth:`candidate_frames`) and its message."""
+        # lazy: cycle backends.base -> evaluator -> evaluator.service -> backends.base
         from ..evaluator.tracebacks import trim_exception
 
         return trim_exception(exc, candidate_file, tail_frames, candidate_frames=self.candidate_frames)
@@ -470,8 +475,6 @@ def available_backends() -> list[str]:
     private modules such as ``_choose`` are not backends) and those installed
     through the ``kernelsmith.backends`` entry point group."""
     from importlib.metadata import entry_points
-
-    from . import __path__ as package_path
 
     names = {info.name for info in pkgutil.iter_modules(package_path)
              if info.name != "base" and not info.name.startswith("_")}

@@ -61,6 +61,7 @@ def _common_checks(source: str) -> tuple[StaticReport, Optional[ast.Module]]:
     """The evaluator's shared AST checks when available (ModelNew, try/except,
     threads, patching, ...); a minimal parse and ModelNew check otherwise."""
     try:
+        # lazy: evaluator pulls in yaml, which backends.opencl does not load on its own
         from ..evaluator.static import common_checks
     except ImportError:
         report = StaticReport()
@@ -205,7 +206,7 @@ class OpenCLBackend(Backend):
     # -- worker process -------------------------------------------------
     def _runtime(self) -> Any:
         if self._ocl is None:
-            from .. import opencl
+            from .. import opencl  # lazy: opencl pulls in numpy, which backends.opencl does not load on its own
 
             self._ocl = opencl
         return self._ocl

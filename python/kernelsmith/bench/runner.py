@@ -30,6 +30,13 @@ from ..evolve.rundir import atomic_write_text
 from .collect import collect_run
 from .metrics import TaskResult, metrics_by_category, metrics_by_level
 from .suite import SuiteTask, discover, seed_for
+from .. import kernelbenchx
+from ..task_shapes import HALF, with_half_shape
+from ..evolve.session import evolve
+from ..llm.redact import redact_obj
+from ..evaluator import make_evaluator
+from ..evolve.best import BestFigure
+from . import tables, plots as figures
 
 
 class ReferenceCache:
@@ -117,9 +124,6 @@ def _task_source(task: SuiteTask, out: Path, seeds_dir: str | Path | None, timin
     seed program or a second timing shape (``timing_shapes="auto"``:
     :mod:`kernelsmith.task_shapes`, where the module allows one), a task
     directory made from them."""
-    from .. import kernelbenchx
-    from ..task_shapes import HALF, with_half_shape
-
     seed = seed_for(task, seeds_dir)
     half = None
     if timing_shapes == "auto" and task.path.is_file() and task.path.suffix == ".py" \
@@ -165,7 +169,6 @@ async def run_suite_async(
     ``one`` times ``get_inputs`` alone."""
     if timing_shapes not in ("auto", "one"):
         raise ValueError(f"timing_shapes must be 'auto' or 'one', got {timing_shapes!r}")
-    from ..evolve.session import evolve
 
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     out = Path(out)
@@ -179,13 +182,10 @@ async def run_suite_async(
         "timing_shapes": timing_shapes,
         "config": dataclasses.asdict(config), "tasks": [t.to_dict() for t in tasks],
     }
-    from ..llm.redact import redact_obj
 
     atomic_write_text(out / "bench.json", json.dumps(redact_obj(manifest), indent=2))
     own = evaluator is None
     if own:
-        from ..evaluator import make_evaluator
-
         evaluator = make_evaluator(executor, config.eval_concurrency, ray_address)
     ran, skipped, interrupted = [], [], False
     try:
@@ -209,7 +209,6 @@ async def run_suite_async(
                 _write_failure(run_dir, exc)
                 continue
             ran.append(task.key)
-            from ..evolve.best import BestFigure
 
             figure = BestFigure.from_dict(summary.best)
             best = (f"{figure.figure()} ({'confirmed' if figure.confirmed else 'per-step'})"
@@ -231,8 +230,6 @@ async def run_suite_async(
 def _unreadable(tasks: Sequence[SuiteTask], out: Path, log: Callable[[str], None]) -> dict[str, str]:
     """KernelBench-X tasks that cannot be read, each with the reason (also
     in OUT/unreadable.md and .json); they are not run."""
-    from .. import kernelbenchx
-
     found: dict[str, str] = {}
     for task in tasks:
         if task.category is None:
@@ -297,8 +294,6 @@ def load_results(out: str | Path, tasks: Sequence[SuiteTask] | None = None,
 def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, label: Optional[str] = None,
               reference_cache: str | Path | None = None, plots: bool = True) -> BenchReport:
     """Metrics, tables and plots of a bench folder (also after a partial run)."""
-    from . import tables
-
     out = Path(out)
     if label is None:
         label = json.loads((out / "bench.json").read_text()).get("label", out.name)
@@ -322,8 +317,6 @@ def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, labe
     write("tasks.md", tables.tasks_markdown(results))
     write("tasks.csv", tables.tasks_csv(results))
     if plots and results:
-        from . import plots as figures
-
         files["best_vs_step.png"] = str(figures.plot_best_vs_step({label: results}, out / "plots" / "best_vs_step.png"))
         files["task_curves.png"] = str(figures.plot_task_curves(results, out / "plots" / "task_curves.png"))
         files["speedup_distribution.png"] = str(
@@ -334,9 +327,6 @@ def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, labe
 def compare(bench_dirs: Sequence[str | Path], out: str | Path, labels: Sequence[str] | None = None) -> dict[str, str]:
     """Several bench folders (models or configurations) side by side: a
     comparison table and the best-score-against-step figure."""
-    from . import plots as figures
-    from . import tables
-
     out = Path(out)
     configs: dict[str, list[TaskResult]] = {}
     for i, folder in enumerate(bench_dirs):

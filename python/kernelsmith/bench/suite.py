@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
+from .. import kernelbenchx
 
 _LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
 _NUMBERED = re.compile(r"^(\d+)_")
@@ -132,7 +133,6 @@ def discover(suite_dir: str | Path, levels: Iterable[int] | None = None) -> list
     tasks: list[SuiteTask] = []
     if (root / "reference.py").exists():  # a single task directory
         return [SuiteTask(root.name, None, root)]
-    from .. import kernelbenchx
 
     if kernelbenchx.is_suite(root):
         found = [SuiteTask(f.key, None, f.path, f.category) for f in kernelbenchx.discover(root)]

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from . import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +46,8 @@ def _levels(text: str | None) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (bench.runner is not loaded to build the parser)
     from ..bench import runner
-    from . import UsageError
 
     if args.compare:
         if not args.out:
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give a SUITE_DIR (or --compare BENCH_DIR ...)")
     if not Path(args.suite).is_dir():
         raise UsageError(f"SUITE_DIR {args.suite} is not a directory")
+    # lazy: keeps 'kernelsmith --help' light (evolve is not loaded to build the parser)
     from ..evolve import load_evolve_config
 
     config = load_evolve_config(args.config, iterations=args.iterations, model=args.model, backend=args.backend,

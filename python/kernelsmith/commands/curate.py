@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from . import DefaultsOnce, add_isolation_argument, UsageError
 
 
 def _csv(text: str) -> list[str]:
@@ -15,8 +16,6 @@ def _csv(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import DefaultsOnce
-
     parser.formatter_class = DefaultsOnce  # --help shows every default, once
     parser.add_argument("src", help="tree of repositories (SRC_DIR/<repo>/...) or a package folder")
     parser.add_argument("out", help="output directory (tasks/, index, dropped.jsonl, report.json, work/)")
@@ -53,7 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a sandboxed worker is replaced after this many modules")
     parser.add_argument("--jobs", type=int, default=2, help="sandboxed worker processes at once (also the extraction processes for trees of 200+ files)")
     parser.add_argument("--memory-mb", type=int, default=8192, help="address-space limit per worker (0: none)")
-    from . import add_isolation_argument
 
     add_isolation_argument(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random test inputs")
@@ -66,9 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (curate is not loaded to build the parser)
     from ..curate import CurateConfig, RunnerConfig, curate
-
-    from . import UsageError
 
     src = Path(args.src)
     if not src.is_dir():

@@ -29,7 +29,7 @@ def _line(st: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import daemon
+    from .. import daemon  # lazy: keeps 'kernelsmith --help' light (daemon is not loaded to build the parser)
 
     if args.action == "start":
         st = daemon.start(idle_s=args.idle)

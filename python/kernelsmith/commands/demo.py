@@ -13,6 +13,7 @@ import random
 import re
 import time
 from pathlib import Path
+from . import UsageError
 
 # name -> (low, high, optimum, integer?)
 PARAMS: dict[str, tuple[float, float, float, bool]] = {
@@ -42,7 +43,7 @@ def parse(source: str) -> dict[str, float]:
 
 
 def evaluate(source: str):
-    from ..engine import Program
+    from ..engine import Program  # lazy: keeps 'kernelsmith --help' light (engine is not loaded to build the parser)
 
     values = parse(source)
     missing = [n for n in PARAMS if n not in values]
@@ -96,11 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (engine is not loaded to build the parser)
     from ..engine import Engine, EngineConfig, Program
 
     if args.iterations < 1 or args.islands < 1:
-        from . import UsageError
-
         raise UsageError("--iterations and --islands must be >= 1")
     config = EngineConfig(num_islands=args.islands, max_iterations=args.iterations, target_score=99.99,
                           migration_interval=max(10, args.iterations // 20), feature_bins=8)

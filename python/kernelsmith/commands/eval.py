@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from . import add_policy_arguments, add_isolation_argument, UsageError
+from ..backends import available_backends
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,11 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "is written for)")
     parser.add_argument("--trials", type=int, default=None, help="correctness trials, 1..100 (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds (default: the task's)")
-    from . import add_policy_arguments
 
     add_policy_arguments(parser)
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
-    from . import add_isolation_argument
 
     add_isolation_argument(parser)
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
@@ -58,6 +58,7 @@ def _pick_backend(args: argparse.Namespace, source: str) -> str | None:
     (said on stderr); None keeps the default."""
     if args.backend is not None or _task_names_backend(Path(args.task)):
         return args.backend
+    # lazy: keeps 'kernelsmith --help' light (backends._choose is not loaded to build the parser)
     from ..backends._choose import choose_backend
 
     choice = choose_backend(source)
@@ -72,13 +73,13 @@ def _backend_hint(args: argparse.Namespace, result, source: str) -> str | None:
     the flag that evaluates it as such a program."""
     if result.correct and not result.hacked:
         return None
+    # lazy: keeps 'kernelsmith --help' light (backends._choose is not loaded to build the parser)
     from ..backends._choose import fitting_backends
 
     others = [name for name in fitting_backends(source) if name != result.backend]
     if not others:
         if args.backend is not None or _task_names_backend(Path(args.task)) or not result.hacked:
             return None
-        from ..backends import available_backends
 
         return (f"kernelsmith eval: hint: evaluated with backend {result.backend}, the default (the task names "
                 f"none and the candidate passes no backend's static check); for another: --backend NAME "
@@ -91,6 +92,7 @@ def _from_a_run(source: str) -> bool:
     """Whether ``source`` is a run's best_program.py (its header says the run's figure)."""
     if not source.startswith("# kernelsmith"):
         return False
+    # lazy: keeps 'kernelsmith --help' light (evolve.best is not loaded to build the parser)
     from ..evolve.best import HEADER_MARK  # the evolve package only for such a file: eval stays light
 
     return source.startswith(HEADER_MARK)
@@ -99,10 +101,10 @@ def _from_a_run(source: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     # no torch and no evaluator here: with a warm daemon this process only
     # loads the task and talks to the daemon (kernelsmith/daemon)
-    from .. import daemon
+    from .. import daemon  # lazy: keeps 'kernelsmith --help' light (daemon is not loaded to build the parser)
+    # lazy: keeps 'kernelsmith --help' light (evaluator.probes is not loaded to build the parser)
     from ..evaluator.probes import warning
-    from ..task import Task
-    from . import UsageError
+    from ..task import Task  # lazy: keeps 'kernelsmith --help' light (task is not loaded to build the parser)
 
     task = Task.load(args.task, backend=args.backend, trials=args.trials, policy=args.policy,
                      min_coverage=args.min_coverage)  # TaskError: exit 2 in the CLI
@@ -119,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if backend is not None and backend != task.config.backend:
         task = Task.load(args.task, backend=backend, trials=args.trials, policy=args.policy,
                          min_coverage=args.min_coverage)
+    # lazy: keeps 'kernelsmith --help' light (evaluator.phases is not loaded to build the parser)
     from ..evaluator.phases import PhaseLine
 
     # the phase it is in, on stderr while it runs: a line updated in place
@@ -134,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if degenerate:
         print(f"kernelsmith eval: warning: {degenerate} (kernelsmith task check {args.task})", file=sys.stderr)
     if args.json and args.kernelbench:
+        # lazy: keeps 'kernelsmith --help' light (kernelbench is not loaded to build the parser)
         from ..kernelbench import to_kernelbench
 
         print(json.dumps(to_kernelbench(result), indent=2))
@@ -147,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"Speed-of-light peaks ({result.speed_of_light.get('device')}): {peaks}")
         if result.phases:
             print("Phases (s): " + ", ".join(f"{k} {v:.3g}" for k, v in result.phases.items()))
+        # lazy: keeps 'kernelsmith --help' light (evaluator.memory is not loaded to build the parser)
         from ..evaluator.memory import summary_line
 
         if summary_line(result.memory):

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from . import add_policy_arguments, UsageError
+from ..cli import EXIT_FAILURE
 
 if TYPE_CHECKING:
     from ..evolve.loop import RunSummary
@@ -21,7 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="proposal steps (default 40); with --resume: this many steps more")
     parser.add_argument("--seed", type=int, help="random seed of the engine and proposers (default 0)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
-    from . import add_policy_arguments
 
     add_policy_arguments(parser)
     parser.add_argument("--config", help="YAML config (see docs/evolve.md); flags override it")
@@ -189,6 +190,7 @@ class StartLines:
         self._thread = threading.Thread(target=self._tick, name="ks-start-lines", daemon=True)
 
     def __call__(self, stage: str) -> None:
+        # lazy: keeps 'kernelsmith --help' light (evolve.session is not loaded to build the parser)
         from ..evolve.session import EVALUATING_SEED, STARTING_POOL
 
         self._stage = stage
@@ -205,6 +207,7 @@ class StartLines:
                 self._say(f"still {self._stage}")
 
     def __enter__(self) -> "StartLines":
+        # lazy: keeps 'kernelsmith --help' light (evaluator.phases is not loaded to build the parser)
         from ..evaluator.phases import listening
 
         if self.enabled:
@@ -268,6 +271,7 @@ def _best_program_text(summary: dict[str, Any], best: Any) -> str:
 
 
 def _table(summary: dict[str, Any]) -> str:
+    # lazy: keeps 'kernelsmith --help' light (evolve.best is not loaded to build the parser)
     from ..evolve.best import BestFigure
 
     best = BestFigure.from_dict(summary.get("best"))
@@ -311,10 +315,10 @@ def _failure_line(summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import EXIT_FAILURE
+    # lazy: keeps 'kernelsmith --help' light (evolve is not loaded to build the parser)
     from ..evolve import load_evolve_config
+    # lazy: keeps 'kernelsmith --help' light (evolve.session is not loaded to build the parser)
     from ..evolve.session import evolve
-    from . import UsageError
 
     if args.resume is None and args.task is None:
         raise UsageError("give a TASK directory, or --resume RUN_DIR to continue a run")
@@ -335,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out
     if args.resume is None and out is None:
         out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py').removesuffix('.yaml')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    # lazy: keeps 'kernelsmith --help' light (evaluator.phases is not loaded to build the parser)
     from ..evaluator.phases import PhaseLine
 
     # The pool's start and the seed's evaluation come before any step (17 s
@@ -395,6 +400,7 @@ def _interrupted_line(summary: dict[str, Any]) -> str:
 
 def _interrupted_early_line(run_dir: Path) -> str:
     """A Ctrl-C before the run's first checkpoint (the seed's evaluation)."""
+    # lazy: keeps 'kernelsmith --help' light (evolve.rundir is not loaded to build the parser)
     from ..evolve.rundir import RunDir
 
     if not RunDir(run_dir).exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from . import UsageError
 
 # the formats of each kind (kernelsmith.export.formats: SFT_FORMATS, RL_FORMATS,
 # checked equal by a test), here so that building the parser imports nothing
@@ -61,9 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (export is not loaded to build the parser)
     from ..export import RLConfig, SFTConfig, export_rl, export_sft
-
-    from . import UsageError
 
     if args.compact and args.max_tokens is None:
         raise UsageError("--compact needs --max-tokens N (the limit prompts are compacted to)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from . import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -11,8 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (report is not loaded to build the parser)
     from ..report import write_report
-    from . import UsageError
 
     # Checked here because the report's folder is made before the run is read.
     if not (Path(args.run_dir) / "trajectory.jsonl").is_file():

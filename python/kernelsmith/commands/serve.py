@@ -5,6 +5,7 @@ import argparse
 import os
 import signal
 import sys
+from . import add_isolation_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,15 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reward-config", help="YAML with RewardConfig fields (shaping, clip, penalties)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
     parser.add_argument("--timeout", type=float, help="wall-clock limit per candidate, seconds (default: the task's)")
-    from . import add_isolation_argument
 
     add_isolation_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (config is not loaded to build the parser)
     from ..config import ConfigError, load_yaml
+    # lazy: keeps 'kernelsmith --help' light (rewards.core is not loaded to build the parser)
     from ..rewards.core import RewardConfig
+    # lazy: keeps 'kernelsmith --help' light (server is not loaded to build the parser)
     from ..server import build_server
+    # lazy: keeps 'kernelsmith --help' light (server.app is not loaded to build the parser)
     from ..server.app import ADMISSION_WAIT_S
 
     try:

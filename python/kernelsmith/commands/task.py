@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..backends import DEFAULT_BACKEND
 from . import add_isolation_argument
+from . import UsageError
 
 
 def _shapes(text: str) -> list[list[int]]:
@@ -40,8 +41,6 @@ def _names(text: str) -> list[str]:
 
 
 def _annotation(text: str) -> dict[str, str]:
-    from . import UsageError
-
     line, sep, replace = text.partition("=>")
     if not sep or not line.strip() or not replace.strip():
         raise UsageError(f"--annotate {text!r}: write LINE=>REPLACEMENT")
@@ -96,10 +95,12 @@ def _rel(path: str, base: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: keeps 'kernelsmith --help' light (config is not loaded to build the parser)
     from ..config import ConfigError, from_dict
+    # lazy: keeps 'kernelsmith --help' light (inplace is not loaded to build the parser)
     from ..inplace import InplaceConfig, InplaceEvaluator, load_inplace, save_config
+    # lazy: keeps 'kernelsmith --help' light (inplace.config is not loaded to build the parser)
     from ..inplace.config import BenchmarkConfig
-    from . import UsageError
 
     if args.action == "check":
         return check(args)
@@ -142,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_check:
         return 0
     print("checking it on the unmodified tree: the project's tests, the comparison, the timing ...", flush=True)
+    # lazy: keeps 'kernelsmith --help' light (evaluator.phases is not loaded to build the parser)
     from ..evaluator.phases import PhaseLine
 
     started = time.monotonic()
@@ -170,9 +172,11 @@ def check(args: argparse.Namespace) -> int:
     (:meth:`kernelsmith.evaluator.Evaluator.check_task`), printed."""
     import json
 
+    # lazy: keeps 'kernelsmith --help' light (evaluator is not loaded to build the parser)
     from ..evaluator import Evaluator
+    # lazy: keeps 'kernelsmith --help' light (evaluator.probes is not loaded to build the parser)
     from ..evaluator.probes import PREFIX, PROBES, describe
-    from ..task import Task
+    from ..task import Task  # lazy: keeps 'kernelsmith --help' light (task is not loaded to build the parser)
 
     task = Task.load(args.task, backend=args.backend)  # TaskError: exit 2 in the CLI
     # fresh mode: only the referee process is started, no pool of workers

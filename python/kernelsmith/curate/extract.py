@@ -24,6 +24,7 @@ from typing import Any, Optional
 from .._astutil import dotted
 from .resolve import PackageIndex
 from .._astutil import parse as parse_source
+from .inputs import ConfigSpec, GuessError, guess_inputs
 
 BUILTIN_NAMES = set(dir(builtins)) | {"__file__", "__name__", "__class__", "__doc__", "__spec__", "__builtins__"}
 
@@ -525,8 +526,6 @@ class FileAnalysis:
             ex.ext_forward = self.inherited_method(cls, "forward")
         # inputs are guessed here, while the file's syntax tree is at hand
         # (parsing every extracted program again costs more than extracting it)
-        from .inputs import ConfigSpec, GuessError, guess_inputs
-
         classes = {c.name: c for c in self.module_classes.values()}
         classes["Model"] = cls
         try:

@@ -10,6 +10,7 @@ import asyncio
 import re
 from typing import Any, Optional
 from .._astutil import parse as parse_source
+from ..llm import make_client
 
 SYSTEM = ("You write test inputs for PyTorch modules. Answer with one Python code block that defines exactly two "
           "functions, get_inputs() returning a list of CPU tensors (and plain values) for Model.forward, and "
@@ -65,7 +66,5 @@ async def _ask_all(client: Any, jobs: list[tuple[str, str, str]], concurrency: i
 def ask_inputs(spec: str, jobs: list[tuple[str, str, str]], *, base_url: Optional[str] = None,
                api_key_env: Optional[str] = None, concurrency: int = 4) -> dict[str, Optional[str]]:
     """jobs: (id, module source, failure) -> id -> rendered functions or None."""
-    from ..llm import make_client
-
     client = make_client(spec, base_url=base_url, api_key_env=api_key_env, max_concurrency=concurrency)
     return asyncio.run(_ask_all(client, jobs, concurrency))

@@ -30,6 +30,10 @@ from .inputs import SIZE_CLASSES, InputVariant
 from .resolve import PackageIndex, module_name_of
 from .runner import RunnerConfig, run_checks
 from .walk import WalkStats, repo_module_names, walk
+from .llm_inputs import ask_inputs
+from .. import _core
+from .families import cluster, difficulty, family_names, feature_matrix, medoids
+from ..evaluator.sandbox import bwrap_status
 
 INDEX_SCHEMA_VERSION = 2
 LLM_RETRY_STATUSES = {"no_inputs", "init_error", "forward_error", "no_tensor_output"}
@@ -403,8 +407,6 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     if cfg.model:
         retry = [c for c in uniq if c.verdict.get("status") in LLM_RETRY_STATUSES][: cfg.llm_max_modules]
         if retry:
-            from .llm_inputs import ask_inputs
-
             log(f"asking {cfg.model} for inputs of {len(retry)} modules")
             answers = ask_inputs(cfg.model, [(c.key, c.ex.source, c.verdict.get("detail", "")) for c in retry],
                                  base_url=cfg.llm_base_url, api_key_env=cfg.llm_api_key_env)
@@ -430,8 +432,6 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     log(f"{len(runnable)} runnable ({rep.stage_s['execute']:.0f} s)")
 
     # 5. near duplicates: MinHash LSH (C++ core) proposes, the behaviour decides
-    from .. import _core
-
     lsh = _core.MinHashLSH(num_perm=cfg.num_perm, bands=cfg.bands, shingle=cfg.shingle,
                            seed=1, threshold=cfg.near_threshold)
     lsh.add_many([c.ex.normalized or normalized_text(c.ex.source) for c in runnable])
@@ -474,8 +474,6 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     lap("dedupe")
 
     # 7. families, medoids, difficulty; task directories and index
-    from .families import cluster, difficulty, family_names, feature_matrix, medoids
-
     recs = [c.verdict for c in final]
     x, _ = feature_matrix(recs)
     labels = cluster(x, cfg.min_cluster_size) if len(final) else []
@@ -540,7 +538,6 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
             fh.write(json.dumps(r) + "\n")
     rep.add("tasks", len(rows))
     lap("write")
-    from ..evaluator.sandbox import bwrap_status
 
     use_bwrap, note = bwrap_status()
     rep.isolation = ("bwrap" if use_bwrap and cfg.runner.isolation != "process" else "process")

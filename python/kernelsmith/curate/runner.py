@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional
 
 from ..evaluator.sandbox import sandbox_prefix, scrub_env
 from .._process import kill_process, package_python_path
+from .worker import WALL_FACTOR
 
 
 @dataclass
@@ -190,8 +191,6 @@ def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[in
     lock = threading.Lock()
     # after the worker's own alarms (CPU budget, then the wall-clock backstop
     # at WALL_FACTOR times it) had their chance
-    from .worker import WALL_FACTOR
-
     hard = cfg.module_timeout_s * WALL_FACTOR + 7.5
     startup_failures = [0]
     retried = [0]

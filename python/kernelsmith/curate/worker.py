@@ -29,6 +29,7 @@ from collections import Counter
 from typing import Any, Optional
 
 import resource
+from .inputs import init_prelude, repair_init, repair_inputs, PRELUDE_MARK, InputVariant
 
 
 class Channel:
@@ -387,8 +388,6 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
     plain module; the first variant that passes wins."""
     import torch
 
-    from .inputs import init_prelude
-
     last: dict[str, Any] = {"status": "no_inputs", "detail": "no input variant"}
     # CPU seconds per stage, over all variants (where the filter's time goes)
     cpu: Counter[str] = Counter()
@@ -646,8 +645,6 @@ _INPUTS_START = "def get_inputs():\n    # size class"
 
 
 def _init_repair(init_args: list[str], error: str) -> Optional[list[str]]:
-    from .inputs import repair_init
-
     try:
         return repair_init(list(init_args), error)
     except Exception:  # a message the parser did not expect: no repair
@@ -655,8 +652,6 @@ def _init_repair(init_args: list[str], error: str) -> Optional[list[str]]:
 
 
 def _repairs(spec: dict[str, Any], error: str) -> list[list[str]]:
-    from .inputs import repair_inputs
-
     try:
         return repair_inputs(list(spec["inputs"]), error)
     except Exception:  # a message the parser did not expect: no repair
@@ -667,8 +662,6 @@ def render_repair(text: str, spec: dict[str, Any], size: str) -> str:
     """The task file of a repaired variant: the checked file's program, the
     new inputs (and the spec's prelude) rendered as every variant is (the
     pipeline writes the same)."""
-    from .inputs import PRELUDE_MARK, InputVariant
-
     cut = text.rfind(PRELUDE_MARK)
     if cut < 0:
         cut = text.rindex(_INPUTS_START)

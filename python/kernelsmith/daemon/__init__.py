@@ -35,6 +35,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
+from .. import __version__
+from .._process import package_python_path
+from ..result import EvalResult
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +140,6 @@ def build_id() -> str:
     """This kernelsmith's build: its version and the size and modification
     time of every module and extension of the package, so a daemon started
     before an upgrade or an edit is told apart (and replaced)."""
-    from .. import __version__
-
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256(f"{__version__}|{root}".encode())
     for dirpath, dirnames, filenames in os.walk(root):
@@ -235,7 +236,7 @@ def request(paths: Paths, msg: dict[str, Any], timeout_s: Optional[float] = 10.0
             while answer is not None and set(answer) == {"stage"}:
                 # a streamed stage of this evaluation: shown as an in-process
                 # evaluation's would be (evaluator.phases, kernelsmith eval's line)
-                from ..evaluator import phases
+                from ..evaluator import phases  # lazy: evaluator pulls in yaml, which daemon does not load on its own
 
                 phases.report(str(answer["stage"]))
                 answer = _read_line(reader)
@@ -314,8 +315,7 @@ def start(paths: Optional[Paths] = None, idle_s: Optional[float] = None,
     current = status(paths)
     if current is not None:
         return current
-    from .._process import package_python_path
-    from ..evaluator.sandbox import scrub_env
+    from ..evaluator.sandbox import scrub_env  # lazy: evaluator pulls in yaml, which daemon does not load on its own
 
     idle = idle_s if idle_s is not None else idle_seconds()
     # the daemon needs no credentials; the workers scrub their own anyway
@@ -385,8 +385,7 @@ def evaluate(task: Any, source: str, trials: Optional[int] = None, *, daemon: Op
     daemon cannot be reached or died, in this process with a one-off
     :class:`~kernelsmith.evaluator.Evaluator`. ``options`` are Evaluator
     arguments (:data:`EVALUATOR_OPTIONS`). Returns an EvalResult."""
-    from ..result import EvalResult
-    from ..task import Task
+    from ..task import Task  # lazy: task pulls in yaml, which daemon does not load on its own
 
     if not isinstance(task, Task):
         task = Task.load(task)
@@ -409,7 +408,7 @@ def evaluate(task: Any, source: str, trials: Optional[int] = None, *, daemon: Op
 def evaluate_local(task: Any, source: str, trials: Optional[int] = None, **options: Any) -> Any:
     """A one-off evaluation in this process (a pool whose zygote and
     referee start together; ``spares=1`` keeps it to the one child needed)."""
-    from ..evaluator import Evaluator
+    from ..evaluator import Evaluator  # lazy: evaluator pulls in yaml, which daemon does not load on its own
 
     backend = options.pop("backend", None)
     with Evaluator(backend=backend, **options) as ev:

@@ -198,8 +198,9 @@ class Daemon:
     def _evaluate(self, msg: dict[str, Any], stream: Optional[socket.socket] = None) -> dict[str, Any]:
         started = time.monotonic()
         try:
+            # lazy: evaluator pulls in yaml, which daemon.server does not load on its own
             from ..evaluator import phases
-            from ..task import Task
+            from ..task import Task  # lazy: task pulls in yaml, which daemon.server does not load on its own
 
             options = {k: v for k, v in dict(msg.get("options") or {}).items() if k in EVALUATOR_OPTIONS}
             task = Task.from_dict(msg["task"])
@@ -227,7 +228,7 @@ class Daemon:
         return {"ok": True, "pid": self.pid, "result": result.to_dict(), "wall_s": round(time.monotonic() - started, 4)}
 
     def _evaluator(self, options: dict[str, Any]) -> Any:
-        from ..evaluator import Evaluator
+        from ..evaluator import Evaluator  # lazy: evaluator pulls in yaml, which daemon.server does not load on its own
 
         key = evaluator_key(options)
         with self._lock:

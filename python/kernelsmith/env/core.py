@@ -43,6 +43,11 @@ from ..prompts import PromptBuilder, PromptConfig
 from ..result import EvalResult
 from ..rewards.core import RewardConfig, apply_ci, compute_reward, shape, speedup_interval
 from ..task import Task
+from ..evolve.session import reference_as_seed, HISTORY_PER_PROMPT
+from ..rewards.scorer import task_from_spec, completion_text
+from ..export.steps import load_run
+from ..evolve.loop import history_entry
+from ..evaluator import Evaluator
 
 __all__ = ["EnvConfig", "Episode", "EpisodeStart", "KernelEnv", "StepResult", "Turn", "discounted_returns"]
 
@@ -128,7 +133,6 @@ class EpisodeStart:
     def program_source(self) -> str:
         if self.source is not None:
             return self.source
-        from ..evolve.session import reference_as_seed
 
         return reference_as_seed(self.task.reference_source)
 
@@ -145,7 +149,6 @@ class EpisodeStart:
         or an EpisodeStart."""
         if isinstance(spec, EpisodeStart):
             return spec
-        from ..rewards.scorer import task_from_spec
 
         return cls(task=task_from_spec(spec))
 
@@ -162,9 +165,6 @@ class EpisodeStart:
                  top_programs: int = 3) -> "EpisodeStart":
         """A parent from a run's archive (its trajectory): ``program`` "best"
         (the fastest reliably timed correct program), "seed", or a program id."""
-        from ..export.steps import load_run
-        from ..rewards.scorer import task_from_spec
-
         run = load_run(run_dir)
         task = task_from_spec(run.task.to_dict())
         correct = [p for p in run.programs.values()
@@ -188,9 +188,6 @@ class EpisodeStart:
                       key=lambda p: -float(p.metrics.get("speedup") or 0.0))[:top_programs]
         top = [{"id": p.id, "source": p.source, "metrics": dict(p.metrics), "status": p.status} for p in tops]
         # The run's last attempts, as the loop shows an island's recent history.
-        from ..evolve.loop import history_entry
-        from ..evolve.session import HISTORY_PER_PROMPT
-
         history = [history_entry(s.record, s.record.child) for s in run.steps
                    if s.status != "llm-error"][-HISTORY_PER_PROMPT:]
         return cls(task=task, source=chosen.source, metrics=dict(chosen.metrics),
@@ -306,8 +303,6 @@ class KernelEnv:
         self.starts = [EpisodeStart.of(t) for t in items]
         self._own_evaluator = evaluator is None
         if evaluator is None:
-            from ..evaluator import Evaluator
-
             evaluator = Evaluator()
         self.evaluator = evaluator
         self.model = model
@@ -316,7 +311,7 @@ class KernelEnv:
         self._cursor = 0
         self.recorder = None
         if record_dir is not None:
-            from .record import EpisodeRecorder
+            from .record import EpisodeRecorder  # lazy: cycle env.core -> env.record -> env.core
 
             self.recorder = EpisodeRecorder(record_dir, self.config)
         self.episode: Optional[Episode] = None
@@ -397,7 +392,6 @@ class KernelEnv:
     def _prepare(self, episode: Episode, response: Any) -> tuple[EditResult, str]:
         if episode.done:
             raise RuntimeError(f"episode {episode.id} is done ({len(episode.turns)} turns); start a new one")
-        from ..rewards.scorer import completion_text
 
         text = completion_text(response)
         edit = apply_response(episode.current_source, text, mode=self.config.edit_mode)

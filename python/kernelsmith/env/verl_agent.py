@@ -34,6 +34,8 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from .core import EnvConfig, EpisodeStart, KernelEnv
+from ..rewards.scorer import task_from_spec
+from ..evaluator import Evaluator
 
 __all__ = ["KernelAgentLoop", "close_shared", "start_from_row"]
 
@@ -52,8 +54,6 @@ def close_shared() -> None:
 
 def start_from_row(extra_info: dict[str, Any]) -> EpisodeStart:
     """The episode start of an exported RL row (``extra_info.task`` and ``extra_info.parent``)."""
-    from ..rewards.scorer import task_from_spec
-
     if not isinstance(extra_info, dict) or "task" not in extra_info:
         raise ValueError("the row has no extra_info.task: use rows written by `kernelsmith export rl`")
     task = task_from_spec(extra_info["task"])
@@ -80,8 +80,6 @@ class KernelAgentLoop(AgentLoopBase):
             if env is None:
                 owned = evaluator is None
                 if owned:
-                    from ..evaluator import Evaluator
-
                     evaluator = Evaluator(workers=eval_workers)
                 env = KernelEnv([], evaluator, EnvConfig(max_turns=max_turns, gamma=gamma, trials=trials),
                                 record_dir=record_dir)

@@ -7,6 +7,7 @@ from typing import Any, Optional
 from ..result import EvalResult
 from .sandbox import Limits, bwrap_status, scrub_env
 from .service import Evaluator
+from .ray_executor import RayEvaluator
 
 
 def make_evaluator(executor: str = "local", workers: Optional[int] = None,
@@ -15,8 +16,6 @@ def make_evaluator(executor: str = "local", workers: Optional[int] = None,
     (``workers`` None: one worker per local GPU, one on a CPU-only host) or
     Ray (one task per candidate; ``workers`` caps the candidates in flight)."""
     if executor == "ray":
-        from .ray_executor import RayEvaluator
-
         return RayEvaluator(address=ray_address, max_in_flight=workers)
     if executor != "local":
         raise ValueError(f"executor must be 'local' or 'ray', got '{executor}'")

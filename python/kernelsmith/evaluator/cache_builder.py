@@ -15,11 +15,11 @@ import os
 import select
 import sys
 import time
+from ..backends.base import get_backend
 
 
 def main() -> None:
     backend_name, requests_dir, shared_dir = sys.argv[1:4]
-    from ..backends.base import get_backend
 
     backend = get_backend(backend_name)
     backend.prepare_builder()

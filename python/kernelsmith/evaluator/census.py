@@ -39,6 +39,7 @@ from typing import Any, Iterator, Optional
 
 from ..backends.base import _Census, _spans, crc_of
 from .guards import normalize_op
+from .policy import Policy
 
 KERNEL_RANGE = "ks::kernel::"
 #: profiler ranges of compiled code run in forward (torch.compile/inductor,
@@ -146,8 +147,6 @@ class Census:
         # the worker passes the copy it took before the program was loaded;
         # the module globals below are read only when none is given
         if policy is None:
-            from .policy import Policy
-
             policy = Policy(allowed_ops=frozenset(allowed_ops),
                             housekeeping_kernels=tuple(_HOUSEKEEPING_KERNELS), kernel_range=KERNEL_RANGE,
                             jit_markers=tuple(JIT_MARKERS), runtime_prefixes=tuple(_RUNTIME_PREFIXES),

@@ -29,6 +29,7 @@ import sys
 import types
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
+from .integrity import PACKAGES, WATCHED
 
 _CONSTANT = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
 
@@ -50,7 +51,7 @@ class Policy:
 def freeze(extra_allowed: Iterable[str] = (), policy: str = "strict", min_coverage: float = 0.5) -> Policy:
     """The current (not yet program-touched) policy values, copied. Call it
     before the program is loaded."""
-    from . import census, guards
+    from . import census, guards  # lazy: cycle evaluator.policy -> evaluator.census -> evaluator.policy
 
     return Policy(
         allowed_ops=frozenset(guards.DEFAULT_ALLOWED_OPS) | {guards.normalize_op(a) for a in extra_allowed},
@@ -97,8 +98,6 @@ def _modules() -> list[str]:
     """The modules whose values the verdict rests on: the worker-side
     modules the integrity snapshot watches, every backend and check, and
     this one."""
-    from .integrity import PACKAGES, WATCHED
-
     names = [n for n in WATCHED if n.startswith("kernelsmith")] + ["kernelsmith.evaluator.policy"]
     names += sorted(n for n in list(sys.modules) if n.startswith(PACKAGES) and n not in names)
     return names

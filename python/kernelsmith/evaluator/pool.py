@@ -384,6 +384,7 @@ class DevicePool:
         # Triton autotune results, kept here and handed to the next children
         self.autotune = None
         if backend.autotunes and os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") != "0":
+            # lazy: cycle evaluator.pool -> backends.triton -> backends.triton.backend -> evaluator -> evaluator.service -> evaluator.pool
             from ..backends.triton.autotune import AutotuneStore, store_folder
 
             self.autotune = AutotuneStore(store_folder(self.root))

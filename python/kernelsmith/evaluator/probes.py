@@ -87,7 +87,9 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
     "skipped": {probe: why}}``."""
     import torch
 
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.probes does not load on its own
     from . import correctness as cmp
+    # lazy: cycle evaluator.probes -> evaluator.checks -> evaluator.checks.replay -> evaluator.probes
     from .checks.trivial_output import trivial_outputs
 
     out: dict[str, Any] = {"sets": [], "decided": [], "kept": sorted(forms), "skipped": {}}

@@ -36,6 +36,10 @@ import struct
 import sys
 import time
 from typing import Any, Optional
+from .. import _core
+from . import phases
+from .checks.base import hacked
+from .evidence import take_evidence
 
 # -- worker -> parent: message types ------------------------------------------
 STAGE = "stage"
@@ -104,8 +108,6 @@ class Channel:
         # program may move fd 2), protected as the channel is
         report = os.dup(2)
         try:
-            from .. import _core
-
             _core.syscall_filter_install(self.fds() + [report], report)
             own = [report, _core.syscall_filter_listener()]
         except Exception as exc:  # noqa: BLE001 - an old kernel, another platform: the fstat check stays
@@ -124,7 +126,6 @@ class Channel:
         if not self._identity:
             return
         reason = ""
-        from .. import _core
 
         if _core.syscall_filter_attempts():
             reason = _core.syscall_filter_reason() or "the system-call filter refused a call of the program"
@@ -253,8 +254,6 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
     wall-clock limit does not count the time the worker stood still
     (stopped while another worker on its device timed, or waiting for the
     timing slot)."""
-    from . import phases  # what a waiting command shows (phases.PhaseLine)
-
     deadline = time.monotonic() + timeout_s
     stage = "start"
     phases.report(stage)
@@ -278,8 +277,6 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                 # nothing of it is read: the worker is ended, and the verdict
                 # is the parent's own (the messages before it were the
                 # worker's; whatever came after it is not looked at)
-                from .checks.base import hacked
-
                 link.kill()
                 link.wait_exit(5)
                 return hacked([refused], correct=False, error=f"{refused}. Only the worker itself may speak to the "
@@ -312,8 +309,6 @@ def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Opti
             evidence: Optional[dict[str, Any]]) -> tuple[str, Optional[dict[str, Any]]]:
     """One message of the worker answered (:func:`converse`'s loop): the
     stage the worker is in now, and its result once it sends one."""
-    from . import phases
-
     kind = msg.get("type")
     if kind == STAGE:
         stage = str(msg.get("stage"))[:200]
@@ -341,8 +336,6 @@ def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Opti
         # copied before the answer: the worker waits for it, and no more of
         # the program runs until then
         if evidence is not None:
-            from .evidence import take_evidence
-
             take_evidence(evidence, msg.get("trials"))
         link.write((json.dumps({TAKEN: True}) + "\n").encode())
     elif kind == RESULT:

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional, Union
 from ..backends.base import Backend, get_backend
 from ..result import EvalResult
 from ..task import Task
-from .service import TaskBackends
+from .service import Evaluator, TaskBackends
 
 TaskLike = Union[Task, str, os.PathLike]
 
@@ -31,9 +31,6 @@ TaskLike = Union[Task, str, os.PathLike]
 def _evaluate_on_node(task_data: dict[str, Any], source: str, trials: Optional[int],
                       options: dict[str, Any]) -> dict[str, Any]:
     """Body of the Ray task (module level, so Ray pickles it by reference)."""
-    from kernelsmith.evaluator import Evaluator
-    from kernelsmith.task import Task
-
     devices = None
     if options.pop("use_gpu", False):
         import ray

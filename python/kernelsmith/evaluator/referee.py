@@ -19,6 +19,9 @@ from typing import Any, Optional
 
 from .._process import kill_group
 from .evidence import evidence_limit
+from .memory import Footprint
+from .probes import set_names as probe_sets
+from .sandbox import sandbox_prefix, worker_environment
 
 
 def prime_key(task: Any) -> str:
@@ -53,12 +56,10 @@ class Referee:
     def _spawn(self) -> None:
         import subprocess
 
-        from .sandbox import sandbox_prefix, worker_environment
-
         backend, device, isolation, cpu_threads = self._spec
         env = worker_environment(backend, self.workdir, device, cpu_threads)
         if backend.autotunes:
-            from ..backends.triton.autotune import store_folder
+            from ..backends.triton.autotune import store_folder  # lazy: only for a backend that autotunes
 
             # its results go to the pool's store; it takes only trusted records (its own, kept)
             env["KERNELSMITH_AUTOTUNE_NEW"] = self.autotune_path
@@ -178,8 +179,6 @@ class Referee:
         """``task``'s footprint (memory.Footprint) as this referee measured
         it when it primed the task (priming it now if not yet); None when
         priming failed."""
-        from .memory import Footprint
-
         answer = self.prime(task, timeout_s)
         return Footprint.from_dict(answer.get("footprint")) if isinstance(answer, dict) else None
 
@@ -226,8 +225,6 @@ class Referee:
         referee judges (trusted/referee_check.py): the task's own
         (``TaskConfig.check_sets``; KernelBench-X harnesses have up to 18,
         ``kbx_case_<i>``) and the probes'."""
-        from .probes import set_names as probe_sets
-
         return len(set(task.config.check_sets)) + len(probe_sets())
 
     def evidence_limit(self, task: Any) -> int:

@@ -34,6 +34,7 @@ import sys
 import types
 from typing import Any
 
+from ..task import Task
 from .evidence import MAX_BYTES, Sampled, evidence_positions, read_outputs
 
 _MODULES: dict[str, Any] = {}  # reference source -> its loaded module
@@ -60,13 +61,14 @@ def _model_on_device(ref: Any, init_seed: int, key: tuple, device: str, dtype: A
 
     import torch
 
-    from .worker import _init_inputs
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
+    from .task_inputs import init_inputs
 
     host = _LAST_MODEL.get(key)
     if host is None:
-        init_inputs = _init_inputs(ref)
+        args = init_inputs(ref)
         torch.manual_seed(init_seed)
-        host = ref.Model(*init_inputs)
+        host = ref.Model(*args)
         _LAST_MODEL.clear()
         if all(t.device.type == "cpu" for t in list(host.parameters()) + list(host.buffers())):
             _LAST_MODEL[key] = host
@@ -83,13 +85,12 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     this process runs for every check anyway."""
     import torch
 
-    from ..task import Task
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .probes import assess
-    from .checks.trivial_output import trivial_outputs
-    from .worker import _init_inputs, draw_inputs
-
-    from .memory import Footprint, model_bytes, tensor_bytes
+    from .probes import assess  # lazy: as above
+    from .checks.trivial_output import trivial_outputs  # lazy: as above
+    from .task_inputs import draw_inputs, init_inputs  # lazy: as above
+    from .memory import Footprint, model_bytes, tensor_bytes  # lazy: as above
 
     task = Task.from_dict(req["task"])
     ref = _reference_module(task, req)
@@ -97,7 +98,7 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     on_cuda = device == "cuda"
     cmp.set_comparison(getattr(task.config, "comparison", None))  # a task's accuracy contract (KernelBench-X)
     torch.manual_seed(0)
-    model = ref.Model(*_init_inputs(ref)).to(device=device, dtype=dtype).eval()
+    model = ref.Model(*init_inputs(ref)).to(device=device, dtype=dtype).eval()
     sets = ["get_inputs", *[str(s) for s in task.config.extra_inputs if hasattr(ref, str(s))]]
     degenerate: list[str] = []
     probes: dict[str, Any] = {}
@@ -139,7 +140,6 @@ def load(req: dict[str, Any]) -> dict[str, Any]:
     """Load a task's reference (its module: the imports, no forward), ahead
     of the first priming: ``task init`` asks it while the project's tests
     run, so a package's import (fla-core: 5-8 s) is paid beside them."""
-    from ..task import Task
 
     _reference_module(Task.from_dict(req["task"]), req)
     return {"loaded": True}
@@ -181,10 +181,10 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     """One request: rebuild the reference for the trial and compare."""
     import torch
 
-    from ..task import Task
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .probes import input_generator
-    from .worker import draw_inputs
+    from .probes import input_generator  # lazy: as above
+    from .task_inputs import draw_inputs  # lazy: as above
 
     task = Task.from_dict(req["task"])
     cfg = task.config
@@ -239,6 +239,7 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
 
 def main() -> None:
+    # lazy: the worker's module (its checks, its timing) loads only once this process runs, not for an import
     from .worker import prepare
 
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -248,7 +249,7 @@ def main() -> None:
     if autotune:
         # the reference's Triton autotune results, tuned here by trusted code
         # first (prime runs every input set), go to the pool's store
-        from ..backends.triton.autotune import install
+        from ..backends.triton.autotune import install  # lazy: only where the pool keeps autotune results
 
         install()
     out.write(json.dumps({"ready": True}) + "\n")
@@ -261,7 +262,7 @@ def main() -> None:
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device
         if autotune:  # what the reference tuned, in the file before the answer
-            from ..backends.triton.autotune import flush
+            from ..backends.triton.autotune import flush  # lazy: as install above
 
             flush()
         out.write(json.dumps(answer) + "\n")

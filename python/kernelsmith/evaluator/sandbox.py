@@ -35,6 +35,7 @@ from ..result import EvalResult
 from .._process import kill_process, package_python_path
 from .checks.base import hacked
 from .protocol import converse, pass_credentials, read_with_sender
+from ..llm.redact import SECRET_ENV_VARS
 
 _SECRET = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE
@@ -49,8 +50,6 @@ def scrub_env(env: dict[str, str]) -> dict[str, str]:
     one scrubber for every process that runs untrusted code (evaluation
     workers, curation's execution filter, in-place test runs) and the one
     the LLM package re-exports."""
-    from ..llm.redact import SECRET_ENV_VARS
-
     return {
         k: v for k, v in env.items()
         if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIX) and k not in SECRET_ENV_VARS
@@ -327,8 +326,8 @@ def run_worker(
         if ticket is not None:
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
         if referee is not None:
-            # the parent's checks, loaded where a referee judges (curation and
-            # in-place runs import this module too)
+            # curation and in-place runs import this module too, without a referee
+            # lazy: the parent's checks, loaded only where a referee judges
             from .trusted import trusted_checks
 
             trusted_checks(result, evidence, seeds, task, private, referee,

@@ -36,6 +36,9 @@ from .devices import detect_gpus
 from .memory import CONTEXT_BYTES, MemoryAdmission, default_memory_source, run_admitted
 from .pool import PoolError
 from .sandbox import Limits, run_worker
+from .pool import UID_BASE, DevicePool, _UidPool
+from .referee import Referee
+from .finalists import hold_to_alone, apply_verdicts, check_reference_spread
 
 TaskLike = Union[Task, str, Path]
 
@@ -154,8 +157,6 @@ class Evaluator(TaskBackends):
 
     # -- helpers --------------------------------------------------------
     def _device_pool(self, backend: Backend, device: Optional[str]) -> Any:
-        from .pool import UID_BASE, DevicePool, _UidPool
-
         key = (backend.name, device)
         with self._pools_lock:
             if self._cancelled:  # cancel(): no new pool for the evaluations it killed
@@ -186,8 +187,6 @@ class Evaluator(TaskBackends):
     def _referee(self, backend: Backend, device: Optional[str]) -> Any:
         """Fresh mode: one trusted referee process per (backend, device), as
         each device pool has."""
-        from .referee import Referee
-
         key = (backend.name, device)
         with self._pools_lock:
             ref = self._referees.get(key)
@@ -369,8 +368,6 @@ class Evaluator(TaskBackends):
         the static checks is left out with its reason. Only a row that is
         correct, timed, not suspicious and ``timing_reliable`` may become a
         best (``finalists.reliable``)."""
-        from .finalists import hold_to_alone
-
         entries, head, result = self._head_to_head(self._task(task), sources)
         if alone:
             rows = {e["index"]: e for e in entries}
@@ -384,8 +381,6 @@ class Evaluator(TaskBackends):
 
     def _head_to_head(self, task: Task, sources: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any],
                                                                          Optional[EvalResult]]:
-        from .finalists import apply_verdicts, check_reference_spread
-
         backend = self.backend_for(task)
         entries: list[dict[str, Any]] = []
         kept: list[int] = []

@@ -29,6 +29,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from .. import timing as kt
 from ..task import TimingConfig
+from ..timing.roofline import lookup_peak
+from ..timing import sol
 
 
 class CandidateTimingError(Exception):
@@ -204,14 +206,11 @@ def speed_of_light_details(candidate_s: float, reference_s: float, device_name: 
     named ``device_name``, or the host CPU's peaks where it is "" (PoCL, the
     interpreter). ``work`` is called at most once; a failing estimate is
     reported, never guessed around."""
-    from ..timing.roofline import lookup_peak
-    from ..timing.sol import host_cpu_name, lookup_host_peak, speed_of_light
-
     if device_name:
         peak, name = lookup_peak(device_name), device_name
     else:
-        name = host_cpu_name()
-        peak = lookup_host_peak(name)
+        name = sol.host_cpu_name()
+        peak = sol.lookup_host_peak(name)
     estimate = None
     if work is not None and peak is not None:
         try:
@@ -219,7 +218,7 @@ def speed_of_light_details(candidate_s: float, reference_s: float, device_name: 
         except Exception as exc:  # noqa: BLE001 - the reference under the FLOP counter
             return {"counted": False, "device": peak.name,
                     "reason": f"cannot be counted: the work estimate failed ({type(exc).__name__}: {exc})"}
-    return speed_of_light(candidate_s, estimate, peak, reference_s=reference_s, device=name).to_dict()
+    return sol.speed_of_light(candidate_s, estimate, peak, reference_s=reference_s, device=name).to_dict()
 
 
 def _once(fn: Optional[Callable[[], Any]]) -> Optional[Callable[[], Any]]:

@@ -16,11 +16,15 @@ from typing import Any, Callable
 from .checks import Context, Verdict, enforce, findings, hacked
 from .checks.base import (AFTER_TRIALS, CALL, CALL_INPUTS, CALL_OUTPUT, CALL_RAISED, CHECKPOINT, HAND_OVER,
                           TRIAL_DONE, TRIAL_INPUTS, TRIAL_MISMATCH, TRIAL_OUTPUT)
+from .probes import (input_generator, assess as assess_probes, describe as describe_probes, is_probe,
+                     PREFIX as PROBE_PREFIX, PROBES)
+from .checks.trivial_output import trivial_outputs
 
 
 def run_checked(ctx: Context, args: list[Any], where: str) -> list[Any]:
     """One call of the program, watched (op guard, census, launch record,
     device memory meter) and checked; its outputs, flattened."""
+    # lazy: evaluator.guards pulls in torch, numpy, which evaluator.trials does not load on its own
     from .guards import TorchOpGuard
 
     cmp, census, backend = ctx.cmp, ctx.census, ctx.backend
@@ -100,8 +104,6 @@ def _trial(ctx: Context, step: int, set_name: str, trial: int) -> tuple[list[Any
     set's generator."""
     import torch
 
-    from .probes import input_generator
-
     cmp, chan, stats = ctx.cmp, ctx.chan, ctx.stats
     gen = input_generator(ctx.ref, set_name)
     if gen is None:
@@ -141,8 +143,6 @@ def _reference(ctx: Context, pristine: list[Any], label: str, first: bool) -> li
     """The reference's outputs on a copy of ``pristine``; on the first trial
     the census learns the reference's own kernels, and a degenerate task is
     found out (its probe sets join the trials)."""
-    from .checks.trivial_output import trivial_outputs
-
     if first:
         ctx.chan.stage(f"{label}: the reference's first call")
     try:
@@ -166,10 +166,6 @@ def _reference(ctx: Context, pristine: list[Any], label: str, first: bool) -> li
 def _degenerate(ctx: Context, trivial: list[str], known: Any, pristine: list[Any], expected: list[Any]) -> None:
     """A task whose tolerance passes a trivial output: the probe input sets
     that tell the trivial forms from the right answer join the trials."""
-    from .probes import assess as assess_probes
-    from .probes import describe as describe_probes
-    from .probes import is_probe
-
     probes = ctx.job.get("probes")
     if not isinstance(known, list) or not isinstance(probes, dict) or "kept" not in probes:
         probes = assess_probes(ctx.model, trivial, pristine, expected, ctx.atol, ctx.rtol, ctx.backend.synchronize)
@@ -187,9 +183,6 @@ def _mismatch(ctx: Context, res: dict[str, Any], got: list[Any], expected: list[
               order: str, label: str) -> None:
     """A trial's output is wrong: a replay of an earlier output is a hack,
     anything else an incorrect program, told what failed where."""
-    from .probes import PREFIX as PROBE_PREFIX
-    from .probes import PROBES, is_probe
-
     enforce(TRIAL_MISMATCH, ctx, got=got, expected=expected, set_name=set_name, label=label)
     if res["first_mismatch"]:
         res["first_mismatch"].update(input_set=set_name, trial=trial, order=f"candidate run {order} the reference")

@@ -29,6 +29,17 @@ from . import trials as _trials  # noqa: F401
 from . import worker_timing as _worker_timing  # noqa: F401
 from .checks import Context, Verdict
 from .protocol import RESULT, Channel
+from ..backends.base import get_backend
+from .memory import tried_bytes, is_out_of_memory, CallMeter
+from ..hardware import HardwareInfo
+from ..task import Task
+from .trials import checkpoint, run_trials, run_checked
+from .worker_timing import run_finalists, time_candidate
+from ..backends.triton.autotune import install, flush
+from .checks import enforce
+from .checks.base import BEFORE_LOAD
+from .policy import freeze
+from .task_inputs import draw_inputs, init_inputs
 
 CANDIDATE_MODULE = "candidate"
 
@@ -79,11 +90,10 @@ def prepare(backend_name: str, cpu_threads: Optional[int], ahead: bool = False) 
     """What a worker does before it knows its candidate: import the backend,
     create the device context, fix the host thread count. ``ahead``: a
     pool's spare, prepared before a candidate waits for it."""
-    from ..backends.base import get_backend
-
     backend = get_backend(backend_name)
     backend.prepare_worker(ahead=ahead)
     if backend.device() == "cuda":
+        # lazy: evaluator.census pulls in torch, numpy, which evaluator.worker does not load on its own
         from .census import warm_up
 
         warm_up()
@@ -95,37 +105,6 @@ def prepare(backend_name: str, cpu_threads: Optional[int], ahead: bool = False) 
         # PyTorch's softmax 40x slower and candidates look 3x faster.
         torch.set_num_threads(int(cpu_threads))
     return backend
-
-
-def _on_device(values: Any, device: str, dtype: Any) -> list[Any]:
-    """Inputs on the worker's device; floating tensors in the task's dtype."""
-    import torch
-
-    return [(v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
-            if isinstance(v, torch.Tensor) else v for v in values]
-
-
-def draw_inputs(gen: Callable[[], Any], device: str, dtype: Any) -> list[Any]:
-    """One input set from a task's generator, on the device. On a GPU the
-    generator runs with CUDA as the default device, so ``torch.rand`` and
-    the like draw there: KernelBench's level-1 inputs (4096 x 393216 fp32,
-    6 GiB a tensor) took seconds per set on the host, plus the copy, in the
-    referee's priming and in every trial of every worker. The worker and
-    the referee both draw through this function after the same seed, so
-    they get the same values; a generator that cannot run with CUDA as its
-    default device (host-only code) runs on the host instead, the same way
-    on both sides."""
-    import torch
-
-    if device == "cuda":
-        state = torch.random.get_rng_state(), torch.cuda.get_rng_state_all()
-        try:
-            with torch.device("cuda"):
-                return _on_device(gen(), device, dtype)
-        except Exception:  # noqa: BLE001 - host-only generator code: drawn on the host, as before
-            torch.random.set_rng_state(state[0])
-            torch.cuda.set_rng_state_all(state[1])
-    return _on_device(gen(), device, dtype)
 
 
 def _load_reference(task: Any, ref_path: str) -> Any:
@@ -143,15 +122,6 @@ def _load_reference(task: Any, ref_path: str) -> Any:
     return ref
 
 
-def _init_inputs(ref: Any) -> list[Any]:
-    """The constructor arguments, under a fixed seed: the trusted referee
-    rebuilds the same Model from them."""
-    import torch
-
-    torch.manual_seed(0)
-    return list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
-
-
 #: this worker's device memory meter (one job per process), set by run_job
 _meter: Optional[Any] = None
 
@@ -160,8 +130,6 @@ def _memory_facts(exc: BaseException, fault: str, where: str, metered: bool = Tr
     """What the device's memory looked like at an out-of-memory ``exc``
     (memory.CallMeter.facts), for the parent to attribute."""
     if _meter is None:
-        from .memory import tried_bytes
-
         return {"fault": fault, "where": where[:300], "tried_bytes": tried_bytes(str(exc))}
     return _meter.facts(exc, fault, where, metered)
 
@@ -170,8 +138,6 @@ def _harness(what: str, exc: BaseException) -> "Verdict":
     """The reference itself failed: the task's (or the machine's) fault,
     never charged to the candidate (an out-of-memory goes to the parent's
     attribution with what the worker saw: memory.attribute_memory_fault)."""
-    from .memory import is_out_of_memory
-
     oom = is_out_of_memory(exc)
     kind = "ran out of memory" if oom else "failed"
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -193,16 +159,9 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     """The evaluation of one candidate (or of a run's finalists): the
     reference loaded, the program loaded and checked on every trial, then
     timed; ``out`` is the result as it stands (what a verdict adds to)."""
-    from ..hardware import HardwareInfo
-    from ..task import Task
-    from .trials import checkpoint, run_trials
-    from .worker_timing import run_finalists, time_candidate
-
     phases: dict[str, float] = out.setdefault("phases", {})
     started = time.monotonic()
     if isinstance(job.get("autotune"), dict):  # the parent's autotune records (backends/triton/autotune.py)
-        from ..backends.triton.autotune import install
-
         install(job["autotune"].get("known"), job["autotune"].get("new"))
     task = Task.from_dict(job["task"])
     if backend is None:
@@ -212,11 +171,11 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
         started = time.monotonic()
     import torch  # noqa: F401 - as the modules below: loaded before the CPU limit and the integrity snapshot
 
+    # lazy: evaluator.census pulls in torch, numpy, which evaluator.worker does not load on its own
     from . import census, correctness, guards, probes  # noqa: F401 - watched by the integrity snapshot
 
     _set_cpu_limit(job.get("cpu_limit_s"))
     global _meter
-    from .memory import CallMeter
 
     _meter = CallMeter(backend.device() == "cuda")
     # HardwareInfo.of: a backend written against the old dict interface still records the shared names.
@@ -225,7 +184,7 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     chan.stage("load reference")
     try:
         ref = _load_reference(task, os.path.abspath(job["reference_path"]))
-        init_inputs = _init_inputs(ref)
+        init_inputs = init_inputs(ref)
     except Verdict:
         raise
     except BaseException as exc:  # a missing package, a broken task
@@ -252,11 +211,8 @@ def _context(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: A
     the integrity snapshot, the evaluator's constants, the threads running)."""
     import torch
 
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.worker does not load on its own
     from . import correctness as cmp
-    from .checks import enforce
-    from .checks.base import BEFORE_LOAD
-    from .policy import freeze
-    from .trials import run_checked
 
     cfg = task.config
     cand_path = os.path.abspath(job["candidate_path"])
@@ -310,8 +266,6 @@ def _load_candidate(ctx: Context, init_inputs: list) -> None:
     checked against Model's signatures, both models built from the same
     seed and moved to the device."""
     import torch
-
-    from .trials import checkpoint
 
     ctx.chan.stage("load candidate")
     guard_channel(ctx.chan)
@@ -378,6 +332,7 @@ def _build_models(ctx: Context, ModelNew: type, init_inputs: list) -> None:
 def _start_census(ctx: Context) -> None:
     """The kernel census for the program's calls, and the result's lists of
     what they launched and ran."""
+    # lazy: evaluator.census pulls in torch, numpy, which evaluator.worker does not load on its own
     from .census import Census
 
     out = ctx.out
@@ -401,8 +356,6 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # harness bug or something the candidate broke; still report
-        from .memory import is_out_of_memory
-
         result = {"category": "runtime", "error": "evaluation failed:\n" + traceback.format_exc(limit=-3)}
         if is_out_of_memory(exc):
             # outside the program's calls (they end in a Verdict): the
@@ -412,8 +365,6 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
     if _meter is not None:
         result.setdefault("memory", {}).update(_meter.summary())
     if isinstance(job.get("autotune"), dict):  # what was tuned here, for the parent, before it reads it
-        from ..backends.triton.autotune import flush
-
         flush()
     try:
         chan.send(type=RESULT, result=result)

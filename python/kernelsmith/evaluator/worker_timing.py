@@ -18,6 +18,12 @@ from .checks import Context, enforce
 from .checks.base import AFTER_TIMING, SHAPE_TIMED, TIMED_OUTPUT, TIMING_RESULT
 from .checks.timed_inputs import own_copies
 from .timed_rotation import recorded, timed_with_moves
+from ..hardware import HardwareInfo
+from .timing import combine_shapes, CandidateTimingError
+from . import timing
+from .. import timing as kt
+from .checks.timed_inputs import inputs_after_timing
+from .task_inputs import draw_inputs
 
 
 def cpu_seconds() -> float:
@@ -26,8 +32,6 @@ def cpu_seconds() -> float:
 
 
 def timed_on_gpu(backend: Any, out: dict[str, Any]) -> bool:
-    from ..hardware import HardwareInfo
-
     return backend.timing_device() == "cuda" or HardwareInfo.from_dict(out.get("hardware")).kind == "gpu"
 
 
@@ -137,8 +141,6 @@ def time_candidate(ctx: Context) -> None:
     right, and work hidden from the timer rejects the candidate."""
     import torch
 
-    from .timing import combine_shapes
-
     ctx.chan.stage("timing")
     names = ctx.cfg.timed_shapes
     with torch.no_grad():
@@ -207,9 +209,6 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list,
              spares: dict[str, Any]) -> Callable[[list, list], Any]:
     """One measurement of the candidate against the reference, each call's
     kernels recorded; the program's failure as the program's verdict."""
-    from ..hardware import HardwareInfo
-    from .timing import CandidateTimingError
-
     backend, timing_cfg = ctx.backend, ctx.cfg.timing
     on_gpu = timed_on_gpu(backend, ctx.out)
     device_name = HardwareInfo.from_dict(ctx.out.get("hardware")).name if on_gpu else ""
@@ -230,11 +229,7 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list,
             return ctx.model(*args)
 
     def measure_once(input_sets: list, ref_sets: list) -> Any:
-        from . import timing
-
         def work() -> Any:
-            from .. import timing as kt
-
             return kt.estimate_work(ctx.model, ctx.clone(ref_sets[0]))
 
         # new values in the timed inputs before every pair, the output of the
@@ -292,8 +287,10 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
     would otherwise look fast)."""
     import torch
 
+    # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.worker_timing does not load on its own
     from . import correctness as cmp
-    from .worker import draw_inputs, guard_channel
+    # lazy: cycle evaluator.worker_timing -> evaluator.worker -> evaluator.worker_timing
+    from .worker import guard_channel
 
     cfg = task.config
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
@@ -345,9 +342,6 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
 
     import torch
 
-    from .checks.timed_inputs import inputs_after_timing
-    from .timing import combine_shapes, measure
-
     names = cfg.timed_shapes
     # the run's verdict rests on these comparisons: on the host clock they
     # get their own caps, at least the per-step ones (a per-step timing stops
@@ -370,8 +364,8 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
             spare = spares.get(shape[0])
             try:
                 o, rotation = timed_with_moves(
-                    lambda hook: measure(base, cand_call, backend, cand_sets, timing_cfg,
-                                         reference_input_sets=base_sets, between_pairs=hook),
+                    lambda hook: timing.measure(base, cand_call, backend, cand_sets, timing_cfg,
+                                                reference_input_sets=base_sets, between_pairs=hook),
                     cand_sets, base_sets, last, lambda args: reference(*clone(args)),
                     lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
                     spare=(clone(spare), clone(spare)) if spare is not None else None)
@@ -410,6 +404,7 @@ def _load_finalists(job: dict[str, Any], chan: Any, backend: Any, cfg: Any, cmp:
 
     import torch
 
+    # lazy: cycle evaluator.worker_timing -> evaluator.worker -> evaluator.worker_timing
     from .worker import CANDIDATE_MODULE
 
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
@@ -441,8 +436,6 @@ def _time_finalists(timed: Callable[..., Any], model: Any, entries: list[dict[st
                     several: bool) -> dict[str, Any]:
     """Each correct finalist against the reference (its entry updated), then
     the top two against each other: the head to head."""
-    from .timing import CandidateTimingError
-
     for entry, m in zip(entries, models):
         if m is None:
             continue

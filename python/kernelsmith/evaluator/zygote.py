@@ -37,6 +37,7 @@ import time
 from typing import Any, Optional
 
 from .protocol import EXIT, HELLO, SIGNAL, SPAWN, SPAWNED
+from .protocol import READY, Channel
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
@@ -51,8 +52,11 @@ def warm(backend_name: str) -> Any:
     context."""
     import torch
 
+    # lazy: the zygote loads these in warm() after torch (the timed warm-up its children inherit)
     from ..backends.base import get_backend
+    # lazy: the zygote loads these in warm() after torch (the timed warm-up its children inherit)
     from . import correctness, timing, tracebacks, worker  # noqa: F401 - imported to be inherited
+    # lazy: the zygote loads these in warm() after torch (the timed warm-up its children inherit)
     from .guards import TorchOpGuard
 
     backend = get_backend(backend_name)
@@ -150,7 +154,7 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         if os.getppid() == 1:  # the zygote died before we asked to die with it
             os._exit(1)
         os.chdir(workdir)
-        from ..backends.base import get_backend
+        from ..backends.base import get_backend  # lazy: as in warm(), not at the zygote's start
 
         backend = get_backend(backend_name)
         env = {"HOME": workdir, "TMPDIR": workdir, **backend.worker_env(workdir, cpu_threads),
@@ -162,8 +166,7 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         import faulthandler
 
         faulthandler.enable(file=sys.stderr, all_threads=False)
-        from .protocol import READY, Channel
-        from .worker import prepare, serve
+        from .worker import prepare, serve  # lazy: as in warm(), not at the zygote's start
 
         chan = Channel(sock.makefile("r", encoding="utf-8"), sock.makefile("w", encoding="utf-8", buffering=1))
         started = time.monotonic()

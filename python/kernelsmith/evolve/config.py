@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import ConfigError, from_dict
+from ..llm import LLMConfig
+from ..engine import EngineConfig
+from ..prompts import PromptConfig
 
 
 @dataclass
@@ -77,21 +80,15 @@ class EvolveConfig:
         self.engine_config()
 
     def llm_config(self) -> Any:
-        from ..llm import LLMConfig
-
         data = dict(self.llm)
         if self.model.split(":", 1)[0] in ("openai", "anthropic"):
             data["models"] = [self.model]
         return LLMConfig.from_dict(data)
 
     def engine_config(self) -> Any:
-        from ..engine import EngineConfig
-
         return from_dict(EngineConfig, self.engine, "engine")
 
     def prompt_config(self) -> Any:
-        from ..prompts import PromptConfig
-
         return from_dict(PromptConfig, self.prompt, "prompt")
 
 

@@ -35,6 +35,13 @@ from ..trajectory import StepRecord
 from .best import BestFigure, best_figure, step_figure
 from .config import EvolveConfig
 from .rundir import RunDir, atomic_write_text
+from ..task import TaskError
+from ..evaluator.finalists import reliable as finalist_reliable
+from ..proposers.base import Proposal, ProposerExhausted
+from ..edit import apply_response
+from ..engine import Program
+from ..llm import Usage
+from ..llm.types import BudgetExceeded, LLMError
 
 CHECKPOINT_KEEP = 2
 #: status of a step whose LLM request failed (after retries): no program,
@@ -171,8 +178,6 @@ class Evolution:
                 # The task's reference (or the machine) failed before anything
                 # ran: a failed start, not a run. Nothing is checkpointed, so
                 # the run directory is removed and a re-run is not blocked.
-                from ..task import TaskError
-
                 raise TaskError(f"{getattr(self.task, 'name', 'the task')}: the {name} program could not be "
                                 f"evaluated: {one_line(getattr(result, 'error', ''))}")
             self.reference_ran = self.reference_ran or _reference_ran(result)
@@ -292,8 +297,6 @@ class Evolution:
         fastest whose re-timing was reliable is the run's best, with the
         speedup measured there. Per-step speedups were each taken against
         their own reference measurement, at other moments."""
-        from ..evaluator.finalists import reliable as finalist_reliable
-
         confirm = getattr(self.evaluator, "confirm_best", None)
         if confirm is None or self.config.finalists < 1 or not self._correct:
             return
@@ -380,8 +383,6 @@ class Evolution:
             prompt_meta=prompt_meta,
         )
         if logged is not None:
-            from ..proposers.base import Proposal
-
             proposal = Proposal.from_dict(logged["proposal"])
             self._charge(proposal.model, proposal.usage, proposal.latency_s)
         else:
@@ -410,7 +411,6 @@ class Evolution:
         record.model = getattr(proposal, "model", None)
         record.usage = _to_dict(getattr(proposal, "usage", None)) or {}
         record.latency_s = getattr(proposal, "latency_s", None)
-        from ..edit import apply_response
 
         parent_source = request.parent.source if request.parent is not None else ""
         edit = apply_response(parent_source, proposal.text or "", mode=self.config.edit_mode)
@@ -573,8 +573,6 @@ class Evolution:
 
     def _make_program(self, child: ProgramRecord, program_id: int | None = None) -> Any:
         """The engine's Program for ``child`` (its island left to the engine when -1)."""
-        from ..engine import Program
-
         data = child.to_child()
         if program_id is not None:
             data["id"] = program_id
@@ -658,8 +656,6 @@ class Evolution:
     def _charge(self, model: str | None, usage: dict[str, Any] | None, latency_s: float | None) -> None:
         """Count the tokens of an answer that did not go through the client now."""
         if self.usage_meter is not None and model and usage:
-            from ..llm import Usage
-
             self.usage_meter.record(model, Usage.from_dict(usage), latency_s=float(latency_s or 0.0))
 
     # ---------------------------------------------------------------- finish
@@ -737,9 +733,6 @@ def one_line(text: str) -> str:
 
 def _stop_reason_for(exc: BaseException) -> str | None:
     """Exceptions from a proposer that end the run cleanly (with a checkpoint)."""
-    from ..llm.types import BudgetExceeded, LLMError
-    from ..proposers.base import ProposerExhausted
-
     if isinstance(exc, BudgetExceeded):
         return "budget"
     if isinstance(exc, LLMError) and exc.fatal:

@@ -18,6 +18,15 @@ from ..trajectory import EvalStore, StepRecord
 from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary, latest_checkpoint, one_line
 from .rundir import RunDir, RunDirError, RunExistsError, iter_trajectory
+from ..proposers import MutationProposer, ReplayProposer, LLMProposer
+from ..llm import BudgetExceeded, build_client
+from ..engine import Engine, EngineConfig
+from ..prompts import PromptBuilder
+from ..task import Task, TaskError
+from ..inplace import load_inplace, is_inplace, InplaceEvaluator, write_task_copy, TEMPLATE_DIR, finish_run
+from ..evaluator import make_evaluator
+from ..evaluator.probes import warning
+from ..kernelbenchx import is_task_file as is_kernelbenchx, write_task_dir
 
 log = logging.getLogger("kernelsmith.evolve")
 
@@ -54,20 +63,14 @@ def make_proposer(config: EvolveConfig, engine: Any, run_seed: int) -> tuple[Any
     """(proposer, usage meter or None) for ``config.model``."""
     kind, _, arg = config.model.partition(":")
     if kind == "mutate":
-        from ..proposers import MutationProposer
-
         return MutationProposer(seed=run_seed, seen=engine.seen), None
     if kind == "replay":
-        from ..proposers import ReplayProposer
-
         if not arg:
             raise ConfigError("model 'replay' needs a run directory: replay:RUN_DIR")
         try:
             return ReplayProposer(arg), None
         except (OSError, ValueError) as exc:
             raise ConfigError(f"model {config.model}: {exc}") from exc
-    from ..llm import BudgetExceeded, build_client
-    from ..proposers import LLMProposer
 
     try:
         client = build_client(config.llm_config())
@@ -119,8 +122,6 @@ def load_checkpoint(run_dir: RunDir) -> tuple[Any, dict[str, Any], Path] | None:
     those are replayed from the trajectory. None when the run has no
     checkpoint at all; :class:`RunDirError` when it has some and none reads.
     """
-    from ..engine import Engine
-
     root = run_dir.checkpoint_dir
     candidates: list[Path] = []
     latest = latest_checkpoint(run_dir)
@@ -187,10 +188,6 @@ async def evolve(
     its directory removed) whether the seed's evaluation shows it or, with
     no seed.py, the first candidates' do.
     """
-    from ..engine import Engine, EngineConfig
-    from ..prompts import PromptBuilder
-    from ..task import Task
-
     snapshot: dict[str, Any] = {}
     if resume is not None:
         run_dir = RunDir(resume)
@@ -206,8 +203,6 @@ async def evolve(
         # cannot change what a resumed run evaluates.
         copy = run_dir.path / "task"
         if (copy / "inplace.yaml").exists():  # an in-place task (docs/in_place.md)
-            from ..inplace import load_inplace
-
             task = load_inplace(copy / "inplace.yaml")
         else:
             if not (copy / "reference.py").exists():
@@ -220,7 +215,6 @@ async def evolve(
         if task_path is None or out is None:
             raise ValueError("a fresh run needs a task path and an output directory")
         config = config or EvolveConfig()
-        from ..inplace import is_inplace, load_inplace
 
         task = load_inplace(task_path) if is_inplace(task_path) else \
             Task.load(task_path, backend=config.backend, trials=config.trials, policy=config.policy,
@@ -250,13 +244,9 @@ async def evolve(
 
     own_evaluator = evaluator is None
     if own_evaluator:
-        from ..evaluator import make_evaluator
-
         evaluator = make_evaluator(executor, config.eval_concurrency)
     inplace = getattr(task, "spec", None) is not None
     if inplace and not hasattr(evaluator, "inner"):
-        from ..inplace import InplaceEvaluator
-
         evaluator = InplaceEvaluator(evaluator)
     proposer = None
     created = False
@@ -277,14 +267,10 @@ async def evolve(
         workers = getattr(getattr(evaluator, "inner", evaluator), "workers", None)
         phases.report(f"{STARTING_POOL} (backend {backend.name}" + (f", {workers} workers)" if workers else ")"))
         if not inplace and hasattr(evaluator, "check_task"):  # a degenerate task said at its start (probes.py)
-            from ..evaluator.probes import warning
-
             degenerate = warning(await asyncio.to_thread(evaluator.check_task, task))
             if degenerate:
                 log.warning("%s: %s (kernelsmith task check %s)", task.name, degenerate, task_path or task.path)
         if resume is None:
-            from ..kernelbenchx import is_task_file as is_kernelbenchx, write_task_dir
-
             # a KernelBench-X file needs its suite around it (shapes, contract):
             # the run keeps the task it read, as a task directory
             kbx = not inplace and is_kernelbenchx(Path(task_path))
@@ -293,8 +279,6 @@ async def evolve(
                     [] if inplace else _task_files(Path(task_path))
                 run_dir.create(_config_snapshot(config, task, str(task_path)), files)
             if inplace:
-                from ..inplace import write_task_copy
-
                 write_task_copy(run_dir.path, task)
             created = True
         evolution = Evolution(
@@ -319,8 +303,6 @@ async def evolve(
         hardware = _measured_hardware(records, run_dir.evaluations()) or backend.hardware_info()
         prompt_config = config.prompt_config()
         if inplace and prompt_config.template_dir is None:
-            from ..inplace import TEMPLATE_DIR
-
             prompt_config = dataclasses.replace(prompt_config, template_dir=str(TEMPLATE_DIR))
         builder = PromptBuilder(
             prompt_config,
@@ -343,16 +325,12 @@ async def evolve(
             # evaluated. What this start wrote goes (its few steps were judged
             # against a reference that does not run), so the same command
             # works again once the task is fixed.
-            from ..task import TaskError
-
             run_dir.remove_run_files()
             raise TaskError(f"{task.name}: the task's reference could not be run (no seed.py, so the first "
                             "candidate ran it): "
                             f"{one_line(summary.stop_detail)} Nothing was kept in {run_dir.path}: run the same "
                             "command again once the task is fixed")
         if inplace:  # best.patch and summary.md (docs/in_place.md)
-            from ..inplace import finish_run
-
             await asyncio.to_thread(finish_run, run_dir.path, task, evaluator, summary.to_dict(),
                                     getattr(evaluator, "isolation", "auto"))
         return summary

@@ -45,6 +45,7 @@ from typing import Any, Optional, Sequence
 from .formats import RL_FORMATS, write_jsonl, write_parquet
 from .sft import ExportSummary
 from .steps import RecordedProgram, Run, Step
+from .lengths import LengthReport, TokenCounter, compact_messages
 
 STRATEGIES = ("best", "all", "initial")
 BEST_SCOPES = ("lineage", "island", "run")
@@ -315,8 +316,6 @@ def select_rl(runs: Sequence[Run], config: RLConfig) -> tuple[dict[str, list[dic
 
 def measure_rl(splits: dict[str, list[dict[str, Any]]], config: RLConfig, summary: ExportSummary) -> None:
     """Prompt lengths into the summary; compacts prompts when asked."""
-    from .lengths import LengthReport, TokenCounter, compact_messages
-
     counter = TokenCounter(config.tokenizer)
     report = LengthReport(counter.method, config.max_prompt_tokens, compact=config.compact)
     for rows in splits.values():

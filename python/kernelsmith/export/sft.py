@@ -30,6 +30,7 @@ from .formats import (
     write_parquet,
 )
 from .steps import Run, Step
+from .lengths import LengthReport, TokenCounter, compact_messages
 
 BALANCE_MODES = ("none", "min", "cap")
 REASONING_MODES = ("drop", "think", "field")
@@ -214,8 +215,6 @@ def select_sft(runs: Sequence[Run], config: SFTConfig) -> tuple[list[Sample], Ex
 
 def measure_sft(samples: list[Sample], config: SFTConfig, summary: ExportSummary) -> None:
     """Token lengths into the summary; compacts prompts when asked."""
-    from .lengths import LengthReport, TokenCounter, compact_messages
-
     counter = TokenCounter(config.tokenizer)
     report = LengthReport(counter.method, config.max_tokens, compact=config.compact)
     for sample in samples:

@@ -19,6 +19,8 @@ import yaml
 from ..result import EvalResult
 from ..rewards.core import speedup_ratio
 from ..trajectory import EvalStore, StepRecord, read_step_records
+from ..task import Task, TaskConfig
+from ..config import from_dict
 
 UNKNOWN_DIFFICULTY = "unknown"
 
@@ -258,8 +260,6 @@ def _read_rows(path: Path) -> list[Mapping[str, Any]]:
 
 # ---------------------------------------------------------------- loading
 def _task_info(run_path: Path, snapshot: dict[str, Any]) -> TaskInfo:
-    from ..task import Task
-
     task_meta = snapshot.get("task") or {}
     config = snapshot.get("config") or {}
     copy = run_path / "task"
@@ -275,9 +275,6 @@ def _task_info(run_path: Path, snapshot: dict[str, Any]) -> TaskInfo:
     difficulty = raw_yaml.pop("difficulty", None) or task_meta.get("difficulty")
     overrides = {k: config.get(k) for k in ("backend", "trials") if config.get(k) is not None}
     if difficulty is not None and "difficulty" in (yaml.safe_load(yaml_path.read_text()) or {}):
-        from ..config import from_dict
-        from ..task import TaskConfig
-
         cfg = from_dict(TaskConfig, {**raw_yaml, **overrides})
         cfg.name = cfg.name or copy.name
         task = Task(reference_source=(copy / "reference.py").read_text(), config=cfg,

@@ -33,6 +33,11 @@ from ..evaluator.sandbox import sandbox_prefix, scrub_env
 from ..result import EvalResult
 from .task import InplaceSpec, InplaceTask
 from .._astutil import parse as parse_source
+from ..backends import get_backend
+from ..backends.triton.autotune import (SITE_SEEDING_MANAGER, SITE_CACHE_MANAGER, persist_path, AutotuneStore,
+                                        write_site_folder)
+from ..evaluator import Evaluator
+from .source import split_block
 
 _IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".mypy_cache")
 #: characters of the test command's output kept in a failing result
@@ -59,8 +64,6 @@ def test_environment(spec: InplaceSpec, root: Path, home: Path) -> dict[str, str
     env.update(PYTHONPATH=os.pathsep.join(paths + ([rest] if rest else [])), HOME=str(home), TMPDIR=str(home),
                PYTHONDONTWRITEBYTECODE="1")
     # the kernel language's compile caches in the private home, as for a worker
-    from ..backends import get_backend
-
     env.update(get_backend(spec.config.backend).worker_env(str(home)))
     return env
 
@@ -91,6 +94,7 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         env["TRITON_CACHE_DIR"] = trusted_kernels
         env.pop("TRITON_CACHE_MANAGER", None)
         writable.append(trusted_kernels)
+        # lazy: backends.triton.cache pulls in triton, which inplace.evaluate does not load on its own
         from ..backends.triton import cache as _triton_cache
 
         user_cache = _triton_cache.user_triton_cache()
@@ -98,14 +102,10 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
             # what the user's own runs of these tests compiled is not
             # compiled again: copied into the layer (SeedingCacheManager,
             # through the site folder's copy of the module)
-            from ..backends.triton.autotune import SITE_SEEDING_MANAGER
-
             env.update({_triton_cache.USER_ENV: user_cache, "TRITON_CACHE_MANAGER": SITE_SEEDING_MANAGER})
     elif trusted_kernels and autotune is not None:
         # a candidate's tests read the layer through the site folder's copy
         # of the reader (the test process need not import kernelsmith)
-        from ..backends.triton.autotune import SITE_CACHE_MANAGER
-
         env["TRITON_CACHE_MANAGER"] = SITE_CACHE_MANAGER
     else:
         env.pop("TRITON_CACHE_MANAGER", None)
@@ -147,8 +147,6 @@ class InplaceEvaluator:
 
     def __init__(self, inner: Any = None, *, isolation: str = "auto", workers: Optional[int] = None) -> None:
         if inner is None:
-            from ..evaluator import Evaluator
-
             inner = Evaluator(workers=workers, isolation=isolation)
         self.inner = inner
         self.isolation = isolation
@@ -165,8 +163,6 @@ class InplaceEvaluator:
         neither. The referee primes the task (its runs) only at the
         comparison, with the tests' autotune results (the pool's store
         refreshed from the kept file, ``AutotuneStore.refresh``)."""
-        from ..backends.triton.autotune import persist_path
-
         preload = getattr(self.inner, "preload", None)
         if self._started is not None or preload is None or getattr(self.inner, "mode", "pool") != "pool" \
                 or (self.autotune_store(task) is not None and persist_path() is None):
@@ -183,14 +179,10 @@ class InplaceEvaluator:
         """The store of the Triton autotune results the project's tests
         hand on from one run to the next (None for other backends, or with
         KERNELSMITH_AUTOTUNE_HANDOVER=0)."""
-        from ..backends import get_backend
-
         if task.spec is None or not get_backend(task.spec.config.backend).autotunes \
                 or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0":
             return None
         if self._autotune is None:
-            from ..backends.triton.autotune import AutotuneStore, write_site_folder
-
             self._autotune_dir = tempfile.mkdtemp(prefix="ks-inplace-autotune-")
             os.chmod(self._autotune_dir, 0o755)
             self._autotune = AutotuneStore(os.path.join(self._autotune_dir, "records"))
@@ -292,8 +284,6 @@ class InplaceEvaluator:
 
 
 def _outside_block(text: str) -> tuple[str, str]:
-    from .source import split_block
-
     prefix, _, suffix = split_block(text)
     return prefix, suffix
 

@@ -19,6 +19,8 @@ from .evaluate import copy_tree, run_tests, test_environment, with_interpreter
 from .patch import make_patch
 from .task import InplaceTask, git_head
 from .._astutil import parse as parse_source
+from ..evaluator.sandbox import sandbox_prefix
+from ..timing.harness import compare_samples
 
 
 def write_task_copy(run_path: Path, task: InplaceTask) -> None:
@@ -41,9 +43,6 @@ def write_task_copy(run_path: Path, task: InplaceTask) -> None:
 def _command_benchmark(task: InplaceTask, patched_text: str, isolation: str) -> Optional[dict[str, Any]]:
     """The project's own benchmark command, original and patched tree run
     alternately (A B, B A, ...), its printed times compared pairwise."""
-    from ..evaluator.sandbox import sandbox_prefix
-    from ..timing.harness import compare_samples
-
     spec = task.spec
     assert spec is not None
     bench = spec.config.benchmark
@@ -149,6 +148,7 @@ def finish_run(run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[
     spec = task.spec
     assert spec is not None
     best_file = run_path / "best_program.py"
+    # lazy: cycle inplace.outputs -> evolve -> evolve.session -> inplace -> inplace.outputs
     from ..evolve.best import strip_header
 
     best_source = strip_header(best_file.read_text()) if best_file.exists() else (task.seed_source or spec.original)

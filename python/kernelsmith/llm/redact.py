@@ -103,6 +103,7 @@ def scrub_env(env: MutableMapping[str, str]) -> dict[str, str]:
     """A copy of ``env`` without provider credentials or anything else that
     looks like one: ``kernelsmith.evaluator.sandbox.scrub_env``, the one
     scrubber (kept importable from here)."""
+    # lazy: cycle llm.redact -> evaluator -> evaluator.sandbox -> llm.redact
     from ..evaluator.sandbox import scrub_env as _scrub
 
     return _scrub(dict(env))

@@ -22,6 +22,7 @@ from ..backends import DEFAULT_BACKEND
 from ..backends.base import device_family
 from ..feedback import Feedback, clip, format_metrics, render_feedback
 from ..hardware import HardwareInfo
+from ..backends import get_backend
 
 __all__ = [
     "Prompt",
@@ -122,7 +123,6 @@ def _backend_of(backend: Any) -> Any:
         return backend
     if not backend:
         return None
-    from ..backends import get_backend
 
     try:
         return get_backend(backend)
@@ -175,6 +175,7 @@ def _code_key(program: Any) -> Any:
     comments and whitespace (the engine's duplicate hash), else their id."""
     source = _get(program, "source")
     if source:
+        # lazy: engine pulls in yaml, which prompts.builder does not load on its own
         from ..engine import normalized_hash
 
         return ("code", normalized_hash(str(source)))

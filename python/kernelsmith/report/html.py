@@ -20,6 +20,8 @@ from typing import Any, Optional
 from ..bench.collect import hardware_name, load_steps
 from ..result import EvalResult
 from ..trajectory import EvalStore, StepRecord
+from ..evolve.best import BestFigure, best_figure, step_figure
+from ..timing.sol import SpeedOfLight
 
 MAX_ERROR_CHARS = 4000
 
@@ -101,8 +103,6 @@ class RunView:
         """The run's one best number (evolve/best.py): the summary's, else
         (a run still going, or one written before it) the best reliable
         per-step figure."""
-        from ..evolve.best import BestFigure, best_figure, step_figure
-
         saved = BestFigure.from_dict(self.summary.get("best"))
         best_id = self.best_id()
         record = self.by_id.get(best_id) if best_id is not None else None
@@ -287,8 +287,6 @@ def _feedback_details(record: StepRecord, evaluation: Optional[EvalResult]) -> s
 
 def _sol(evaluation: Optional[EvalResult]) -> Any:
     """The step's speed of light (timing/sol.py), or None when it has none."""
-    from ..timing.sol import SpeedOfLight
-
     data = getattr(evaluation, "speed_of_light", None) if evaluation is not None else None
     return SpeedOfLight.from_dict(data) if data else None
 

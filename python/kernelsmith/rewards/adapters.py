@@ -40,6 +40,7 @@ class RewardBackend:
         self.client = None
         self.scorer = None
         if url:
+            # lazy: cycle rewards.adapters -> server -> server.client -> rewards -> rewards.adapters
             from ..server.client import EvaluationClient
 
             self.client = EvaluationClient(url, token=token)

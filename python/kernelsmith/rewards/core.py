@@ -24,6 +24,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ..config import ConfigError
 from ..result import EvalResult
+from ..config import from_dict
 
 SHAPINGS = ("linear", "log", "log2")
 BASELINES = ("auto", "runtime", "relative")
@@ -107,8 +108,6 @@ class RewardConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "RewardConfig":
-        from ..config import from_dict
-
         return from_dict(cls, dict(data or {}), "reward")
 
 

@@ -29,6 +29,9 @@ from typing import Any, Mapping, Optional, Sequence
 from ..result import EvalResult
 from ..task import Task
 from .core import Reward, RewardConfig, compute_reward
+from ..llm.thinking import split_thinking
+from ..evaluator import Evaluator
+from ..edit import apply_response
 
 
 #: Building a Task parses its reference with ast.parse, which CPython 3.11
@@ -61,6 +64,7 @@ class TaskRegistry:
         return task
 
     def register_run(self, run_dir: str | Path) -> Task:
+        # lazy: cycle rewards.scorer -> export -> export.steps -> rewards -> rewards.scorer
         from ..export.steps import load_run
 
         info = load_run(run_dir).task
@@ -134,8 +138,6 @@ def task_from_spec(spec: Task | str | Path | Mapping[str, Any]) -> Task:
 def completion_text(completion: Any) -> str:
     """The text of a completion: a string, a chat message, or a list of
     messages (the last assistant message wins); reasoning is removed."""
-    from ..llm.thinking import split_thinking
-
     if isinstance(completion, Mapping):
         completion = completion.get("content", "")
     elif isinstance(completion, (list, tuple)):
@@ -160,8 +162,6 @@ class LocalScorer:
                  tasks: Optional[TaskRegistry] = None, remeasure_parent: bool = True,
                  trials: Optional[int] = None) -> None:
         if evaluator is None:
-            from ..evaluator import Evaluator
-
             evaluator = Evaluator()
             self._own_evaluator = True
         else:
@@ -177,8 +177,6 @@ class LocalScorer:
     # -- one request ------------------------------------------------------
     def prepare(self, item: Mapping[str, Any]) -> tuple[Task, Optional[str], Optional[str]]:
         """(task, candidate source or None, edit error or None) -- no evaluation."""
-        from ..edit import apply_response
-
         task = self.tasks.resolve(item)
         if item.get("source") is not None:
             return task, str(item["source"]), None

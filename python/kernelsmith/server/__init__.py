@@ -15,7 +15,7 @@ __all__ = ["EvaluationClient", "EvaluationServer", "EvaluationService", "JobQueu
 
 def __getattr__(name: str) -> Any:
     if name in _SERVICE:
-        from . import app
+        from . import app  # lazy: server.app pulls in fastapi, which server does not load on its own
 
         return getattr(app, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

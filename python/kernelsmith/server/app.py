@@ -59,6 +59,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..rewards.core import STATUSES, Reward, RewardConfig
 from ..rewards.scorer import LocalScorer, TaskRegistry, completion_text, item_from_verl
 from . import schemas
+from .. import __version__
+from ..evaluator import Evaluator
 
 log = logging.getLogger("kernelsmith.server")
 
@@ -332,8 +334,6 @@ def _docs_page(app: Any) -> None:
 
 def make_app(service: EvaluationService, token: Optional[str], max_body: int) -> Any:
     """The routes as a FastAPI application; without a token no route asks for one."""
-    from .. import __version__
-
     app = FastAPI(title="kernelsmith serve", version=__version__, description=API_DESCRIPTION,
                   docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     _docs_page(app)
@@ -702,8 +702,6 @@ def build_server(*, host: str = "127.0.0.1", port: int = 8000, workers: Optional
     slots = list(devices)
     cuda = [d for d in slots if d is not None]
     if evaluator is None:
-        from ..evaluator import Evaluator
-
         evaluator = Evaluator(workers=len(slots), devices=cuda or None, **evaluator_options)
     registry = TaskRegistry(allow_paths=allow_task_paths)
     for path in tasks:

@@ -20,6 +20,7 @@ from .hidden_work import (
 from .results import Comparison, HiddenWorkCheck, Measurement
 from .roofline import HardwarePeak, lookup_peak, roofline_check
 from .runners import CpuRunner, ExternalRunner, Runner
+from .gpu_state import gpu_state
 
 ArgSets = Optional[Sequence[Sequence[Any]]]
 
@@ -226,7 +227,6 @@ def _launches_for(call_s: float, opts: TimingOptions) -> int:
 def _gpu_state(opts: TimingOptions) -> dict[str, Any]:
     if not opts.record_gpu_state:
         return {}
-    from .gpu_state import gpu_state
     import torch
 
     return gpu_state(torch.cuda.current_device())
@@ -237,6 +237,7 @@ def _cuda_runners(fns: Sequence[Callable[..., Any]], input_sets: ArgSets, opts: 
     """One runner per function; ``per_fn_sets`` gives each its own input
     sets (else all share ``input_sets``)."""
     import torch
+    # lazy: timing.cuda pulls in torch, numpy, which timing.harness does not load on its own
     from .cuda import CudaRunner, L2Flusher
 
     flusher = L2Flusher(torch.device("cuda", torch.cuda.current_device())) if opts.l2_flush else None

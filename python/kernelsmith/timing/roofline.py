@@ -224,6 +224,7 @@ def estimate_work(fn: Callable[..., Any], args: Sequence[Any]) -> WorkEstimate:
 
         seen: set[str] = set()
 
+        # lazy: optional dependency (ImportError handled here)
         from .._torch_modes import flop_counter_without_dynamo, without_dynamo
 
         @without_dynamo  # and the counter's own mode: a worker's cold start without torch._dynamo (3.6 s)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .roofline import HOST_PEAKS, HardwarePeak, WorkEstimate, dtype_class, lookup_peak
+from ..hardware import HardwareInfo
 
 #: what :attr:`SpeedOfLight.method` says when the work was counted
 BYTES_METHOD = "bytes: inputs, outputs and parameters of one reference call, each once"
@@ -156,8 +157,6 @@ def peak_for(hardware: Any) -> tuple[Optional[HardwarePeak], str]:
     its dict): a GPU by its name, a CPU device or the Triton interpreter by
     the host CPU's model name. ``KERNELSMITH_SOL_DEVICE`` names a table entry
     to use instead (a card whose name the table does not match)."""
-    from ..hardware import HardwareInfo
-
     hw = HardwareInfo.of(hardware)
     forced = os.environ.get("KERNELSMITH_SOL_DEVICE", "")
     if forced:

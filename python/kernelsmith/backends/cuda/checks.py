@@ -67,6 +67,7 @@ def _string_values(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> 
 
 def check_cuda_program(source: str) -> StaticReport:
     """The CUDA backend's static checks (the shared ones included)."""
+    # lazy: evaluator pulls in yaml, which backends.cuda.checks does not load on its own
     from ...evaluator.static import common_checks
 
     report, tree = common_checks(source)

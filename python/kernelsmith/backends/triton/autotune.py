@@ -551,6 +551,7 @@ def write_site_folder(folder: str) -> str:
             open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst:
         dst.write(src.read())
     # the trusted kernel layer's reader, for TRITON_CACHE_MANAGER (SITE_CACHE_MANAGER)
+    # lazy: backends.triton.cache pulls in triton, which backends.triton.autotune does not load on its own
     from . import cache as _triton_cache
 
     with open(_triton_cache.__file__, encoding="utf-8") as src, \

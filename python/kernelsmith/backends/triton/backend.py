@@ -18,6 +18,8 @@ from ...hardware import HardwareInfo
 from ..base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
                    program_code,
                    recording)
+from ...timing.gpu_state import _physical_id
+from . import launch
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
 
@@ -152,8 +154,6 @@ def _nvml_arch() -> Optional[int]:
     try:
         import pynvml
 
-        from ...timing.gpu_state import _physical_id
-
         physical = _physical_id(0)
         pynvml.nvmlInit()
         try:
@@ -215,6 +215,7 @@ def host_module_folder() -> Optional[str]:
     between pools: a folder of this user's cache, made 0700 and used only
     while it is this user's and no one else can write to it; None when off,
     unsafe, or not root without a folder named in KERNELSMITH_HOST_CACHE."""
+    # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
     from .cache import user_cache_folder
 
     return user_cache_folder(os.environ.get(HOST_CACHE_ENV, ""), "triton-host", 0o700)
@@ -245,8 +246,6 @@ def install_generic_launcher() -> bool:
     (``launch``), so that no forked worker compiles one. Quietly
     leaves Triton's own launchers where it cannot be built."""
     try:
-        from . import launch
-
         return launch.install()
     except Exception as exc:  # noqa: BLE001 - an optimisation only: Triton's launchers still work
         import sys
@@ -311,6 +310,7 @@ class TritonBackend(Backend):
         env = {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
         if not _interpret():
             # read-only: the kernels trusted processes compiled (cache)
+            # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
             from . import cache
 
             trusted = cache.trusted_kernel_folder()
@@ -322,12 +322,14 @@ class TritonBackend(Backend):
         # launcher stubs only (see cache); nothing to share for the interpreter
         if _interpret():
             return {}
+        # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
         from . import cache
 
         return {cache.SHARED_ENV: os.path.join(shared_dir, "triton"),
                 cache.REQUESTS_ENV: requests_dir, "TRITON_CACHE_MANAGER": cache.MANAGER}
 
     def build_shared_cache(self, key_texts: list[str], shared_dir: str) -> int:
+        # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
         from . import cache
 
         return cache.build_launchers(key_texts, os.path.join(shared_dir, "triton"))
@@ -360,6 +362,7 @@ class TritonBackend(Backend):
         self._torch = torch
         _LaunchHooks.install()
         if not _interpret():
+            # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
             from . import cache
 
             cache.install_requests()
@@ -382,6 +385,7 @@ class TritonBackend(Backend):
         up the spares: measured on the H200 it lost (36 against 41
         evaluations/min on the small kernels), so it is opt-in:
         ``KERNELSMITH_WARM_WORKERS=1``."""
+        # lazy: backends.triton.warm pulls in triton, which backends.triton.backend does not load on its own
         from . import warm
 
         warm.warm(torch)

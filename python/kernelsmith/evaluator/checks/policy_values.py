@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import BEFORE_LOAD, CALL, CALL_RAISED, CHECKPOINT, NO_SPEEDUP, Check, Context
+from ..policy import Constants, ModuleFence, checker_drift, drift_reason
 
 
 class PolicyValues(Check):
@@ -17,8 +18,6 @@ class PolicyValues(Check):
     joins = True  # at a checkpoint, one verdict with the snapshot's names
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
-        from ..policy import Constants, ModuleFence, checker_drift, drift_reason
-
         if at == BEFORE_LOAD:
             # the evaluator's constants fingerprinted to name a change after,
             # and the program's own reads of kernelsmith's modules noted

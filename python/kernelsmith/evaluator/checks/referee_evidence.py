@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from .base import HAND_OVER, TRIAL_DONE, Check, Context
+from ..evidence import evidence_copy, write_outputs
 
 
 class RefereeEvidence(Check):
@@ -16,8 +17,6 @@ class RefereeEvidence(Check):
     points = (TRIAL_DONE, HAND_OVER)
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
-        from ..evidence import evidence_copy, write_outputs
-
         kept = ctx.referee_trials  # set name -> (input seed's index, program's outputs, reference's)
         if at == TRIAL_DONE:
             if ctx.last_of_set[ctx.set_name] == ctx.step:

@@ -4,6 +4,7 @@ trials' fingerprints (correctness.fingerprint)."""
 from __future__ import annotations
 
 from .base import AFTER_TRIALS, TRIAL_DONE, TRIAL_MISMATCH, Check, Context
+from ..probes import is_probe
 
 
 class Replay(Check):
@@ -11,8 +12,6 @@ class Replay(Check):
     points = (TRIAL_MISMATCH, TRIAL_DONE, AFTER_TRIALS)
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
-        from ..probes import is_probe
-
         history = ctx.history  # (reference's, candidate's) fingerprints per trial
         if at == TRIAL_DONE:
             # the values now: the program may rewrite a buffer it returned

@@ -4,6 +4,7 @@ program was loaded."""
 from __future__ import annotations
 
 from .base import BEFORE_LOAD, CHECKPOINT, NO_SPEEDUP, Check, Context
+from ..integrity import Snapshot, reason
 
 
 class IntegritySnapshot(Check):
@@ -13,8 +14,6 @@ class IntegritySnapshot(Check):
     verdict = NO_SPEEDUP
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
-        from ..integrity import Snapshot, reason
-
         if at == BEFORE_LOAD:
             ctx.snapshot = Snapshot(ctx.backend) if ctx.checks_on else None
             return []
