@@ -184,15 +184,15 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     chan.stage("load reference")
     try:
         ref = _load_reference(task, os.path.abspath(job["reference_path"]))
-        init_inputs = init_inputs(ref)
+        init_args = init_inputs(ref)
     except Verdict:
         raise
     except BaseException as exc:  # a missing package, a broken task
         raise _harness("loading reference.py", exc)
     if job.get("finalists"):
-        return run_finalists(job, chan, out, backend, task, ref, init_inputs)
+        return run_finalists(job, chan, out, backend, task, ref, init_args)
     ctx = _context(job, chan, out, backend, task, ref)
-    _load_candidate(ctx, init_inputs)
+    _load_candidate(ctx, init_args)
     phases["load"] = round(time.monotonic() - started, 4)
     _start_census(ctx)
     run_trials(ctx)
