@@ -174,3 +174,69 @@ def test_the_timer_check_with_a_device_level_census():
     census.readings.append(900.0)  # within 1.25x of the timed 1 ms
     assert TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)) == []
     assert ctx.out["census"]["own_device_ms_per_call"] == 0.9
+
+
+def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
+    """checks/timer.py on a CPU census (host ranges): the least own-kernel
+    host time of the censused calls against the timed per-call time, forged
+    at 2.5x and 0.5 ms above it (the profiler's clock is not the one
+    time.perf_counter_ns reads: a program that slows the latter, pygpubench's
+    got_patch, shows its real kernel time to the census). Re-checked calls
+    that stay slow, then one in the timing slot, reject it; 2x passes, and
+    so does 3x of a call too short for the absolute floor."""
+    import torch
+
+    from kernelsmith.evaluator import correctness as cmp
+    from kernelsmith.evaluator.checks.base import AFTER_TIMING, Context
+    from kernelsmith.evaluator.checks.timer import TimerAgreement
+
+    class Call:
+        device_level = False
+
+        def __init__(self, us: float) -> None:
+            self.own = {"relu_kernel": us}
+
+    class Census:
+        def __init__(self, calls_ms: list[float]) -> None:
+            self.own_ms = list(calls_ms)
+
+        @property
+        def last(self) -> Call:
+            return Call(self.own_ms[-1] * 1000.0)
+
+    class Chan:
+        slots = 0
+
+        def timing_slot(self) -> float:
+            self.slots += 1
+            return 0.0
+
+        def timing_done(self, report: dict) -> bool:
+            return False
+
+    class Backend:
+        def synchronize(self) -> None:
+            pass
+
+    def outcome(ms: float) -> object:
+        return type("Outcome", (), {"runtime_ms": ms})()
+
+    def judge(calls_ms: list[float], timed_ms: float) -> tuple[list[str], dict, int]:
+        chan = Chan()
+        ctx = Context(checks_on=True, census=Census(calls_ms), chan=chan, out={}, model=torch.relu,
+                      backend=Backend(), cmp=cmp, make_inputs=lambda gen: list(gen()),
+                      clone=lambda xs: [x.clone() for x in xs], atol=1e-6, rtol=1e-6,
+                      run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)))
+        facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=outcome(timed_ms))
+        return TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)), ctx.out, chan.slots
+
+    # the fastest of the censused calls (4 ms) against 1 ms timed: forged
+    (reason,), out, slots = judge([6.0, 4.0, 5.0], 1.0)
+    assert reason.startswith("the timing says 1 ms per call, but the program's own kernels ran 4 ms on the host"), reason
+    assert "the profiler's clock is not the one the timing read" in reason, reason
+    assert slots == 1 and out["census"]["own_host_ms_per_call"] == 4.0
+    # 2x: an honest program's profiler overhead, within the bound
+    reasons, out, slots = judge([2.0], 1.0)
+    assert reasons == [] and slots == 0 and out["census"]["own_host_ms_per_call"] == 2.0
+    # 3x of a 0.1 ms call: 0.2 ms above it, under the absolute floor
+    assert judge([0.3], 0.1)[0] == []

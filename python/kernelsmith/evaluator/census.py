@@ -162,6 +162,10 @@ class Census:
         self.total = CallCensus(device_level=cuda)
         #: the record of the latest watched call (the timer cross-check reads it)
         self.last: Optional[CallCensus] = None
+        #: the program's own time (ms: device kernels on a GPU, host ranges on
+        #: a CPU) in each watched call that ran any of its kernels, in order:
+        #: the CPU's timer cross-check takes the least
+        self.own_ms: list[float] = []
         #: CUPTI stream ids the reference's kernels ran on: the timed stream
         self.timed_streams: set[Any] = set()
         # storage spans (start, bytes) -> crc (or None) of memory the
@@ -246,6 +250,8 @@ class Census:
         self._attribute(self._events(prof), record, launched)
         self.total.merge(record)
         self.last = record
+        if record.own:
+            self.own_ms.append(sum(record.own.values()) / 1000.0)
         self.overhead_s += time.perf_counter() - t0
 
     def _attribute(self, events: Any, record: CallCensus, launched: Optional[dict[str, int]] = None) -> None:
