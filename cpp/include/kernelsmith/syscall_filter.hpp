@@ -13,6 +13,17 @@
 //   ptrace, process_vm_readv/process_vm_writev, pidfd_getfd, by anyone:
 //   refused and recorded (in a page shared across fork); by the worker,
 //   fatal as above. The harness reads the record before each message.
+//   mprotect/pkey_mprotect asking for write or execute, by the worker: the
+//   supervisor reads /proc/<pid>/maps and refuses (fatal, as above) making a
+//   file's executable mapping (a library's code, the vDSO) writable, or
+//   adding execute to a file's mapping that has none; anonymous memory
+//   stays free (JITs, libffi's closures map it read-write-execute); the
+//   same calls by a descendant: let through (its memory is its own);
+//   open/openat/creat for writing, openat2: the supervisor opens the path
+//   itself without access (O_PATH, through the caller's cwd or dirfd) and
+//   refuses a process's memory file (/proc/<n>/mem), in any process (a
+//   race: the program can change the path between that look and the
+//   kernel's open).
 // A system call of another ABI (int 0x80, x32) kills the caller (SIGSYS);
 // io_uring_setup fails with ENOSYS (an io_uring could close the channel).
 // Threads: the filter is synchronised onto every thread of the process
