@@ -44,10 +44,11 @@ def _run(backend: str, items: list[tuple[str, Task, str]]) -> None:
     with Evaluator(backend=backend, workers=2, timeout_s=300, timing=True) as ev:
         results = ev.evaluate_many([(task, source) for _, task, source in items])
     for (name, _, _), r in zip(items, results):
-        own = r.census.get("own_host_ms_per_call")
+        own = r.census.get("call_host_ms_per_call")
+        kern = r.census.get("own_host_ms_per_call")
         ratio = f"{own / r.runtime_ms:.3f}" if own is not None and r.runtime_ms else "-"
         why = (r.hack_reasons[0] if r.hack_reasons else r.error)[:160].replace("\n", " ")
-        print(f"{name:42s} {r.category:9s} timed_ms={r.runtime_ms} own_host_ms={own} ratio={ratio} {why}",
+        print(f"{name:42s} {r.category:9s} timed_ms={r.runtime_ms} call_host_ms={own} own_kernels_ms={kern} ratio={ratio} {why}",
               flush=True)
 
 

@@ -28,6 +28,11 @@ void init_syscall_filter(py::module_& m) {
   m.def("syscall_filter_reason", &sf::reason, "What the first recorded refused call was; '' when none.");
   m.def("syscall_filter_fail", &sf::fail, py::arg("reason"),
         "Write `reason` as the filter's line on fd 2 and end the process with SIGKILL (never returns).");
+  m.def(
+      "raw_monotonic_ns", &sf::raw_monotonic_ns,
+      "CLOCK_MONOTONIC in ns through the system-call instruction itself (no libc, vDSO or GOT slot on the "
+      "way); -1 where it cannot be read so. The CPU timing's clock (time.perf_counter_ns) is checked against "
+      "it.");
   m.attr("SYSCALL_FILTER_LOG_PREFIX") = sf::kLogPrefix;
 }
 

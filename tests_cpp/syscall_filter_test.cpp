@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <thread>
@@ -382,4 +383,17 @@ TEST(SyscallFilter, AChildOpeningTheParentsMemoryIsRefusedAndRecorded) {
                : 32;
   });
   EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, TheRawClockIsTheMonotonicClock) {
+  // the system call itself, no libc on the way: the same clock as
+  // clock_gettime(CLOCK_MONOTONIC), read between two readings of it
+  timespec a{}, b{};
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  std::int64_t raw = sf::raw_monotonic_ns();
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  const std::int64_t lo = a.tv_sec * 1000000000LL + a.tv_nsec, hi = b.tv_sec * 1000000000LL + b.tv_nsec;
+  EXPECT_LE(lo, raw);
+  EXPECT_LE(raw, hi);
+  EXPECT_LE(raw, sf::raw_monotonic_ns());
 }

@@ -177,13 +177,13 @@ def test_the_timer_check_with_a_device_level_census():
 
 
 def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
-    """checks/timer.py on a CPU census (host ranges): the least own-kernel
-    host time of the censused calls against the timed per-call time, forged
-    at 2.5x and 0.5 ms above it (the profiler's clock is not the one
-    time.perf_counter_ns reads: a program that slows the latter, pygpubench's
-    got_patch, shows its real kernel time to the census). Re-checked calls
-    that stay slow, then one in the timing slot, reject it; 2x passes, and
-    so does 3x of a call too short for the absolute floor."""
+    """checks/timer.py on a CPU census (host ranges): the least host time of
+    the censused calls (the profiler's span of each) against the timed
+    per-call time, forged at 4x and 0.5 ms above it (the profiler's clock is
+    not the one time.perf_counter_ns reads). Re-checked calls that stay slow,
+    then one in the timing slot, reject it; 2x passes, and so does 5x of a
+    call too short for the absolute floor. And the clock check: the timed
+    calls' intervals on the timing's clock against the raw system call's."""
     import torch
 
     from kernelsmith.evaluator import correctness as cmp
@@ -194,15 +194,17 @@ def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
         device_level = False
 
         def __init__(self, us: float) -> None:
-            self.own = {"relu_kernel": us}
+            self.own = {"relu_kernel": us / 2}
+            self.span = us
 
     class Census:
         def __init__(self, calls_ms: list[float]) -> None:
-            self.own_ms = list(calls_ms)
+            self.span_ms = list(calls_ms)
+            self.own_ms = [ms / 2 for ms in calls_ms]
 
         @property
         def last(self) -> Call:
-            return Call(self.own_ms[-1] * 1000.0)
+            return Call(self.span_ms[-1] * 1000.0)
 
     class Chan:
         slots = 0
@@ -232,11 +234,25 @@ def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
 
     # the fastest of the censused calls (4 ms) against 1 ms timed: forged
     (reason,), out, slots = judge([6.0, 4.0, 5.0], 1.0)
-    assert reason.startswith("the timing says 1 ms per call, but the program's own kernels ran 4 ms on the host"), reason
-    assert "the profiler's clock is not the one the timing read" in reason, reason
-    assert slots == 1 and out["census"]["own_host_ms_per_call"] == 4.0
+    assert reason.startswith("the timing says 1 ms per call, but the fastest of the checked calls took 4 ms on "
+                             "the host (4x, profiler's clock)"), reason
+    assert "forged timing figures, or a clock the program changed" in reason, reason
+    assert slots == 1 and out["census"]["call_host_ms_per_call"] == 4.0
+    assert out["census"]["own_host_ms_per_call"] == 2.0
     # 2x: an honest program's profiler overhead, within the bound
     reasons, out, slots = judge([2.0], 1.0)
-    assert reasons == [] and slots == 0 and out["census"]["own_host_ms_per_call"] == 2.0
-    # 3x of a 0.1 ms call: 0.2 ms above it, under the absolute floor
-    assert judge([0.3], 0.1)[0] == []
+    assert reasons == [] and slots == 0 and out["census"]["call_host_ms_per_call"] == 2.0
+    # 5x of a 0.1 ms call: 0.4 ms above it, under the absolute floor
+    assert judge([0.5], 0.1)[0] == []
+
+    from kernelsmith.evaluator.checks.timer import clock_mismatch
+
+    # honest: the timing's intervals lie inside the raw ones
+    assert clock_mismatch({"calls": 400, "timer_ms": 3990.0, "raw_ms": 4000.0}) is None
+    assert clock_mismatch(None) is None and clock_mismatch({"calls": 0, "timer_ms": 0, "raw_ms": 0}) is None
+    # a fifth of the time, as got_patch's clock inside forward
+    forged = clock_mismatch({"calls": 400, "timer_ms": 800.0, "raw_ms": 4000.0})
+    assert forged is not None and forged.startswith("the timing's clock measured 800 ms over the 400 timed calls"), forged
+    assert "the program changed the clock the timing reads" in forged
+    # under a millisecond in all: too little to judge
+    assert clock_mismatch({"calls": 4, "timer_ms": 0.1, "raw_ms": 0.5}) is None

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <thread>
 
@@ -51,6 +52,10 @@ long g_pid = 0;
 int g_listener = -1;
 int g_report = 2;
 bool g_installed = false;
+// the listener handed to the supervisor thread (kPending until the filter is
+// there, -1 when it could not be installed)
+constexpr int kPending = -2;
+std::atomic<int> g_start{kPending};
 
 // ---------------------------------------------------------------- assembler
 
@@ -659,17 +664,16 @@ void install(const std::vector<int>& fds, int report_fd) {
     KS_THROW(Error, "syscall filter: PR_SET_NO_NEW_PRIVS failed, errno " << errno);
   // The supervisor thread is started before the filter, which then covers it
   // too (TSYNC): starting a thread calls mprotect on its stack, which the
-  // filter sends to the supervisor. It waits for the listener on a pipe. Its
-  // own calls (ioctl, write, kill, tgkill; open, read, readlink, close of its
-  // own files, never for writing) are none that the filter sends to it, so it
-  // never waits on itself.
-  int start[2];
-  if (pipe2(start, O_CLOEXEC) != 0) KS_THROW(Error, "syscall filter: pipe failed, errno " << errno);
-  std::thread([rd = start[0]] {
-    int fd = -1;
-    long got = read(rd, &fd, sizeof(fd));
-    close(rd);
-    if (got == static_cast<long>(sizeof(fd)) && fd >= 0) supervise(fd);
+  // filter sends to the supervisor. It waits for the listener (no descriptor
+  // of its own for that: the program would see it). Its own calls (ioctl,
+  // write, kill, tgkill; open, read, readlink, close of its own files, never
+  // for writing) are none that the filter sends to it, so it never waits on
+  // itself.
+  g_start.store(kPending);
+  std::thread([] {
+    int fd;
+    while ((fd = g_start.load()) == kPending) std::this_thread::yield();
+    if (fd >= 0) supervise(fd);
   }).detach();
   // every thread of the process takes the filter; the listener (close-on-exec)
   // is this process's only
@@ -678,9 +682,8 @@ void install(const std::vector<int>& fds, int report_fd) {
               SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_TSYNC_ESRCH | SECCOMP_FILTER_FLAG_NEW_LISTENER,
               &prog);
   const int saved = errno;
-  int fd = listener < 0 ? -1 : static_cast<int>(listener);
-  write_all(start[1], reinterpret_cast<const char*>(&fd), sizeof(fd));
-  close(start[1]);
+  const int fd = listener < 0 ? -1 : static_cast<int>(listener);
+  g_start.store(fd);
   if (listener < 0) KS_THROW(Error, "syscall filter: seccomp failed, errno " << saved);
   g_listener = fd;
   g_installed = true;
@@ -703,6 +706,17 @@ std::string reason() {
   return std::string(g_shared->reason, n);
 }
 
+std::int64_t raw_monotonic_ns() {
+  timespec ts{};
+  long ret;
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "a"(static_cast<long>(__NR_clock_gettime)), "D"(static_cast<long>(CLOCK_MONOTONIC)), "S"(&ts)
+               : "rcx", "r11", "memory");
+  if (ret != 0) return -1;
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
 void fail(const std::string& why) {
   write_line(why.c_str());
   syscall(__NR_kill, syscall(__NR_getpid), SIGKILL);
@@ -718,6 +732,7 @@ int listener_fd() { return -1; }
 std::vector<int> protected_fds() { return {}; }
 std::uint64_t attempts() { return 0; }
 std::string reason() { return {}; }
+std::int64_t raw_monotonic_ns() { return -1; }
 void fail(const std::string&) {
   std::raise(SIGKILL);
   std::abort();

@@ -122,6 +122,11 @@ def parse_evolve_blocks(source: str) -> BlockParse:
     Find EVOLVE-BLOCK markers; malformed markers give ok=False and an error.
     """
     ...
+def raw_monotonic_ns() -> int:
+    """
+    CLOCK_MONOTONIC in ns through the system-call instruction itself (no libc, vDSO or GOT slot on the way); -1 where it cannot be read so. The CPU timing's clock (time.perf_counter_ns) is checked against it.
+    """
+    ...
 def syscall_filter_attempts() -> int:
     """
     Refused calls recorded in this process or a process forked from it after install.

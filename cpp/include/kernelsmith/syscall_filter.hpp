@@ -72,6 +72,14 @@ std::uint64_t attempts();
 // the evaluator's channel (dup2 onto fd 5)"; empty when none.
 std::string reason();
 
+// CLOCK_MONOTONIC in nanoseconds read through the system-call instruction
+// itself (no libc, no vDSO, no GOT slot on the way), -1 where it cannot be
+// (not Linux x86_64). The CPU timing reads the same clock through
+// time.perf_counter_ns, i.e. libpython's GOT slot of clock_gettime, which a
+// program can point elsewhere with a plain data write; this one it cannot
+// redirect without changing code, which the filter refuses.
+std::int64_t raw_monotonic_ns();
+
 // Writes kLogPrefix + `reason` as one line on the report descriptor (fd 2
 // before install()) and ends the process with SIGKILL, as the supervisor
 // does.
