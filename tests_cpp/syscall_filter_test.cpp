@@ -6,12 +6,17 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <thread>
@@ -240,4 +245,155 @@ TEST(SyscallFilter, InstallTwiceOrBadDescriptorsThrows) {
     return sf::installed() && sf::protected_fds().size() == 1 && sf::listener_fd() > 2 ? 0 : 3;
   });
   EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+namespace {
+
+// The start of the page that holds libc's getpid (code the test itself does
+// not run while the page is changed).
+void* libc_code_page() {
+  auto addr = reinterpret_cast<std::uintptr_t>(&getpid);
+  return reinterpret_cast<void*>(addr & ~static_cast<std::uintptr_t>(4095));
+}
+
+}  // namespace
+
+TEST(SyscallFilter, MakingALibrarysCodeWritableIsRefused) {
+  for (int prot : {PROT_READ | PROT_WRITE | PROT_EXEC, PROT_READ | PROT_WRITE}) {
+    Outcome o = in_child([prot] {
+      sf::install({channel()});
+      mprotect(libc_code_page(), 4096, prot);  // the inline hook's first step
+      return 0;
+    });
+    EXPECT_TRUE(o.killed_by(SIGKILL)) << prot << " " << o.status << " " << o.err;
+    EXPECT_NE(o.err.find("the program tried to make executable code writable (mprotect of libc.so"),
+              std::string::npos)
+        << o.err;
+  }
+  Outcome k = in_child([] {
+    sf::install({channel()});
+    syscall(SYS_pkey_mprotect, libc_code_page(), 4096, PROT_READ | PROT_WRITE | PROT_EXEC, -1);
+    return 0;
+  });
+  EXPECT_TRUE(k.killed_by(SIGKILL)) << k.err;
+  EXPECT_NE(k.err.find("make executable code writable (pkey_mprotect of libc.so"), std::string::npos)
+      << k.err;
+}
+
+TEST(SyscallFilter, MakingAFilesDataExecutableIsRefused) {
+  // the other half of taking a code page's execute away, writing it, and
+  // giving it back: execute added to a file mapping that has none
+  Outcome o = in_child([] {
+    int file = open("/bin/sh", O_RDONLY | O_CLOEXEC);
+    void* page = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, file, 0);
+    if (page == MAP_FAILED) return 2;
+    sf::install({channel()});
+    mprotect(page, 4096, PROT_READ | PROT_EXEC);
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("the program tried to make a file's non-executable mapping executable (mprotect of "),
+            std::string::npos)
+      << o.err;
+}
+
+TEST(SyscallFilter, AnonymousCodeAndPlainMemoryStayFree) {
+  // libffi's closures (ctypes callbacks) mmap read-write-execute memory,
+  // oneDNN's JIT (PyTorch's CPU convolutions) mprotects it so, malloc's
+  // arenas grow with read-write mprotect, ld.so maps code from files
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    void* rwx = mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (rwx == MAP_FAILED) return 2;
+    void* jit = mmap(nullptr, 1 << 16, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mprotect(jit, 1 << 16, PROT_READ | PROT_WRITE) != 0) return 3;
+    if (mprotect(jit, 1 << 16, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return 4;
+    if (mprotect(jit, 1 << 16, PROT_READ | PROT_EXEC) != 0) return 5;
+    if (mprotect(jit, 1 << 16, PROT_READ | PROT_WRITE) != 0) return 6;
+    int file = open("/bin/sh", O_RDONLY | O_CLOEXEC);
+    void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, file, 0);
+    if (code == MAP_FAILED) return 7;
+    if (mprotect(code, 4096, PROT_READ) != 0 || mprotect(libc_code_page(), 4096, PROT_READ | PROT_EXEC) != 0)
+      return 8;
+    for (int i = 0; i < 64; ++i) free(malloc(static_cast<std::size_t>(1) << 20));
+    return sf::attempts() == 0 ? 0 : 9;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, OpeningTheProcesssMemoryForWritingIsRefused) {
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("the program tried to open a process's memory for writing (/proc/"), std::string::npos)
+      << o.err;
+  // relative to a directory, through the task's own file
+  Outcome r = in_child([] {
+    sf::install({channel()});
+    int dir = open("/proc/thread-self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    openat(dir, "mem", O_WRONLY | O_CLOEXEC);
+    return 0;
+  });
+  EXPECT_TRUE(r.killed_by(SIGKILL)) << r.status << " " << r.err;
+  EXPECT_NE(r.err.find("open a process's memory for writing (/proc/"), std::string::npos) << r.err;
+}
+
+TEST(SyscallFilter, OtherFilesOpenForWritingAndMemoryForReading) {
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    char name[] = "/tmp/ks_filter_XXXXXX";
+    int tmp = mkstemp(name);
+    if (tmp < 0) return 2;
+    close(tmp);
+    int w = open(name, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    unlink(name);
+    if (w < 0 || write(w, "x", 1) != 1) return 3;
+    close(w);
+    int mem = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    if (mem < 0) return 4;
+    close(mem);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) return 5;
+    close(null);
+    return sf::attempts() == 0 ? 0 : 6;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, AChildOpeningTheParentsMemoryIsRefusedAndRecorded) {
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string path = "/proc/" + std::to_string(parent) + "/mem";
+      int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      _exit(fd == -1 && errno == EPERM ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 30;
+    if (sf::attempts() != 1) return 31;
+    return sf::reason().find("open a process's memory for writing (/proc/") != std::string::npos &&
+                   sf::reason().find("in a process it started") != std::string::npos
+               ? 0
+               : 32;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, TheRawClockIsTheMonotonicClock) {
+  // the system call itself, no libc on the way: the same clock as
+  // clock_gettime(CLOCK_MONOTONIC), read between two readings of it
+  timespec a{}, b{};
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  std::int64_t raw = sf::raw_monotonic_ns();
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  const std::int64_t lo = a.tv_sec * 1000000000LL + a.tv_nsec, hi = b.tv_sec * 1000000000LL + b.tv_nsec;
+  EXPECT_LE(lo, raw);
+  EXPECT_LE(raw, hi);
+  EXPECT_LE(raw, sf::raw_monotonic_ns());
 }

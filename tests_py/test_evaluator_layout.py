@@ -250,3 +250,85 @@ def test_trusted_checks_the_first_finding_decides(monkeypatch):
     worker_said = EvalResult(category="hacked", compiled=True, hacked=True, speedup=9.0, hack_reasons=["worker"])
     trusted.trusted_checks(worker_said, None, [], None, "/nonexistent", referee=None)
     assert worker_said.speedup is None and worker_said.hack_reasons == ["worker"]
+
+
+def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
+    """checks/timer.py on a CPU census (host ranges): the least host time of
+    the censused calls (the profiler's span of each) against the timed
+    per-call time, forged at 4x and 0.5 ms above it (the profiler's clock is
+    not the one time.perf_counter_ns reads). Re-checked calls that stay slow,
+    then one in the timing slot, reject it; 2x passes, and so does 5x of a
+    call too short for the absolute floor. And the clock check: the timed
+    calls' intervals on the timing's clock against the raw system call's."""
+    import torch
+
+    from kernelsmith.evaluator import correctness as cmp
+    from kernelsmith.evaluator.checks.base import AFTER_TIMING, Context
+    from kernelsmith.evaluator.checks.timer import TimerAgreement
+
+    class Call:
+        device_level = False
+
+        def __init__(self, us: float) -> None:
+            self.own = {"relu_kernel": us / 2}
+            self.span = us
+
+    class Census:
+        def __init__(self, calls_ms: list[float]) -> None:
+            self.span_ms = list(calls_ms)
+            self.own_ms = [ms / 2 for ms in calls_ms]
+
+        @property
+        def last(self) -> Call:
+            return Call(self.span_ms[-1] * 1000.0)
+
+    class Chan:
+        slots = 0
+
+        def timing_slot(self) -> float:
+            self.slots += 1
+            return 0.0
+
+        def timing_done(self, report: dict) -> bool:
+            return False
+
+    class Backend:
+        def synchronize(self) -> None:
+            pass
+
+    def outcome(ms: float) -> object:
+        return type("Outcome", (), {"runtime_ms": ms})()
+
+    def judge(calls_ms: list[float], timed_ms: float) -> tuple[list[str], dict, int]:
+        chan = Chan()
+        ctx = Context(checks_on=True, census=Census(calls_ms), chan=chan, out={}, model=torch.relu,
+                      backend=Backend(), cmp=cmp, make_inputs=lambda gen: list(gen()),
+                      clone=lambda xs: [x.clone() for x in xs], atol=1e-6, rtol=1e-6,
+                      run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)))
+        facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=outcome(timed_ms))
+        return TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)), ctx.out, chan.slots
+
+    # the fastest of the censused calls (4 ms) against 1 ms timed: forged
+    (reason,), out, slots = judge([6.0, 4.0, 5.0], 1.0)
+    assert reason.startswith("the timing says 1 ms per call, but the fastest of the checked calls took 4 ms on "
+                             "the host (4x, profiler's clock)"), reason
+    assert "forged timing figures, or a clock the program changed" in reason, reason
+    assert slots == 1 and out["census"]["call_host_ms_per_call"] == 4.0
+    assert out["census"]["own_host_ms_per_call"] == 2.0
+    # 2x: an honest program's profiler overhead, within the bound
+    reasons, out, slots = judge([2.0], 1.0)
+    assert reasons == [] and slots == 0 and out["census"]["call_host_ms_per_call"] == 2.0
+    # 5x of a 0.1 ms call: 0.4 ms above it, under the absolute floor
+    assert judge([0.5], 0.1)[0] == []
+
+    from kernelsmith.evaluator.checks.timer import clock_mismatch
+
+    # honest: the timing's intervals lie inside the raw ones
+    assert clock_mismatch({"calls": 400, "timer_ms": 3990.0, "raw_ms": 4000.0}) is None
+    assert clock_mismatch(None) is None and clock_mismatch({"calls": 0, "timer_ms": 0, "raw_ms": 0}) is None
+    # a fifth of the time, as got_patch's clock inside forward
+    forged = clock_mismatch({"calls": 400, "timer_ms": 800.0, "raw_ms": 4000.0})
+    assert forged is not None and forged.startswith("the timing's clock measured 800 ms over the 400 timed calls"), forged
+    assert "the program changed the clock the timing reads" in forged
+    # under a millisecond in all: too little to judge
+    assert clock_mismatch({"calls": 4, "timer_ms": 0.1, "raw_ms": 0.5}) is None

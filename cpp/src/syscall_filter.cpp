@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <thread>
 
@@ -16,8 +17,10 @@
 
 #if defined(__linux__) && defined(__x86_64__)
 #define KS_SYSCALL_FILTER 1
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -49,6 +52,10 @@ long g_pid = 0;
 int g_listener = -1;
 int g_report = 2;
 bool g_installed = false;
+// the listener handed to the supervisor thread (kPending until the filter is
+// there, -1 when it could not be installed)
+constexpr int kPending = -2;
+std::atomic<int> g_start{kPending};
 
 // ---------------------------------------------------------------- assembler
 
@@ -108,6 +115,7 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   // notify: the supervisor thread decides (judge() below)
   int allow = a.label(), notify = a.label(), kill = a.label(), enosys = a.label();
   int on_close = a.label(), on_range = a.label(), on_dup = a.label();
+  int on_protect = a.label(), on_openat = a.label(), on_open = a.label();
 
   a.load(offsetof(seccomp_data, arch));
   a.jump(BPF_JEQ, AUDIT_ARCH_X86_64, N, kill);  // int 0x80 (i386 numbers): never ours
@@ -122,7 +130,29 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   a.jump(BPF_JEQ, __NR_process_vm_writev, notify, N);
   a.jump(BPF_JEQ, __NR_pidfd_getfd, notify, N);
   a.jump(BPF_JEQ, __NR_io_uring_setup, enosys, N);
+  a.jump(BPF_JEQ, __NR_mprotect, on_protect, N);
+  a.jump(BPF_JEQ, __NR_pkey_mprotect, on_protect, N);
+  a.jump(BPF_JEQ, __NR_openat, on_openat, N);
+  a.jump(BPF_JEQ, __NR_open, on_open, N);
+  a.jump(BPF_JEQ, __NR_creat, notify, N);
+  a.jump(BPF_JEQ, __NR_openat2, notify, N);  // its flags are in memory: the supervisor reads them
   a.ret(SECCOMP_RET_ALLOW);
+
+  // mprotect/pkey_mprotect(addr, len, prot, ...): only what asks for write or
+  // execute goes to the supervisor (read-only and PROT_NONE changes, e.g.
+  // ld.so's RELRO, never do)
+  a.bind(on_protect);
+  a.load(arg_low(2));
+  a.jump(BPF_JSET, PROT_WRITE | PROT_EXEC, notify, allow);
+
+  // open/openat for writing (O_WRONLY, O_RDWR; 3 is not valid but tried):
+  // the supervisor looks at the path (a process's memory file?)
+  a.bind(on_openat);
+  a.load(arg_low(2));
+  a.jump(BPF_JSET, O_WRONLY | O_RDWR, notify, allow);
+  a.bind(on_open);
+  a.load(arg_low(1));
+  a.jump(BPF_JSET, O_WRONLY | O_RDWR, notify, allow);
 
   // close(fd): fd is unsigned int, the low word
   a.bind(on_close);
@@ -230,6 +260,240 @@ int covered(unsigned first, unsigned last) {
   return -1;
 }
 
+// ------------------------------------- the memory rules (no allocation)
+
+// A path or a name in a fixed buffer.
+class Text {
+ public:
+  Text& add(const char* s, std::size_t n = static_cast<std::size_t>(-1)) {
+    for (std::size_t i = 0; i < n && s[i] && len_ + 1 < sizeof(buf_); ++i) buf_[len_++] = s[i];
+    buf_[len_] = '\0';
+    return *this;
+  }
+  Text& num(unsigned long long v) {
+    Line l;
+    l.num(v);
+    return add(l.text());
+  }
+  const char* text() const { return buf_; }
+  std::size_t size() const { return len_; }
+  bool starts_with(const char* p) const { return std::strncmp(buf_, p, std::strlen(p)) == 0; }
+  bool ends_with(const char* p) const {
+    std::size_t n = std::strlen(p);
+    return len_ >= n && std::strcmp(buf_ + len_ - n, p) == 0;
+  }
+
+ private:
+  char buf_[4200] = {0};
+  std::size_t len_ = 0;
+};
+
+Text proc_path(long pid, const char* leaf) {
+  Text t;
+  t.add("/proc/").num(static_cast<unsigned long long>(pid)).add("/").add(leaf);
+  return t;
+}
+
+// Reads up to `n` bytes of process `pid`'s memory at `addr` through its
+// /proc/<pid>/mem (for the worker's threads their own process, always
+// allowed; a bad address gives a short read, never a fault here).
+// process_vm_readv is one of the filtered calls: the supervisor would wait
+// on itself.
+std::size_t read_memory(long pid, unsigned long long addr, void* out, std::size_t n) {
+  int fd = open(proc_path(pid, "mem").text(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  long got = pread(fd, out, n, static_cast<off_t>(addr));
+  close(fd);
+  return got > 0 ? static_cast<std::size_t>(got) : 0;
+}
+
+// What a protection change would do to the code of a file: 0 nothing, 1 make
+// an executable file mapping (a library's code, or the vDSO) writable, 2 add
+// execute to a file mapping that is not executable (the second half of
+// making code writable by taking its execute away first). Anonymous memory
+// is left alone: JITs (oneDNN's Xbyak under PyTorch's CPU convolutions
+// mprotects it read-write-execute) and libffi's closures (ctypes callbacks,
+// mmap'd read-write-execute) use it. `file` gets the mapping's path.
+// The decision for one mapping that the change covers: `code` for a file's
+// mapping or the vDSO's.
+int mapping_problem(bool exec, bool code, unsigned prot) {
+  if (!code) return 0;
+  if (exec && (prot & PROT_WRITE)) return 1;
+  if (!exec && (prot & PROT_EXEC)) return 2;
+  return 0;
+}
+
+bool special_code(const char* name, std::size_t n) {
+  return (n >= 6 && std::strncmp(name, "[vdso]", 6) == 0) ||
+         (n >= 10 && std::strncmp(name, "[vsyscall]", 10) == 0);
+}
+
+// struct procmap_query of <linux/fs.h> (Linux 6.11, PROCMAP_QUERY), written
+// out for older headers: one mapping per ioctl on /proc/<pid>/maps, without
+// the text of every mapping before it (0.5 ms a call in a process with
+// PyTorch loaded, on a loaded machine).
+struct ProcmapQuery {
+  std::uint64_t size;
+  std::uint64_t query_flags;
+  std::uint64_t query_addr;
+  std::uint64_t vma_start;
+  std::uint64_t vma_end;
+  std::uint64_t vma_flags;
+  std::uint64_t vma_page_size;
+  std::uint64_t vma_offset;
+  std::uint64_t inode;
+  std::uint32_t dev_major;
+  std::uint32_t dev_minor;
+  std::uint32_t vma_name_size;
+  std::uint32_t build_id_size;
+  std::uint64_t vma_name_addr;
+  std::uint64_t build_id_addr;
+};
+constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
+constexpr std::uint64_t kVmaExecutable = 0x04, kCoveringOrNext = 0x10;
+
+// The mappings in [lo, hi) through PROCMAP_QUERY: the problem (>= 0), or -1
+// when this kernel has no such ioctl.
+int query_problem(int fd, unsigned long long lo, unsigned long long hi, unsigned prot, Text& file) {
+  unsigned long long at = lo;
+  while (at < hi) {
+    char name[512];
+    ProcmapQuery q;
+    std::memset(&q, 0, sizeof(q));
+    q.size = sizeof(q);
+    q.query_flags = kCoveringOrNext;
+    q.query_addr = at;
+    q.vma_name_size = sizeof(name);
+    q.vma_name_addr = reinterpret_cast<std::uintptr_t>(name);
+    if (ioctl(fd, kProcmapQuery, &q) != 0) {
+      if (errno == ENOENT) return 0;  // no mapping at or after `at`
+      return at == lo ? -1 : 0;
+    }
+    if (q.vma_start >= hi) return 0;
+    std::size_t n = q.vma_name_size ? q.vma_name_size - 1 : 0;  // with its NUL
+    if (n >= sizeof(name)) n = sizeof(name) - 1;
+    name[n] = '\0';
+    const bool code = q.inode != 0 || special_code(name, n);
+    const int problem = mapping_problem((q.vma_flags & kVmaExecutable) != 0, code, prot);
+    if (problem) {
+      file.add(name, n);
+      return problem;
+    }
+    if (q.vma_end <= at) return 0;
+    at = q.vma_end;
+  }
+  return 0;
+}
+
+int protect_problem(long pid, unsigned long long lo, unsigned long long len, unsigned prot, Text& file) {
+  if (len == 0) return 0;
+  const unsigned long long hi = lo + ((len + 4095) & ~4095ull);
+  int fd = open(proc_path(pid, "maps").text(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const int queried = query_problem(fd, lo, hi, prot, file);
+  if (queried >= 0) {
+    close(fd);
+    return queried;
+  }
+  char block[8192], line[600];
+  std::size_t used = 0;
+  int problem = 0;
+  bool past = false;
+  auto judge_line = [&](const char* ln, std::size_t n) {
+    std::size_t i = 0;
+    auto hex = [&] {
+      unsigned long long v = 0;
+      for (; i < n; ++i) {
+        char c = ln[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) break;
+        v = v * 16 + static_cast<unsigned>(d);
+      }
+      return v;
+    };
+    auto skip_field = [&] {
+      while (i < n && ln[i] != ' ') ++i;
+      while (i < n && ln[i] == ' ') ++i;
+    };
+    unsigned long long start = hex();
+    if (i >= n || ln[i] != '-') return;
+    ++i;
+    unsigned long long end = hex();
+    if (start >= hi) {
+      past = true;
+      return;
+    }
+    if (end <= lo) return;
+    while (i < n && ln[i] == ' ') ++i;
+    if (i + 4 > n) return;
+    const bool exec = ln[i + 2] == 'x';
+    skip_field();  // perms
+    skip_field();  // offset
+    skip_field();  // device
+    unsigned long long inode = 0;
+    for (; i < n && ln[i] >= '0' && ln[i] <= '9'; ++i)
+      inode = inode * 10 + static_cast<unsigned>(ln[i] - '0');
+    while (i < n && ln[i] == ' ') ++i;
+    const char* path = ln + i;
+    const std::size_t path_len = n - i;
+    if (problem) return;
+    problem = mapping_problem(exec, inode != 0 || special_code(path, path_len), prot);
+    if (problem) file.add(path, path_len);
+  };
+  std::size_t ll = 0;
+  while (!past) {
+    long got = read(fd, block + used, sizeof(block) - used);
+    if (got <= 0) break;
+    for (long k = 0; k < got && !past; ++k) {
+      char c = block[k];
+      if (c == '\n') {
+        judge_line(line, ll);
+        ll = 0;
+      } else if (ll < sizeof(line)) {
+        line[ll++] = c;
+      }
+    }
+  }
+  close(fd);
+  return problem;
+}
+
+// Whether the file that process `pid` opens as `path` (relative to its
+// `dirfd`) is a process's memory file (/proc/<n>/mem, /proc/<n>/task/<m>/mem):
+// the supervisor opens the same path without access (O_PATH, through the
+// caller's cwd or dirfd) and reads what it is. `seen` gets the name.
+// A race: the program can change the path, or the link it goes through,
+// between this look and the kernel's own open (docs/evaluator.md).
+bool names_memory(long pid, int dirfd, const char* path, Text& seen) {
+  Text full;
+  if (path[0] != '/') {
+    if (dirfd == AT_FDCWD) {
+      full.add(proc_path(pid, "cwd/").text());
+    } else {
+      full.add(proc_path(pid, "fd/").text()).num(static_cast<unsigned>(dirfd)).add("/");
+    }
+  }
+  full.add(path);
+  int fd = open(full.text(), O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    // not there (a new file: not a process's memory), or not ours to look
+    // at: then by its name
+    seen.add(path);
+    return errno != ENOENT && (seen.ends_with("/mem") || std::strcmp(path, "mem") == 0);
+  }
+  Text link;
+  link.add("/proc/self/fd/").num(static_cast<unsigned>(fd));
+  char target[4096];
+  long n = readlink(link.text(), target, sizeof(target) - 1);
+  close(fd);
+  if (n <= 0) {
+    seen.add(path);
+    return seen.ends_with("/mem");
+  }
+  seen.add(target, static_cast<std::size_t>(n));
+  return seen.starts_with("/proc/") && seen.ends_with("/mem");
+}
+
 // The answer to one notification. A descendant's close/dup onto a protected
 // number changes only its own table (a forked child before its exec, or a
 // program it exec'd, whose numbers are its own): let through. Everything
@@ -287,6 +551,55 @@ void judge(const seccomp_notif& req, seccomp_notif_resp& resp) {
     case __NR_pidfd_getfd:
       text.add("the program tried to take a descriptor of another process (pidfd_getfd)");
       break;
+    case __NR_mprotect:
+    case __NR_pkey_mprotect: {
+      // a descendant's memory is its own; in the worker, only a change to a
+      // file's code (or the vDSO's) is refused
+      Text file;
+      const int problem =
+          worker ? protect_problem(req.pid, arg[0], arg[1], static_cast<unsigned>(arg[2]), file) : 0;
+      if (problem == 0) {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        return;
+      }
+      const char* name = std::strrchr(file.text(), '/');
+      text.add(problem == 1 ? "the program tried to make executable code writable ("
+                            : "the program tried to make a file's non-executable mapping executable (")
+          .add(nr == __NR_mprotect ? "mprotect" : "pkey_mprotect")
+          .add(" of ")
+          .add(name ? name + 1 : file.text())
+          .add(")");
+      break;
+    }
+    case __NR_open:
+    case __NR_openat:
+    case __NR_creat:
+    case __NR_openat2: {
+      // opened for writing (the filter sends no other open here, but
+      // openat2 keeps its flags in memory): a process's memory file?
+      const bool at = nr == __NR_openat || nr == __NR_openat2;
+      if (nr == __NR_openat2) {
+        std::uint64_t flags = 0;
+        if (arg[3] < sizeof(flags) || read_memory(req.pid, arg[2], &flags, sizeof(flags)) != sizeof(flags) ||
+            (flags & (O_WRONLY | O_RDWR)) == 0) {
+          resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+          return;
+        }
+      }
+      char path[4096];
+      std::size_t got = read_memory(req.pid, at ? arg[1] : arg[0], path, sizeof(path) - 1);
+      path[got] = '\0';
+      Text seen;
+      // the notification still stands (the caller did not die and leave
+      // its number to another process while we looked)
+      if (got == 0 || !names_memory(req.pid, at ? static_cast<int>(arg[0]) : AT_FDCWD, path, seen) ||
+          ioctl(g_listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        return;
+      }
+      text.add("the program tried to open a process's memory for writing (").add(seen.text()).add(")");
+      break;
+    }
     default:
       text.add("the program made a refused system call (number ").num(static_cast<unsigned>(nr)).add(")");
   }
@@ -349,17 +662,30 @@ void install(const std::vector<int>& fds, int report_fd) {
   prog.filter = code.data();
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     KS_THROW(Error, "syscall filter: PR_SET_NO_NEW_PRIVS failed, errno " << errno);
+  // The supervisor thread is started before the filter, which then covers it
+  // too (TSYNC): starting a thread calls mprotect on its stack, which the
+  // filter sends to the supervisor. It waits for the listener (no descriptor
+  // of its own for that: the program would see it). Its own calls (ioctl,
+  // write, kill, tgkill; open, read, readlink, close of its own files, never
+  // for writing) are none that the filter sends to it, so it never waits on
+  // itself.
+  g_start.store(kPending);
+  std::thread([] {
+    int fd;
+    while ((fd = g_start.load()) == kPending) std::this_thread::yield();
+    if (fd >= 0) supervise(fd);
+  }).detach();
   // every thread of the process takes the filter; the listener (close-on-exec)
   // is this process's only
   long listener =
       syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER,
               SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_TSYNC_ESRCH | SECCOMP_FILTER_FLAG_NEW_LISTENER,
               &prog);
-  if (listener < 0) KS_THROW(Error, "syscall filter: seccomp failed, errno " << errno);
-  g_listener = static_cast<int>(listener);
-  // Started after the filter: its own calls (ioctl, write, kill, tgkill) are
-  // none of the filtered ones, so it never waits on itself.
-  std::thread(supervise, g_listener).detach();
+  const int saved = errno;
+  const int fd = listener < 0 ? -1 : static_cast<int>(listener);
+  g_start.store(fd);
+  if (listener < 0) KS_THROW(Error, "syscall filter: seccomp failed, errno " << saved);
+  g_listener = fd;
   g_installed = true;
 }
 
@@ -380,6 +706,17 @@ std::string reason() {
   return std::string(g_shared->reason, n);
 }
 
+std::int64_t raw_monotonic_ns() {
+  timespec ts{};
+  long ret;
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "a"(static_cast<long>(__NR_clock_gettime)), "D"(static_cast<long>(CLOCK_MONOTONIC)), "S"(&ts)
+               : "rcx", "r11", "memory");
+  if (ret != 0) return -1;
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
 void fail(const std::string& why) {
   write_line(why.c_str());
   syscall(__NR_kill, syscall(__NR_getpid), SIGKILL);
@@ -395,6 +732,7 @@ int listener_fd() { return -1; }
 std::vector<int> protected_fds() { return {}; }
 std::uint64_t attempts() { return 0; }
 std::string reason() { return {}; }
+std::int64_t raw_monotonic_ns() { return -1; }
 void fail(const std::string&) {
   std::raise(SIGKILL);
   std::abort();

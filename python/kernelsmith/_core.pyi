@@ -122,6 +122,11 @@ def parse_evolve_blocks(source: str) -> BlockParse:
     Find EVOLVE-BLOCK markers; malformed markers give ok=False and an error.
     """
     ...
+def raw_monotonic_ns() -> int:
+    """
+    CLOCK_MONOTONIC in ns through the system-call instruction itself (no libc, vDSO or GOT slot on the way); -1 where it cannot be read so. The CPU timing's clock (time.perf_counter_ns) is checked against it.
+    """
+    ...
 def syscall_filter_attempts() -> int:
     """
     Refused calls recorded in this process or a process forked from it after install.
@@ -134,7 +139,7 @@ def syscall_filter_fail(reason: str) -> None:
     ...
 def syscall_filter_install(fds: collections.abc.Sequence[int], report_fd: int = 2) -> None:
     """
-    Install the filter on this process (every thread), protecting the descriptors `fds` (the evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the process (SIGKILL) after one line on `report_fd` that says what happened; by a process it started, the first are let through and the others refused and recorded. The lines go to `report_fd` (a descriptor of its own on the log, listed in `fds` too). Once per process.
+    Install the filter on this process (every thread), protecting the descriptors `fds` (the evaluator's channel), answered by a supervisor thread: dup2/dup3 onto them and close/close_range over them by this process, and ptrace, process_vm_readv/writev and pidfd_getfd by it, end the process (SIGKILL) after one line on `report_fd` that says what happened; by a process it started, the first are let through and the others refused and recorded. mprotect/pkey_mprotect that would make a file's code writable, or add execute to a file's mapping without it, end the process too (a descendant's own memory is let through); opening a process's memory file (/proc/<n>/mem) for writing is refused in any process. The lines go to `report_fd` (a descriptor of its own on the log, listed in `fds` too). Once per process.
     """
     ...
 def syscall_filter_installed() -> bool:

@@ -13,6 +13,17 @@
 //   ptrace, process_vm_readv/process_vm_writev, pidfd_getfd, by anyone:
 //   refused and recorded (in a page shared across fork); by the worker,
 //   fatal as above. The harness reads the record before each message.
+//   mprotect/pkey_mprotect asking for write or execute, by the worker: the
+//   supervisor reads /proc/<pid>/maps and refuses (fatal, as above) making a
+//   file's executable mapping (a library's code, the vDSO) writable, or
+//   adding execute to a file's mapping that has none; anonymous memory
+//   stays free (JITs, libffi's closures map it read-write-execute); the
+//   same calls by a descendant: let through (its memory is its own);
+//   open/openat/creat for writing, openat2: the supervisor opens the path
+//   itself without access (O_PATH, through the caller's cwd or dirfd) and
+//   refuses a process's memory file (/proc/<n>/mem), in any process (a
+//   race: the program can change the path between that look and the
+//   kernel's open).
 // A system call of another ABI (int 0x80, x32) kills the caller (SIGSYS);
 // io_uring_setup fails with ENOSYS (an io_uring could close the channel).
 // Threads: the filter is synchronised onto every thread of the process
@@ -60,6 +71,14 @@ std::uint64_t attempts();
 // What the first recorded attempt was, e.g. "the program tried to replace
 // the evaluator's channel (dup2 onto fd 5)"; empty when none.
 std::string reason();
+
+// CLOCK_MONOTONIC in nanoseconds read through the system-call instruction
+// itself (no libc, no vDSO, no GOT slot on the way), -1 where it cannot be
+// (not Linux x86_64). The CPU timing reads the same clock through
+// time.perf_counter_ns, i.e. libpython's GOT slot of clock_gettime, which a
+// program can point elsewhere with a plain data write; this one it cannot
+// redirect without changing code, which the filter refuses.
+std::int64_t raw_monotonic_ns();
 
 // Writes kLogPrefix + `reason` as one line on the report descriptor (fd 2
 // before install()) and ends the process with SIGKILL, as the supervisor

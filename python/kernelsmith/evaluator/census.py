@@ -75,6 +75,9 @@ class CallCensus:
     #: ranges named like the harness's kernel range that the harness did not open
     forged_ranges: list[str] = field(default_factory=list)
     device_level: bool = False  # times are device kernel times (a GPU), not host ranges
+    #: host microseconds from the first to the last event the profiler
+    #: recorded in the call, on the profiler's clock (the CPU's timer check)
+    span: float = 0.0
 
     def coverage(self) -> Optional[float]:
         own, foreign = sum(self.own.values()), sum(self.foreign.values())
@@ -161,6 +164,12 @@ class Census:
         self.total = CallCensus(device_level=cuda)
         #: the record of the latest watched call (the timer cross-check reads it)
         self.last: Optional[CallCensus] = None
+        #: the program's own time (ms: device kernels on a GPU, host ranges on
+        #: a CPU) in each watched call that ran any of its kernels, in order:
+        #: the CPU's timer cross-check takes the least
+        self.own_ms: list[float] = []
+        #: the same calls' host span (CallCensus.span), in ms
+        self.span_ms: list[float] = []
         #: CUPTI stream ids the reference's kernels ran on: the timed stream
         self.timed_streams: set[Any] = set()
         # storage spans (start, bytes) -> crc (or None) of memory the
@@ -242,9 +251,16 @@ class Census:
                 continue
             key = str(entry.get("kernel", "")).rsplit(".", 1)[-1]
             launched[key] = launched.get(key, 0) + 1
-        self._attribute(self._events(prof), record, launched)
+        events = self._events(prof)
+        self._attribute(events, record, launched)
+        host = [e.time_range for e in events if not _is_device(e)]
+        if host:
+            record.span = float(max(r.end for r in host) - min(r.start for r in host))
         self.total.merge(record)
         self.last = record
+        if record.own:
+            self.own_ms.append(sum(record.own.values()) / 1000.0)
+            self.span_ms.append(record.span / 1000.0)
         self.overhead_s += time.perf_counter() - t0
 
     def _attribute(self, events: Any, record: CallCensus, launched: Optional[dict[str, int]] = None) -> None:

@@ -24,6 +24,7 @@ timing ran on the host), carried in ``EvalResult.speed_of_light``.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -242,6 +243,66 @@ def _rotating(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> Ca
     return lambda: fn(*input_sets[next(counter) % n])
 
 
+def _no_raw_clock() -> int:
+    return -1
+
+
+def _raw_clock() -> Callable[[], int]:
+    """kernelsmith._core.raw_monotonic_ns where it reads the clock (Linux
+    x86_64), else a stand-in that turns the clock check off."""
+    try:
+        from .. import _core
+
+        if _core.raw_monotonic_ns() > 0:
+            return _core.raw_monotonic_ns
+    except (ImportError, AttributeError):
+        pass
+    return _no_raw_clock
+
+
+class _TimedCalls:
+    """The candidate as the timing calls it: an exception it raises comes out
+    as :class:`CandidateTimingError`. While ``on`` (the CPU path) each call
+    is also bracketed by the same clock read two ways: time.perf_counter_ns
+    (what the host timing reads, through libpython's GOT slot of
+    clock_gettime) and the raw system call (kernelsmith._core.raw_monotonic_ns:
+    no GOT, no vDSO). Honest, the first interval lies inside the second; a
+    clock the program slowed inside forward shows less (checks/timer.py,
+    ``clock_mismatch``). Two clock reads of each kind a call, about 1 us."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.raw = _raw_clock()
+        self.on = False
+        self.calls = self.timer_ns = self.raw_ns = 0
+
+    def _call(self, args: tuple) -> Any:
+        try:
+            return self.fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - the candidate may raise anything
+            raise CandidateTimingError(exc) from exc
+
+    def __call__(self, *args: Any) -> Any:
+        if not self.on:  # as cheap as the plain wrapper was: the GPU paths time through here
+            try:
+                return self.fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - the candidate may raise anything
+                raise CandidateTimingError(exc) from exc
+        r0 = self.raw()
+        t0 = time.perf_counter_ns()
+        try:
+            return self._call(args)
+        finally:
+            t1 = time.perf_counter_ns()
+            r1 = self.raw()
+            self.calls += 1
+            self.timer_ns += t1 - t0
+            self.raw_ns += r1 - r0
+
+    def report(self) -> dict[str, Any]:
+        return {"calls": self.calls, "timer_ms": self.timer_ns / 1e6, "raw_ms": self.raw_ns / 1e6}
+
+
 def measure(
     ref_fn: Callable[..., Any],
     cand_fn: Callable[..., Any],
@@ -273,11 +334,7 @@ def measure(
     if len(ref_sets) != len(input_sets):
         raise ValueError("measure: the reference needs as many input sets as the candidate")
 
-    def cand(*args: Any) -> Any:
-        try:
-            return cand_fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - the candidate may raise anything
-            raise CandidateTimingError(exc) from exc
+    cand = _TimedCalls(cand_fn)
 
     # First calls compile (Triton, OpenCL builds) and autotune: not timed.
     for _ in range(cfg.warmup):
@@ -307,14 +364,20 @@ def measure(
             # cache keyed on all of them would hit on the repeats:
             # timed_rotation.py)
             opts["max_launches_per_sample"] = max(1, min(opts["max_launches_per_sample"], len(input_sets)))
-        c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
-                       reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize,
-                       between_pairs=between_pairs, **{k: v for k, v in opts.items() if k != "ci_floor"})
+        cand.on = cand.raw is not _no_raw_clock
+        try:
+            c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
+                           reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize,
+                           between_pairs=between_pairs, **{k: v for k, v in opts.items() if k != "ci_floor"})
+        finally:
+            cand.on = False
     roofline = None
     work = _once(work)
     if device_name and work is not None and c.candidate_median_s > 0:
         roofline = roofline_details(c.candidate_median_s, device_name, work)
     outcome = outcome_from_comparison(c, options=opts, roofline=roofline, gpu_state=gpu_state)
+    if cand.calls:
+        outcome.details["clock_check"] = cand.report()
     if work is not None and c.candidate_median_s > 0 and c.verdict != "rejected":
         outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name,
                                                         work)

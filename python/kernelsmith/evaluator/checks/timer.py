@@ -2,7 +2,15 @@
 saw them in one checked call after the timing, must not take longer on the
 device than the timer says a whole call takes. A mismatch means the timed
 calls were not the calls the census saw: forged statistics, or work the
-timer could not see."""
+timer could not see.
+
+On the CPU the same comparison runs on the host time of the whole checked
+call, with a wide bound (the profiler's overhead lands inside what it
+measures). And on the CPU the timing's clock is checked against itself: the
+timed calls' intervals on ``time.perf_counter_ns`` (libpython's GOT slot of
+``clock_gettime``, which a program can point elsewhere with a data write,
+pygpubench's ``got_patch``) against the same intervals read through the raw
+system call (``clock_mismatch``)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -10,8 +18,21 @@ from typing import Any, Callable, Optional
 from .base import AFTER_TIMING, NO_SPEEDUP, Check, Context
 from .refill import refill_checks
 
+#: the CPU's bound: forged when the least host time of the censused calls
+#: (profiler's clock) is at least this many times the timed per-call time and
+#: more than CPU_SLACK_MS above it. Honest programs on the loaded 2-core
+#: machine reached 1.72 (the Triton examples, the kb_honest zoo, the OpenCL
+#: examples: benchmarks/timer_census_cpu.py; the profiler's overhead lands
+#: inside the calls it measures, more for some programs than others), and
+#: got_patch, whose clock runs at a fifth of its speed inside forward, showed
+#: 1.5-3.9: this bound only catches gross forgeries. The clock check below
+#: (clock_mismatch) is what catches got_patch.
+CPU_RATIO = 4.0
+CPU_SLACK_MS = 0.5
 
-def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, slack_ms: float = 0.01) -> Optional[str]:
+
+def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, slack_ms: float = 0.01,
+                   where: str = "on the device in one call") -> Optional[str]:
     """The timer against the census: the program's own kernels, as CUPTI saw
     them in one call after the timing, must not take longer on the device
     than the timer says a whole call takes (on one stream kernels run one
@@ -21,11 +42,52 @@ def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, s
     if timed_ms <= 0 or own_device_ms <= timed_ms * ratio + slack_ms:
         return None
     return (f"the timing says {timed_ms:.4g} ms per call, but the program's own kernels ran {own_device_ms:.4g} ms "
-            "on the device in one call (profiler): the timed calls did not do the work that was checked")
+            f"{where} (profiler): the timed calls did not do the work that was checked")
+
+
+def cpu_timer_mismatch(call_host_ms: float, timed_ms: float) -> Optional[str]:
+    """The timer against the census on the CPU: the host time of a checked
+    call as the census's profiler measured it (from its first recorded event
+    to its last, on the profiler's clock; the least over the censused calls)
+    against the timed per-call time, forged only past :data:`CPU_RATIO` and
+    :data:`CPU_SLACK_MS`. The whole call, not only the program's kernels:
+    an honest call's kernels can be half of it (the Triton interpreter's
+    launch, the output's allocation), which leaves a clock slowed 5x too
+    close to the bound."""
+    if timed_ms <= 0 or call_host_ms < timed_ms * CPU_RATIO or call_host_ms - timed_ms <= CPU_SLACK_MS:
+        return None
+    return (f"the timing says {timed_ms:.4g} ms per call, but the fastest of the checked calls took "
+            f"{call_host_ms:.4g} ms on the host ({call_host_ms / timed_ms:.2g}x, profiler's clock): the timed calls "
+            "did not do the work that was checked (forged timing figures, or a clock the program changed)")
+
+
+#: the clock check's bound: forged when the timed calls' intervals on the
+#: timing's clock add up to less than this share of the same intervals read
+#: through the raw system call, and CLOCK_SLACK_MS less in all
+CLOCK_SHARE = 0.8
+CLOCK_SLACK_MS = 1.0
+
+
+def clock_mismatch(clock: Optional[dict[str, Any]]) -> Optional[str]:
+    """The CPU timing's clock against the same clock read through the raw
+    system call (evaluator/timing.py brackets every timed candidate call with
+    both): honest, the timing's interval lies inside the raw one, so their
+    sums differ by the cost of the reads; a program that slowed the timing's
+    clock while forward runs (libpython's GOT slot of clock_gettime,
+    pygpubench's got_patch) shows a fraction of it."""
+    if not clock or not clock.get("calls"):
+        return None
+    timer_ms, raw_ms = float(clock["timer_ms"]), float(clock["raw_ms"])
+    if timer_ms >= raw_ms * CLOCK_SHARE or raw_ms - timer_ms <= CLOCK_SLACK_MS:
+        return None
+    return (f"the timing's clock measured {timer_ms:.4g} ms over the {clock['calls']} timed calls of the program, "
+            f"but the same clock read through the system call measured {raw_ms:.4g} ms over the same calls: the "
+            "program changed the clock the timing reads")
 
 
 def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Optional[float]],
-                       tries: int = 3, alone: Optional[Callable[[Callable[[], Optional[float]]], Optional[float]]] = None
+                       tries: int = 3, alone: Optional[Callable[[Callable[[], Optional[float]]], Optional[float]]] = None,
+                       mismatch: Callable[[float, float], Optional[str]] = timer_mismatch
                        ) -> tuple[float, Optional[str]]:
     """:func:`timer_mismatch` for a census call made outside the timing slot,
     next to the other workers' device work, which can only slow its kernels
@@ -36,20 +98,22 @@ def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Opt
     timing slot, the other workers stopped). Beside three workers streaming
     6 GiB tensors an honest 4.2 ms argmax ran 7.7 ms in every re-check (H100,
     KernelBench level 1). Forged statistics or work hidden from the timer
-    stay too slow in every one of them. Returns (own ms, reason)."""
-    problem = timer_mismatch(own_ms, timed_ms)
+    stay too slow in every one of them. ``mismatch``: :func:`timer_mismatch`
+    (device time) or :func:`cpu_timer_mismatch` (host time). Returns (own
+    ms, reason)."""
+    problem = mismatch(own_ms, timed_ms)
     for _ in range(tries if problem else 0):
         again = recheck()
         if again is not None:
             own_ms = min(own_ms, again)
-        problem = timer_mismatch(own_ms, timed_ms)
+        problem = mismatch(own_ms, timed_ms)
         if not problem:
             break
     if problem and alone is not None:
         again = alone(recheck)
         if again is not None:
             own_ms = min(own_ms, again)
-        problem = timer_mismatch(own_ms, timed_ms)
+        problem = mismatch(own_ms, timed_ms)
     return own_ms, problem
 
 
@@ -72,18 +136,38 @@ class TimerAgreement(Check):
     verdict = NO_SPEEDUP
 
     def reasons(self, at: str, ctx: Context) -> list[str]:
+        forged = clock_mismatch((getattr(ctx.first_outcome, "details", None) or {}).get("clock_check"))
+        if forged and ctx.checks_on:
+            return [forged]
         census = ctx.census
         seen = census.last if ctx.checks_on and census is not None else None  # the refill checks' last call
-        if seen is None or not seen.device_level or not ctx.first_outcome.runtime_ms:
+        if seen is None or not ctx.first_outcome.runtime_ms:
+            return []
+        device = bool(seen.device_level)
+        if device:
+            own_ms: Optional[float] = sum(seen.own.values()) / 1000.0
+        else:
+            # host time of the whole call: the least over every censused call
+            # that ran the program's kernels (trials, refill checks), the
+            # fairest to an honest program on a loaded machine
+            calls = [ms for ms in getattr(census, "span_ms", []) if ms > 0]
+            own_ms = min(calls) if calls else None
+        if own_ms is None:
             return []
 
         def recheck() -> Optional[float]:
             refill_checks(ctx.run_checked, ctx.model, ctx.gen, ctx.make_inputs, ctx.clone, ctx.cmp, ctx.atol,
                           ctx.rtol, ctx.backend, "after timing (re-check)", held=ctx.held, fresh=True)
             last = census.last
-            return sum(last.own.values()) / 1000.0 if last is not None and last.device_level else None
+            if last is None or bool(last.device_level) != device or not last.own:
+                return None
+            return sum(last.own.values()) / 1000.0 if device else (last.span / 1000.0 or None)
 
-        own_ms, problem = settle_timer_check(sum(seen.own.values()) / 1000.0, float(ctx.first_outcome.runtime_ms),
-                                             recheck, alone=lambda call: in_slot(ctx.chan, call))
-        ctx.out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
+        own_ms, problem = settle_timer_check(own_ms, float(ctx.first_outcome.runtime_ms), recheck,
+                                             alone=lambda call: in_slot(ctx.chan, call),
+                                             mismatch=timer_mismatch if device else cpu_timer_mismatch)
+        key = "own_device_ms_per_call" if device else "call_host_ms_per_call"
+        ctx.out.setdefault("census", {})[key] = round(own_ms, 6)
+        if not device and getattr(census, "own_ms", None):
+            ctx.out["census"]["own_host_ms_per_call"] = round(min(census.own_ms), 6)
         return [problem] if problem else []
