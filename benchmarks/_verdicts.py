@@ -1,6 +1,7 @@
 """What the verdict-table benchmarks (gpu_verdicts.py, bench_eval_throughput.py)
 print for one EvalResult: whether its category is an expected one, and the
 one-line reason."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -17,6 +17,7 @@ is tuned and reported) and a Triton compile cache of its own. Three runs:
 
 Prints each run's wall time, what it tuned, and the sequential/parallel ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,20 +39,35 @@ def run(tests: list[str], tree: str, site: str, cache: str, mode: str, work: str
     new = os.path.join(work, f"{label}-new.jsonl")
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    env.update(PYTHONPATH=os.pathsep.join([site, tree, env.get("PYTHONPATH", "")]), TRITON_CACHE_DIR=cache,
-               KERNELSMITH_AUTOTUNE_NEW=new, KERNELSMITH_AUTOTUNE_KNOWN=os.path.join(work, "none.json"))
+    env.update(
+        PYTHONPATH=os.pathsep.join([site, tree, env.get("PYTHONPATH", "")]),
+        TRITON_CACHE_DIR=cache,
+        KERNELSMITH_AUTOTUNE_NEW=new,
+        KERNELSMITH_AUTOTUNE_KNOWN=os.path.join(work, "none.json"),
+    )
     env[autotune.PRECOMPILE_ENV] = mode
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - started
     records = [json.loads(line) for line in open(new)] if os.path.exists(new) else []
     pre = [r.get("precompile") or {} for r in records]
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
-    return {"run": label, "wall_s": round(wall, 2), "keys_tuned": len(records), "rc": proc.returncode,
-            "configs": sum(p.get("configs", 0) for p in pre), "precompiled": sum(p.get("compiled", 0) for p in pre),
-            "precompile_s": round(sum(p.get("seconds", 0.0) for p in pre), 2),
-            "errors": sorted({p["error"] for p in pre if p.get("error")}), "tail": tail[0][:200]}
+    return {
+        "run": label,
+        "wall_s": round(wall, 2),
+        "keys_tuned": len(records),
+        "rc": proc.returncode,
+        "configs": sum(p.get("configs", 0) for p in pre),
+        "precompiled": sum(p.get("compiled", 0) for p in pre),
+        "precompile_s": round(sum(p.get("seconds", 0.0) for p in pre), 2),
+        "errors": sorted({p["error"] for p in pre if p.get("error")}),
+        "tail": tail[0][:200],
+    }
 
 
 def main() -> int:
@@ -76,15 +92,20 @@ def main() -> int:
     for label, cache, mode in plan:
         row = run(tests, tree, site, os.path.join(work, cache), mode, work, label)
         rows.append(row)
-        print(f"{row['run']:<11} {row['wall_s']:8.2f} s  keys tuned {row['keys_tuned']:3d}  configs {row['configs']:4d}  "
-              f"precompiled {row['precompiled']:4d} in {row['precompile_s']:7.2f} s  rc {row['rc']}  {row['tail']}"
-              + (f"  errors {row['errors']}" if row["errors"] else ""), flush=True)
+        print(
+            f"{row['run']:<11} {row['wall_s']:8.2f} s  keys tuned {row['keys_tuned']:3d}  configs {row['configs']:4d}  "
+            f"precompiled {row['precompiled']:4d} in {row['precompile_s']:7.2f} s  rc {row['rc']}  {row['tail']}"
+            + (f"  errors {row['errors']}" if row["errors"] else ""),
+            flush=True,
+        )
     walls = {r["run"]: r["wall_s"] for r in rows}
     if "sequential" in walls:
         for r in rows[1:-1]:
             print(f"sequential / {r['run']}: {walls['sequential'] / r['wall_s']:.2f}x")
-        print(f"compile share of the sequential run: {max(0.0, walls['sequential'] - walls['warm']) / walls['sequential']:.0%} "
-              "(sequential - warm)")
+        print(
+            f"compile share of the sequential run: {max(0.0, walls['sequential'] - walls['warm']) / walls['sequential']:.0%} "
+            "(sequential - warm)"
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=1)

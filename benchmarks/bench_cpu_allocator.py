@@ -12,6 +12,7 @@ the median and p90 of the reference's calls; then the spread of the
 medians across processes per setting. ``--busy N`` keeps N busy-loop
 neighbour processes running meanwhile.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ def run(size: int, fixed: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     if fixed:
         env.update(FIXED)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(size)], env=env, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(size)], env=env, capture_output=True, text=True, check=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -64,13 +66,17 @@ def main() -> int:
         for p in busy:
             p.kill()
             p.wait()
-    print(f"reference calls, {args.size} x {args.size} fp32, {args.processes} processes per setting, "
-          f"{args.busy} busy neighbour(s), load {os.getloadavg()[0]:.2f}")
+    print(
+        f"reference calls, {args.size} x {args.size} fp32, {args.processes} processes per setting, "
+        f"{args.busy} busy neighbour(s), load {os.getloadavg()[0]:.2f}"
+    )
     for name, results in rows.items():
         medians = [r["median_ms"] for r in results]
         p90s = [r["p90_ms"] for r in results]
-        print(f"  {name:<20} median per process {', '.join(f'{m:.2f}' for m in medians)} ms; "
-              f"p90 {', '.join(f'{p:.2f}' for p in p90s)} ms; medians max/min {max(medians) / min(medians):.2f}x")
+        print(
+            f"  {name:<20} median per process {', '.join(f'{m:.2f}' for m in medians)} ms; "
+            f"p90 {', '.join(f'{p:.2f}' for p in p90s)} ms; medians max/min {max(medians) / min(medians):.2f}x"
+        )
     return 0
 
 

@@ -20,6 +20,7 @@ re-timings (not during the evolution): the contention the pin has to live
 with. Otherwise nothing else should run on the machine meanwhile. Writes
 JSON to --json when given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def correct_programs(example: Path, iterations: int, workdir: Path) -> dict[int, str]:
     run = workdir / "run"
-    proc = subprocess.run([sys.executable, "-m", "kernelsmith", "evolve", str(example), "--iterations",
-                           str(iterations), "--out", str(run)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelsmith",
+            "evolve",
+            str(example),
+            "--iterations",
+            str(iterations),
+            "--out",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit("the evolution failed:\n" + proc.stderr[-3000:])
     out: dict[int, str] = {}
@@ -48,14 +62,15 @@ def correct_programs(example: Path, iterations: int, workdir: Path) -> dict[int,
     return out
 
 
-def retime(rounds: int, backend: str, ids: list[int], programs: dict[int, str], tasks: dict, speedups: dict,
-           reference_ms: dict) -> None:
+def retime(
+    rounds: int, backend: str, ids: list[int], programs: dict[int, str], tasks: dict, speedups: dict, reference_ms: dict
+) -> None:
     """ROUNDS head-to-head re-timings per setting, the settings interleaved."""
     from kernelsmith.evaluator import Evaluator
 
     with Evaluator(backend=backend, workers=1) as ev:
         for r in range(rounds):
-            for pinned in ((True, False) if r % 2 == 0 else (False, True)):
+            for pinned in (True, False) if r % 2 == 0 else (False, True):
                 rows = ev.confirm_best(tasks[pinned], [programs[i] for i in ids])["finalists"]
                 for row in rows:
                     if row.get("correct") and row.get("speedup"):
@@ -100,28 +115,49 @@ def main() -> int:
     def spread(values: list[float]) -> float:
         return (max(values) - min(values)) / statistics.fmean(values) if len(values) >= 2 else float("nan")
 
-    print(f"\n{example.name}: {len(ids)} programs, {args.rounds} head-to-head re-timings per setting, "
-          f"{args.busy} busy neighbour process(es)")
+    print(
+        f"\n{example.name}: {len(ids)} programs, {args.rounds} head-to-head re-timings per setting, "
+        f"{args.busy} busy neighbour process(es)"
+    )
     print(f"{'program':>8} {'pinned speedups':>34} {'spread':>7}   {'unpinned speedups':>34} {'spread':>7}")
     table = {}
     for i in ids:
         p, u = speedups[True][i], speedups[False][i]
         table[i] = {"pinned": p, "unpinned": u, "pinned_spread": spread(p), "unpinned_spread": spread(u)}
-        print(f"{i:>8} {' '.join(f'{v:.4f}' for v in p):>34} {spread(p):>7.1%}   "
-              f"{' '.join(f'{v:.4f}' for v in u):>34} {spread(u):>7.1%}")
+        print(
+            f"{i:>8} {' '.join(f'{v:.4f}' for v in p):>34} {spread(p):>7.1%}   "
+            f"{' '.join(f'{v:.4f}' for v in u):>34} {spread(u):>7.1%}"
+        )
     summary = {}
     for pinned, name in ((True, "pinned"), (False, "unpinned")):
         spreads = [table[i][f"{name}_spread"] for i in ids]
         refs = reference_ms[pinned]
-        summary[name] = {"median_spread": statistics.median(spreads), "worst_spread": max(spreads),
-                         "reference_ms_min": min(refs), "reference_ms_max": max(refs)}
-        print(f"{name:>9}: median spread {statistics.median(spreads):.1%}, worst {max(spreads):.1%}; "
-              f"reference median {min(refs):.3f}-{max(refs):.3f} ms")
+        summary[name] = {
+            "median_spread": statistics.median(spreads),
+            "worst_spread": max(spreads),
+            "reference_ms_min": min(refs),
+            "reference_ms_max": max(refs),
+        }
+        print(
+            f"{name:>9}: median spread {statistics.median(spreads):.1%}, worst {max(spreads):.1%}; "
+            f"reference median {min(refs):.3f}-{max(refs):.3f} ms"
+        )
     ratio = summary["unpinned"]["median_spread"] / max(summary["pinned"]["median_spread"], 1e-12)
     print(f"unpinned / pinned median spread: {ratio:.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({"example": str(example), "rounds": args.rounds, "busy": args.busy, "programs": table,
-                                               "summary": summary, "ratio": ratio}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "example": str(example),
+                    "rounds": args.rounds,
+                    "busy": args.busy,
+                    "programs": table,
+                    "summary": summary,
+                    "ratio": ratio,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -18,6 +18,7 @@ Without a CUDA build of PyTorch (this needs the CUDA libraries to link) it
 times what it can: nvcc on the device part of each source (``--arch``,
 default 90), and says so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,12 @@ def main() -> int:
     parser.add_argument("--cache", default=None, help="cache folder (default: a fresh temporary one)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    if importlib.util.find_spec("kernelsmith") is None or \
-            not (Path(importlib.util.find_spec("kernelsmith").origin).parent / "backends" / "cuda" / "__init__.py").exists():
+    if (
+        importlib.util.find_spec("kernelsmith") is None
+        or not (
+            Path(importlib.util.find_spec("kernelsmith").origin).parent / "backends" / "cuda" / "__init__.py"
+        ).exists()
+    ):
         sys.path.insert(0, str(ROOT / "python"))  # the source tree (an installed copy may predate this backend)
     import torch
 
@@ -83,8 +88,10 @@ def main() -> int:
 
     tc = C.Toolchain.detect()
     report.update(arch=tc.arch, nvcc=tc.nvcc_version, cxx=tc.cxx_version)
-    print(f"# {torch.cuda.get_device_name(0)}  sm_{tc.arch}  torch {torch.__version__}  {tc.nvcc_version}  "
-          f"{tc.cxx_version}  {os.cpu_count()} cores  cache {root}")
+    print(
+        f"# {torch.cuda.get_device_name(0)}  sm_{tc.arch}  torch {torch.__version__}  {tc.nvcc_version}  "
+        f"{tc.cxx_version}  {os.cpu_count()} cores  cache {root}"
+    )
     pch_root = root / "pch"
     t0 = time.monotonic()
     header, spent = C.build_pch(tc, str(pch_root))
@@ -95,8 +102,9 @@ def main() -> int:
     specs = []
     for i in range(args.n):
         text, scale, shift = source(i, salt)
-        specs.append((C.BuildSpec.from_load_inline(cpp_sources=CPP, cuda_sources=text, functions=["scale_shift"]),
-                      scale, shift))
+        specs.append(
+            (C.BuildSpec.from_load_inline(cpp_sources=CPP, cuda_sources=text, functions=["scale_shift"]), scale, shift)
+        )
 
     def build(item):
         spec, scale, shift = item
@@ -124,13 +132,22 @@ def main() -> int:
         row["hit_s"] = round(h, 4)
     print(f"{'source':<14} {'cold s':>8} {'hit s':>8}  mode      pch   correct")
     for row in rows:
-        print(f"{row['key']:<14} {row['cold_s']:8.2f} {row['hit_s']:8.4f}  {row['mode']:<9} {str(row['pch']):<5} {row['correct']}")
+        print(
+            f"{row['key']:<14} {row['cold_s']:8.2f} {row['hit_s']:8.4f}  {row['mode']:<9} {str(row['pch']):<5} {row['correct']}"
+        )
     colds = [r["cold_s"] for r in rows]
-    report.update(rows=rows, cold_median_s=round(statistics.median(colds), 2), cold_wall_s=round(cold_wall, 2),
-                  per_source_s=round(cold_wall / len(rows), 2), hit_median_s=round(statistics.median(hits), 4))
-    print(f"backend build: median {report['cold_median_s']:.2f} s per distinct source (cold, {args.jobs} at a time; "
-          f"{report['per_source_s']:.2f} s of wall per source), cache hit median {report['hit_median_s'] * 1e3:.1f} ms; "
-          f"all correct: {all(r['correct'] for r in rows)}")
+    report.update(
+        rows=rows,
+        cold_median_s=round(statistics.median(colds), 2),
+        cold_wall_s=round(cold_wall, 2),
+        per_source_s=round(cold_wall / len(rows), 2),
+        hit_median_s=round(statistics.median(hits), 4),
+    )
+    print(
+        f"backend build: median {report['cold_median_s']:.2f} s per distinct source (cold, {args.jobs} at a time; "
+        f"{report['per_source_s']:.2f} s of wall per source), cache hit median {report['hit_median_s'] * 1e3:.1f} ms; "
+        f"all correct: {all(r['correct'] for r in rows)}"
+    )
 
     if not args.no_plain:
         from torch.utils.cpp_extension import load_inline
@@ -138,13 +155,21 @@ def main() -> int:
         text, scale, shift = source(args.n + 1, salt)
         build_dir = tempfile.mkdtemp(prefix="ks-plain-", dir=root)
         t = time.monotonic()
-        ext = load_inline(name=f"ks_plain_{salt}", cpp_sources=CPP, cuda_sources=text, functions=["scale_shift"],
-                          build_directory=build_dir, verbose=False)
+        ext = load_inline(
+            name=f"ks_plain_{salt}",
+            cpp_sources=CPP,
+            cuda_sources=text,
+            functions=["scale_shift"],
+            build_directory=build_dir,
+            verbose=False,
+        )
         plain = time.monotonic() - t
         ok = torch.allclose(ext.scale_shift(x), x * scale + shift)
         report.update(plain_load_inline_s=round(plain, 2), plain_correct=bool(ok))
-        print(f"plain torch load_inline (one distinct source, TORCH_CUDA_ARCH_LIST="
-              f"{os.environ.get('TORCH_CUDA_ARCH_LIST', 'unset')}): {plain:.2f} s, correct: {ok}")
+        print(
+            f"plain torch load_inline (one distinct source, TORCH_CUDA_ARCH_LIST="
+            f"{os.environ.get('TORCH_CUDA_ARCH_LIST', 'unset')}): {plain:.2f} s, correct: {ok}"
+        )
         print(f"speed-up of the backend's cold build over plain load_inline: {plain / report['cold_median_s']:.1f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
@@ -153,8 +178,10 @@ def main() -> int:
 
 def device_part_only(C, args, salt: int, root: Path, report: dict) -> int:
     """No CUDA device: time nvcc on the split device part (no torch headers)."""
-    print("# no CUDA device here: the full build (host bindings, link, load) needs a CUDA build of PyTorch; "
-          "timing nvcc on the device part of each source only")
+    print(
+        "# no CUDA device here: the full build (host bindings, link, load) needs a CUDA build of PyTorch; "
+        "timing nvcc on the device part of each source only"
+    )
     tc = C.Toolchain.detect(arch=args.arch or "90")
     root.mkdir(parents=True, exist_ok=True)
     times = []
@@ -164,8 +191,19 @@ def device_part_only(C, args, salt: int, root: Path, report: dict) -> int:
         cu = root / f"dev{i}.cu"
         cu.write_text(C._CU_PRELUDE + f'#line 1 "{C.CUDA_FILE}"\n' + device)
         t = time.monotonic()
-        proc = subprocess.run([tc.nvcc, "-c", f"-gencode=arch=compute_{tc.arch},code=sm_{tc.arch}", "-O3",
-                               str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                tc.nvcc,
+                "-c",
+                f"-gencode=arch=compute_{tc.arch},code=sm_{tc.arch}",
+                "-O3",
+                str(cu),
+                "-o",
+                str(cu.with_suffix(".o")),
+            ],
+            capture_output=True,
+            text=True,
+        )
         times.append(time.monotonic() - t)
         if proc.returncode != 0:
             print(proc.stdout + proc.stderr)

@@ -22,6 +22,7 @@ Then the report's checks:
 Figures are printed, never asserted: the exit status is 0 unless a corpus
 could not be curated at all.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,9 +59,12 @@ def curate_corpus(label: str, src: Path, out: Path, args: argparse.Namespace, al
 
     print(f"\n== {label}: {src}", flush=True)
     print(f"load before: {_uptime()}", flush=True)
-    cfg = CurateConfig(allow_import=allow, resume=not args.fresh, seed=0,
-                       runner=RunnerConfig(module_timeout_s=args.timeout, jobs=args.jobs,
-                                           modules_per_worker=args.modules_per_worker))
+    cfg = CurateConfig(
+        allow_import=allow,
+        resume=not args.fresh,
+        seed=0,
+        runner=RunnerConfig(module_timeout_s=args.timeout, jobs=args.jobs, modules_per_worker=args.modules_per_worker),
+    )
     t0 = time.monotonic()
     rep = curate(src, out, cfg, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True), progress=True)
     wall = time.monotonic() - t0
@@ -68,11 +72,15 @@ def curate_corpus(label: str, src: Path, out: Path, args: argparse.Namespace, al
     print(rep.table())
     report = json.loads((out / "report.json").read_text())
     rows = read_index(out)
-    print(f"wall {wall / 60:.1f} min (stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["stage_s"].items()) + ")")
+    print(
+        f"wall {wall / 60:.1f} min (stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["stage_s"].items()) + ")"
+    )
     print(cpu_by_stage(out))
     print("difficulty: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(r["difficulty"] for r in rows).items())))
-    print("size class of get_inputs(): " + ", ".join(f"{k} {v}" for k, v in
-                                                     sorted(Counter(str(r["size_class"]) for r in rows).items())))
+    print(
+        "size class of get_inputs(): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(Counter(str(r["size_class"]) for r in rows).items()))
+    )
     return {"label": label, "tasks": len(rows), "wall_s": wall, "rows": rows, "out": out}
 
 
@@ -95,8 +103,10 @@ def cpu_by_stage(out: Path) -> str:
             total[k] += sec
             by_status.setdefault(str(v.get("status")), Counter())[k] += sec
     all_s = sum(total.values()) or 1.0
-    lines = [f"worker CPU over {n} modules: {all_s:.0f} s ({all_s / max(1, n) * 1000:.0f} ms per module); by stage: "
-             + ", ".join(f"{k} {s:.0f} s ({100 * s / all_s:.0f}%)" for k, s in total.most_common())]
+    lines = [
+        f"worker CPU over {n} modules: {all_s:.0f} s ({all_s / max(1, n) * 1000:.0f} ms per module); by stage: "
+        + ", ".join(f"{k} {s:.0f} s ({100 * s / all_s:.0f}%)" for k, s in total.most_common())
+    ]
     for status, c in sorted(by_status.items(), key=lambda kv: -sum(kv[1].values()))[:6]:
         lines.append(f"  {status}: {sum(c.values()):.0f} s")
     return "\n".join(lines)
@@ -108,17 +118,24 @@ def verify(corpus: dict, n: int, args: argparse.Namespace) -> Counter:
 
     rows = corpus["rows"]
     pick = rows if n <= 0 or n >= len(rows) else random.Random(0).sample(rows, n)
-    items = [{"id": r["name"], "variants": [(corpus["out"] / r["task_path"] / "reference.py").read_text()]}
-             for r in pick]
+    items = [
+        {"id": r["name"], "variants": [(corpus["out"] / r["task_path"] / "reference.py").read_text()]} for r in pick
+    ]
     allow = ["transformers"] if corpus["label"] == "transformers" else []
-    verdicts = run_checks(items, RunnerConfig(module_timeout_s=args.timeout * 2, jobs=args.jobs, preload=allow),
-                          seed=12345)
+    verdicts = run_checks(
+        items, RunnerConfig(module_timeout_s=args.timeout * 2, jobs=args.jobs, preload=allow), seed=12345
+    )
     status = Counter(v.get("status") for v in verdicts.values())
     bad = {k: v for k, v in verdicts.items() if v.get("status") != "ok"}
-    print(f"verify {corpus['label']}: {len(items)} task files re-checked standalone with other seeds: "
-          + ", ".join(f"{k} {v}" for k, v in status.most_common()))
-    degenerate = {k: v for k, v in bad.items()
-                  if v.get("status") in ("identity", "input_independent", "ignores_input", "trivial_output")}
+    print(
+        f"verify {corpus['label']}: {len(items)} task files re-checked standalone with other seeds: "
+        + ", ".join(f"{k} {v}" for k, v in status.most_common())
+    )
+    degenerate = {
+        k: v
+        for k, v in bad.items()
+        if v.get("status") in ("identity", "input_independent", "ignores_input", "trivial_output")
+    }
     print(f"  degenerate (identity / input-independent / ignores an input / trivial): {len(degenerate)}")
     for k, v in list(bad.items())[:10]:
         print(f"  {k}: {v.get('status')} {str(v.get('detail'))[:160]}")
@@ -130,8 +147,12 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/kernelsmith-curation", help="output root (one folder per corpus)")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds per module in the execution filter")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="sandboxed workers")
-    ap.add_argument("--modules-per-worker", type=int, default=1000,
-                    help="a worker is replaced after this many modules (each start imports torch and transformers)")
+    ap.add_argument(
+        "--modules-per-worker",
+        type=int,
+        default=1000,
+        help="a worker is replaced after this many modules (each start imports torch and transformers)",
+    )
     ap.add_argument("--verify", type=int, default=0, help="tasks re-checked per corpus (0: all)")
     ap.add_argument("--only", choices=["transformers", "torch.nn"], default=None)
     ap.add_argument("--fresh", action="store_true", help="ignore verdicts of an earlier run (no resume)")
@@ -141,21 +162,28 @@ def main() -> int:
     if args.only in (None, "torch.nn"):
         corpora.append(curate_corpus("torch.nn", _site("torch") / "nn" / "modules", root / "torch_nn", args, []))
     if args.only in (None, "transformers"):
-        corpora.append(curate_corpus("transformers", _site("transformers") / "models", root / "transformers", args,
-                                     ["transformers"]))
+        corpora.append(
+            curate_corpus(
+                "transformers", _site("transformers") / "models", root / "transformers", args, ["transformers"]
+            )
+        )
     print("\n== checks")
     for c in corpora:
         verify(c, args.verify, args)
         if c["label"] == "torch.nn":
             names = {r["class_name"] for r in c["rows"]}
             missing = [n for n in REQUIRED_TORCH_NN if n not in names]
-            print(f"torch.nn distinct tasks {', '.join(REQUIRED_TORCH_NN)}: "
-                  + ("all present" if not missing else f"MISSING {', '.join(missing)}"))
+            print(
+                f"torch.nn distinct tasks {', '.join(REQUIRED_TORCH_NN)}: "
+                + ("all present" if not missing else f"MISSING {', '.join(missing)}")
+            )
     print("\n== targets")
     for c in corpora:
         target = 2000 if c["label"] == "transformers" else 80
-        print(f"{c['label']:<13} {c['tasks']:>6} tasks (target >= {target}: {'met' if c['tasks'] >= target else 'NOT met'})"
-              f"  {c['wall_s'] / 60:5.1f} min (target < 15: {'met' if c['wall_s'] < 900 else 'NOT met'})")
+        print(
+            f"{c['label']:<13} {c['tasks']:>6} tasks (target >= {target}: {'met' if c['tasks'] >= target else 'NOT met'})"
+            f"  {c['wall_s'] / 60:5.1f} min (target < 15: {'met' if c['wall_s'] < 900 else 'NOT met'})"
+        )
     return 0
 
 

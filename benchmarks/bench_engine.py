@@ -9,6 +9,7 @@ divided by the number of live programs.
     python benchmarks/bench_engine.py            # 1k, 10k, 100k
     python benchmarks/bench_engine.py --sizes 1000 --pairs 500
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,15 +30,20 @@ def rss_bytes() -> int:
 
 def make_source(i: int) -> str:
     # ~180 bytes with some structure, distinct for every i.
-    return (f"def kernel(x, y):\n    acc = 0\n    for k in range({i % 97 + 1}):\n"
-            f"        if k % {i % 7 + 2} == 0:\n            acc += x[k] * {i}\n"
-            f"    return acc + y * {i * 31 % 1009}\n")
+    return (
+        f"def kernel(x, y):\n    acc = 0\n    for k in range({i % 97 + 1}):\n"
+        f"        if k % {i % 7 + 2} == 0:\n            acc += x[k] * {i}\n"
+        f"    return acc + y * {i * 31 % 1009}\n"
+    )
 
 
 def child(req, i: int) -> Program:
-    return Program(source=make_source(i), status="correct",
-                   metrics={"score": (i * 2654435761 % 100003) / 1000.0, "runtime_us": 10.0 + i % 13},
-                   feedback={"compiled": True})
+    return Program(
+        source=make_source(i),
+        status="correct",
+        metrics={"score": (i * 2654435761 % 100003) / 1000.0, "runtime_us": 10.0 + i % 13},
+        feedback={"compiled": True},
+    )
 
 
 def bench(size: int, pairs: int, seed: int) -> dict:
@@ -87,16 +93,25 @@ def main() -> None:
     if args.one:
         print(json.dumps(bench(args.one, args.pairs, args.seed)))
         return
-    print("| programs (8 islands) | median ask+tell (us) | p99 (us) | pairs/s | fill time (s) | RSS per program (bytes) |")
+    print(
+        "| programs (8 islands) | median ask+tell (us) | p99 (us) | pairs/s | fill time (s) | RSS per program (bytes) |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for size in args.sizes:
         # A fresh process per size, so RSS growth is not hidden by memory
         # the allocator kept from the previous size.
-        out = subprocess.run([sys.executable, __file__, "--one", str(size), "--pairs", str(args.pairs),
-                              "--seed", str(args.seed)], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(size), "--pairs", str(args.pairs), "--seed", str(args.seed)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {r['programs']} | {r['median_us']:.1f} | {r['p99_us']:.1f} | {r['pairs_per_s']:.0f} | "
-              f"{r['fill_s']:.1f} | {r['bytes_per_program']:.0f} |", flush=True)
+        print(
+            f"| {r['programs']} | {r['median_us']:.1f} | {r['p99_us']:.1f} | {r['pairs_per_s']:.0f} | "
+            f"{r['fill_s']:.1f} | {r['bytes_per_program']:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

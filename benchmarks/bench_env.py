@@ -38,6 +38,7 @@ Running it:
 On the CPU the Triton interpreter or PoCL sets the pace; the figure says
 what the environment costs around the evaluator there, not GPU speed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,10 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tasks", nargs="+", help="task directories (reference.py, seed.py, task.yaml)")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=None, help="evaluator workers (default: 4 per GPU, 2 on a CPU host)")
-    parser.add_argument("--trials", type=int, default=None, help="correctness trials per evaluation (default: the task's)")
-    parser.add_argument("--replay", action="append", default=[],
-                        help="run directory of one of the tasks: its recorded answers are replayed (repeatable)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="evaluator workers (default: 4 per GPU, 2 on a CPU host)"
+    )
+    parser.add_argument(
+        "--trials", type=int, default=None, help="correctness trials per evaluation (default: the task's)"
+    )
+    parser.add_argument(
+        "--replay",
+        action="append",
+        default=[],
+        help="run directory of one of the tasks: its recorded answers are replayed (repeatable)",
+    )
     parser.add_argument("--record", default=None, help="record the episodes under this folder")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     args = parser.parse_args(argv)
@@ -158,18 +167,28 @@ def main(argv: list[str] | None = None) -> int:
                 phases.setdefault(key, []).append(float(value))
     returns = [ep.returns(env.config.gamma)[0] for ep in episodes]
     report = {
-        "tasks": [t.name for t in tasks], "episodes": args.episodes, "turns_per_episode": args.turns,
-        "turns": len(steps), "wall_s": round(wall, 2), "warm_up_s": round(warm, 2),
-        "turns_per_minute": round(60.0 * len(steps) / wall, 2), "workers": evaluator.workers,
-        "statuses": statuses, "reliable_timings": sum(1 for r in results if r.timing_reliable),
-        "eval_wall_s": {"median": round(statistics.median([r.wall_s for r in results]), 3) if results else None,
-                        "p95": round(pct([r.wall_s for r in results], 0.95), 3) if results else None},
+        "tasks": [t.name for t in tasks],
+        "episodes": args.episodes,
+        "turns_per_episode": args.turns,
+        "turns": len(steps),
+        "wall_s": round(wall, 2),
+        "warm_up_s": round(warm, 2),
+        "turns_per_minute": round(60.0 * len(steps) / wall, 2),
+        "workers": evaluator.workers,
+        "statuses": statuses,
+        "reliable_timings": sum(1 for r in results if r.timing_reliable),
+        "eval_wall_s": {
+            "median": round(statistics.median([r.wall_s for r in results]), 3) if results else None,
+            "p95": round(pct([r.wall_s for r in results], 0.95), 3) if results else None,
+        },
         "phases_median_s": {k: round(statistics.median(v), 4) for k, v in sorted(phases.items())},
         "mean_return": round(statistics.mean(returns), 4),
         "hardware": results[0].hardware if results else {},
     }
-    print(f"{report['turns']} turns ({args.episodes} episodes x {args.turns}) in {report['wall_s']} s "
-          f"on {report['workers']} workers: {report['turns_per_minute']} turns/minute")
+    print(
+        f"{report['turns']} turns ({args.episodes} episodes x {args.turns}) in {report['wall_s']} s "
+        f"on {report['workers']} workers: {report['turns_per_minute']} turns/minute"
+    )
     print(f"statuses {statuses}; reliable timings {report['reliable_timings']}/{len(results)}")
     print(f"evaluation wall s: median {report['eval_wall_s']['median']}, p95 {report['eval_wall_s']['p95']}")
     print("phases (median s): " + ", ".join(f"{k} {v}" for k, v in report["phases_median_s"].items()))

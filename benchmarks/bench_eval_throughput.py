@@ -67,6 +67,7 @@ Running it:
 Interpreter timings on the CPU say nothing about GPU speed; they show the
 path works and what each phase of an evaluation costs there.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -256,16 +257,21 @@ def fmt_speedup(r: Any) -> str:
     return f"{r.speedup:.3g} [{r.speedup_ci_low:.3g},{r.speedup_ci_high:.3g}]"
 
 
-def print_throughput(modes: list[str], groups: list[str], stats: dict[str, dict[str, dict[str, Any]]],
-                     startup: dict[str, float]) -> None:
-    print(f"\n{'mode':<6} {'group':<7} {'n':>3} {'ok':>3} {'batch s':>8} {'evals/min':>10} "
-          f"{'median s':>9} {'p95 s':>7} {'timeouts (s)':>13}   evaluator created in")
+def print_throughput(
+    modes: list[str], groups: list[str], stats: dict[str, dict[str, dict[str, Any]]], startup: dict[str, float]
+) -> None:
+    print(
+        f"\n{'mode':<6} {'group':<7} {'n':>3} {'ok':>3} {'batch s':>8} {'evals/min':>10} "
+        f"{'median s':>9} {'p95 s':>7} {'timeouts (s)':>13}   evaluator created in"
+    )
     for mode in modes:
         for g in groups:
             s = stats[mode][g]
-            print(f"{mode:<6} {g:<7} {s['n']:>3} {s['n_ok']:>3} {s['batch_wall_s']:>8.1f} "
-                  f"{s['evals_per_min'] or 0:>10.1f} {s['median_wall_s']:>9.2f} {s['p95_wall_s']:>7.2f} "
-                  f"{str(s['n_timeout']) + ' (' + format(s['timeout_wall_s'], '.0f') + ')':>13}   {startup[mode]:.2f} s")
+            print(
+                f"{mode:<6} {g:<7} {s['n']:>3} {s['n_ok']:>3} {s['batch_wall_s']:>8.1f} "
+                f"{s['evals_per_min'] or 0:>10.1f} {s['median_wall_s']:>9.2f} {s['p95_wall_s']:>7.2f} "
+                f"{str(s['n_timeout']) + ' (' + format(s['timeout_wall_s'], '.0f') + ')':>13}   {startup[mode]:.2f} s"
+            )
     print("\nmedian per-phase time (s) per mode and group (EvalResult.phases; '-' = not reported):")
     keys: list[str] = []
     for mode in modes:
@@ -282,8 +288,7 @@ def print_throughput(modes: list[str], groups: list[str], stats: dict[str, dict[
             print(f"  {mode:<6} {g:<7} " + " ".join(f"{pm[k]:>11.3f}" if k in pm else f"{'-':>11}" for k in keys))
 
 
-def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes: list[str],
-          groups: list[str]) -> int:
+def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes: list[str], groups: list[str]) -> int:
     from kernelsmith.hardware import HardwareInfo
     from kernelsmith.task import Task
 
@@ -308,22 +313,29 @@ def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes:
                     results[mode][c.name] = r
                 stats[mode][g] = group_stats(got, wall)
                 s = stats[mode][g]  # as it happens, so a run cut short still says something
-                print(f"#   {mode} {g}: {s['evals_per_min']} evals/min, median {s['median_wall_s']} s, "
-                      f"p95 {s['p95_wall_s']} s, " + ", ".join(f"{c.name}={r.category}" for c, r in zip(batch, got)),
-                      file=sys.stderr, flush=True)
+                print(
+                    f"#   {mode} {g}: {s['evals_per_min']} evals/min, median {s['median_wall_s']} s, "
+                    f"p95 {s['p95_wall_s']} s, " + ", ".join(f"{c.name}={r.category}" for c, r in zip(batch, got)),
+                    file=sys.stderr,
+                    flush=True,
+                )
         finally:
             ev.close()
 
     first = [r for m in modes for r in results[m].values()]
     hw = next((r.hardware for r in first if r.hardware), {})
     info = HardwareInfo.of(hw)
-    print(f"# device: {info.label('?')}  torch {info.versions.get('torch', '?')}  triton {info.versions.get('triton', '-')}  "
-          f"driver {info.driver or '-'}  isolation: {first[0].isolation if first else '?'}  backend {backend}  "
-          f"small shapes: {'yes' if args.small else 'no'}  timeout {args.timeout} s")
+    print(
+        f"# device: {info.label('?')}  torch {info.versions.get('torch', '?')}  triton {info.versions.get('triton', '-')}  "
+        f"driver {info.driver or '-'}  isolation: {first[0].isolation if first else '?'}  backend {backend}  "
+        f"small shapes: {'yes' if args.small else 'no'}  timeout {args.timeout} s"
+    )
     cols = "".join(f" {m + ' got':<12} {m + ' s':>8}" for m in modes)
     agree_col = f" {'agree':<5}" if len(modes) > 1 else ""
-    header = (f"{'candidate':<32} {'group':<6} {'expected':<16}{cols}{agree_col} "
-              f"{'speedup [95% CI] (' + modes[-1] + ')':<30} reason")
+    header = (
+        f"{'candidate':<32} {'group':<6} {'expected':<16}{cols}{agree_col} "
+        f"{'speedup [95% CI] (' + modes[-1] + ')':<30} reason"
+    )
     print(header)
     print("-" * len(header))
     bad: list[str] = []
@@ -341,34 +353,62 @@ def bench(args: argparse.Namespace, backend: str, cands: list[Candidate], modes:
         rs_judged = [results[m][c.name] for m in judged]
         agree = len({r.category for r in rs_judged}) == 1
         if any(not matches(r.category, c.expected) for r in rs_judged):
-            bad.append(f"{c.name}: expected {c.expected}, got " + ", ".join(f"{m} {r.category}" for m, r in zip(modes, rs)))
+            bad.append(
+                f"{c.name}: expected {c.expected}, got " + ", ".join(f"{m} {r.category}" for m, r in zip(modes, rs))
+            )
         elif not agree:
             bad.append(f"{c.name}: the modes disagree: " + ", ".join(f"{m} {r.category}" for m, r in zip(modes, rs)))
         agree_cell = f" {'yes' if agree else 'NO':<5}" if len(modes) > 1 else ""
         why = next((reason(r) for r in rs if reason(r)), "")
-        print(f"{c.name:<32} {c.group:<6} {c.expected:<16}{cells}{agree_cell} {fmt_speedup(rs[-1]):<30} "
-              f"{why.splitlines()[0][:100] if why else ''}")
+        print(
+            f"{c.name:<32} {c.group:<6} {c.expected:<16}{cells}{agree_cell} {fmt_speedup(rs[-1]):<30} "
+            f"{why.splitlines()[0][:100] if why else ''}"
+        )
     print_throughput(modes, groups, stats, startup)
     n = sum(len(by_group[g]) for g in groups)
-    print(f"\n{n - len(bad)}/{n} candidates as expected in every mode"
-          + ("".join(f"\n  !! {b}" for b in bad) if bad else ""))
+    print(
+        f"\n{n - len(bad)}/{n} candidates as expected in every mode"
+        + ("".join(f"\n  !! {b}" for b in bad) if bad else "")
+    )
     if len(modes) > 1:
         for g in groups:
             base = stats[modes[0]][g]["evals_per_min"] or 0
             for m in modes[1:]:
                 rate = stats[m][g]["evals_per_min"] or 0
-                print(f"# {g}: {m} {rate:.1f} evals/min against {modes[0]} {base:.1f} "
-                      f"({rate / base:.2f}x)" if base else f"# {g}: {m} {rate:.1f} evals/min")
+                print(
+                    f"# {g}: {m} {rate:.1f} evals/min against {modes[0]} {base:.1f} ({rate / base:.2f}x)"
+                    if base
+                    else f"# {g}: {m} {rate:.1f} evals/min"
+                )
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "backend": backend, "small": args.small, "timeout_s": args.timeout, "hardware": hw,
-            "modes": modes, "groups": groups, "evaluator_startup_s": startup, "stats": stats,
-            "candidates": [{"name": c.name, "file": str(c.file.relative_to(ROOT)), "task": str(c.task.relative_to(ROOT)),
-                            "expected": c.expected, "group": c.group,
-                            "results": {m: results[m][c.name].to_dict() for m in modes}}
-                           for c in cands if c.group in groups],
-            "unexpected": bad,
-        }, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "backend": backend,
+                    "small": args.small,
+                    "timeout_s": args.timeout,
+                    "hardware": hw,
+                    "modes": modes,
+                    "groups": groups,
+                    "evaluator_startup_s": startup,
+                    "stats": stats,
+                    "candidates": [
+                        {
+                            "name": c.name,
+                            "file": str(c.file.relative_to(ROOT)),
+                            "task": str(c.task.relative_to(ROOT)),
+                            "expected": c.expected,
+                            "group": c.group,
+                            "results": {m: results[m][c.name].to_dict() for m in modes},
+                        }
+                        for c in cands
+                        if c.group in groups
+                    ],
+                    "unexpected": bad,
+                },
+                indent=1,
+            )
+        )
     return 1 if bad else 0
 
 
@@ -384,8 +424,9 @@ def repeat_one(args: argparse.Namespace, backend: str, cands: list[Candidate], m
         raise SystemExit("--repeat-one N CANDIDATE: N must be at least 2 for a spread")
     matches_ = [c for c in cands if name in (c.name, str(c.file.relative_to(ROOT)))]
     if not matches_:
-        raise SystemExit(f"--repeat-one: no candidate named '{name}' in the manifest "
-                         f"(names: {', '.join(c.name for c in cands)})")
+        raise SystemExit(
+            f"--repeat-one: no candidate named '{name}' in the manifest (names: {', '.join(c.name for c in cands)})"
+        )
     c = matches_[0]
     task, source = Task.load(c.task), c.file.read_text()
     failed = False
@@ -397,11 +438,14 @@ def repeat_one(args: argparse.Namespace, backend: str, cands: list[Candidate], m
             for i in range(count):
                 r = ev.evaluate(task, source)
                 runs.append(r)
-                print(f"{mode:<6} run {i + 1:>2}: {r.category:<9} speedup {fmt_speedup(r):<28} "
-                      f"candidate {r.runtime_ms if r.runtime_ms is not None else float('nan'):.4f} ms  "
-                      f"reference {r.ref_runtime_ms if r.ref_runtime_ms is not None else float('nan'):.4f} ms  "
-                      f"wall {r.wall_s:.2f} s  attempts {len(r.load.get('attempts', []) if r.load else [])}"
-                      + ("" if r.timing_reliable else f"  UNRELIABLE: {'; '.join(r.unreliable_reasons)}"), flush=True)
+                print(
+                    f"{mode:<6} run {i + 1:>2}: {r.category:<9} speedup {fmt_speedup(r):<28} "
+                    f"candidate {r.runtime_ms if r.runtime_ms is not None else float('nan'):.4f} ms  "
+                    f"reference {r.ref_runtime_ms if r.ref_runtime_ms is not None else float('nan'):.4f} ms  "
+                    f"wall {r.wall_s:.2f} s  attempts {len(r.load.get('attempts', []) if r.load else [])}"
+                    + ("" if r.timing_reliable else f"  UNRELIABLE: {'; '.join(r.unreliable_reasons)}"),
+                    flush=True,
+                )
         finally:
             ev.close()
         speedups = [r.speedup for r in runs if r.category == "ok" and r.speedup is not None]
@@ -412,37 +456,59 @@ def repeat_one(args: argparse.Namespace, backend: str, cands: list[Candidate], m
             continue
         lo, hi = min(speedups), max(speedups)
         cand_ms = [r.runtime_ms for r in runs if r.runtime_ms is not None]
-        print(f"{mode}: {c.name} x{count}: speedup min {lo:.4g}, median {statistics.median(speedups):.4g}, "
-              f"max {hi:.4g}; spread max/min {hi / lo:.4f} ({(hi / lo - 1) * 100:.2f}%); "
-              f"candidate median {statistics.median(cand_ms):.4f} ms; "
-              f"median wall {statistics.median(r.wall_s for r in runs):.2f} s")
+        print(
+            f"{mode}: {c.name} x{count}: speedup min {lo:.4g}, median {statistics.median(speedups):.4g}, "
+            f"max {hi:.4g}; spread max/min {hi / lo:.4f} ({(hi / lo - 1) * 100:.2f}%); "
+            f"candidate median {statistics.median(cand_ms):.4f} ms; "
+            f"median wall {statistics.median(r.wall_s for r in runs):.2f} s"
+        )
         steady = [r.speedup for r in runs if r.category == "ok" and r.speedup is not None and r.timing_reliable]
         if len(steady) >= 2 and len(steady) < len(speedups):
-            print(f"{mode}: the {len(steady)} runs marked reliable: spread max/min {max(steady) / min(steady):.4f} "
-                  f"({(max(steady) / min(steady) - 1) * 100:.2f}%)")
+            print(
+                f"{mode}: the {len(steady)} runs marked reliable: spread max/min {max(steady) / min(steady):.4f} "
+                f"({(max(steady) / min(steady) - 1) * 100:.2f}%)"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps({"candidate": c.name, "repeat": count, "runs": out}, indent=1))
     return 1 if failed else 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[1:]))
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[1:]),
+    )
     parser.add_argument("--modes", default="fresh,pool", help="comma-separated evaluator modes: fresh, pool")
     parser.add_argument("--group", default=None, help="comma-separated groups (default: all in the manifest)")
-    parser.add_argument("--backend", default="triton", choices=sorted(MANIFESTS),
-                        help="which manifest: the Triton candidates or the OpenCL ones")
+    parser.add_argument(
+        "--backend",
+        default="triton",
+        choices=sorted(MANIFESTS),
+        help="which manifest: the Triton candidates or the OpenCL ones",
+    )
     parser.add_argument("--manifest", default=None, help="another manifest (default: the backend's)")
     parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--workers", type=int, default=None, help="candidates at once (default: the evaluator's)")
-    parser.add_argument("--spares", type=int, default=None,
-                        help="pool workers started ahead of demand (default: the evaluator's, min(2, workers))")
+    parser.add_argument(
+        "--spares",
+        type=int,
+        default=None,
+        help="pool workers started ahead of demand (default: the evaluator's, min(2, workers))",
+    )
     parser.add_argument("--devices", default=None, help="comma-separated device ids (default: every local GPU)")
-    parser.add_argument("--small", action="store_true",
-                        help="small l2 shapes (sets KS_BENCH_SMALL=1), for the Triton interpreter on a CPU")
-    parser.add_argument("--repeat-one", nargs=2, metavar=("N", "CANDIDATE"), default=None,
-                        help="evaluate one candidate N times per mode and print the speedup spread")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="small l2 shapes (sets KS_BENCH_SMALL=1), for the Triton interpreter on a CPU",
+    )
+    parser.add_argument(
+        "--repeat-one",
+        nargs=2,
+        metavar=("N", "CANDIDATE"),
+        default=None,
+        help="evaluate one candidate N times per mode and print the speedup spread",
+    )
     parser.add_argument("--json", default=None, help="write stats and every result here")
     args = parser.parse_args(argv)
 
@@ -471,12 +537,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"--group: {', '.join(unknown) or '(none)'} not in the manifest's groups {', '.join(available)}")
     cpu_only = backend == "triton" and on_cpu_only()
     if cpu_only and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-        print("error: no GPU found; set TRITON_INTERPRET=1 to run the Triton candidates on the CPU "
-              "(with --small for the l2 problems)", file=sys.stderr)
+        print(
+            "error: no GPU found; set TRITON_INTERPRET=1 to run the Triton candidates on the CPU "
+            "(with --small for the l2 problems)",
+            file=sys.stderr,
+        )
         return 2
     if cpu_only and "l2" in groups and not args.small:
-        print("warning: full-size l2 GEMMs under the Triton interpreter take minutes per call; "
-              "--small shrinks them", file=sys.stderr)
+        print(
+            "warning: full-size l2 GEMMs under the Triton interpreter take minutes per call; --small shrinks them",
+            file=sys.stderr,
+        )
     if args.repeat_one:
         return repeat_one(args, backend, cands, modes)
     return bench(args, backend, [c for c in cands if c.group in groups], modes, groups)

@@ -39,6 +39,7 @@ Running it (on the GPU machine; the checkout carried in .carry/KernelBench):
 
 Exit status: 0 when every verdict is as expected, 1 otherwise, 2 bad input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,7 +61,7 @@ DEGENERATE = ROOT / "tests_py" / "fixtures" / "degenerate" / "triton"
 DEGENERATE_TASKS = {"19_ReLU": "relu", "20_LeakyReLU": "leaky_relu", "31_ELU": "elu", "32_HardTanh": "hardtanh"}
 NOT_THE_OPERATION = ("identity", "copy")
 
-HACK_TAIL = '''
+HACK_TAIL = """
 
 # --- reference-plus-kernel candidate (bench_kernelbench.py): torch does the work,
 # --- a Triton kernel only copies the result. The census must name the torch ops.
@@ -85,7 +86,7 @@ class ModelNew(Model):
             _ks_copy[(_ks_triton.cdiv(n, 1024),)](src, y, n, BLOCK=1024)
             return y
         return out
-'''
+"""
 
 
 def problem_number(path: Path) -> int:
@@ -146,9 +147,13 @@ def memory_by_role(sampler) -> dict:
     by_role: dict[str, list[int]] = defaultdict(list)
     for role, peak in sampler.peaks().values():
         by_role[role].append(peak // (1 << 20))
-    return {"peak_total_mib": sampler.peak_total // (1 << 20),
-            "by_role": {r: {"processes": len(v), "max_mib": max(v), "median_mib": sorted(v)[len(v) // 2]}
-                        for r, v in sorted(by_role.items())}}
+    return {
+        "peak_total_mib": sampler.peak_total // (1 << 20),
+        "by_role": {
+            r: {"processes": len(v), "max_mib": max(v), "median_mib": sorted(v)[len(v) // 2]}
+            for r, v in sorted(by_role.items())
+        },
+    }
 
 
 def reason_of(r) -> str:
@@ -234,24 +239,35 @@ def main() -> int:
             if not f.is_file():
                 continue
             task = Task.load(str(f), backend="triton", timeout_s=args.timeout)
-            items.append((f"l1/{stem}", f"honest degenerate/{kernel}", "ok", task,
-                          (DEGENERATE / f"{kernel}.py").read_text()))
+            items.append(
+                (f"l1/{stem}", f"honest degenerate/{kernel}", "ok", task, (DEGENERATE / f"{kernel}.py").read_text())
+            )
             for other in NOT_THE_OPERATION:
-                items.append((f"l1/{stem}", f"not the operation: {other}", "rejected", task,
-                              (DEGENERATE / f"{other}.py").read_text()))
+                items.append(
+                    (
+                        f"l1/{stem}",
+                        f"not the operation: {other}",
+                        "rejected",
+                        task,
+                        (DEGENERATE / f"{other}.py").read_text(),
+                    )
+                )
     # the zoo's honest and degenerate kernels first, then levels 2 and 3, then
     # level 1, whose 6 GiB problems run alone: a run cut short by its limit
     # has judged the most kinds of problem
     if args.match:
         items = [it for it in items if re.search(args.match, f"{it[0]} {it[1]}")]
     order = {"l2": 1, "l3": 2, "l1": 3}
-    items.sort(key=lambda it: (0 if it[1] != "ref+kernel" else order.get(it[0][:2], 4)))
+    items.sort(key=lambda it: 0 if it[1] != "ref+kernel" else order.get(it[0][:2], 4))
     if not items:
         print("bench_kernelbench: nothing to run", file=sys.stderr)
         return 2
 
-    print(f"bench_kernelbench: {len(items)} evaluations ({sum(1 for i in items if i[1] == 'ref+kernel')} "
-          f"reference-plus-kernel, {sum(1 for i in items if i[1] != 'ref+kernel')} honest)", flush=True)
+    print(
+        f"bench_kernelbench: {len(items)} evaluations ({sum(1 for i in items if i[1] == 'ref+kernel')} "
+        f"reference-plus-kernel, {sum(1 for i in items if i[1] != 'ref+kernel')} honest)",
+        flush=True,
+    )
     sampler = ProcessMemorySampler(0.25).__enter__()
     rows = []
     t0 = time.monotonic()
@@ -262,21 +278,38 @@ def main() -> int:
         for i, r in ev.stream([(it[3], it[4]) for it in items]):
             label, kind, expected = items[i][0], items[i][1], items[i][2]
             verdict = judge(kind, r)
-            row = {"problem": label, "kind": kind, "expected": expected, "got": r.category, "judged": verdict,
-                   "wall_s": round(r.wall_s, 2), "reason": reason_of(r), "speedup": r.speedup,
-                   "phases": r.phases}
+            row = {
+                "problem": label,
+                "kind": kind,
+                "expected": expected,
+                "got": r.category,
+                "judged": verdict,
+                "wall_s": round(r.wall_s, 2),
+                "reason": reason_of(r),
+                "speedup": r.speedup,
+                "phases": r.phases,
+            }
             if verdict not in ("as expected",):  # the whole story for what went wrong
-                row["detail"] = {"error": r.error[-4000:], "hack_reasons": r.hack_reasons, "memory": r.memory,
-                                 "log_tail": (r.log_tail or "")[-2000:]}
+                row["detail"] = {
+                    "error": r.error[-4000:],
+                    "hack_reasons": r.hack_reasons,
+                    "memory": r.memory,
+                    "log_tail": (r.log_tail or "")[-2000:],
+                }
             grant = (r.memory or {}).get("admission") or {}
             row["alone"], row["waited_s"] = grant.get("alone"), grant.get("waited_s")
             rows.append(row)
             ph = r.phases or {}
-            where = " ".join(f"{k[:4]}{ph[k]:.1f}" for k in ("queue", "startup", "compile", "correctness", "timing",
-                                                            "referee") if isinstance(ph.get(k), (int, float)))
-            print(f"[{len(rows):3d}/{len(items)}] {label:50s} {kind:28s} {r.category:9s} {verdict:12s} "
-                  f"{r.wall_s:6.1f}s {'alone' if grant.get('alone') else 'shared'} [{where}] {row['reason']}",
-                  flush=True)
+            where = " ".join(
+                f"{k[:4]}{ph[k]:.1f}"
+                for k in ("queue", "startup", "compile", "correctness", "timing", "referee")
+                if isinstance(ph.get(k), (int, float))
+            )
+            print(
+                f"[{len(rows):3d}/{len(items)}] {label:50s} {kind:28s} {r.category:9s} {verdict:12s} "
+                f"{r.wall_s:6.1f}s {'alone' if grant.get('alone') else 'shared'} [{where}] {row['reason']}",
+                flush=True,
+            )
             if args.json:  # as it goes: a run cut short by its limit keeps what it judged
                 Path(args.json).write_text(json.dumps({"rows": rows, "partial": True}, indent=1))
         batch_s = time.monotonic() - started
@@ -301,8 +334,10 @@ def main() -> int:
     for label, err in load_errors:
         print(f"  task did not load: {label}: {err[:200]}")
     rate = len(rows) / batch_s * 60 if batch_s > 0 else 0.0
-    print(f"throughput: {len(rows)} evaluations in {batch_s:.1f} s = {rate:.1f} evaluations/minute "
-          f"(start-up {warm:.1f} s not counted)")
+    print(
+        f"throughput: {len(rows)} evaluations in {batch_s:.1f} s = {rate:.1f} evaluations/minute "
+        f"(start-up {warm:.1f} s not counted)"
+    )
     print(f"peak device memory: all processes together {memory['peak_total_mib']} MiB")
     for role, m in memory["by_role"].items():
         print(f"  {role:24s} {m['processes']:3d} process(es), peak {m['max_mib']} MiB, median {m['median_mib']} MiB")
@@ -312,9 +347,20 @@ def main() -> int:
         for r in honest:
             print(f"  {r['problem']:50s} {r['kind']:32s} {r['reason']}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "memory": memory, "batch_s": batch_s,
-                                               "startup_s": warm, "charged": charged, "wrong": wrong,
-                                               "load_errors": load_errors}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "memory": memory,
+                    "batch_s": batch_s,
+                    "startup_s": warm,
+                    "charged": charged,
+                    "wrong": wrong,
+                    "load_errors": load_errors,
+                },
+                indent=1,
+            )
+        )
     return 0 if charged == 0 and wrong == 0 and not load_errors else 1
 
 

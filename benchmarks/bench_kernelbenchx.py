@@ -46,6 +46,7 @@ Running it (on the GPU machine; the checkout carried in .carry/KernelBenchX):
 Exit status: 0 when every program's verdict is as expected and nothing was left unreached, 1
 otherwise, 2 bad input. A reference that does not run on the card is a finding, not a failure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,14 +67,23 @@ PROGRAMS = ROOT / "tests_py" / "fixtures" / "kbx_honest"
 
 #: the timing of the reference against itself: a time per shape, quickly (the
 #: task's default timing aims at a 0.5% interval and may take 5 s a shape)
-SELF_TIMING = {"time_budget_s": 0.2, "gpu_min_pairs": 8, "repeats": 5, "max_samples": 200,
-               "target_rel_half_width": 0.02, "gpu_input_sets": 2, "input_sets": 2, "warmup_s": 0.02,
-               "cpu_max_samples": 5, "cpu_time_budget_s": 0.2}
+SELF_TIMING = {
+    "time_budget_s": 0.2,
+    "gpu_min_pairs": 8,
+    "repeats": 5,
+    "max_samples": 200,
+    "target_rel_half_width": 0.02,
+    "gpu_input_sets": 2,
+    "input_sets": 2,
+    "warmup_s": 0.02,
+    "cpu_max_samples": 5,
+    "cpu_time_budget_s": 0.2,
+}
 
 #: where the generated adapter starts in a KernelBench-X task's reference (kernelbenchx._ADAPTER)
 ADAPTER_MARK = "\n# ---------------------------------------------------------------------------\n# kernelsmith: the KernelBench-X task"
 
-SELF_TAIL = '''
+SELF_TAIL = """
 
 # --- the reference against itself (benchmarks/bench_kernelbenchx.py): forward is
 # --- the reference's; a Triton kernel copies each tensor output byte for byte, so
@@ -110,7 +120,7 @@ def _ks_through_kernel(out):
 class ModelNew(Model):
     def forward(self, *args):
         return _ks_through_kernel(super().forward(*args))
-'''
+"""
 
 
 def self_source(task: Any) -> str:
@@ -123,10 +133,19 @@ def self_source(task: Any) -> str:
         raise ValueError(f"{task.name}: not a KernelBench-X task read by kernelsmith.kernelbenchx")
     head, rest = src.split(ADAPTER_MARK, 1)
     tree = ast.parse(ADAPTER_MARK + rest)
-    keep = [n for n in tree.body if (isinstance(n, ast.FunctionDef) and n.name in ("_kbx_fresh", "_kbx_real"))
-            or (isinstance(n, ast.ClassDef) and n.name == "Model")]
-    return (head.rstrip() + "\n\n\nimport torch as _kbx_torch\n\n\n" + "\n\n\n".join(ast.unparse(n) for n in keep)
-            + "\n" + SELF_TAIL)
+    keep = [
+        n
+        for n in tree.body
+        if (isinstance(n, ast.FunctionDef) and n.name in ("_kbx_fresh", "_kbx_real"))
+        or (isinstance(n, ast.ClassDef) and n.name == "Model")
+    ]
+    return (
+        head.rstrip()
+        + "\n\n\nimport torch as _kbx_torch\n\n\n"
+        + "\n\n\n".join(ast.unparse(n) for n in keep)
+        + "\n"
+        + SELF_TAIL
+    )
 
 
 def derived(task: Any, **changes: Any) -> Any:
@@ -166,9 +185,15 @@ def parse_program_name(path: Path) -> tuple[str, str, str]:
     raise ValueError(f"{path.name}: expected <Category>__<task>.py or hack_<what>__<Category>__<task>.py")
 
 
-def load(root: Path, categories: Optional[list[str]] = None, limit: Optional[int] = None,
-         timeout_s: float = 120.0, first_shape: bool = False, quick: bool = False,
-         programs: Path = PROGRAMS) -> tuple[list[Item], list[Item], list[Any], list[str]]:
+def load(
+    root: Path,
+    categories: Optional[list[str]] = None,
+    limit: Optional[int] = None,
+    timeout_s: float = 120.0,
+    first_shape: bool = False,
+    quick: bool = False,
+    programs: Path = PROGRAMS,
+) -> tuple[list[Item], list[Item], list[Any], list[str]]:
     """(program items, self items, unreadable files, the keys of the tasks loaded) for a checkout: programs first,
     the references against themselves by category in turn (a run cut short has seen every category).
     ``first_shape``: only the first performance shape timed; ``quick``: the programs timed as briefly
@@ -190,8 +215,7 @@ def load(root: Path, categories: Optional[list[str]] = None, limit: Optional[int
         if key not in tasks:
             continue  # filtered out (or not in this checkout)
         task = derived(tasks[key], trials=1, timing=SELF_TIMING) if quick else tasks[key]
-        progs.append(Item(key, cat, kind, "ok" if kind == "honest" else "hacked", task, f.read_text(),
-                          program=f.name))
+        progs.append(Item(key, cat, kind, "ok" if kind == "honest" else "hacked", task, f.read_text(), program=f.name))
     by_cat: dict[str, list[Item]] = defaultdict(list)
     for tf, t in read:
         self_task = derived(t, policy="partial", min_coverage=0.0, trials=1, timing=SELF_TIMING)
@@ -211,8 +235,16 @@ def shape_times(r: Any) -> list[dict]:
     """Per timing shape: the reference's and the program's milliseconds and the speedup."""
     rows = (r.timing or {}).get("shapes") if isinstance(r.timing, dict) else None
     if isinstance(rows, list) and rows:
-        return [{"shape": s.get("shape"), "ref_ms": s.get("ref_runtime_ms"), "prog_ms": s.get("runtime_ms"),
-                 "speedup": s.get("speedup")} for s in rows if isinstance(s, dict)]
+        return [
+            {
+                "shape": s.get("shape"),
+                "ref_ms": s.get("ref_runtime_ms"),
+                "prog_ms": s.get("runtime_ms"),
+                "speedup": s.get("speedup"),
+            }
+            for s in rows
+            if isinstance(s, dict)
+        ]
     if r.ref_runtime_ms is not None:
         return [{"shape": "get_inputs", "ref_ms": r.ref_runtime_ms, "prog_ms": r.runtime_ms, "speedup": r.speedup}]
     return []
@@ -236,10 +268,20 @@ def failed_while_timed(r: Any) -> bool:
 
 def judge(item: Item, r: Any, referee: Optional[dict] = None) -> dict:
     """The row of one evaluation."""
-    row = {"key": item.key, "category": item.category, "kind": item.kind, "program": item.program,
-           "expected": item.expected, "got": r.category, "wall_s": round(r.wall_s, 2), "reason": reason_of(r),
-           "speedup": r.speedup, "shapes": shape_times(r), "timing_reliable": r.timing_reliable,
-           "phases": {k: v for k, v in (r.phases or {}).items() if isinstance(v, (int, float))}}
+    row = {
+        "key": item.key,
+        "category": item.category,
+        "kind": item.kind,
+        "program": item.program,
+        "expected": item.expected,
+        "got": r.category,
+        "wall_s": round(r.wall_s, 2),
+        "reason": reason_of(r),
+        "speedup": r.speedup,
+        "shapes": shape_times(r),
+        "timing_reliable": r.timing_reliable,
+        "phases": {k: v for k, v in (r.phases or {}).items() if isinstance(v, (int, float))},
+    }
     if item.kind == "self":
         failed = isinstance(referee, dict) and "error" in referee
         row["reference_runs"] = (r.category in RAN or failed_while_timed(r)) and not failed
@@ -263,8 +305,15 @@ def judge(item: Item, r: Any, referee: Optional[dict] = None) -> dict:
     return row
 
 
-def run(items: list[Item], *, workers: Optional[int] = None, timeout_s: float = 120.0,
-        time_budget_s: float = 330.0, log: Any = print, on_row: Any = None) -> dict:
+def run(
+    items: list[Item],
+    *,
+    workers: Optional[int] = None,
+    timeout_s: float = 120.0,
+    time_budget_s: float = 330.0,
+    log: Any = print,
+    on_row: Any = None,
+) -> dict:
     """Evaluate ``items`` over one evaluator pool, in order, at most ``workers + 2`` in flight; no new
     evaluation starts once ``time_budget_s`` has passed (those are returned as not reached), and
     those still running at the budget plus ``timeout_s`` are cancelled. Fills each item's ``result``
@@ -300,10 +349,21 @@ def run(items: list[Item], *, workers: Optional[int] = None, timeout_s: float = 
                 try:
                     it.result = fut.result()
                 except Exception as exc:  # noqa: BLE001 - a harness failure, reported as a row
-                    it.row = {"key": it.key, "category": it.category, "kind": it.kind, "program": it.program,
-                              "expected": it.expected, "got": "error", "reason": f"{type(exc).__name__}: {exc}",
-                              "as_expected": False, "shapes": [], "reference_runs": False,
-                              "reference_timed": False, "wall_s": 0.0, "speedup": None}
+                    it.row = {
+                        "key": it.key,
+                        "category": it.category,
+                        "kind": it.kind,
+                        "program": it.program,
+                        "expected": it.expected,
+                        "got": "error",
+                        "reason": f"{type(exc).__name__}: {exc}",
+                        "as_expected": False,
+                        "shapes": [],
+                        "reference_runs": False,
+                        "reference_timed": False,
+                        "wall_s": 0.0,
+                        "speedup": None,
+                    }
                     done.append(it)
                     continue
                 referee = None
@@ -321,10 +381,14 @@ def run(items: list[Item], *, workers: Optional[int] = None, timeout_s: float = 
                     on_row([d.row for d in done])
         batch_s = time.monotonic() - started
         not_reached = pending + list(running.values())
-    return {"startup_s": round(startup, 1), "batch_s": round(batch_s, 1), "evaluated": len(done),
-            "not_reached": [f"{it.key} ({it.kind}{' ' + it.program if it.program else ''})" for it in not_reached],
-            "cancelled": cancelled,
-            "per_minute": round(len(done) / batch_s * 60, 1) if batch_s > 0 else None}
+    return {
+        "startup_s": round(startup, 1),
+        "batch_s": round(batch_s, 1),
+        "evaluated": len(done),
+        "not_reached": [f"{it.key} ({it.kind}{' ' + it.program if it.program else ''})" for it in not_reached],
+        "cancelled": cancelled,
+        "per_minute": round(len(done) / batch_s * 60, 1) if batch_s > 0 else None,
+    }
 
 
 def fmt_ms(x: Any) -> str:
@@ -332,13 +396,16 @@ def fmt_ms(x: Any) -> str:
 
 
 def line(i: int, n: int, row: dict) -> str:
-    shapes = " ".join(f"{s['shape'].replace('kbx_shape_', 's')}={fmt_ms(s['ref_ms'])}" for s in row["shapes"]
-                      if s.get("shape"))
+    shapes = " ".join(
+        f"{s['shape'].replace('kbx_shape_', 's')}={fmt_ms(s['ref_ms'])}" for s in row["shapes"] if s.get("shape")
+    )
     what = row["kind"] if row["kind"] == "self" else f"{row['kind']}:{row['program']}"
     sp = f"{row['speedup']:.3f}x" if isinstance(row.get("speedup"), (int, float)) else "-"
     tail = f"ref ms {shapes}" if shapes else row["reason"][:140]
-    return (f"[{i:3d}/{n}] {row['key']:52s} {what[:44]:44s} {row['got']:9s} "
-            f"{'ok' if row['as_expected'] else 'NOT AS EXPECTED':15s} {row.get('wall_s', 0):6.1f}s {sp:8s} {tail}")
+    return (
+        f"[{i:3d}/{n}] {row['key']:52s} {what[:44]:44s} {row['got']:9s} "
+        f"{'ok' if row['as_expected'] else 'NOT AS EXPECTED':15s} {row.get('wall_s', 0):6.1f}s {sp:8s} {tail}"
+    )
 
 
 def tables(items: list[Item], unreadable: list[Any], loaded_keys: list[str], categories: list[str]) -> dict[str, Any]:
@@ -356,34 +423,48 @@ def tables(items: list[Item], unreadable: list[Any], loaded_keys: list[str], cat
         selfs = [r for r in rows if r["kind"] == "self"]
         honest = [it for it in items if it.category == cat and it.kind == "honest"]
         hacks = [it for it in items if it.category == cat and it.kind == "hack"]
-        per[cat] = {"files": files.get(cat, 0), "loaded": loaded.get(cat, 0), "self_evaluated": len(selfs),
-                    "reference_runs": sum(1 for r in selfs if r["reference_runs"]),
-                    "reference_timed": sum(1 for r in selfs if r["reference_timed"]),
-                    "honest_total": len(honest),
-                    "honest_accepted": sum(1 for it in honest if it.row and it.row["got"] == "ok"),
-                    "hack_total": len(hacks),
-                    "hack_rejected": sum(1 for it in hacks if it.row and it.row["got"] == "hacked")}
+        per[cat] = {
+            "files": files.get(cat, 0),
+            "loaded": loaded.get(cat, 0),
+            "self_evaluated": len(selfs),
+            "reference_runs": sum(1 for r in selfs if r["reference_runs"]),
+            "reference_timed": sum(1 for r in selfs if r["reference_timed"]),
+            "honest_total": len(honest),
+            "honest_accepted": sum(1 for it in honest if it.row and it.row["got"] == "ok"),
+            "hack_total": len(hacks),
+            "hack_rejected": sum(1 for it in hacks if it.row and it.row["got"] == "hacked"),
+        }
     total = {k: sum(v[k] for v in per.values()) for k in next(iter(per.values()), {})}
     return {"per_category": per, "total": total}
 
 
 def markdown(summary: dict, items: list[Item], unreadable: list[Any], facts: dict) -> str:
     per, total = summary["per_category"], summary["total"]
-    out = ["| category | task files | loaded | reference evaluated against itself | reference runs | "
-           "reference timed | honest accepted / total | reference-callers rejected |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        "| category | task files | loaded | reference evaluated against itself | reference runs | "
+        "reference timed | honest accepted / total | reference-callers rejected |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for cat, v in list(per.items()) + [("all", total)]:
         honest = f"{v['honest_accepted']}/{v['honest_total']}" if v["honest_total"] else "-"
         hack = f"{v['hack_rejected']}/{v['hack_total']}" if v["hack_total"] else "-"
         name = f"**{cat}**" if cat == "all" else cat
-        out.append(f"| {name} | {v['files']} | {v['loaded']} | {v['self_evaluated']} | {v['reference_runs']} | "
-                   f"{v['reference_timed']} | {honest} | {hack} |")
-    out += ["", f"{facts['evaluated']} evaluations in {facts['batch_s']} s: {facts['per_minute']} evaluations/minute "
-            f"(evaluator start-up {facts['startup_s']} s not counted)."]
+        out.append(
+            f"| {name} | {v['files']} | {v['loaded']} | {v['self_evaluated']} | {v['reference_runs']} | "
+            f"{v['reference_timed']} | {honest} | {hack} |"
+        )
+    out += [
+        "",
+        f"{facts['evaluated']} evaluations in {facts['batch_s']} s: {facts['per_minute']} evaluations/minute "
+        f"(evaluator start-up {facts['startup_s']} s not counted).",
+    ]
     progs = [it for it in items if it.kind != "self" and it.row]
     if progs:
-        out += ["", "| task | program | expected | got | speedup | per shape (reference ms / program ms) | "
-                    "speed of light |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "",
+            "| task | program | expected | got | speedup | per shape (reference ms / program ms) | speed of light |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for it in progs:
             r = it.row
             sp = f"{r['speedup']:.3f}x" if isinstance(r.get("speedup"), (int, float)) else "-"
@@ -395,28 +476,48 @@ def markdown(summary: dict, items: list[Item], unreadable: list[Any], facts: dic
         out += [f"| {u.key} | {u.reason} |" for u in unreadable]
     notrun = [it.row for it in items if it.kind == "self" and it.row and not it.row["reference_runs"]]
     if notrun:
-        out += ["", "References that do not run on this device (their own error):", "",
-                "| task | verdict | why |", "| --- | --- | --- |"]
+        out += [
+            "",
+            "References that do not run on this device (their own error):",
+            "",
+            "| task | verdict | why |",
+            "| --- | --- | --- |",
+        ]
         out += [f"| {r['key']} | {r['got']} | {(r.get('referee_error') or r['reason'])[:300]} |" for r in notrun]
-    other = [it.row for it in items if it.kind == "self" and it.row and it.row["reference_runs"]
-             and it.row["got"] != "ok"]
+    other = [
+        it.row for it in items if it.kind == "self" and it.row and it.row["reference_runs"] and it.row["got"] != "ok"
+    ]
     if other:
-        out += ["", "References that ran but were not accepted against themselves:", "",
-                "| task | verdict | why |", "| --- | --- | --- |"]
+        out += [
+            "",
+            "References that ran but were not accepted against themselves:",
+            "",
+            "| task | verdict | why |",
+            "| --- | --- | --- |",
+        ]
         out += [f"| {r['key']} | {r['got']} | {r['reason'][:300]} |" for r in other]
     timed = [it.row for it in items if it.kind == "self" and it.row and it.row["reference_timed"]]
     if timed:
         ratios = [r["speedup"] for r in timed if isinstance(r.get("speedup"), (int, float))]
         if ratios:
-            out += ["", f"The reference against itself (plus a copy of its outputs): median speedup "
-                        f"{statistics.median(ratios):.3f}x over {len(ratios)} tasks "
-                        f"({min(ratios):.3f}-{max(ratios):.3f})."]
+            out += [
+                "",
+                f"The reference against itself (plus a copy of its outputs): median speedup "
+                f"{statistics.median(ratios):.3f}x over {len(ratios)} tasks "
+                f"({min(ratios):.3f}-{max(ratios):.3f}).",
+            ]
         out += ["", "| task | reference ms per timing shape | peak MiB |", "| --- | --- | --- |"]
-        out += [f"| {r['key']} | " + ", ".join(f"{s['shape']} {fmt_ms(s['ref_ms'])}" for s in r["shapes"])
-                + f" | {r.get('peak_mib', '-')} |" for r in timed]
+        out += [
+            f"| {r['key']} | "
+            + ", ".join(f"{s['shape']} {fmt_ms(s['ref_ms'])}" for s in r["shapes"])
+            + f" | {r.get('peak_mib', '-')} |"
+            for r in timed
+        ]
     if facts["not_reached"]:
-        out += ["", f"Not reached within the time budget ({len(facts['not_reached'])}): "
-                + ", ".join(facts["not_reached"])]
+        out += [
+            "",
+            f"Not reached within the time budget ({len(facts['not_reached'])}): " + ", ".join(facts["not_reached"]),
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -428,12 +529,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many references against themselves")
     ap.add_argument("--no-self", action="store_true", help="only the programs, no reference against itself")
     ap.add_argument("--no-programs", action="store_true", help="only the references against themselves")
-    ap.add_argument("--first-shape", action="store_true",
-                    help="time the first performance shape only (the CPU: the largest take minutes there)")
-    ap.add_argument("--quick", action="store_true",
-                    help="time the programs as briefly as the references, one trial (the CPU, the interpreter)")
-    ap.add_argument("--time-budget", type=float, default=300.0,
-                    help="seconds after which no evaluation starts (default 300); the rest is listed as not reached")
+    ap.add_argument(
+        "--first-shape",
+        action="store_true",
+        help="time the first performance shape only (the CPU: the largest take minutes there)",
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="time the programs as briefly as the references, one trial (the CPU, the interpreter)",
+    )
+    ap.add_argument(
+        "--time-budget",
+        type=float,
+        default=300.0,
+        help="seconds after which no evaluation starts (default 300); the rest is listed as not reached",
+    )
     ap.add_argument("--timeout", type=float, default=90.0, help="per-evaluation limit in seconds (default 90)")
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args(argv)
@@ -454,11 +565,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     items = ([] if args.no_programs else progs) + ([] if args.no_self else selfs)
     n_files = len(loaded) + len(unreadable)
     commit = (root / "COMMIT").read_text().strip() if (root / "COMMIT").is_file() else "unknown"
-    print(f"bench_kernelbenchx: {n_files} task files (commit {commit[:12]}), {n_files - len(unreadable)} loaded, "
-          f"{len(unreadable)} not, in {time.monotonic() - t0:.1f} s; {len(items)} evaluations "
-          f"({sum(it.kind == 'self' for it in items)} references against themselves, "
-          f"{sum(it.kind == 'honest' for it in items)} honest programs, "
-          f"{sum(it.kind == 'hack' for it in items)} reference-callers)", flush=True)
+    print(
+        f"bench_kernelbenchx: {n_files} task files (commit {commit[:12]}), {n_files - len(unreadable)} loaded, "
+        f"{len(unreadable)} not, in {time.monotonic() - t0:.1f} s; {len(items)} evaluations "
+        f"({sum(it.kind == 'self' for it in items)} references against themselves, "
+        f"{sum(it.kind == 'honest' for it in items)} honest programs, "
+        f"{sum(it.kind == 'hack' for it in items)} reference-callers)",
+        flush=True,
+    )
     if not items:
         print("bench_kernelbenchx: nothing to run", file=sys.stderr)
         return 2
@@ -477,8 +591,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         if out is not None:
             (out / "kernelbenchx.json").write_text(json.dumps({"partial": True, "commit": commit, "rows": rows}))
 
-    facts = run(items, workers=args.workers, timeout_s=args.timeout, time_budget_s=args.time_budget,
-                log=lambda s: print(s, flush=True), on_row=partial)
+    facts = run(
+        items,
+        workers=args.workers,
+        timeout_s=args.timeout,
+        time_budget_s=args.time_budget,
+        log=lambda s: print(s, flush=True),
+        on_row=partial,
+    )
     peak = None
     if sampler is not None:
         sampler.__exit__(None, None, None)
@@ -492,10 +612,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     wrong = [it.row for it in items if it.kind != "self" and it.row and not it.row["as_expected"]]
     if out is not None:
         (out / "kernelbenchx.md").write_text(md)
-        (out / "kernelbenchx.json").write_text(json.dumps({
-            "checkout": str(root), "commit": commit, "task_files": n_files, "summary": summary, "facts": facts,
-            "unreadable": [u.to_dict() for u in unreadable], "peak_device_mib": peak,
-            "self_timing": SELF_TIMING, "rows": [it.row for it in items if it.row]}, indent=1))
+        (out / "kernelbenchx.json").write_text(
+            json.dumps(
+                {
+                    "checkout": str(root),
+                    "commit": commit,
+                    "task_files": n_files,
+                    "summary": summary,
+                    "facts": facts,
+                    "unreadable": [u.to_dict() for u in unreadable],
+                    "peak_device_mib": peak,
+                    "self_timing": SELF_TIMING,
+                    "rows": [it.row for it in items if it.row],
+                },
+                indent=1,
+            )
+        )
         print(f"written: {out / 'kernelbenchx.md'}, {out / 'kernelbenchx.json'}")
     return 0 if not wrong and not facts["not_reached"] else 1
 

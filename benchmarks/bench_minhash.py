@@ -8,6 +8,7 @@ a subsample for the ratio.
 
     PYTHONPATH=python python benchmarks/bench_minhash.py [--sizes 10000 50000] [--threads 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,14 +17,31 @@ import time
 
 from kernelsmith import _core
 
-OPS = ["relu", "gelu", "conv2d", "linear", "softmax", "matmul", "sigmoid", "tanh", "layer_norm", "dropout",
-       "max_pool2d", "avg_pool2d", "bmm", "cat", "exp"]
+OPS = [
+    "relu",
+    "gelu",
+    "conv2d",
+    "linear",
+    "softmax",
+    "matmul",
+    "sigmoid",
+    "tanh",
+    "layer_norm",
+    "dropout",
+    "max_pool2d",
+    "avg_pool2d",
+    "bmm",
+    "cat",
+    "exp",
+]
 
 
 def module(rng: random.Random, n: int = 40) -> str:
     lines = ["class M(nn.Module):", "    def forward(self, x):"]
     for _ in range(n):
-        lines.append(f"        v{rng.randrange(50)} = torch.{rng.choice(OPS)}(v{rng.randrange(50)}, {rng.randrange(1000)})")
+        lines.append(
+            f"        v{rng.randrange(50)} = torch.{rng.choice(OPS)}(v{rng.randrange(50)}, {rng.randrange(1000)})"
+        )
     return "\n".join(lines + ["        return x"])
 
 

@@ -11,6 +11,7 @@ log writes against the whole run.
     cd benchmarks && PYTHONPATH=../python:../tests_py python bench_resume_logs.py
     PYTHONPATH=../python:../tests_py python bench_resume_logs.py --iterations 200 --runs 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ def timed_run(iterations: int, folder: Path) -> tuple[float, float, int]:
                 return method(self, *args, **kwargs)
             finally:
                 spent[0] += time.perf_counter() - start
+
         return timed
 
     for name, method in originals.items():
@@ -67,8 +69,10 @@ def main() -> None:
             sizes = {p.name: p.stat().st_size for p in (Path(tmp) / f"run{i}").glob("*.jsonl")}
     print(f"{args.runs} runs of {steps} steps (offline mutator, stand-in evaluator, checkpoint every 4)")
     print(f"whole loop        median {statistics.median(whole):7.2f} ms/step")
-    print(f"write-ahead logs  median {statistics.median(logs):7.2f} ms/step "
-          f"({statistics.median(l / w for l, w in zip(logs, whole)) * 100:.0f}% of the loop)")
+    print(
+        f"write-ahead logs  median {statistics.median(logs):7.2f} ms/step "
+        f"({statistics.median(l / w for l, w in zip(logs, whole)) * 100:.0f}% of the loop)"
+    )
     print("file sizes (last run): " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sorted(sizes.items())))
 
 

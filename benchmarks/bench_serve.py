@@ -18,6 +18,7 @@ the wall time). Bounded in count and time (`--time-limit`).
     python benchmarks/bench_serve.py                       # 1000 requests, 250 at once
     python benchmarks/bench_serve.py --requests 2000 --concurrency 400 --correct-every 100
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,22 @@ TOKEN = "bench-token"
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, int]:
     env = dict(os.environ, KERNELSMITH_SERVER_TOKEN=TOKEN)
-    cmd = [sys.executable, "-m", "kernelsmith", "serve", "--port", "0", "--workers", str(args.workers),
-           "--queue-size", str(args.queue_size), "--task", str(SOFTMAX), "--admission-wait", str(args.time_limit)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelsmith",
+        "serve",
+        "--port",
+        "0",
+        "--workers",
+        str(args.workers),
+        "--queue-size",
+        str(args.queue_size),
+        "--task",
+        str(SOFTMAX),
+        "--admission-wait",
+        str(args.time_limit),
+    ]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     deadline = time.monotonic() + 120
@@ -72,9 +87,17 @@ def label() -> str:
 
     task = Task.load(SOFTMAX)
     spec = task.to_dict()
-    return json.dumps({"task": {"reference_source": task.reference_source,
-                                "config_json": json.dumps(spec["config"]), "path": task.path},
-                       "parent_source": (SOFTMAX / "seed.py").read_text(), "parent_runtime_ms": 0.0})
+    return json.dumps(
+        {
+            "task": {
+                "reference_source": task.reference_source,
+                "config_json": json.dumps(spec["config"]),
+                "path": task.path,
+            },
+            "parent_source": (SOFTMAX / "seed.py").read_text(),
+            "parent_runtime_ms": 0.0,
+        }
+    )
 
 
 def main() -> int:
@@ -83,8 +106,12 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=250)
     parser.add_argument("--queue-size", type=int, default=16)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--correct-every", type=int, default=200,
-                        help="every N-th completion is a real kernel, evaluated (default 200; 0 = none)")
+    parser.add_argument(
+        "--correct-every",
+        type=int,
+        default=200,
+        help="every N-th completion is a real kernel, evaluated (default 200; 0 = none)",
+    )
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds for the whole burst (default 300)")
     args = parser.parse_args()
 
@@ -149,21 +176,31 @@ def main() -> int:
     def pct(p: float) -> float:
         return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000 if ordered else float("nan")
 
-    print(f"kernelsmith serve load test: {sent} of {args.requests} requests sent, concurrency {args.concurrency}, "
-          f"queue {args.queue_size}, {args.workers} worker(s), every {args.correct_every or 'no'}-th evaluated")
-    print(f"  answered 200: {statuses.get(200, 0)}; other statuses: "
-          f"{dict((k, v) for k, v in statuses.items() if k != 200) or 'none'}; "
-          f"connection errors: {dict(errors) or 'none'}")
+    print(
+        f"kernelsmith serve load test: {sent} of {args.requests} requests sent, concurrency {args.concurrency}, "
+        f"queue {args.queue_size}, {args.workers} worker(s), every {args.correct_every or 'no'}-th evaluated"
+    )
+    print(
+        f"  answered 200: {statuses.get(200, 0)}; other statuses: "
+        f"{dict((k, v) for k, v in statuses.items() if k != 200) or 'none'}; "
+        f"connection errors: {dict(errors) or 'none'}"
+    )
     for code, error in sorted(said.items()):
         print(f"  first {code} answer: {error}")
-    print(f"  latency ms: p50 {pct(0.50):.1f}  p90 {pct(0.90):.1f}  p99 {pct(0.99):.1f}  max {pct(1.0):.1f}  "
-          f"(mean {statistics.fmean(ordered) * 1000 if ordered else float('nan'):.1f})")
-    print(f"  wall {wall:.1f} s, {len(ordered) / wall:.0f} answered requests/s; "
-          f"admitted after waiting for room: {status['admitted_after_waiting']}")
+    print(
+        f"  latency ms: p50 {pct(0.50):.1f}  p90 {pct(0.90):.1f}  p99 {pct(0.99):.1f}  max {pct(1.0):.1f}  "
+        f"(mean {statistics.fmean(ordered) * 1000 if ordered else float('nan'):.1f})"
+    )
+    print(
+        f"  wall {wall:.1f} s, {len(ordered) / wall:.0f} answered requests/s; "
+        f"admitted after waiting for room: {status['admitted_after_waiting']}"
+    )
     if cpu_s == cpu_s:  # not NaN: /proc was readable
-        print(f"  server process CPU: {cpu_s:.2f} s during the burst, "
-              f"{cpu_s / max(1, len(ordered)) * 1000:.2f} ms per answered request (its own threads, not the "
-              f"sandboxed workers'; less sensitive than wall time to what else the machine runs)")
+        print(
+            f"  server process CPU: {cpu_s:.2f} s during the burst, "
+            f"{cpu_s / max(1, len(ordered)) * 1000:.2f} ms per answered request (its own threads, not the "
+            f"sandboxed workers'; less sensitive than wall time to what else the machine runs)"
+        )
     print(f"  server counts: {status['counts']}")
     return 0 if len(ordered) == args.requests else 1
 

@@ -13,6 +13,7 @@ with that commit's files in ``.carry/base``, ``git archive <commit> | tar -x -C 
 BEFORE_TREE/AFTER_TREE: checkouts (e.g. `git worktree add /tmp/before <commit>`,
 with python/kernelsmith/_core*.so built or copied in). Used for the
 integrity v3 hardening's cost (issue 29)."""
+
 from __future__ import annotations
 
 import argparse
@@ -31,20 +32,40 @@ def one_run(tree: Path, backend: str, extra: list[str], gpu: bool = False) -> di
         env = dict(os.environ, PYTHONPATH=str(tree / "python"))
         if backend == "triton" and not gpu:
             env.setdefault("TRITON_INTERPRET", "1")
-        proc = subprocess.run([sys.executable, str(tree / "benchmarks" / "bench_eval_throughput.py"),
-                               "--backend", backend, "--modes", "pool", "--json", str(out), *extra],
-                              env=env, cwd=str(tree), capture_output=True, text=True, timeout=3600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(tree / "benchmarks" / "bench_eval_throughput.py"),
+                "--backend",
+                backend,
+                "--modes",
+                "pool",
+                "--json",
+                str(out),
+                *extra,
+            ],
+            env=env,
+            cwd=str(tree),
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         if not out.exists():
-            raise SystemExit(f"{tree}: the benchmark wrote no figures (exit {proc.returncode})\n"
-                             f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+            raise SystemExit(
+                f"{tree}: the benchmark wrote no figures (exit {proc.returncode})\n"
+                f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+            )
         data = json.loads(out.read_text())
     groups = data["stats"]["pool"]
     results = [c["results"]["pool"] for c in data["candidates"]]
     wall = sum(g["n"] for g in groups.values())
-    return {"evals_per_min": statistics.mean(g["evals_per_min"] or 0 for g in groups.values()),
-            "median_wall_s": statistics.median(g["median_wall_s"] for g in groups.values()),
-            "n": wall, "verdicts": [(c["name"], r["category"]) for c, r in zip(data["candidates"], results)],
-            "unexpected": data["unexpected"]}
+    return {
+        "evals_per_min": statistics.mean(g["evals_per_min"] or 0 for g in groups.values()),
+        "median_wall_s": statistics.median(g["median_wall_s"] for g in groups.values()),
+        "n": wall,
+        "verdicts": [(c["name"], r["category"]) for c, r in zip(data["candidates"], results)],
+        "unexpected": data["unexpected"],
+    }
 
 
 def main() -> int:
@@ -60,16 +81,20 @@ def main() -> int:
         for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
             r = one_run(getattr(args, side), args.backend, extra, args.gpu)
             runs[side].append(r)
-            print(f"round {i + 1} {side:<6}: {r['evals_per_min']:.1f} evaluations/min, median wall "
-                  f"{r['median_wall_s']:.2f} s, {r['n']} candidates, unexpected verdicts: {r['unexpected'] or 'none'}",
-                  flush=True)
+            print(
+                f"round {i + 1} {side:<6}: {r['evals_per_min']:.1f} evaluations/min, median wall "
+                f"{r['median_wall_s']:.2f} s, {r['n']} candidates, unexpected verdicts: {r['unexpected'] or 'none'}",
+                flush=True,
+            )
     same = all(a["verdicts"] == b["verdicts"] for a in runs["before"] for b in runs["after"])
     med = {s: statistics.median(r["evals_per_min"] for r in runs[s]) for s in runs}
     wall = {s: statistics.median(r["median_wall_s"] for r in runs[s]) for s in runs}
     print(f"# before {args.before}: median {med['before']:.1f} evaluations/min, median wall {wall['before']:.2f} s")
     print(f"# after  {args.after}: median {med['after']:.1f} evaluations/min, median wall {wall['after']:.2f} s")
-    print(f"# after/before: throughput {med['after'] / med['before']:.3f}x, median wall "
-          f"{wall['after'] / wall['before']:.3f}x; verdicts {'identical' if same else 'DIFFER'}")
+    print(
+        f"# after/before: throughput {med['after'] / med['before']:.3f}x, median wall "
+        f"{wall['after'] / wall['before']:.3f}x; verdicts {'identical' if same else 'DIFFER'}"
+    )
     return 0 if same else 1
 
 

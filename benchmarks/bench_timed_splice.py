@@ -5,6 +5,7 @@ float32) with 3 timed sets, as a step's timing on the CPU has them.
 
     PYTHONPATH=python python3 benchmarks/bench_timed_splice.py [--sets 3] [--shape 16 1024] [--reps 1000] [--runs 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ def main() -> None:
             figures["undo " + name].append((time.perf_counter() - t0) / reps)
     print(f"{args.sets} sets of {tuple(args.shape)} float32, both sides, {args.runs} runs:")
     for name, xs in figures.items():
-        print(f"  {name:16s} {statistics.median(xs) * 1e3:.3f} ms per pair (range {min(xs) * 1e3:.3f}-"
-              f"{max(xs) * 1e3:.3f})")
+        print(
+            f"  {name:16s} {statistics.median(xs) * 1e3:.3f} ms per pair (range {min(xs) * 1e3:.3f}-"
+            f"{max(xs) * 1e3:.3f})"
+        )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Prints both runtimes and speedups and ks/do_bench. On the GPU machine:
 
     PYTHONPATH=python python3 benchmarks/bench_timing_crosscheck.py [--kernelbench .carry/KernelBench]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,8 +85,10 @@ def report(rows: list[dict]) -> None:
     and more (kernelsmith's figure, device time) summarised apart from the
     smaller ones, with the host time per call that do_bench's eager calls
     add (do_bench's runtime minus kernelsmith's)."""
-    print(f"{'kernel':<42} {'ks ref ms':>10} {'ks cand':>9} {'ks x':>7} {'db ref ms':>10} {'db cand':>9} "
-          f"{'db x':>7} {'ks/db':>6} {'+us/call':>9}  graph")
+    print(
+        f"{'kernel':<42} {'ks ref ms':>10} {'ks cand':>9} {'ks x':>7} {'db ref ms':>10} {'db cand':>9} "
+        f"{'db x':>7} {'ks/db':>6} {'+us/call':>9}  graph"
+    )
     ratios: dict[str, list[float]] = {"small": [], "large": []}
     for row in sorted(rows, key=lambda r: r["ks_cand_ms"] or 0):
         if row["ks_speedup"] is None or row["db_speedup"] is None:
@@ -95,13 +98,17 @@ def report(rows: list[dict]) -> None:
         if row["reliable"]:
             ratios["large" if row["ks_cand_ms"] >= 0.020 else "small"].append(ratio)
         extra = 1000 * (row["db_cand_ms"] - row["ks_cand_ms"])
-        print(f"{row['kernel']:<42} {row['ks_ref_ms']:10.4f} {row['ks_cand_ms']:9.4f} {row['ks_speedup']:7.3f} "
-              f"{row['db_ref_ms']:10.4f} {row['db_cand_ms']:9.4f} {row['db_speedup']:7.3f} {ratio:6.3f} {extra:9.1f}  "
-              f"{row['graph']}{'' if row['reliable'] else ' (unreliable: left out of the summary)'}")
+        print(
+            f"{row['kernel']:<42} {row['ks_ref_ms']:10.4f} {row['ks_cand_ms']:9.4f} {row['ks_speedup']:7.3f} "
+            f"{row['db_ref_ms']:10.4f} {row['db_cand_ms']:9.4f} {row['db_speedup']:7.3f} {ratio:6.3f} {extra:9.1f}  "
+            f"{row['graph']}{'' if row['reliable'] else ' (unreliable: left out of the summary)'}"
+        )
     for size, values in ratios.items():
         if values:
-            print(f"ks/do_bench, candidate {'>= 20 us' if size == 'large' else '< 20 us'} (reliable timings): median "
-                  f"{statistics.median(values):.3f}, range {min(values):.3f}-{max(values):.3f} ({len(values)} kernels)")
+            print(
+                f"ks/do_bench, candidate {'>= 20 us' if size == 'large' else '< 20 us'} (reliable timings): median "
+                f"{statistics.median(values):.3f}, range {min(values):.3f}-{max(values):.3f} ({len(values)} kernels)"
+            )
 
 
 def main() -> int:
@@ -129,15 +136,26 @@ def main() -> int:
             ref_path, cand_path = Path(tmp) / f"ref{i}.py", Path(tmp) / f"cand{i}.py"
             ref_path.write_text(task.reference_source)
             cand_path.write_text(cand)
-            proc = subprocess.run([sys.executable, "-c", DO_BENCH, str(ref_path), str(cand_path), task.config.dtype,
-                                   str(args.rounds)], capture_output=True, text=True, env=dict(os.environ))
+            proc = subprocess.run(
+                [sys.executable, "-c", DO_BENCH, str(ref_path), str(cand_path), task.config.dtype, str(args.rounds)],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ),
+            )
             db = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
-            row = {"kernel": label, "category": r.category, "ks_ref_ms": r.ref_runtime_ms, "ks_cand_ms": r.runtime_ms,
-                   "ks_speedup": r.speedup, "reliable": r.timing_reliable,
-                   "graph": (r.timing or {}).get("cuda_graph"),
-                   "db_ref_ms": db and db["ref_ms"], "db_cand_ms": db and db["cand_ms"],
-                   "db_speedup": db and db["ref_ms"] / db["cand_ms"],
-                   "db_error": None if db else proc.stderr[-400:]}
+            row = {
+                "kernel": label,
+                "category": r.category,
+                "ks_ref_ms": r.ref_runtime_ms,
+                "ks_cand_ms": r.runtime_ms,
+                "ks_speedup": r.speedup,
+                "reliable": r.timing_reliable,
+                "graph": (r.timing or {}).get("cuda_graph"),
+                "db_ref_ms": db and db["ref_ms"],
+                "db_cand_ms": db and db["cand_ms"],
+                "db_speedup": db and db["ref_ms"] / db["cand_ms"],
+                "db_error": None if db else proc.stderr[-400:],
+            }
             rows.append(row)
     report(rows)
     if args.json:

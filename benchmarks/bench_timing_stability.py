@@ -19,6 +19,7 @@ for modules of 20 us or more, <= 2% below.
 
 Writes JSON to $OUT/bench_timing_stability.json when OUT is set (or --json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ from typing import Any, Callable
 
 
 # -- reference modules (built inside the worker) ----------------------------
+
 
 def make_modules(device: str, quick: bool) -> list[tuple[str, Callable[[], Any], Callable[[], tuple]]]:
     """(name, module factory, input factory); runtimes on an H200 span ~3 us
@@ -96,6 +98,7 @@ def make_modules(device: str, quick: bool) -> list[tuple[str, Callable[[], Any],
 
 # -- timers ---------------------------------------------------------------
 
+
 def kb_mean100(fn: Callable[[], Any], device: str, trials: int = 100) -> float:
     """KernelBench-style: 3 warm-up calls, then per trial events around one
     call and a synchronize; the mean of the trials, in seconds."""
@@ -157,14 +160,26 @@ def worker(args: argparse.Namespace) -> None:
                 return mod_b(*inputs)
 
             with torch.no_grad():
-                c = T.compare(fn_a, fn_b, device=args.device, time_budget_s=args.budget,
-                              target_rel_half_width=args.target, max_samples=5000)
-                row["ours"] = {"time_s": c.reference_median_s, "speedup": c.speedup,
-                               "ci": [c.speedup_low, c.speedup_high], "verdict": c.verdict,
-                               "pairs": c.n_pairs, "stop": c.stop_reason,
-                               "launches_per_sample": c.launches_per_sample,
-                               "graph": c.reference_cuda_graph, "elapsed_s": c.elapsed_s,
-                               "hidden_work": any(h.suspected for h in c.hidden_work.values())}
+                c = T.compare(
+                    fn_a,
+                    fn_b,
+                    device=args.device,
+                    time_budget_s=args.budget,
+                    target_rel_half_width=args.target,
+                    max_samples=5000,
+                )
+                row["ours"] = {
+                    "time_s": c.reference_median_s,
+                    "speedup": c.speedup,
+                    "ci": [c.speedup_low, c.speedup_high],
+                    "verdict": c.verdict,
+                    "pairs": c.n_pairs,
+                    "stop": c.stop_reason,
+                    "launches_per_sample": c.launches_per_sample,
+                    "graph": c.reference_cuda_graph,
+                    "elapsed_s": c.elapsed_s,
+                    "hidden_work": any(h.suspected for h in c.hidden_work.values()),
+                }
                 if args.device == "cuda":
                     import triton.testing
 
@@ -178,8 +193,12 @@ def worker(args: argparse.Namespace) -> None:
             row["error"] = f"{type(exc).__name__}: {exc}"
         results.append(row)
         del row
-    out = {"rep": args.rep, "device": args.device, "results": results,
-           "gpu_state": {"before": gpu_before, "after": T.gpu_state() if args.device == "cuda" else {}}}
+    out = {
+        "rep": args.rep,
+        "device": args.device,
+        "results": results,
+        "gpu_state": {"before": gpu_before, "after": T.gpu_state() if args.device == "cuda" else {}},
+    }
     if args.device == "cuda":
         out["gpu"] = torch.cuda.get_device_name()
     with open(args.worker_out, "w") as f:
@@ -251,14 +270,19 @@ def markdown(table: list[dict], header: str) -> str:
     def pct(x: Any) -> str:
         return "-" if x is None else f"{100 * x:.2f}%"
 
-    lines = [header, "",
-             "| module | time (us) | launches/sample | pairs | ours CV | ours worst \\|s-1\\| | "
-             "do_bench CV | do_bench worst \\|s-1\\| | KB mean100 CV | KB worst \\|s-1\\| | target | ours ok | "
-             "graph | hidden-work flags |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|"]
+    lines = [
+        header,
+        "",
+        "| module | time (us) | launches/sample | pairs | ours CV | ours worst \\|s-1\\| | "
+        "do_bench CV | do_bench worst \\|s-1\\| | KB mean100 CV | KB worst \\|s-1\\| | target | ours ok | "
+        "graph | hidden-work flags |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|",
+    ]
     for e in table:
+
         def g(m: str, k: str) -> Any:
             return e.get(m, {}).get(k)
+
         t = g("ours", "time_us")
         lines.append(
             f"| {e['module']} | {t:.1f} | {e.get('launches_per_sample', '-')} | {e.get('ours_median_pairs', '-')} | "
@@ -267,7 +291,9 @@ def markdown(table: list[dict], header: str) -> str:
             f"{pct(g('kb_mean100', 'cv'))} | {pct(g('kb_mean100', 'worst_abs_speedup_minus_1'))} | "
             f"{pct(e.get('target'))} | {'yes' if e.get('ours_meets_target') else 'NO'} | "
             f"{e.get('graph_used', '-')}/{g('ours', 'n')} | {e.get('hidden_work_flags', '-')} |"
-            if t is not None else f"| {e['module']} | error: {'; '.join(e['errors'])[:200]} |")
+            if t is not None
+            else f"| {e['module']} | error: {'; '.join(e['errors'])[:200]} |"
+        )
     return "\n".join(lines)
 
 
@@ -294,8 +320,21 @@ def main() -> int:
     for rep in range(reps):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
             path = tmp.name
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--rep", str(rep), "--worker-out", path,
-               "--device", args.device, "--budget", str(args.budget), "--target", str(args.target)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            "--rep",
+            str(rep),
+            "--worker-out",
+            path,
+            "--device",
+            args.device,
+            "--budget",
+            str(args.budget),
+            "--target",
+            str(args.target),
+        ]
         if args.quick:
             cmd.append("--quick")
         t0 = time.perf_counter()
@@ -317,10 +356,14 @@ def main() -> int:
         return 1
     table = summarize(collected)
     gpu = collected[0].get("gpu", "cpu")
-    header = (f"### Self-comparison stability on {gpu}: {len(collected)} separate processes, "
-              f"compare(target={args.target}, budget={args.budget}s); total {time.perf_counter() - t_start:.0f} s")
+    header = (
+        f"### Self-comparison stability on {gpu}: {len(collected)} separate processes, "
+        f"compare(target={args.target}, budget={args.budget}s); total {time.perf_counter() - t_start:.0f} s"
+    )
     print(markdown(table, header))
-    out_path = args.json or (os.path.join(os.environ["OUT"], "bench_timing_stability.json") if os.environ.get("OUT") else None)
+    out_path = args.json or (
+        os.path.join(os.environ["OUT"], "bench_timing_stability.json") if os.environ.get("OUT") else None
+    )
     if out_path:
         with open(out_path, "w") as f:
             json.dump({"args": vars(args), "gpu": gpu, "table": table, "reps": collected}, f, indent=1)

@@ -19,6 +19,7 @@ module during curation); a seed judged
 "hacked" (its forward runs torch compute ops besides its kernel) or
 "incorrect" is the harness working. Prints one line per task and a summary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -102,9 +103,24 @@ def main() -> int:
         if run.exists():
             shutil.rmtree(run)
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "kernelsmith", "evolve", str(seeded), "--iterations", "1",
-                               "--out", str(run), "--json"], capture_output=True, text=True, env=env,
-                              timeout=args.timeout)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelsmith",
+                "evolve",
+                str(seeded),
+                "--iterations",
+                "1",
+                "--out",
+                str(run),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=args.timeout,
+        )
         wall = time.monotonic() - t0
         traj = run / "trajectory.jsonl"
         steps = [json.loads(l) for l in traj.read_text().splitlines() if l.strip()] if traj.exists() else []
@@ -124,10 +140,15 @@ def main() -> int:
             last = [l for l in err.strip().splitlines() if l.strip()][-1:] or [""]
             problem = f"seed {cat}: {last[0][:200]}" + (" (reference side)" if REFERENCE_SIDE.search(err) else "")
         harness_errors += bool(problem)
-        print(f"{k + 1:2d}/{len(pick)} {row['difficulty']} {row['name'][:50]:<50} seed {cat:<9} "
-              f"steps {len(steps)} {wall:6.1f} s {'HARNESS ERROR ' + problem if problem else 'ok'}", flush=True)
-    print(f"\n{len(pick)} curated tasks, one evolve step each: {harness_errors} harness errors, "
-          f"{(time.monotonic() - t_all) / 60:.1f} min")
+        print(
+            f"{k + 1:2d}/{len(pick)} {row['difficulty']} {row['name'][:50]:<50} seed {cat:<9} "
+            f"steps {len(steps)} {wall:6.1f} s {'HARNESS ERROR ' + problem if problem else 'ok'}",
+            flush=True,
+        )
+    print(
+        f"\n{len(pick)} curated tasks, one evolve step each: {harness_errors} harness errors, "
+        f"{(time.monotonic() - t_all) / 60:.1f} min"
+    )
     return 0
 
 

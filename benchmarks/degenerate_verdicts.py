@@ -15,6 +15,7 @@ TRITON_INTERPRET=1). One worker, so that one full-size evaluation has the
 device's memory to itself. Exit status 1 when a verdict differs from the
 expected one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ PROGRAMS = {"honest": "ok", "copy": "incorrect", "identity": "hacked"}
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=("kb_level1", "kb_small"), default="kb_level1")
-    parser.add_argument("--tasks", default=",".join(TASKS),
-                        help="comma-separated task files to run (default: all four)")
+    parser.add_argument(
+        "--tasks", default=",".join(TASKS), help="comma-separated task files to run (default: all four)"
+    )
     parser.add_argument("--trials", type=int, default=None, help="correctness trials (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--no-timing", action="store_true", help="correctness only")
@@ -58,22 +60,32 @@ def main() -> int:
             task = Task.load(DEG / args.suite / f"{stem}.py", trials=args.trials)
             started = time.monotonic()
             finding = ev.check_task(task)
-            print(f"# {stem}: {warning(finding) or finding.get('error') or 'not degenerate'} "
-                  f"({time.monotonic() - started:.1f} s)", flush=True)
+            print(
+                f"# {stem}: {warning(finding) or finding.get('error') or 'not degenerate'} "
+                f"({time.monotonic() - started:.1f} s)",
+                flush=True,
+            )
             for program, expected in PROGRAMS.items():
                 source = (DEG / "triton" / f"{kernel if program == 'honest' else program}.py").read_text()
                 started = time.monotonic()
                 r = ev.evaluate(task, source)
                 ok = matches(r.category, expected)
                 mismatches += not ok
-                speed = (f"{r.runtime_ms:.3f} ms vs {r.ref_runtime_ms:.3f} ms ({r.speedup:.3f}x)"
-                         if r.runtime_ms and r.ref_runtime_ms and r.speedup else "-")
-                print(f"{stem:<14} {program:<9} expected {expected:<10} got {r.category:<10} "
-                      f"{'' if ok else 'MISMATCH '}{reason(r)[:160]} | {speed} | referee "
-                      f"{r.census.get('referee', '-')}, sets {r.correctness.get('input_sets', '-')} | "
-                      f"{time.monotonic() - started:.1f} s", flush=True)
-                rows.append({"task": stem, "program": program, "expected": expected, "finding": finding,
-                             "result": r.to_dict()})
+                speed = (
+                    f"{r.runtime_ms:.3f} ms vs {r.ref_runtime_ms:.3f} ms ({r.speedup:.3f}x)"
+                    if r.runtime_ms and r.ref_runtime_ms and r.speedup
+                    else "-"
+                )
+                print(
+                    f"{stem:<14} {program:<9} expected {expected:<10} got {r.category:<10} "
+                    f"{'' if ok else 'MISMATCH '}{reason(r)[:160]} | {speed} | referee "
+                    f"{r.census.get('referee', '-')}, sets {r.correctness.get('input_sets', '-')} | "
+                    f"{time.monotonic() - started:.1f} s",
+                    flush=True,
+                )
+                rows.append(
+                    {"task": stem, "program": program, "expected": expected, "finding": finding, "result": r.to_dict()}
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     print(f"{len(rows) - mismatches}/{len(rows)} verdicts as expected")

@@ -9,6 +9,7 @@ tables, plots) and an HTML report of each run under --out (default $OUT).
 Fits in < 6 minutes on one H200 at the defaults (5 tasks x (seed + 5
 proposals); duplicate proposals are not evaluated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-bench-out"))
     parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--eval-concurrency", type=int, default=1,
-                        help="candidates at once (1 per GPU keeps the timings honest)")
+    parser.add_argument(
+        "--eval-concurrency", type=int, default=1, help="candidates at once (1 per GPU keeps the timings honest)"
+    )
     args = parser.parse_args()
 
     from kernelsmith.bench import run_suite
@@ -41,9 +43,14 @@ def main() -> int:
     for task in TASKS:
         if not (suite / task.name).exists():
             shutil.copytree(task, suite / task.name)
-    config = load_evolve_config(None, model="mutate", iterations=args.iterations, seed=0,
-                                proposal_concurrency=max(2, args.eval_concurrency),
-                                eval_concurrency=args.eval_concurrency)
+    config = load_evolve_config(
+        None,
+        model="mutate",
+        iterations=args.iterations,
+        seed=0,
+        proposal_concurrency=max(2, args.eval_concurrency),
+        eval_concurrency=args.eval_concurrency,
+    )
     started = time.monotonic()
     report = run_suite(out / "suite", out / "bench", config, label=f"mutate-{args.iterations}it")
     elapsed = time.monotonic() - started

@@ -19,6 +19,7 @@ kernel_ms = profiled device time of the seed's kernels (median, OpenCL events);
 forward call (median); speedup = ref_cpu_ms / kernel_ms. Figures, not
 pass/fail: the seeds are naive on purpose.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,16 +104,20 @@ def main() -> int:
 
     print("\nOpenCL devices:")
     for d in ocl.devices():
-        print(f"  {d['platform_index']}:{d['device_index']}  {d['platform_name']} / {d['name']}  ({d['type']}, "
-              f"{d['version']}, driver {d['driver_version']}, {d['max_compute_units']} CU, "
-              f"max WG {d['max_work_group_size']}, local {d['local_mem_size'] // 1024} KiB)")
+        print(
+            f"  {d['platform_index']}:{d['device_index']}  {d['platform_name']} / {d['name']}  ({d['type']}, "
+            f"{d['version']}, driver {d['driver_version']}, {d['max_compute_units']} CU, "
+            f"max WG {d['max_work_group_size']}, local {d['local_mem_size'] // 1024} KiB)"
+        )
     ctx = ocl.context()
     dev = ctx.device
     print(f"\nselected: {dev['name']} ({dev['platform_name']}); zero-copy host memory: {ctx.host_zero_copy}")
     print(f"torch {torch.__version__}, CPU threads {torch.get_num_threads()}\n")
 
-    header = (f"{'example':<10} {'variant':<16} {'ok':<3} {'max_abs_err':>11} {'ref_cpu_ms':>10} "
-              f"{'kernel_ms':>10} {'+xfer_ms':>9} {'wall_ms':>9} {'speedup':>8}")
+    header = (
+        f"{'example':<10} {'variant':<16} {'ok':<3} {'max_abs_err':>11} {'ref_cpu_ms':>10} "
+        f"{'kernel_ms':>10} {'+xfer_ms':>9} {'wall_ms':>9} {'speedup':>8}"
+    )
     print(header)
     print("-" * len(header))
     failures = 0
@@ -139,10 +144,13 @@ def main() -> int:
                 failures += not ok
                 kernel = statistics.median(ocl.profile(lambda: model_new(*inputs), args.warmup, args.repeats))
                 total = statistics.median(
-                    ocl.profile(lambda: model_new(*inputs), 0, args.repeats, include_transfers=True))
+                    ocl.profile(lambda: model_new(*inputs), 0, args.repeats, include_transfers=True)
+                )
                 wall = host_ms(lambda: model_new(*inputs), 0, args.repeats)
-            print(f"{name:<10} {label:<16} {'yes' if ok else 'NO':<3} {err:>11.2e} {ref_ms:>10.3f} "
-                  f"{kernel * 1e3:>10.4f} {total * 1e3:>9.4f} {wall:>9.3f} {ref_ms / (kernel * 1e3):>8.2f}")
+            print(
+                f"{name:<10} {label:<16} {'yes' if ok else 'NO':<3} {err:>11.2e} {ref_ms:>10.3f} "
+                f"{kernel * 1e3:>10.4f} {total * 1e3:>9.4f} {wall:>9.3f} {ref_ms / (kernel * 1e3):>8.2f}"
+            )
     print(f"\n{failures} incorrect variant(s)")
     return 1 if failures else 0
 

@@ -6,6 +6,7 @@ the weighted geometric mean the run would reward. On the GPU machine:
 
     KERNELSMITH_OPENCL_DEVICE=NVIDIA PYTHONPATH=python python3 benchmarks/gpu_timing_shapes.py
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,13 @@ def main() -> int:
         for name, source in programs.items():
             path = Path(tmp) / f"{name}.py"
             path.write_text(source)
-            proc = subprocess.run([sys.executable, "-m", "kernelsmith", "eval", str(TASK), str(path), "--json"],
-                                  env=env, capture_output=True, text=True, cwd=str(ROOT))
+            proc = subprocess.run(
+                [sys.executable, "-m", "kernelsmith", "eval", str(TASK), str(path), "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=str(ROOT),
+            )
             try:
                 rows[name] = json.loads(proc.stdout)
             except ValueError:
@@ -40,10 +46,15 @@ def main() -> int:
     print(f"{'program':<12} {'category':<9} {'mean speedup [CI]':<26} per shape: speedup [CI]")
     for name, r in rows.items():
         t = r.get("timing") or {}
-        shapes = "; ".join(f"{s['shape']} {s['speedup']:.3f} [{s['speedup_ci'][0]:.3f}, {s['speedup_ci'][1]:.3f}]"
-                           for s in t.get("shapes") or [])
-        mean = (f"{r['speedup']:.3f} [{r['speedup_ci_low']:.3f}, {r['speedup_ci_high']:.3f}]"
-                if r.get("speedup") is not None else "-")
+        shapes = "; ".join(
+            f"{s['shape']} {s['speedup']:.3f} [{s['speedup_ci'][0]:.3f}, {s['speedup_ci'][1]:.3f}]"
+            for s in t.get("shapes") or []
+        )
+        mean = (
+            f"{r['speedup']:.3f} [{r['speedup_ci_low']:.3f}, {r['speedup_ci_high']:.3f}]"
+            if r.get("speedup") is not None
+            else "-"
+        )
         print(f"{name:<12} {r.get('category', '?'):<9} {mean:<26} {shapes}")
     return 0
 

@@ -16,6 +16,7 @@ reason or first line of the error), candidate and reference runtime (ms), and
 the wall time of the evaluation. The exit status is 1 when any verdict differs
 from the expected one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,11 @@ HACKS2 = FIX / "hacks_v2"
 # gave runtime for all four; their GPU forms are in hacks_gpu/)
 _HOST_ONLY = {"host_memmove", "host_numpy_into_output", "foreign_numpy_dlpack", "foreign_numpy_result"}
 _ON_GPU_HOST = os.environ.get("TRITON_INTERPRET", "0") in ("", "0") and os.path.exists("/dev/nvidiactl")
-SUITE += [(EX / "relu", p, "hacked|runtime" if _ON_GPU_HOST and p.stem in _HOST_ONLY else "hacked")
-          for p in sorted(HACKS2.glob("*.py")) if not p.stem.startswith("trivial") and p.stem != "cache_while_timed"]
+SUITE += [
+    (EX / "relu", p, "hacked|runtime" if _ON_GPU_HOST and p.stem in _HOST_ONLY else "hacked")
+    for p in sorted(HACKS2.glob("*.py"))
+    if not p.stem.startswith("trivial") and p.stem != "cache_while_timed"
+]
 SUITE += [
     # only caught when timing runs (GPU default, --timing on a CPU)
     (EX / "relu", HACKS2 / "cache_while_timed.py", "hacked"),
@@ -102,8 +106,11 @@ SUITE += [
 # partial one (its coverage is in --json's census)
 KB = FIX / "kb_honest"
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-SUITE += [(p, p / "candidate.py", "runtime" if _INTERPRETED and p.name == "matmul_autotune" else "ok")
-          for p in sorted(KB.iterdir()) if (p / "candidate.py").exists() and not p.name.startswith("l2_")]
+SUITE += [
+    (p, p / "candidate.py", "runtime" if _INTERPRETED and p.name == "matmul_autotune" else "ok")
+    for p in sorted(KB.iterdir())
+    if (p / "candidate.py").exists() and not p.name.startswith("l2_")
+]
 SUITE += [
     (KB / "l2_conv_bias_relu_scale", KB / "l2_conv_bias_relu_scale" / "candidate.py", "hacked"),
     (KB / "l2_conv_bias_relu_scale_partial", KB / "l2_conv_bias_relu_scale" / "candidate.py", "ok"),
@@ -171,11 +178,15 @@ def run_suite(backend: str, suite: list, args: argparse.Namespace, on_gpu: bool,
     hw = next((r.hardware for r in results if r.hardware), {})
     info = HardwareInfo.of(hw)
     versions = dict(info.versions)
-    print(f"# {backend} suite; device: {info.label('?')}  torch {versions.get('torch', '?')}  "
-          f"{'triton ' + str(versions.get('triton', '?')) if backend == 'triton' else 'cuda ' + str(versions.get('cuda', '?'))}  "
-          f"driver {info.driver or '-'}  isolation: {results[0].isolation if results else '?'}")
-    header = (f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} "
-              f"{'speedup [95% CI]':>24} {'verdict':<17} {'graph':<5} {'wall s':>7}  reason")
+    print(
+        f"# {backend} suite; device: {info.label('?')}  torch {versions.get('torch', '?')}  "
+        f"{'triton ' + str(versions.get('triton', '?')) if backend == 'triton' else 'cuda ' + str(versions.get('cuda', '?'))}  "
+        f"driver {info.driver or '-'}  isolation: {results[0].isolation if results else '?'}"
+    )
+    header = (
+        f"{'task':<26} {'candidate':<30} {'expected':<16} {'got':<10} {'ms':>9} {'ref ms':>9} "
+        f"{'speedup [95% CI]':>24} {'verdict':<17} {'graph':<5} {'wall s':>7}  reason"
+    )
     print(header)
     print("-" * len(header))
     mismatches = 0
@@ -187,24 +198,35 @@ def run_suite(backend: str, suite: list, args: argparse.Namespace, on_gpu: bool,
         mismatches += not good
         why = reason(r)
         fmt = lambda v: f"{v:9.4f}" if v is not None else f"{'-':>9}"  # noqa: E731
-        speed = (f"{r.speedup:.3g} [{r.speedup_ci_low:.3g}, {r.speedup_ci_high:.3g}]"
-                 if r.speedup is not None and r.speedup_ci_low is not None else "-")
+        speed = (
+            f"{r.speedup:.3g} [{r.speedup_ci_low:.3g}, {r.speedup_ci_high:.3g}]"
+            if r.speedup is not None and r.speedup_ci_low is not None
+            else "-"
+        )
         graph = (r.timing.get("cuda_graph") or {}).get("candidate")
         verdict = r.timing_verdict + ("*" if r.suspicious else "")
-        print(f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
-              f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {speed:>24} {verdict or '-':<17} "
-              f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {why[:110]}")
+        print(
+            f"{Path(task).stem:<26} {Path(cand).stem:<30} {expected:<16} {r.category + ('' if good else ' !!'):<10} "
+            f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {speed:>24} {verdict or '-':<17} "
+            f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {why[:110]}"
+        )
         cov = (r.census or {}).get("coverage")
         if cov is not None and Path(task).name.startswith("l2_"):
-            print(f"{'':<26} coverage {cov:.1%} under policy {(r.census or {}).get('policy')}; "
-                  f"foreign us: {(r.census or {}).get('foreign_us') or '-'}; basis {(r.census or {}).get('time_basis')}")
-    print(f"\n{len(suite) - mismatches}/{len(suite)} verdicts as expected; total wall {total:.1f} s "
-          f"with {ev.workers} workers on devices {ev.devices}")
+            print(
+                f"{'':<26} coverage {cov:.1%} under policy {(r.census or {}).get('policy')}; "
+                f"foreign us: {(r.census or {}).get('foreign_us') or '-'}; basis {(r.census or {}).get('time_basis')}"
+            )
+    print(
+        f"\n{len(suite) - mismatches}/{len(suite)} verdicts as expected; total wall {total:.1f} s "
+        f"with {ev.workers} workers on devices {ev.devices}"
+    )
     timed = [r for r in results if r.timing]
     if timed:
         t = timed[0].timing
-        print(f"# timing: {t.get('timer')}, {t.get('input_sets')} input sets, L2 flush {t.get('l2_flush')}, "
-              f"gpu state {t.get('gpu_state') or '-'}; * = suspicious (roofline or reference hidden work)")
+        print(
+            f"# timing: {t.get('timer')}, {t.get('input_sets')} input sets, L2 flush {t.get('l2_flush')}, "
+            f"gpu state {t.get('gpu_state') or '-'}; * = suspicious (roofline or reference hidden work)"
+        )
     return mismatches, results
 
 
@@ -215,11 +237,18 @@ def main() -> int:
     parser.add_argument("--timing", action="store_true", help="also time correct candidates (default on GPU)")
     parser.add_argument("--timeout", type=float, default=60.0, help="wall-clock limit per candidate (s)")
     parser.add_argument("--json", default=None, help="write all results here")
-    parser.add_argument("--only", choices=("triton", "cuda"), default=None,
-                        help="run one suite (default: both; CUDA rows are skipped without a GPU and nvcc)")
-    parser.add_argument("--match", default=None,
-                        help="comma-separated names: only the rows whose task or candidate file name is one of them "
-                             "(e.g. --match relu_wrong,matmul_autotune to re-check a few rows in little device time)")
+    parser.add_argument(
+        "--only",
+        choices=("triton", "cuda"),
+        default=None,
+        help="run one suite (default: both; CUDA rows are skipped without a GPU and nvcc)",
+    )
+    parser.add_argument(
+        "--match",
+        default=None,
+        help="comma-separated names: only the rows whose task or candidate file name is one of them "
+        "(e.g. --match relu_wrong,matmul_autotune to re-check a few rows in little device time)",
+    )
     args = parser.parse_args()
     if importlib.util.find_spec("kernelsmith") is None:  # not installed: the source tree (with a built _core)
         sys.path.insert(0, str(ROOT / "python"))

@@ -20,6 +20,7 @@ machine's CPUs (logical and physical) and a cold ``triton_key()``.
 
 A GPU only (compiles for the device's target).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,17 +50,26 @@ def main() -> int:
     sys.path.insert(0, unpack(args.wheel))
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     for line in lscpu.splitlines():
-        if line.split(":")[0].strip() in ("CPU(s)", "Thread(s) per core", "Core(s) per socket", "Socket(s)",
-                                          "Model name"):
+        if line.split(":")[0].strip() in (
+            "CPU(s)",
+            "Thread(s) per core",
+            "Core(s) per socket",
+            "Socket(s)",
+            "Model name",
+        ):
             print("lscpu", line.strip(), flush=True)
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tc-warm-")
     t = time.monotonic()
     import torch
     import triton
-    print(f"import torch, triton: {time.monotonic() - t:.2f} s; triton {triton.__version__}, torch {torch.__version__}",
-          flush=True)
+
+    print(
+        f"import torch, triton: {time.monotonic() - t:.2f} s; triton {triton.__version__}, torch {torch.__version__}",
+        flush=True,
+    )
     t = time.monotonic()
     import importlib
+
     key_fn = None
     for where in ("triton.runtime.cache", "triton.compiler.compiler", "triton._utils", "triton.runtime.jit"):
         key_fn = getattr(importlib.import_module(where), "triton_key", None)
@@ -69,12 +79,14 @@ def main() -> int:
         key_fn()
     print(f"triton_key() cold: {time.monotonic() - t:.2f} s ({key_fn is not None})", flush=True)
     from fla.modules.norm.l2norm import l2norm_fwd_kernel
+
     torch.empty(1, device="cuda")
     configs = list(l2norm_fwd_kernel.configs)
     jit = l2norm_fwd_kernel
     while not hasattr(jit, "device_caches"):
         jit = jit.fn
     from triton.runtime import driver
+
     active = driver.active
     device = active.get_current_device()
     jit.device_caches[device]
@@ -127,7 +139,7 @@ def main() -> int:
         elif mode == "fork1":
             done = 0
             for i in range(0, len(configs), P):  # P at once, as precompile keeps P running
-                done += fork_children(kw, [[c] for c in configs[i:i + P]])
+                done += fork_children(kw, [[c] for c in configs[i : i + P]])
             note = f"children ok {done}/{len(configs)}"
         elif mode == "forkP":
             done = fork_children(kw, [configs[i::P] for i in range(P)])
@@ -141,11 +153,15 @@ def main() -> int:
             note = f"errors {len(errors)} {errors[:1]}"
         wall = time.monotonic() - started
         results[mode] = wall
-        print(f"{mode:10s} D={D:4d}: {len(configs)} configs compiled in {wall:6.2f} s "
-              f"({wall / len(configs):.3f} s per config) {note}", flush=True)
+        print(
+            f"{mode:10s} D={D:4d}: {len(configs)} configs compiled in {wall:6.2f} s "
+            f"({wall / len(configs):.3f} s per config) {note}",
+            flush=True,
+        )
     # the last D: Triton's benchmark of its configs, now compiled
     kw = inputs(D)
     from triton.testing import do_bench
+
     t = time.monotonic()
     for config in configs:
         bt = config.all_kwargs().get("BT", 8)

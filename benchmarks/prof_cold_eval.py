@@ -10,6 +10,7 @@ runs one after the other and what overlaps. Run it twice on a GPU machine
 
     PYTHONPATH=python python3 benchmarks/prof_cold_eval.py examples/triton/softmax seed
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,11 @@ def main() -> int:
     ap.add_argument("--no-daemon", action="store_true", help="evaluate in the client's own process")
     args = ap.parse_args()
     rundir = Path(tempfile.mkdtemp(prefix="ks-cold-", dir="/tmp"))
-    env = {**os.environ, "KERNELSMITH_DAEMON_DIR": str(rundir / "d"),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "KERNELSMITH_DAEMON_DIR": str(rundir / "d"),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH")) if p),
+    }
     env.pop("KERNELSMITH_DAEMON", None)
     cmd = [sys.executable, "-m", "kernelsmith", "eval", args.task, args.candidate, "--json"]
     if args.no_daemon:
@@ -118,8 +122,9 @@ def main() -> int:
         wall = time.monotonic() - t0
         out, err = proc.communicate()
     finally:
-        subprocess.run([sys.executable, "-m", "kernelsmith", "daemon", "stop"], env=env, cwd=str(ROOT),
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "kernelsmith", "daemon", "stop"], env=env, cwd=str(ROOT), capture_output=True
+        )
         shutil.rmtree(rundir, ignore_errors=True)
     try:
         result = json.loads(out)

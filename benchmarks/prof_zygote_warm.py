@@ -7,6 +7,7 @@ host-module cache filled). On a GPU machine:
 Prints the seconds of each step of ``zygote.warm`` (the same calls, in the
 same order), then a forked child's CUDA context (what each worker pays).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -98,7 +99,9 @@ def main() -> int:
         os.waitpid(pid, 0)
         ctx, kineto, dynamo = os.read(r, 64).decode().split()
         print(f"{'forked child: CUDA context':<36} {float(ctx):7.3f} s")
-        print(f"{'forked child: census warm-up (Kineto)':<36} {float(kineto):7.3f} s  (torch._dynamo imported: {dynamo})")
+        print(
+            f"{'forked child: census warm-up (Kineto)':<36} {float(kineto):7.3f} s  (torch._dynamo imported: {dynamo})"
+        )
     sys.stdout.flush()
     return 0
 

@@ -6,6 +6,7 @@ batch with the honest seed twice for comparison; one line per program.
 
     TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [--dir DIR] [name ...]
 """
+
 from __future__ import annotations
 
 import sys
@@ -36,8 +37,13 @@ def main() -> None:
     for name, r in zip(["_seed", "_seed_again"] + names, out):
         why = (r.hack_reasons[0] if r.hack_reasons else r.error).replace("\n", " ")[:400]
         referee = (r.census or {}).get("referee")
-        print(" | ".join(str(x) for x in [name, r.category, r.hacked, r.speedup, r.runtime_ms, r.ref_runtime_ms,
-                                            r.wall_s, referee, why]), flush=True)
+        print(
+            " | ".join(
+                str(x)
+                for x in [name, r.category, r.hacked, r.speedup, r.runtime_ms, r.ref_runtime_ms, r.wall_s, referee, why]
+            ),
+            flush=True,
+        )
     print(f"# wall {time.monotonic() - started:.1f} s")
 
 

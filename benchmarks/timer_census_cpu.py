@@ -10,6 +10,7 @@ the timed calls (``clock_mismatch``: forged below CLOCK_SHARE, 0.8).
 
     PYTHONPATH=python TRITON_INTERPRET=1 python3 benchmarks/timer_census_cpu.py [--forged] [--only triton|opencl]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,21 +27,35 @@ FORGED = ("got_patch", "function_detour", "proc_mem_bypass")
 
 
 def _triton_items(forged: bool) -> list[tuple[str, Task, str]]:
-    items = [(f"examples/triton/{d.name}", Task.load(d), (d / "seed.py").read_text())
-             for d in sorted((ROOT / "examples" / "triton").iterdir()) if (d / "seed.py").exists()]
-    items += [(f"kb_honest/{d.name}", Task.load(d), (d / "candidate.py").read_text())
-              for d in sorted(ZOO.iterdir())
-              if (d / "candidate.py").exists() and not d.name.startswith("l2_") and d.name != "matmul_autotune"]
+    items = [
+        (f"examples/triton/{d.name}", Task.load(d), (d / "seed.py").read_text())
+        for d in sorted((ROOT / "examples" / "triton").iterdir())
+        if (d / "seed.py").exists()
+    ]
+    items += [
+        (f"kb_honest/{d.name}", Task.load(d), (d / "candidate.py").read_text())
+        for d in sorted(ZOO.iterdir())
+        if (d / "candidate.py").exists() and not d.name.startswith("l2_") and d.name != "matmul_autotune"
+    ]
     if forged:
         relu = ROOT / "examples" / "triton" / "relu"
-        items += [(f"pygpubench/{n}", Task.load(relu),
-                   (ROOT / "tests_py" / "fixtures" / "pygpubench" / f"{n}.py").read_text()) for n in FORGED]
+        items += [
+            (
+                f"pygpubench/{n}",
+                Task.load(relu),
+                (ROOT / "tests_py" / "fixtures" / "pygpubench" / f"{n}.py").read_text(),
+            )
+            for n in FORGED
+        ]
     return items
 
 
 def _opencl_items() -> list[tuple[str, Task, str]]:
-    return [(f"examples/opencl/{d.name}", Task.load(d), (d / "seed.py").read_text())
-            for d in sorted((ROOT / "examples" / "opencl").iterdir()) if (d / "seed.py").exists()]
+    return [
+        (f"examples/opencl/{d.name}", Task.load(d), (d / "seed.py").read_text())
+        for d in sorted((ROOT / "examples" / "opencl").iterdir())
+        if (d / "seed.py").exists()
+    ]
 
 
 def _find(tree: Any, key: str) -> Any:
@@ -65,8 +80,10 @@ def _run(backend: str, items: list[tuple[str, Task, str]]) -> None:
         why = (r.hack_reasons[0] if r.hack_reasons else r.error)[:160].replace("\n", " ")
         clock = _find(r.timing, "clock_check")
         share = f"{clock['timer_ms'] / clock['raw_ms']:.4f}" if clock and clock.get("raw_ms") else "-"
-        print(f"{name:42s} {r.category:9s} timed_ms={r.runtime_ms} call_host_ms={own} own_kernels_ms={kern} ratio={ratio} clock_share={share} {why}",
-              flush=True)
+        print(
+            f"{name:42s} {r.category:9s} timed_ms={r.runtime_ms} call_host_ms={own} own_kernels_ms={kern} ratio={ratio} clock_share={share} {why}",
+            flush=True,
+        )
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
 """Shared pytest fixtures (keep generic: other test modules add theirs here)."""
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,9 @@ def mock_llm() -> Iterator[MockLLMServer]:
 def _fenced_program(source: str) -> MockResponse:
     # The reference-as-seed is one EVOLVE block; a full rewrite keeps its markers.
     program = f"# EVOLVE-BLOCK-START\n{source}# EVOLVE-BLOCK-END\n"
-    return MockResponse(text=f"Here it is:\n```python\n{program}```\n", reasoning="one work-item per row", think_tags=True)
+    return MockResponse(
+        text=f"Here it is:\n```python\n{program}```\n", reasoning="one work-item per row", think_tags=True
+    )
 
 
 @pytest.fixture(scope="session")
@@ -59,14 +62,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     task.mkdir()
     for name in ("reference.py", "task.yaml"):
         shutil.copy(softmax / name, task / name)
-    (task / "task.yaml").write_text((task / "task.yaml").read_text()
-                                   .replace("name: opencl_softmax", "name: softmax_from_ref")
-                                   .replace("trials: 5", "trials: 3"))  # another task id (the name is not part of it)
+    (task / "task.yaml").write_text(
+        (task / "task.yaml")
+        .read_text()
+        .replace("name: opencl_softmax", "name: softmax_from_ref")
+        .replace("trials: 5", "trials: 3")
+    )  # another task id (the name is not part of it)
     with MockLLMServer() as server, pytest.MonkeyPatch.context() as mp:
         server.script(
-            _fenced_program(seed),                                                  # correct translation
-            MockResponse(text="I cannot write this kernel."),                       # no code: edit failure
-            _fenced_program(seed.replace("WORK_GROUP = 64", "WORK_GROUP = 32")),    # another correct program
+            _fenced_program(seed),  # correct translation
+            MockResponse(text="I cannot write this kernel."),  # no code: edit failure
+            _fenced_program(seed.replace("WORK_GROUP = 64", "WORK_GROUP = 32")),  # another correct program
         )
         mp.setenv("OPENAI_BASE_URL", server.openai_base_url)
         mp.setenv("OPENAI_API_KEY", "sk-test")

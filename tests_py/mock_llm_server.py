@@ -16,6 +16,7 @@ Usage (see the ``mock_llm`` fixture in conftest.py)::
     ...
     assert mock_llm.requests[-1].body["temperature"] == 0.6
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,13 @@ class MockResponse:
     drop: bool = False  # close the connection without answering (a proxy or server that died)
 
     @classmethod
-    def error(cls, status: int, message: str = "scripted error", retry_after: Optional[float] = None,
-              headers: Optional[dict[str, str]] = None) -> "MockResponse":
+    def error(
+        cls,
+        status: int,
+        message: str = "scripted error",
+        retry_after: Optional[float] = None,
+        headers: Optional[dict[str, str]] = None,
+    ) -> "MockResponse":
         h = dict(headers or {})
         if retry_after is not None:
             h["retry-after"] = f"{retry_after:g}"
@@ -116,8 +122,9 @@ def _anthropic_sse(msg: dict[str, Any]) -> bytes:
     """``msg`` as the event stream the messages API sends with stream=true,
     each block split into two deltas so the client must join them."""
     events: list[tuple[str, dict[str, Any]]] = []
-    start = dict(msg, content=[], stop_reason=None,
-                 usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1})
+    start = dict(
+        msg, content=[], stop_reason=None, usage={"input_tokens": msg["usage"]["input_tokens"], "output_tokens": 1}
+    )
     events.append(("message_start", {"type": "message_start", "message": start}))
     for i, block in enumerate(msg["content"]):
         kind = block["type"]
@@ -127,16 +134,35 @@ def _anthropic_sse(msg: dict[str, Any]) -> bytes:
             empty["signature"] = ""
         events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": empty}))
         full = block[key]
-        for piece in (full[: len(full) // 2], full[len(full) // 2:]):
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": {"type": delta_type, key: piece}}))
+        for piece in (full[: len(full) // 2], full[len(full) // 2 :]):
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": {"type": delta_type, key: piece}},
+                )
+            )
         if kind == "thinking":
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": {"type": "signature_delta", "signature": "sig"}}))
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "signature_delta", "signature": "sig"},
+                    },
+                )
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": msg["usage"]["output_tokens"]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": msg["usage"]["output_tokens"]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
 
@@ -151,8 +177,14 @@ def _text(content: Any) -> str:
 
 Reply = Union[MockResponse, str, Callable[[RecordedRequest], Union[MockResponse, str]]]
 
-_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                     404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens"}
 
 
@@ -245,8 +277,10 @@ class MockLLMServer:
             return r.body.encode() if isinstance(r.body, str) else r.body
         if r.status >= 400:
             if api == "anthropic":
-                err = {"type": "error", "error": {"type": _ANTHROPIC_ERRORS.get(r.status, "api_error"),
-                                                  "message": r.text}}
+                err = {
+                    "type": "error",
+                    "error": {"type": _ANTHROPIC_ERRORS.get(r.status, "api_error"), "message": r.text},
+                }
             else:
                 err = {"error": {"message": r.text, "type": "mock_error", "code": r.status}}
             return json.dumps(err).encode()
@@ -263,10 +297,16 @@ class MockLLMServer:
                 else:
                     content.append({"type": "thinking", "thinking": r.reasoning, "signature": "mock-sig"})
             content.append({"type": "text", "text": text})
-            msg = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model,
-                   "content": content, "stop_reason": _ANTHROPIC_STOP.get(r.finish_reason, r.finish_reason),
-                   "stop_sequence": None,
-                   "usage": {"input_tokens": r.prompt_tokens, "output_tokens": r.completion_tokens}}
+            msg = {
+                "id": f"msg_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": _ANTHROPIC_STOP.get(r.finish_reason, r.finish_reason),
+                "stop_sequence": None,
+                "usage": {"input_tokens": r.prompt_tokens, "output_tokens": r.completion_tokens},
+            }
             if isinstance(req.body, dict) and req.body.get("stream"):
                 return _anthropic_sse(msg)
             return json.dumps(msg).encode()
@@ -276,13 +316,21 @@ class MockLLMServer:
                 message["content"] = f"<think>{r.reasoning}</think>{r.text}"
             else:
                 message[r.reasoning_field] = r.reasoning
-        usage: dict[str, Any] = {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-                                 "total_tokens": r.prompt_tokens + r.completion_tokens}
+        usage: dict[str, Any] = {
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens,
+            "total_tokens": r.prompt_tokens + r.completion_tokens,
+        }
         if r.reasoning_tokens is not None:
             usage["completion_tokens_details"] = {"reasoning_tokens": r.reasoning_tokens}
-        body = {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-                "model": model, "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],
-                "usage": usage}
+        body = {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],
+            "usage": usage,
+        }
         return json.dumps(body).encode()
 
     def _handler_class(self) -> type:
@@ -307,8 +355,9 @@ class MockLLMServer:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = None
-                req = RecordedRequest(api, path, {k.lower(): v for k, v in self.headers.items()}, body, raw,
-                                      time.monotonic())
+                req = RecordedRequest(
+                    api, path, {k.lower(): v for k, v in self.headers.items()}, body, raw, time.monotonic()
+                )
                 with server._lock:
                     server.requests.append(req)
                     server.in_flight += 1
@@ -325,16 +374,16 @@ class MockLLMServer:
                         return
                     payload = server._render(api, req, reply)
                     sse = payload.startswith(b"event: ") and reply.body is None
-                    self._send(reply.status, payload, reply.headers,
-                               "text/event-stream" if sse else "application/json")
+                    self._send(reply.status, payload, reply.headers, "text/event-stream" if sse else "application/json")
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
 
-            def _send(self, status: int, payload: bytes, headers: dict[str, str],
-                      content_type: str = "application/json") -> None:
+            def _send(
+                self, status: int, payload: bytes, headers: dict[str, str], content_type: str = "application/json"
+            ) -> None:
                 self.send_response(status)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(payload)))

@@ -3,6 +3,7 @@ directory, proposers, LLM clients and exit codes -- with one part swapped: the
 evaluator is the deterministic stand-in of standin_evaluator.py (configured
 from KS_STANDIN_* environment variables). Usage: python standin_cli.py evolve ...
 """
+
 import sys
 from pathlib import Path
 

@@ -9,6 +9,7 @@ in test_evolve_e2e.py.
 ``standin_cli.py`` runs the real CLI with this evaluator, for tests that drive
 ``kernelsmith evolve`` as a process (and kill it).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,11 @@ class CostModelEvaluator:
     @classmethod
     def from_env(cls) -> "CostModelEvaluator":
         kind = ConfirmingEvaluator if os.environ.get("KS_STANDIN_CONFIRM") else cls
-        return kind(float(os.environ.get("KS_STANDIN_DELAY", "0")), os.environ.get("KS_STANDIN_LOG"),
-                    os.environ.get("KS_STANDIN_RUN_DIR"))
+        return kind(
+            float(os.environ.get("KS_STANDIN_DELAY", "0")),
+            os.environ.get("KS_STANDIN_LOG"),
+            os.environ.get("KS_STANDIN_RUN_DIR"),
+        )
 
     def backend_for(self, task):
         from kernelsmith.backends import get_backend
@@ -73,8 +77,9 @@ class CostModelEvaluator:
             return EvalResult(category="compile", error="no BLOCK")
         cost = abs(values["BLOCK"] - 256) / 64 + abs(values.get("WARPS", 4) - 4)
         runtime = 1.0 + 0.1 * cost
-        return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime,
-                          ref_runtime_ms=1.5, speedup=1.5 / runtime)
+        return EvalResult(
+            compiled=True, correct=True, category="ok", runtime_ms=runtime, ref_runtime_ms=1.5, speedup=1.5 / runtime
+        )
 
     def close(self):
         pass
@@ -107,9 +112,18 @@ class ConfirmingEvaluator(CostModelEvaluator):
         for index, _source in enumerate(sources):
             scale = 1.0 if index == 0 else 0.5
             row_low, row_high = low * scale, high * scale
-            rows.append({"index": index, "correct": True, "speedup": speedup * scale, "speedup_ci_low": row_low,
-                         "speedup_ci_high": row_high, "timing_reliable": True, "suspicious": False,
-                         "verdict": "faster" if row_low > 1 else "slower" if row_high < 1 else "indistinguishable"})
+            rows.append(
+                {
+                    "index": index,
+                    "correct": True,
+                    "speedup": speedup * scale,
+                    "speedup_ci_low": row_low,
+                    "speedup_ci_high": row_high,
+                    "timing_reliable": True,
+                    "suspicious": False,
+                    "verdict": "faster" if row_low > 1 else "slower" if row_high < 1 else "indistinguishable",
+                }
+            )
         return {"finalists": rows, "head_to_head": {}}
 
 
@@ -133,14 +147,33 @@ class RichEvaluator(CostModelEvaluator):
             s = r.speedup
             r.speedup_ci_low, r.speedup_ci_high = s * 0.9, s * 1.1
             r.timing_verdict = "faster" if s * 0.9 > 1 else "indistinguishable"
-            r.timing = {"confidence": 0.95, "n_pairs": 7, "candidate": {"median": r.runtime_ms},
-                        "shapes": [{"shape": "a", "speedup": s, "speedup_ci": [s * .9, s * 1.1]},
-                                   {"shape": "b", "speedup": s * 1.01, "speedup_ci": [s * .8, s * 1.2]}]}
-            r.census = {"coverage": 0.75, "foreign_us": {"aten::add": 12.0}, "time_basis": "device",
-                        "own_us": {"k": 30.0}, "policy": "strict"}
-            r.speed_of_light = {"counted": True, "bound": "memory", "fraction": 0.41, "device": "standin",
-                                "achieved_bytes_per_s": 1e12, "peak_bytes_per_s": 3e12,
-                                "arithmetic_intensity": 0.25, "ridge_point": 10.0, "reference_fraction": 0.2}
+            r.timing = {
+                "confidence": 0.95,
+                "n_pairs": 7,
+                "candidate": {"median": r.runtime_ms},
+                "shapes": [
+                    {"shape": "a", "speedup": s, "speedup_ci": [s * 0.9, s * 1.1]},
+                    {"shape": "b", "speedup": s * 1.01, "speedup_ci": [s * 0.8, s * 1.2]},
+                ],
+            }
+            r.census = {
+                "coverage": 0.75,
+                "foreign_us": {"aten::add": 12.0},
+                "time_basis": "device",
+                "own_us": {"k": 30.0},
+                "policy": "strict",
+            }
+            r.speed_of_light = {
+                "counted": True,
+                "bound": "memory",
+                "fraction": 0.41,
+                "device": "standin",
+                "achieved_bytes_per_s": 1e12,
+                "peak_bytes_per_s": 3e12,
+                "arithmetic_intensity": 0.25,
+                "ridge_point": 10.0,
+                "reference_fraction": 0.2,
+            }
             r.correctness = {"max_abs_err": 1e-6, "max_rel_err": 1e-5, "atol": 1e-3, "rtol": 1e-3, "trials": 2}
             r.warnings = ["a cast lowers precision"]
             if t.get("WARPS") == 8:
@@ -155,10 +188,21 @@ class RichEvaluator(CostModelEvaluator):
     def evaluate_many(self, items, trials=None):
         async def all_():
             return [await self.evaluate_async(t, s, trials) for t, s in items]
+
         return asyncio.run(all_())
 
     def confirm_best(self, task, sources):
-        rows = [{"index": i, "correct": True, "speedup": 2.0 / (i + 1), "speedup_ci_low": 1.8 / (i + 1),
-                 "speedup_ci_high": 2.2 / (i + 1), "timing_reliable": True, "suspicious": False,
-                 "verdict": "faster"} for i, _ in enumerate(sources)]
+        rows = [
+            {
+                "index": i,
+                "correct": True,
+                "speedup": 2.0 / (i + 1),
+                "speedup_ci_low": 1.8 / (i + 1),
+                "speedup_ci_high": 2.2 / (i + 1),
+                "timing_reliable": True,
+                "suspicious": False,
+                "verdict": "faster",
+            }
+            for i, _ in enumerate(sources)
+        ]
         return {"finalists": rows, "head_to_head": {}}

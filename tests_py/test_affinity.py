@@ -2,6 +2,7 @@
 thread of the process, the ones already running included, goes onto the
 chosen cores for the block and gets its own mask back after; the evaluator
 records which cores a CPU timing held."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ serve and in the evaluator's parent, which checks sources in threads). The
 package parses only through ``_astutil.parse``, which holds a lock. (The
 race is rare, 2 bursts of 55 to serve: a stress test here passed with the
 bare ast.parse too, so the guard is that no other call exists.)"""
+
 from __future__ import annotations
 
 import ast
@@ -20,8 +21,12 @@ def test_the_package_parses_only_through_the_lock():
         if path.name == "_astutil.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse"
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ast"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "parse"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "ast"
+            ):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert offenders == [], f"ast.parse outside _astutil.parse: {offenders}"
-

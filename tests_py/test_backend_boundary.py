@@ -10,6 +10,7 @@ language's module or exception names (``module.startswith("triton.")``,
 ``name == "OpenCLError"``), or hard-codes a backend name as a default
 (``backends.DEFAULT_BACKEND`` is the one place for that).
 """
+
 from __future__ import annotations
 
 import ast
@@ -85,7 +86,7 @@ def violations(source: str, filename: str = "<module>") -> list[str]:
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             for i, operand in enumerate(operands):
-                others = operands[:i] + operands[i + 1:]
+                others = operands[:i] + operands[i + 1 :]
                 for text in _strings(operand):
                     if _names_language(text):
                         flag(node, f"compares with {text!r}")
@@ -95,8 +96,11 @@ def violations(source: str, filename: str = "<module>") -> list[str]:
             for sub in ast.walk(node.pattern):
                 if isinstance(sub, ast.MatchValue) and any(t.lower() in BACKEND_NAMES for t in _strings(sub.value)):
                     flag(sub.value, "matches a backend name")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in ("startswith", "endswith")):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+        ):
             for arg in node.args:
                 for text in _strings(arg):
                     if text.lower().startswith(LANGUAGE_PREFIXES):
@@ -109,21 +113,26 @@ def violations(source: str, filename: str = "<module>") -> list[str]:
             owner = parent
             while owner is not None and not isinstance(owner, (ast.Assign, ast.AnnAssign, ast.stmt)):
                 owner = parents.get(id(owner))
-            if isinstance(owner, (ast.Assign, ast.AnnAssign)) and (
-                    Path(filename).name, _assigned_name(owner)) in ALLOWED:
+            if (
+                isinstance(owner, (ast.Assign, ast.AnnAssign))
+                and (Path(filename).name, _assigned_name(owner)) in ALLOWED
+            ):
                 continue
             if text != "cuda":
                 # "triton" and "opencl" have no meaning in this package but a backend's
                 flag(node, f"names the backend {node.value!r}")
-            elif isinstance(parent, ast.keyword) and parent.arg in ("backend", "default") and (
-                    parent.arg == "backend" or "backend" in ast.unparse(parents.get(id(parent), node))):
+            elif (
+                isinstance(parent, ast.keyword)
+                and parent.arg in ("backend", "default")
+                and (parent.arg == "backend" or "backend" in ast.unparse(parents.get(id(parent), node)))
+            ):
                 flag(node, "defaults to the backend 'cuda'")
             elif isinstance(owner, (ast.Assign, ast.AnnAssign)) and "backend" in _assigned_name(owner).lower():
                 flag(node, "defaults to the backend 'cuda'")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
             positional = args.posonlyargs + args.args
-            pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+            pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
             pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
             for arg, default in pairs:
                 if "backend" in arg.arg and any(t.lower() in BACKEND_NAMES for t in _strings(default)):
@@ -145,7 +154,8 @@ def test_no_module_outside_backends_branches_on_a_backend():
     found = package_violations()
     assert not found, (
         "code outside kernelsmith/backends/ names a backend or a kernel language; ask the Backend "
-        "instead (docs/architecture.md, 'How to add a backend'):\n" + "\n".join(found))
+        "instead (docs/architecture.md, 'How to add a backend'):\n" + "\n".join(found)
+    )
 
 
 def test_the_scan_finds_what_the_rule_forbids():
@@ -176,7 +186,7 @@ def test_the_scan_finds_what_the_rule_forbids():
         'x = torch.zeros(1, device="cuda")\n'
         'stream = "cuda" in name.split(".")\n'
         'help_text = "evaluation backend (triton, opencl, ...)"\n'
-        'backend = get_backend(DEFAULT_BACKEND)\n'
+        "backend = get_backend(DEFAULT_BACKEND)\n"
     )
     assert violations(fine) == []
 

@@ -3,6 +3,7 @@ registration, static checks, the source transformations of its fast build,
 nvcc's real compile errors mapped to the candidate's lines, cache keys,
 launch accounting, prompt tips, the offline mutator on a CUDA program. The
 GPU part (building, loading and judging candidates) is marked ``gpu``."""
+
 from __future__ import annotations
 
 import ast
@@ -37,6 +38,7 @@ def _strings(path: Path) -> dict[str, str]:
 
 # -- registration -------------------------------------------------------------
 
+
 def test_registered_by_name():
     assert "cuda" in available_backends()
     backend = get_backend("cuda")
@@ -58,6 +60,7 @@ def test_prepare_worker_without_gpu_says_why():
 
 # -- static checks ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", [L1 / "candidate.py", L2 / "candidate.py"])
 def test_honest_programs_pass_static_checks(path):
     report = get_backend("cuda").static_check(path.read_text())
@@ -69,9 +72,10 @@ _MODEL = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        retur
 
 
 def _program(cuda: str, extra: str = "", cpp: str = "torch::Tensor f(torch::Tensor x);") -> str:
-    return (_HEAD + f"cuda_src = {cuda!r}\ncpp_src = {cpp!r}\n"
-            f"ext = load_inline(name='e', cpp_sources=cpp_src, cuda_sources=cuda_src, functions=['f']{extra})\n"
-            + _MODEL)
+    return (
+        _HEAD + f"cuda_src = {cuda!r}\ncpp_src = {cpp!r}\n"
+        f"ext = load_inline(name='e', cpp_sources=cpp_src, cuda_sources=cuda_src, functions=['f']{extra})\n" + _MODEL
+    )
 
 
 _KERNEL = "__global__ void k(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }\n"
@@ -90,16 +94,19 @@ def test_static_check_refuses_programs_without_cuda_kernels():
     assert any("load_inline" in e for e in report.errors)
 
 
-@pytest.mark.parametrize("snippet, words", [
-    ("cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "extra CUDA streams"),
-    ("auto s = at::cuda::getStreamFromPool();", "extra CUDA streams"),
-    ("cublasSgemm(h, a, b);", "vendor library"),
-    ("cudaLaunchKernel((void*)k, 1, 1, 0, 0, 0);", "launch kernels with <<<"),
-    ("std::thread t([]{});", "threads and processes"),
-    ("ks_internal_stream();", "launch accounting"),
-    ("auto h = x.cpu();", "moves data to the host"),
-    ("cudaMemcpy(buf, x.data_ptr<float>(), 4, cudaMemcpyDeviceToHost);", "moves data to the host"),
-])
+@pytest.mark.parametrize(
+    "snippet, words",
+    [
+        ("cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "extra CUDA streams"),
+        ("auto s = at::cuda::getStreamFromPool();", "extra CUDA streams"),
+        ("cublasSgemm(h, a, b);", "vendor library"),
+        ("cudaLaunchKernel((void*)k, 1, 1, 0, 0, 0);", "launch kernels with <<<"),
+        ("std::thread t([]{});", "threads and processes"),
+        ("ks_internal_stream();", "launch accounting"),
+        ("auto h = x.cpu();", "moves data to the host"),
+        ("cudaMemcpy(buf, x.data_ptr<float>(), 4, cudaMemcpyDeviceToHost);", "moves data to the host"),
+    ],
+)
 def test_static_check_finds_hacks_in_the_cuda_source(snippet, words):
     src = _program(_KERNEL + "torch::Tensor f(torch::Tensor x) {\n  " + snippet + "\n  return x;\n}\n")
     hacks = get_backend("cuda").static_check(src).hacks
@@ -111,8 +118,9 @@ def test_static_check_finds_hacks_around_the_build():
     cuda = _KERNEL + "torch::Tensor f(torch::Tensor x) { return x; }\n"
     hacks = backend.static_check(_program(cuda, extra=", extra_ldflags=['-lcublas']")).hacks
     assert any("extra_ldflags" in h for h in hacks)
-    assert any("vendor library header" in h for h in
-               backend.static_check(_program("#include <cublas_v2.h>\n" + cuda)).hacks)
+    assert any(
+        "vendor library header" in h for h in backend.static_check(_program("#include <cublas_v2.h>\n" + cuda)).hacks
+    )
     assert any("import of triton" in h for h in backend.static_check("import triton\n" + _program(cuda)).hacks)
     # a comment that names a forbidden call is not a call
     assert backend.static_check(_program("// no cudaStreamCreate here\n" + cuda)).hacks == []
@@ -130,8 +138,7 @@ def test_global_kernel_names():
 
 
 def test_launch_rewrite_routes_every_launch_through_the_counting_stream():
-    src = ("k<<<g, b>>>(x);\nk2<<<dim3(a, b), dim3(32, 4), smem>>>(y);\n"
-           "k3<<<1, 2, 0, my_stream>>>(z);")
+    src = "k<<<g, b>>>(x);\nk2<<<dim3(a, b), dim3(32, 4), smem>>>(y);\nk3<<<1, 2, 0, my_stream>>>(z);"
     out, n = C.rewrite_launches(src)
     assert n == 3 and out.count("\n") == src.count("\n")
     assert "k<<<g, b, 0, ks_internal_stream()>>>(x)" in out
@@ -150,8 +157,10 @@ def test_split_keeps_torch_out_of_the_device_part():
     assert "__global__" not in host and "ks_launch(relu_vec4_kernel," in host
     assert "void relu_vec4_kernel(const float4* __restrict__ x" in host  # the kernel's host stub, declared
     # a template launched from torch code (AT_DISPATCH) is built as one unit
-    templated = ("template <typename T> __global__ void k(T* y) {}\n"
-                 "torch::Tensor f(torch::Tensor x) { k<float><<<1, 1>>>(x.data_ptr<float>()); return x; }\n")
+    templated = (
+        "template <typename T> __global__ void k(T* y) {}\n"
+        "torch::Tensor f(torch::Tensor x) { k<float><<<1, 1>>>(x.data_ptr<float>()); return x; }\n"
+    )
     assert C.split_sources(templated) is None
     assert C.split_sources("__device__ float g(at::Half h) { return 0; }\n" + cuda) is None
 
@@ -181,12 +190,21 @@ def test_parse_diagnostics_reads_both_formats():
 
 
 def _broken_program(tmp_path: Path) -> tuple[str, str]:
-    cuda = ("\n#include <torch/extension.h>\n\n__global__ void k(const float* x, float* y, int n) {\n"
-            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = fmaxf(x[i], undefined_thing);\n}\n\n"
-            "torch::Tensor f(torch::Tensor x) {\n    auto y = torch::empty_like(x);\n"
-            "    k<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());\n    return y;\n}\n")
-    program = (_HEAD + "\n\ncuda_src = \"\"\"" + cuda + "\"\"\"\n" + "cpp_src = 'torch::Tensor f(torch::Tensor x);'\n"
-               + "ext = load_inline(name='e', cpp_sources=cpp_src, cuda_sources=cuda_src, functions=['f'])\n" + _MODEL)
+    cuda = (
+        "\n#include <torch/extension.h>\n\n__global__ void k(const float* x, float* y, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = fmaxf(x[i], undefined_thing);\n}\n\n"
+        "torch::Tensor f(torch::Tensor x) {\n    auto y = torch::empty_like(x);\n"
+        "    k<<<1, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());\n    return y;\n}\n"
+    )
+    program = (
+        _HEAD
+        + '\n\ncuda_src = """'
+        + cuda
+        + '"""\n'
+        + "cpp_src = 'torch::Tensor f(torch::Tensor x);'\n"
+        + "ext = load_inline(name='e', cpp_sources=cpp_src, cuda_sources=cuda_src, functions=['f'])\n"
+        + _MODEL
+    )
     return cuda, program
 
 
@@ -195,8 +213,13 @@ def test_real_nvcc_errors_map_to_the_candidates_lines(tmp_path):
     cuda, program = _broken_program(tmp_path)
     device, _host = C.split_sources(cuda)
     (tmp_path / "k.cu").write_text(C._CU_PRELUDE + f'#line 1 "{C.CUDA_FILE}"\n' + device)
-    proc = subprocess.run([NVCC, "-c", "-gencode=arch=compute_90,code=sm_90", "k.cu", "-o", "k.o"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [NVCC, "-c", "-gencode=arch=compute_90,code=sm_90", "k.cu", "-o", "k.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     diags = C.parse_diagnostics(proc.stdout + proc.stderr)
     errors = [d for d in diags if d.kind == "error"]
@@ -215,8 +238,9 @@ def test_build_reports_device_errors_without_torch_headers(tmp_path):
     the evaluator gets names the candidate's line; its class makes it a
     compile failure for the evaluator."""
     cuda, program = _broken_program(tmp_path)
-    spec = C.BuildSpec.from_load_inline(cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=cuda,
-                                        functions=["f"])
+    spec = C.BuildSpec.from_load_inline(
+        cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=cuda, functions=["f"]
+    )
     tc = C.Toolchain.detect(arch="90")
     with pytest.raises(C.CompilationError) as info:
         C.compile_extension(spec, tc, str(tmp_path / "out"), candidate_source=program)
@@ -233,14 +257,24 @@ def test_build_reports_device_errors_without_torch_headers(tmp_path):
 def test_device_part_of_an_honest_program_compiles_without_torch(tmp_path):
     device, _ = C.split_sources(_strings(L2 / "candidate.py")["cuda_source"])
     (tmp_path / "k.cu").write_text(C._CU_PRELUDE + f'#line 1 "{C.CUDA_FILE}"\n' + device)
-    proc = subprocess.run([NVCC, "-c", "-gencode=arch=compute_90,code=sm_90", "k.cu", "-o", "k.o"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [NVCC, "-c", "-gencode=arch=compute_90,code=sm_90", "k.cu", "-o", "k.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_flags_are_checked():
-    ok = C.BuildSpec.from_load_inline(cpp_sources="", cuda_sources=_KERNEL, functions=["f"],
-                                      extra_cflags=[""], extra_cuda_cflags=["-O3 --use_fast_math", "-DTILE=32"])
+    ok = C.BuildSpec.from_load_inline(
+        cpp_sources="",
+        cuda_sources=_KERNEL,
+        functions=["f"],
+        extra_cflags=[""],
+        extra_cuda_cflags=["-O3 --use_fast_math", "-DTILE=32"],
+    )
     assert ok.extra_cuda_cflags == ["-O3", "--use_fast_math", "-DTILE=32"] and ok.extra_cflags == []
     arch = C.BuildSpec.from_load_inline(cuda_sources=_KERNEL, extra_cuda_cflags=["-arch=sm_80", "-O2"])
     assert arch.extra_cuda_cflags == ["-O2"]  # the build targets the device's own architecture
@@ -254,26 +288,41 @@ def test_flags_are_checked():
 
 # -- the cache ----------------------------------------------------------------
 
+
 def _toolchain(arch: str = "90", torch_version: str = "2.11.0+cu130") -> C.Toolchain:
-    return C.Toolchain(nvcc="nvcc", cxx="g++", arch=C.normalize_arch(arch), torch_version=torch_version,
-                       cuda_version="13.0", include_paths=[], python_include="", library_paths=[], abi_flags=[],
-                       nvcc_version="V13.0.88", cxx_version="g++ 12.2")
+    return C.Toolchain(
+        nvcc="nvcc",
+        cxx="g++",
+        arch=C.normalize_arch(arch),
+        torch_version=torch_version,
+        cuda_version="13.0",
+        include_paths=[],
+        python_include="",
+        library_paths=[],
+        abi_flags=[],
+        nvcc_version="V13.0.88",
+        cxx_version="g++ 12.2",
+    )
 
 
 def test_cache_key_covers_sources_flags_versions_and_device():
-    spec = C.BuildSpec.from_load_inline(cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=_KERNEL,
-                                        functions=["f"])
+    spec = C.BuildSpec.from_load_inline(
+        cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=_KERNEL, functions=["f"]
+    )
     base = C.build_key(C.key_text(spec, _toolchain()))
     assert base == C.build_key(C.key_text(C.BuildSpec.from_json(spec.to_json()), _toolchain()))
     variants = [
         C.BuildSpec.from_load_inline(cpp_sources=spec.cpp_sources, cuda_sources=_KERNEL + " ", functions=["f"]),
-        C.BuildSpec.from_load_inline(cpp_sources=spec.cpp_sources, cuda_sources=_KERNEL, functions=["f"],
-                                     extra_cuda_cflags=["-O2"]),
+        C.BuildSpec.from_load_inline(
+            cpp_sources=spec.cpp_sources, cuda_sources=_KERNEL, functions=["f"], extra_cuda_cflags=["-O2"]
+        ),
         C.BuildSpec.from_load_inline(cpp_sources=spec.cpp_sources, cuda_sources=_KERNEL, functions=["f", "g"]),
     ]
     keys = {C.build_key(C.key_text(v, _toolchain())) for v in variants}
-    keys |= {C.build_key(C.key_text(spec, _toolchain(arch="8.0"))),
-             C.build_key(C.key_text(spec, _toolchain(torch_version="2.12.0")))}
+    keys |= {
+        C.build_key(C.key_text(spec, _toolchain(arch="8.0"))),
+        C.build_key(C.key_text(spec, _toolchain(torch_version="2.12.0"))),
+    }
     assert base not in keys and len(keys) == 5
     assert C.normalize_arch("sm_90a") == "90a" and C.normalize_arch("9.0") == "90"
     with pytest.raises(ValueError):
@@ -301,6 +350,7 @@ def test_shared_cache_hit_needs_no_compiler(tmp_path, monkeypatch):
 
 # -- launch accounting --------------------------------------------------------
 
+
 def test_wrapped_functions_count_launches_and_feed_the_census():
     import torch
 
@@ -313,8 +363,15 @@ def test_wrapped_functions_count_launches_and_feed_the_census():
     def launches_none(x):
         return x
 
-    module = type("M", (), {"g": staticmethod(launches_two), "h": staticmethod(launches_none),
-                            "_ks_launch_count": staticmethod(lambda: counter["n"])})
+    module = type(
+        "M",
+        (),
+        {
+            "g": staticmethod(launches_two),
+            "h": staticmethod(launches_none),
+            "_ks_launch_count": staticmethod(lambda: counter["n"]),
+        },
+    )
     saved = set(_Census.kernel_names)
     try:
         ext = C.Extension(module, ["k"], ["g", "h"])
@@ -352,8 +409,13 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
     by_id = {1: rng, 2: fill, 3: mm}
 
     def kernel(name, link, us):
-        return NS(name=name, linked_correlation_id=link, time_range=NS(start=0.0, end=us), device_resource_id=7,
-                  device_type="DeviceType.CUDA")
+        return NS(
+            name=name,
+            linked_correlation_id=link,
+            time_range=NS(start=0.0, end=us),
+            device_resource_id=7,
+            device_type="DeviceType.CUDA",
+        )
 
     from kernelsmith.evaluator.guards import DEFAULT_ALLOWED_OPS
 
@@ -364,15 +426,22 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
         _Census.kernel_names.update({"relu_vec4_kernel"})
         record = CallCensus(device_level=True)
         census._device_event(kernel("relu_vec4_kernel(float4 const*, float4*, long)", 1, 5.0), by_id, {}, record, {})
-        census._device_event(kernel("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", 2, 1.0),
-                             by_id, {}, record, {})
+        census._device_event(
+            kernel("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", 2, 1.0),
+            by_id,
+            {},
+            record,
+            {},
+        )
         census._device_event(kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", 3, 9.0), by_id, {}, record, {})
         census._device_event(kernel("ampere_sgemm_128x64_nn", 1, 4.0), by_id, {}, record, {})  # cuBLAS called from C++
         census._device_event(kernel("_Z16relu_vec4_kernelPK6float4PS_l", 1, 2.0), by_id, {}, record, {})  # left mangled
         assert record.own == {"relu_cuda": 7.0}
         assert record.housekeeping == {"aten::fill_": 1.0}
-        assert set(record.foreign) == {"kernel sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n (from aten::mm)",
-                                       "kernel ampere_sgemm_128x64_nn (launched outside any torch op: a library or a JIT)"}
+        assert set(record.foreign) == {
+            "kernel sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n (from aten::mm)",
+            "kernel ampere_sgemm_128x64_nn (launched outside any torch op: a library or a JIT)",
+        }
         # a backend that names no kernels: everything inside the range is the program's (Triton, OpenCL)
         _Census.kernel_names.clear()
         record = CallCensus(device_level=True)
@@ -385,6 +454,7 @@ def test_census_tells_declared_kernels_from_a_librarys_inside_the_programs_call(
 
 # -- prompts and the offline mutator ------------------------------------------
 
+
 def test_prompt_tips_generic_and_for_a_device():
     generic = get_backend("cuda").prompt_tips({})
     assert "load_inline" in generic and "<<<grid, block>>>" in generic
@@ -392,10 +462,20 @@ def test_prompt_tips_generic_and_for_a_device():
 
     # what the evolve session passes: the HardwareInfo a worker recorded (the
     # dict form of an old record reads the same)
-    hw = HardwareInfo(backend="cuda", name="NVIDIA H200", kind="gpu", compute_capability="9.0", arch="sm_90a",
-                      compute_units=132, properties={"shared_memory_per_block_optin_kb": 227, "l2_cache_mb": 60.0})
-    for given in (hw, HardwareInfo.from_dict(hw.to_dict()), {"device": "NVIDIA H200", "sm_count": 132,
-                                                            "shared_memory_per_block_optin_kb": 227}):
+    hw = HardwareInfo(
+        backend="cuda",
+        name="NVIDIA H200",
+        kind="gpu",
+        compute_capability="9.0",
+        arch="sm_90a",
+        compute_units=132,
+        properties={"shared_memory_per_block_optin_kb": 227, "l2_cache_mb": 60.0},
+    )
+    for given in (
+        hw,
+        HardwareInfo.from_dict(hw.to_dict()),
+        {"device": "NVIDIA H200", "sm_count": 132, "shared_memory_per_block_optin_kb": 227},
+    ):
         tips = get_backend("cuda").prompt_tips(given)
         assert "NVIDIA H200" in tips and "132 SMs" in tips and "227 KiB" in tips and "264" in tips, given
 
@@ -423,6 +503,7 @@ def test_mutator_tunes_annotated_launch_parameters():
 
 
 # -- on a GPU -----------------------------------------------------------------
+
 
 @pytest.mark.gpu
 def test_honest_level1_program_is_accepted_on_a_gpu():

@@ -1,6 +1,7 @@
 """Suites: metric definitions against hand-computed numbers, task discovery,
 a real bench on a tiny suite (OpenCL on PoCL, mutate proposer), resumability,
 tables and plots."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ SEEDS = HERE / "fixtures_bench" / "seeds"
 
 
 def _r(key, level, best, first=None, curve=None):
-    return TaskResult(key=key, level=level, correct=best is not None, best_speedup=best,
-                      first_correct=first is not None, first_speedup=first, curve=curve or [])
+    return TaskResult(
+        key=key,
+        level=level,
+        correct=best is not None,
+        best_speedup=best,
+        first_correct=first is not None,
+        first_speedup=first,
+        curve=curve or [],
+    )
 
 
 # Six hand-made tasks: best speedups 3.0, 1.2, 0.5 (correct but slower), 1.5 (exactly p=1.5),
@@ -39,13 +47,13 @@ def test_metrics_by_hand():
     m = compute_metrics(RESULTS)
     assert m["n"] == 6
     assert m["correct_rate"] == pytest.approx(5 / 6)
-    assert m["fast_0"] == pytest.approx(5 / 6)          # every correct task has speedup > 0
-    assert m["fast_1"] == pytest.approx(4 / 6)          # 3.0, 1.2, 1.5, 2.0
-    assert m["fast_1.5"] == pytest.approx(2 / 6)        # strictly greater: 3.0, 2.0 (not 1.5)
-    assert m["fast_2"] == pytest.approx(1 / 6)          # 3.0 only (2.0 is not > 2)
+    assert m["fast_0"] == pytest.approx(5 / 6)  # every correct task has speedup > 0
+    assert m["fast_1"] == pytest.approx(4 / 6)  # 3.0, 1.2, 1.5, 2.0
+    assert m["fast_1.5"] == pytest.approx(2 / 6)  # strictly greater: 3.0, 2.0 (not 1.5)
+    assert m["fast_2"] == pytest.approx(1 / 6)  # 3.0 only (2.0 is not > 2)
     # amsr: 0.5 and the incorrect task count as 0, all six in the denominator
     assert m["avg_speedup"] == pytest.approx((3.0 + 1.2 + 0 + 1.5 + 0 + 2.0) / 6)
-    assert m["fast1_first"] == pytest.approx(2 / 6)     # first candidates 1.1 and 1.5 are correct and > 1
+    assert m["fast1_first"] == pytest.approx(2 / 6)  # first candidates 1.1 and 1.5 are correct and > 1
     assert m["first_correct"] == pytest.approx(3 / 6)
     # geometric mean over the correct tasks only, slowdowns included
     assert m["geomean_speedup"] == pytest.approx((3.0 * 1.2 * 0.5 * 1.5 * 2.0) ** (1 / 5))
@@ -57,7 +65,9 @@ def test_metrics_per_level_and_empty():
     assert table["level1"]["n"] == 3 and table["level1"]["fast_1"] == pytest.approx(2 / 3)
     assert table["level2"]["correct_rate"] == pytest.approx(2 / 3)
     assert table["level2"]["avg_speedup"] == pytest.approx((1.5 + 0 + 2.0) / 3)
-    assert table["level1"]["geomean_speedup"] == pytest.approx(math.exp((math.log(3.0) + math.log(1.2) + math.log(0.5)) / 3))
+    assert table["level1"]["geomean_speedup"] == pytest.approx(
+        math.exp((math.log(3.0) + math.log(1.2) + math.log(0.5)) / 3)
+    )
     empty = compute_metrics([])
     assert empty["n"] == 0 and empty["correct_rate"] is None and empty["geomean_speedup"] is None
     md, csv_text = metrics_markdown(table), metrics_csv(table)
@@ -68,7 +78,7 @@ def test_metrics_per_level_and_empty():
 def test_best_curve_mean_ends_at_amsr():
     results = [
         _r("a", 1, 3.0, curve=[[0, 0.0], [1, 0.5], [2, 3.0]]),  # 0.5 counts 0 until 3.0 at step 2
-        _r("b", 1, 1.2, curve=[[0, 1.2]]),                       # held at 1.2 after its run stopped
+        _r("b", 1, 1.2, curve=[[0, 1.2]]),  # held at 1.2 after its run stopped
     ]
     assert best_curve_mean(results) == pytest.approx([0.6, 0.6, 2.1])
     assert best_curve_mean(results)[-1] == pytest.approx(compute_metrics(results)["avg_speedup"])
@@ -77,7 +87,10 @@ def test_best_curve_mean_ends_at_amsr():
 def test_discover_kernelbench_layout(tmp_path):
     tasks = discover(SUITE)
     assert [(t.key, t.level) for t in tasks] == [
-        ("level1/1_Softmax", 1), ("level1/2_softmax_dir", 1), ("level2/1_Relu", 2)]
+        ("level1/1_Softmax", 1),
+        ("level1/2_softmax_dir", 1),
+        ("level2/1_Relu", 2),
+    ]
     assert [t.key for t in discover(SUITE, levels=[2])] == ["level2/1_Relu"]
     # a level folder given directly keeps its level; numbered files sort numerically
     level = tmp_path / "level3"
@@ -94,8 +107,21 @@ def test_bench_runs_resumes_and_reports(tmp_path):
     from kernelsmith.cli import main
 
     out = tmp_path / "bench"
-    args = ["bench", str(SUITE), "--seeds", str(SEEDS), "--backend", "opencl", "--iterations", "1",
-            "--trials", "2", "--out", str(out), "--json"]
+    args = [
+        "bench",
+        str(SUITE),
+        "--seeds",
+        str(SEEDS),
+        "--backend",
+        "opencl",
+        "--iterations",
+        "1",
+        "--trials",
+        "2",
+        "--out",
+        str(out),
+        "--json",
+    ]
     assert main(args) == 0
     runs = {key: out / "runs" / key for key in ("level1/1_Softmax", "level1/2_softmax_dir", "level2/1_Relu")}
     for run in runs.values():
@@ -109,8 +135,10 @@ def test_bench_runs_resumes_and_reports(tmp_path):
         # a best only from a reliable timing: a machine too busy for any
         # (the gate's verdict in each record) has none
         store = EvalStore.load(runs[key])
-        evals = [store.raw(json.loads(line).get("eval_key"))
-                 for line in (runs[key] / "trajectory.jsonl").read_text().splitlines()]
+        evals = [
+            store.raw(json.loads(line).get("eval_key"))
+            for line in (runs[key] / "trajectory.jsonl").read_text().splitlines()
+        ]
         if any(e.get("category") == "ok" and e.get("timing_reliable") for e in evals):
             assert results[key]["best_speedup"] > 0
         else:

@@ -1,5 +1,6 @@
 """benchmarks/bench_eval_throughput.py: its manifests and a real run of the
 script against today's evaluator (fresh mode, Triton interpreter)."""
+
 from __future__ import annotations
 
 import collections
@@ -33,7 +34,14 @@ def test_triton_manifest_is_the_issue_mix(bench):
     assert backend == "triton"
     assert len(cands) == 32
     assert collections.Counter(c.expected for c in cands) == {
-        "ok": 15, "incorrect": 4, "compile": 3, "runtime": 2, "crash": 2, "timeout": 1, "hacked": 5}
+        "ok": 15,
+        "incorrect": 4,
+        "compile": 3,
+        "runtime": 2,
+        "crash": 2,
+        "timeout": 1,
+        "hacked": 5,
+    }
     assert collections.Counter(c.group for c in cands) == {"l1": 16, "l2": 16}
     l2_tasks = {c.task.name for c in cands if c.group == "l2"}
     assert l2_tasks == {"linear_relu", "gemm_scale_residual", "linear_gelu", "matmul_softmax"}
@@ -65,14 +73,30 @@ def test_l2_references_shrink_with_ks_bench_small(bench, monkeypatch):
         assert shapes["1"].numel() * 100 < shapes[""].numel(), (task_dir.name, shapes)
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"task": "examples/triton/relu", "expected": "ok", "group": "l1"}, "candidate #1: missing key(s) file"),
-    ({"file": "examples/triton/relu/seed.py", "task": "examples/triton/relu", "expected": "fast", "group": "l1"},
-     "expected category fast is not one of"),
-    ({"file": "nope.py", "task": "examples/triton/relu", "expected": "ok", "group": "l1"}, "file nope.py does not exist"),
-    ({"file": "examples/triton/relu/seed.py", "task": "examples/triton/relu", "expected": "ok", "group": "l1",
-      "speed": 1}, "unknown key(s) speed"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"task": "examples/triton/relu", "expected": "ok", "group": "l1"}, "candidate #1: missing key(s) file"),
+        (
+            {"file": "examples/triton/relu/seed.py", "task": "examples/triton/relu", "expected": "fast", "group": "l1"},
+            "expected category fast is not one of",
+        ),
+        (
+            {"file": "nope.py", "task": "examples/triton/relu", "expected": "ok", "group": "l1"},
+            "file nope.py does not exist",
+        ),
+        (
+            {
+                "file": "examples/triton/relu/seed.py",
+                "task": "examples/triton/relu",
+                "expected": "ok",
+                "group": "l1",
+                "speed": 1,
+            },
+            "unknown key(s) speed",
+        ),
+    ],
+)
 def test_manifest_errors_name_the_entry(bench, tmp_path, entry, message):
     path = tmp_path / "manifest.yaml"
     path.write_text(json.dumps({"backend": "triton", "candidates": [entry]}))
@@ -93,26 +117,46 @@ def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
 
     # the package under test, wherever it is imported from (installed in CI, the source tree in development)
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])
+    )
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_fresh_run_prints_rates_and_flags_a_wrong_verdict(tmp_path):
     # two real evaluations: a correct seed, and a segfault listed as "ok" on
     # purpose, which must be flagged and make the exit status 1
     manifest = tmp_path / "manifest.yaml"
-    manifest.write_text(json.dumps({"backend": "triton", "candidates": [
-        {"name": "relu_seed", "file": "examples/triton/relu/seed.py", "task": "examples/triton/relu",
-         "expected": "ok", "group": "l1"},
-        {"file": "benchmarks/eval_throughput/l1/relu_segfault.py", "task": "examples/triton/relu",
-         "expected": "ok", "group": "l1"},
-    ]}))
+    manifest.write_text(
+        json.dumps(
+            {
+                "backend": "triton",
+                "candidates": [
+                    {
+                        "name": "relu_seed",
+                        "file": "examples/triton/relu/seed.py",
+                        "task": "examples/triton/relu",
+                        "expected": "ok",
+                        "group": "l1",
+                    },
+                    {
+                        "file": "benchmarks/eval_throughput/l1/relu_segfault.py",
+                        "task": "examples/triton/relu",
+                        "expected": "ok",
+                        "group": "l1",
+                    },
+                ],
+            }
+        )
+    )
     out = tmp_path / "out.json"
     proc = _run(["--modes", "fresh", "--manifest", str(manifest), "--timeout", "120", "--json", str(out)], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith(("relu_seed", "relu_segfault"))}
+    rows = {
+        line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith(("relu_seed", "relu_segfault"))
+    }
     assert rows["relu_seed"].split()[3] == "ok"
     assert "crash !!" in rows["relu_segfault"]
     assert "1/2 candidates as expected" in proc.stdout

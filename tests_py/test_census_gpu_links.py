@@ -4,15 +4,24 @@ each path: aten kernels linked through the frontend op's correlation id,
 driver-API launches linked only through the runtime call or not at all,
 profiler ranges mirrored on the GPU timeline). The events are built here
 because a CPU has no CUPTI; the attribution code is the real one."""
+
 from types import SimpleNamespace
 
 from kernelsmith.evaluator.census import KERNEL_RANGE, CallCensus, Census
 
 
 def ev(id, name, device="CPU", linked=0, parent=None, start=0.0, end=1.0, annotation=False):
-    e = SimpleNamespace(id=id, name=name, device_type=f"DeviceType.{device}", linked_correlation_id=linked,
-                        cpu_parent=parent, cpu_children=[], time_range=SimpleNamespace(start=start, end=end),
-                        device_resource_id=7, is_user_annotation=annotation)
+    e = SimpleNamespace(
+        id=id,
+        name=name,
+        device_type=f"DeviceType.{device}",
+        linked_correlation_id=linked,
+        cpu_parent=parent,
+        cpu_children=[],
+        time_range=SimpleNamespace(start=start, end=end),
+        device_resource_id=7,
+        is_user_annotation=annotation,
+    )
     if parent is not None:
         parent.cpu_children.append(e)
     return e
@@ -32,7 +41,9 @@ def test_every_link_path():
     rng = ev(6, KERNEL_RANGE + "relu_kernel")  # the program's launch range, external id 6
     launch = ev(5, "cuLaunchKernelEx", linked=6, parent=rng)  # CUPTI id 5 collides with the fill's id
     events = [
-        fill, rng, launch,
+        fill,
+        rng,
+        launch,
         ev(900, "void at::native::vectorized_elementwise_kernel<FillFunctor>", "CUDA", linked=5),
         ev(5, "relu_kernel", "CUDA", linked=0),  # linked only through the runtime call with CUPTI id 5
         ev(901, KERNEL_RANGE + "relu_kernel", "CUDA", annotation=True),  # the range, mirrored: not a kernel

@@ -7,6 +7,7 @@ listed after every launch: honest two- and three-kernel programs on the host
 were "hacked" ("output #0 changed after the program's kernel last wrote it").
 Real programs of the throughput benchmark, on the CPU (Triton interpreter,
 small shapes); a program returning a cached result stays rejected."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,10 @@ import pytest
 from kernelsmith.evaluator import Evaluator
 from kernelsmith.task import Task
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
-                                reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
+)
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "eval_throughput"
 CASES = {  # program -> (task, expected category)
@@ -31,8 +34,10 @@ CASES = {  # program -> (task, expected category)
 
 def test_multi_kernel_programs_are_judged_by_what_wrote_last(monkeypatch):
     monkeypatch.setenv("KS_BENCH_SMALL", "1")  # the tasks' small shapes, for the interpreter
-    items = [(Task.load(BENCH / "tasks" / task), (BENCH / "l2" / f"{name}.py").read_text())
-             for name, (task, _) in CASES.items()]
+    items = [
+        (Task.load(BENCH / "tasks" / task), (BENCH / "l2" / f"{name}.py").read_text())
+        for name, (task, _) in CASES.items()
+    ]
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
         out = ev.evaluate_many(items)
     for (name, (_, expected)), r in zip(CASES.items(), out):

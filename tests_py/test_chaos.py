@@ -10,6 +10,7 @@ random number of new steps, so they land anywhere in the step cycle:
 evaluations in flight, appends to the trajectory and the evaluation log,
 engine tells, checkpoint writes and pruning.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ def _env(run: Path, log: Path) -> dict[str, str]:
     import kernelsmith
 
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
-                KS_STANDIN_DELAY="0.05", KS_STANDIN_LOG=str(log), KS_STANDIN_RUN_DIR=str(run))
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+        KS_STANDIN_DELAY="0.05",
+        KS_STANDIN_LOG=str(log),
+        KS_STANDIN_RUN_DIR=str(run),
+    )
 
 
 def _command(run: Path, config: Path) -> list[str]:
@@ -60,8 +66,10 @@ def _archive(run: Path) -> list[tuple]:
     from kernelsmith.evolve.rundir import RunDir
 
     engine = Engine.load(latest_checkpoint(RunDir(run)) / "engine")
-    return sorted((p.id, p.island, p.status, p.parent_id, p.iteration, round(p.metrics.get("score", 0.0), 9),
-                   p.source) for p in engine.programs())
+    return sorted(
+        (p.id, p.island, p.status, p.parent_id, p.iteration, round(p.metrics.get("score", 0.0), 9), p.source)
+        for p in engine.programs()
+    )
 
 
 @pytest.mark.slow
@@ -74,8 +82,7 @@ def test_sigkill_at_20_random_moments_then_resume_equals_an_uninterrupted_run(tm
 
     full, full_log = tmp_path / "full", tmp_path / "full.log"
     started = time.monotonic()
-    proc = subprocess.run(_command(full, config), env=_env(full, full_log), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(_command(full, config), env=_env(full, full_log), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     startup_s = (time.monotonic() - started) - json.loads(proc.stdout)["wall_time_s"]
 
@@ -85,8 +92,9 @@ def test_sigkill_at_20_random_moments_then_resume_equals_an_uninterrupted_run(tm
     while kills < KILLS:
         trajectory = run / "trajectory.jsonl"
         before = _lines(trajectory)
-        child = subprocess.Popen(_command(run, config), env=_env(run, log), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            _command(run, config), env=_env(run, log), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         if rng.random() < 0.25:
             time.sleep(rng.uniform(0.0, startup_s))  # while starting, loading or seeding
         else:

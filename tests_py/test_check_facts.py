@@ -10,6 +10,7 @@ its own keeps, and stores only its keeps; every call of ``enforce`` /
 ``findings`` in the evaluator passes exactly its point's facts; the
 worker sets only declared state. Runtime: the error itself.
 """
+
 from __future__ import annotations
 
 import ast
@@ -82,8 +83,10 @@ def test_each_check_reads_only_its_points_facts_the_state_and_its_keeps(check):
     reads, stores = check_uses(check)
     facts = set().union(*(FACTS[p] for p in check.points))
     unknown = reads - facts - STATE - set(check.keeps) - MEMBERS
-    assert not unknown, (f"{type(check).__name__} reads {sorted(unknown)}: not a fact of its points "
-                         f"{check.points}, nor the evaluation's state, nor its keeps")
+    assert not unknown, (
+        f"{type(check).__name__} reads {sorted(unknown)}: not a fact of its points "
+        f"{check.points}, nor the evaluation's state, nor its keeps"
+    )
     assert stores <= set(check.keeps), f"{type(check).__name__} stores {sorted(stores - set(check.keeps))}"
     # a check's keeps are its own: no fact or state of that name
     assert not set(check.keeps) & (STATE | set().union(*FACTS.values()))
@@ -105,8 +108,12 @@ def _evaluator_calls() -> list[tuple[str, str, set[str]]]:
     calls = []
     for path in EVALUATOR.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in ("enforce", "findings") and node.args:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("enforce", "findings")
+                and node.args
+            ):
                 point = getattr(base, ast.unparse(node.args[0]), None)
                 calls.append((f"{path.name}:{node.lineno}", point, {k.arg for k in node.keywords if k.arg}))
     return calls
@@ -117,7 +124,9 @@ def test_every_point_is_called_with_exactly_its_facts():
     assert calls
     for where, point, facts in calls:
         assert point in FACTS, (where, point)
-        assert facts == FACTS[point], f"{where}: {point!r} is declared with {sorted(FACTS[point])}, passed {sorted(facts)}"
+        assert facts == FACTS[point], (
+            f"{where}: {point!r} is declared with {sorted(FACTS[point])}, passed {sorted(facts)}"
+        )
     called = {point for _, point, _ in calls}
     assert called == set(FACTS), f"declared but never provided: {sorted(set(FACTS) - called)}"
 
@@ -131,8 +140,12 @@ def test_the_worker_sets_only_declared_state():
             where = f"{path.name}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("Context", "ctx.update"):
                 set_names.update({k.arg: where for k in node.keywords if k.arg})
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                    and isinstance(node.value, ast.Name) and node.value.id == "ctx":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "ctx"
+            ):
                 set_names[node.attr] = where
     undeclared = {k: w for k, w in set_names.items() if k not in STATE}
     assert not undeclared, f"declare these in checks.base.STATE: {undeclared}"
@@ -154,8 +167,11 @@ def test_reading_an_undeclared_fact_raises_naming_it_and_the_point():
     try:
         checks.CHECKS[:] = [Misspelled()]
         ctx = Context(out={})
-        with pytest.raises(AttributeError, match=r"'gott' is not a fact of point 'trial done' \(its facts: expected, "
-                                                 r"got, input_seed_index, set_name, step\)"):
+        with pytest.raises(
+            AttributeError,
+            match=r"'gott' is not a fact of point 'trial done' \(its facts: expected, "
+            r"got, input_seed_index, set_name, step\)",
+        ):
             checks.findings(base.TRIAL_DONE, ctx, **facts)
         assert seen == [(base.TRIAL_DONE, [1])]
         # the facts are gone after the point, and reading one then says so

@@ -1,6 +1,7 @@
 """The torch-settings check (evaluator/checks/torch_settings.py): a program
 may not change PyTorch's global settings, which the reference runs under
 too (fewer threads for it on the host, lower matmul precision)."""
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,10 @@ def test_a_changed_setting_is_named_and_a_restored_one_is_not():
     assert TorchSettings().reasons(CHECKPOINT, Context(checks_on=False)) == []  # the throughput benchmark's switch
 
 
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
-                    reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)")
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
+)
 def test_a_program_that_lowers_the_references_precision_is_rejected():
     from kernelsmith.backends.base import get_backend
     from kernelsmith.evaluator import Evaluator
@@ -52,5 +55,6 @@ def test_a_program_that_lowers_the_references_precision_is_rejected():
         honest, hacked = ev.evaluate_many([(task, seed), (task, hack)])
     assert honest.category == "ok", (honest.category, honest.error, honest.hack_reasons)
     assert hacked.category == "hacked" and not hacked.correct, (hacked.category, hacked.error)
-    assert any("torch.get_float32_matmul_precision(): 'highest' -> 'medium'" in r for r in hacked.hack_reasons), \
+    assert any("torch.get_float32_matmul_precision(): 'highest' -> 'medium'" in r for r in hacked.hack_reasons), (
         hacked.hack_reasons
+    )

@@ -4,6 +4,7 @@ more than its stated confidence interval, and the run's best must be the
 truly fastest within 5% (or within the resolution of the truth itself: how
 far two alone re-timings disagree), both checked by re-timing every correct
 program afterwards with the busy process gone (head to head, in one worker)."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,10 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "kernelsmith", "evolve", str(EXAMPLE), "--iterations", "10", "--out", str(run)],
-            capture_output=True, text=True, timeout=1200)
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     finally:
         busy.kill()
         busy.wait()
@@ -45,8 +49,10 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
     # the resolution of "truly fastest" on this CPU
     ids = list(correct)
     with Evaluator(backend="opencl", workers=1) as ev:
-        runs = [ev.confirm_best(Task.load(EXAMPLE), [correct[i][0] for i in ids], alone=False)["finalists"]
-                for _ in range(2)]
+        runs = [
+            ev.confirm_best(Task.load(EXAMPLE), [correct[i][0] for i in ids], alone=False)["finalists"]
+            for _ in range(2)
+        ]
     truth = {ids[row["index"]]: row for row in runs[0]}
     again = {ids[row["index"]]: row for row in runs[1]}
     assert all(row["correct"] for row in truth.values()), truth
@@ -58,7 +64,8 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
         assert result["speedup_ci_low"] <= truth[pid]["speedup_ci_high"] * 1.02, (
             f"program {pid} reported {result['speedup']:.4f} [{result['speedup_ci_low']:.4f}, "
             f"{result['speedup_ci_high']:.4f}] under load, {truth[pid]['speedup']:.4f} "
-            f"[{truth[pid]['speedup_ci_low']:.4f}, {truth[pid]['speedup_ci_high']:.4f}] alone; load: {result.get('load')}")
+            f"[{truth[pid]['speedup_ci_low']:.4f}, {truth[pid]['speedup_ci_high']:.4f}] alone; load: {result.get('load')}"
+        )
     # a best only from a reliable timing: a finalist's re-timing next to the
     # busy core that the gate judged unreliable claims nothing
     conf = summary["best_confirmation"]
@@ -73,7 +80,15 @@ def test_evolution_next_to_a_busy_core_claims_no_false_speedup(tmp_path):
     mean = {i: (truth[i]["speedup"] + again[i]["speedup"]) / 2 for i in ids}
     fastest = max(mean.values())
     best = mean[summary["best_program_id"]]
-    finalists = [(r.get("program_id"), r.get("step_speedup"), r.get("speedup"))
-                 for r in summary["best_confirmation"]["finalists"]]
-    assert best >= (1 - max(0.05, resolution)) * fastest, (summary["best_program_id"], best, fastest, resolution, mean,
-                                                           finalists)
+    finalists = [
+        (r.get("program_id"), r.get("step_speedup"), r.get("speedup"))
+        for r in summary["best_confirmation"]["finalists"]
+    ]
+    assert best >= (1 - max(0.05, resolution)) * fastest, (
+        summary["best_program_id"],
+        best,
+        fastest,
+        resolution,
+        mean,
+        finalists,
+    )

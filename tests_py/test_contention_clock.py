@@ -2,6 +2,7 @@
 which the SM clock sat low is timed again, and marked unreliable when every
 attempt was throttled. NVML needs an NVIDIA GPU; here the decision is driven
 with recorded clock samples, the way ClockWatch hands them to the gate."""
+
 import os
 import time
 
@@ -87,8 +88,9 @@ def test_gpu_reference_drift_is_judged_tighter_than_on_a_cpu():
     be judged too, and a busy machine re-timed the 1.08 ms attempt in a full
     suite run; free_core_share=0 leaves only the drift rule.)"""
     for on_cpu, expected in ((False, (False, 2)), (True, (True, 1))):
-        gate = DeviceGate("0" if not on_cpu else None,
-                          TimingPolicy(max_retimes=1, retime_backoff_s=0.0, free_core_share=0.0))
+        gate = DeviceGate(
+            "0" if not on_cpu else None, TimingPolicy(max_retimes=1, retime_backoff_s=0.0, free_core_share=0.0)
+        )
         for ms in (1.0, 1.01, 0.99):
             assert _timed(gate, "t", ms, on_cpu) == (True, 1)
         assert _timed(gate, "t", 1.08, on_cpu) == expected

@@ -1,6 +1,7 @@
 """The checked-in _core.pyi is what scripts/gen_core_stub.py writes from the
 built extension: a binding added, removed or re-typed without regenerating
 the stub fails here, naming the names and signatures that differ."""
+
 from __future__ import annotations
 
 import ast
@@ -34,8 +35,7 @@ def _signatures(text: str) -> dict[str, list[str]]:
             elif isinstance(node, ast.FunctionDef):
                 decorators = ",".join(ast.unparse(d) for d in node.decorator_list)
                 returns = ast.unparse(node.returns) if node.returns else ""
-                out.setdefault(prefix + node.name, []).append(
-                    f"[{decorators}]({ast.unparse(node.args)}) -> {returns}")
+                out.setdefault(prefix + node.name, []).append(f"[{decorators}]({ast.unparse(node.args)}) -> {returns}")
             elif isinstance(node, ast.AnnAssign):
                 out.setdefault(prefix + ast.unparse(node.target), []).append(ast.unparse(node.annotation))
 
@@ -54,7 +54,8 @@ def test_stub_matches_the_built_module():
     assert not (missing or stale or changed), (
         "_core.pyi drifted from the bindings; run `PYTHONPATH=python python3 scripts/gen_core_stub.py`.\n"
         f"not in the stub: {missing}\nno longer bound: {stale}\n"
-        + "\n".join(f"{n}: stub {checked_in[n]} != built {built[n]}" for n in changed))
+        + "\n".join(f"{n}: stub {checked_in[n]} != built {built[n]}" for n in changed)
+    )
     # The generator is deterministic: the whole text is what it writes.
     assert stub_path.read_text() == _generator().generate(_core)
 

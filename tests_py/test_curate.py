@@ -1,5 +1,6 @@
 """Curation on a fixture tree of repositories (tests_py/fixtures_curate):
 nested helpers, duplicates, near-duplicates, modules that cannot run."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,18 @@ import pytest
 
 from kernelsmith import _core
 from kernelsmith.cli import main
-from kernelsmith.curate import (CurateConfig, GuessError, RunnerConfig, curate, difficulty, extract_file,
-                                guess_inputs, normalized_ast_hash, read_index, write_index)
+from kernelsmith.curate import (
+    CurateConfig,
+    GuessError,
+    RunnerConfig,
+    curate,
+    difficulty,
+    extract_file,
+    guess_inputs,
+    normalized_ast_hash,
+    read_index,
+    write_index,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures_curate"
 
@@ -50,8 +61,15 @@ def test_stage_counts_and_drop_reasons(curated: Path) -> None:
         "parse": {"syntax_error": 1},
         "self_contained": {"cross_file_import": 1},
         "exact_dedupe": {"exact_duplicate": 1},
-        "execution": {"forward_error": 1, "identity": 2, "ignores_input": 1, "input_independent": 1,
-                      "missing_import": 1, "timeout": 1, "trivial_output": 1},
+        "execution": {
+            "forward_error": 1,
+            "identity": 2,
+            "ignores_input": 1,
+            "input_independent": 1,
+            "missing_import": 1,
+            "timeout": 1,
+            "trivial_output": 1,
+        },
         "near_dedupe": {"near_duplicate": 1},
         "structural_dedupe": {"structural_duplicate": 1},
     }
@@ -60,12 +78,15 @@ def test_stage_counts_and_drop_reasons(curated: Path) -> None:
     rows = [json.loads(l) for l in (curated / "dropped.jsonl").read_text().splitlines()]
     assert len(rows) == sum(n for reasons in report["dropped"].values() for n in reasons.values())
     assert {"stage": "parse", "reason": "syntax_error", "path": "broken_syntax.py"}.items() <= next(
-        r for r in rows if r["stage"] == "parse").items()
+        r for r in rows if r["stage"] == "parse"
+    ).items()
 
 
 def _run_standalone(task_dir: Path, fn: str = "get_inputs") -> str:
-    code = ("import runpy, torch; ns = runpy.run_path(%r, run_name='reference'); m = ns['Model'](*ns['get_init_inputs']());"
-            "m.eval(); print(tuple(m(*ns[%r]()).shape))" % (str(task_dir / "reference.py"), fn))
+    code = (
+        "import runpy, torch; ns = runpy.run_path(%r, run_name='reference'); m = ns['Model'](*ns['get_init_inputs']());"
+        "m.eval(); print(tuple(m(*ns[%r]()).shape))" % (str(task_dir / "reference.py"), fn)
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
@@ -184,11 +205,14 @@ def test_parquet_index_roundtrip(curated: Path, tmp_path: Path) -> None:
 
 # ---- units ---------------------------------------------------------------
 
+
 def test_extract_flags_cross_file_star_and_unresolved() -> None:
-    src = ("import torch.nn as nn\nfrom models.utils import helper\nfrom somewhere import *\n\n"
-           "class A(nn.Module):\n    def forward(self, x):\n        return helper(x)\n\n"
-           "class B(nn.Module):\n    def forward(self, x):\n        return mystery(x)\n\n"
-           "class C(nn.Module):\n    pass\n")
+    src = (
+        "import torch.nn as nn\nfrom models.utils import helper\nfrom somewhere import *\n\n"
+        "class A(nn.Module):\n    def forward(self, x):\n        return helper(x)\n\n"
+        "class B(nn.Module):\n    def forward(self, x):\n        return mystery(x)\n\n"
+        "class C(nn.Module):\n    pass\n"
+    )
     res = {e.class_name: e for e in extract_file(src, "r", "f.py", frozenset({"models", "utils"}))[0]}
     assert res["A"].status == "cross_file_import"
     assert res["B"].status == "star_import" and "mystery" in res["B"].detail
@@ -197,9 +221,11 @@ def test_extract_flags_cross_file_star_and_unresolved() -> None:
 
 
 def test_extract_renames_model_conflicts_and_inherits_torch_forward() -> None:
-    src = ("import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-           "        return x * 2\n\nclass Wrapper(Model):\n    def forward(self, x):\n"
-           "        return super().forward(x) + 1\n\nclass Seq(nn.Sequential):\n    pass\n")
+    src = (
+        "import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x * 2\n\nclass Wrapper(Model):\n    def forward(self, x):\n"
+        "        return super().forward(x) + 1\n\nclass Seq(nn.Sequential):\n    pass\n"
+    )
     res = {e.class_name: e for e in extract_file(src, "r", "f.py")[0]}
     w = res["Wrapper"]
     assert w.ok and "class Model_(nn.Module)" in w.source and "class Model(Model_)" in w.source
@@ -211,50 +237,74 @@ def test_extract_renames_model_conflicts_and_inherits_torch_forward() -> None:
 
 
 def test_guess_inputs_from_layers_and_usage() -> None:
-    conv1d = ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, in_channels, hidden_dim):\n"
-              "        super().__init__()\n        self.c = nn.Conv1d(in_channels, hidden_dim, 3)\n"
-              "    def forward(self, x):\n        return self.c(x)\n")
+    conv1d = (
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, in_channels, hidden_dim):\n"
+        "        super().__init__()\n        self.c = nn.Conv1d(in_channels, hidden_dim, 3)\n"
+        "    def forward(self, x):\n        return self.c(x)\n"
+    )
     v = guess_inputs(conv1d)[0]
     assert v.init_args == ["64", "256"] and v.inputs_for("medium") == ["torch.randn(8, 64, 4096)"]
     assert v.inputs_for("small") == ["torch.randn(2, 64, 64)"]
-    ln = ("import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, d_model: int, eps: float = 1e-6):\n"
-          "        super().__init__()\n        self.n = nn.LayerNorm(d_model * 2)\n"
-          "    def forward(self, x, mask=None):\n        b, t, c = x.shape\n        return self.n(x)\n")
+    ln = (
+        "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, d_model: int, eps: float = 1e-6):\n"
+        "        super().__init__()\n        self.n = nn.LayerNorm(d_model * 2)\n"
+        "    def forward(self, x, mask=None):\n        b, t, c = x.shape\n        return self.n(x)\n"
+    )
     v = guess_inputs(ln)[0]
     assert v.init_args == ["256"] and v.inputs_for("medium") == ["torch.randn(8, 1024, 512)"]
     # a learned positional table pins the sequence length in every size class
-    pos = ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, seq_len, dim):\n"
-           "        super().__init__()\n        self.pos = nn.Parameter(torch.zeros(1, seq_len, dim))\n"
-           "        self.fc = nn.Linear(dim, dim)\n    def forward(self, x):\n        return self.fc(x + self.pos)\n")
+    pos = (
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, seq_len, dim):\n"
+        "        super().__init__()\n        self.pos = nn.Parameter(torch.zeros(1, seq_len, dim))\n"
+        "        self.fc = nn.Linear(dim, dim)\n    def forward(self, x):\n        return self.fc(x + self.pos)\n"
+    )
     v = guess_inputs(pos)[0]
     assert v.pins == {"S": 1024} and v.inputs_for("small") == ["torch.randn(2, 1024, 256)"]
     with pytest.raises(GuessError, match="config"):
-        guess_inputs("import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, config):\n"
-                     "        super().__init__()\n    def forward(self, x):\n        return x\n")
+        guess_inputs(
+            "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, config):\n"
+            "        super().__init__()\n    def forward(self, x):\n        return x\n"
+        )
 
 
 def test_config_argument_built_from_the_config_class_fields() -> None:
     from kernelsmith.curate.inputs import ConfigSpec
 
-    src = ("import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, config, layer_idx):\n"
-           "        super().__init__()\n        self.q = nn.Linear(config.hidden_size, config.num_attention_heads * 64)\n"
-           "    def forward(self, hidden_states, position_embeddings=None, attention_mask=None):\n"
-           "        cos, sin = position_embeddings\n        return self.q(hidden_states) * cos.mean()\n")
-    spec = ConfigSpec("LlamaConfig", {"hidden_size": 4096, "num_attention_heads": 32, "rms_norm_eps": 1e-6,
-                                      "hidden_act": "silu", "vision_config": None})
+    src = (
+        "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, config, layer_idx):\n"
+        "        super().__init__()\n        self.q = nn.Linear(config.hidden_size, config.num_attention_heads * 64)\n"
+        "    def forward(self, hidden_states, position_embeddings=None, attention_mask=None):\n"
+        "        cos, sin = position_embeddings\n        return self.q(hidden_states) * cos.mean()\n"
+    )
+    spec = ConfigSpec(
+        "LlamaConfig",
+        {
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "rms_norm_eps": 1e-6,
+            "hidden_act": "silu",
+            "vision_config": None,
+        },
+    )
     v = guess_inputs(src, config=spec)[0]
     assert v.init_args[0].startswith("LlamaConfig(hidden_size=256, num_attention_heads=4, vision_config={")
     assert v.init_args[1] == "0"  # layer_idx
-    assert v.inputs_for("medium") == ["torch.randn(8, 1024, 256)",
-                                      "(torch.randn(8, 1024, 64), torch.randn(8, 1024, 64))"]
+    assert v.inputs_for("medium") == [
+        "torch.randn(8, 1024, 256)",
+        "(torch.randn(8, 1024, 64), torch.randn(8, 1024, 64))",
+    ]
 
 
 def test_difficulty_rules() -> None:
     assert difficulty({"ops": {"addmm": 1, "view": 2}, "leaf_modules": {"Linear": 1}, "compute_ops": 1}) == "level1"
     assert difficulty({"ops": {"silu": 1}, "compute_ops": 1}) == "level1"
     assert difficulty({"ops": {"addmm": 2, "gelu": 1}, "leaf_modules": {"Linear": 2}, "compute_ops": 3}) == "level2"
-    assert difficulty({"ops": {"convolution": 3}, "leaf_modules": {"Conv2d": 3}, "custom_submodules": 2,
-                       "compute_ops": 10}) == "level3"
+    assert (
+        difficulty(
+            {"ops": {"convolution": 3}, "leaf_modules": {"Conv2d": 3}, "custom_submodules": 2, "compute_ops": 10}
+        )
+        == "level3"
+    )
     assert difficulty({"ops": {"mul": 45}, "leaf_modules": {}, "compute_ops": 45}) == "level3"
 
 
@@ -279,12 +329,19 @@ def test_llm_supplies_inputs_the_heuristics_cannot(tmp_path: Path, mock_llm, mon
     (repo / "cfg.py").write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass ConfigNet(nn.Module):\n    def __init__(self, config):\n"
         "        super().__init__()\n        self.fc = nn.Linear(config['width'], 4)\n\n"
-        "    def forward(self, x):\n        return self.fc(x)\n")
-    mock_llm.script("Here you go:\n```python\ndef get_inputs():\n    return [torch.randn(3, 6)]\n\n\n"
-                    "def get_init_inputs():\n    return [{'width': 6}]\n```\n")
+        "    def forward(self, x):\n        return self.fc(x)\n"
+    )
+    mock_llm.script(
+        "Here you go:\n```python\ndef get_inputs():\n    return [torch.randn(3, 6)]\n\n\n"
+        "def get_init_inputs():\n    return [{'width': 6}]\n```\n"
+    )
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    cfg = CurateConfig(model="openai:mock-model", llm_base_url=mock_llm.openai_base_url, seed=0,
-                       runner=RunnerConfig(module_timeout_s=5))
+    cfg = CurateConfig(
+        model="openai:mock-model",
+        llm_base_url=mock_llm.openai_base_url,
+        seed=0,
+        runner=RunnerConfig(module_timeout_s=5),
+    )
     rep = curate(tmp_path / "src", tmp_path / "out", cfg)
     assert rep.count("runnable") == 1 and rep.count("llm_inputs_proposed") == 1
     (row,) = read_index(tmp_path / "out")
@@ -311,8 +368,9 @@ def test_package_relative_imports_bases_and_config_classes(tmp_path: Path, monke
     assert row["reason"] == "cross_file_import" and "--allow-import minipkg" in row["detail"]
     # allowed: relative imports become imports of the installed package, the
     # imported base class makes it a module, the config comes from TinyConfig's fields
-    rep = curate(src, tmp_path / "yes", CurateConfig(allow_import=["minipkg"],
-                                                      runner=RunnerConfig(module_timeout_s=20)))
+    rep = curate(
+        src, tmp_path / "yes", CurateConfig(allow_import=["minipkg"], runner=RunnerConfig(module_timeout_s=20))
+    )
     assert rep.count("tasks") == 1, (tmp_path / "yes" / "dropped.jsonl").read_text()
     (row,) = read_index(tmp_path / "yes")
     assert row["class_name"] == "TinyMLP" and row["config_class"] == "TinyConfig"
@@ -329,8 +387,11 @@ def test_package_relative_imports_bases_and_config_classes(tmp_path: Path, monke
 def test_transformers_llama_file_curates_into_runnable_tasks(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     src = Path(transformers.__file__).parent / "models" / "llama"
-    rep = curate(src, tmp_path / "out", CurateConfig(allow_import=["transformers"],
-                                                      runner=RunnerConfig(module_timeout_s=30, jobs=2)))
+    rep = curate(
+        src,
+        tmp_path / "out",
+        CurateConfig(allow_import=["transformers"], runner=RunnerConfig(module_timeout_s=30, jobs=2)),
+    )
     idx = {r["class_name"]: r for r in read_index(tmp_path / "out")}
     # the building blocks are distinct tasks; the rotary embedding ignores its input
     # tensor (only its dtype is used) and is dropped as such
@@ -350,8 +411,10 @@ def test_time_limit_then_resume_reuses_verdicts(tmp_path: Path) -> None:
     src = tmp_path / "src" / "r"
     src.mkdir(parents=True)
     for i, op in enumerate(["relu", "sigmoid", "tanh", "exp"]):
-        (src / f"m{i}.py").write_text(f"import torch\nimport torch.nn as nn\n\n\nclass Op{i}(nn.Module):\n"
-                                      f"    def forward(self, x):\n        return torch.{op}(x) * 2\n")
+        (src / f"m{i}.py").write_text(
+            f"import torch\nimport torch.nn as nn\n\n\nclass Op{i}(nn.Module):\n"
+            f"    def forward(self, x):\n        return torch.{op}(x) * 2\n"
+        )
     cfg = CurateConfig(time_limit_s=0.001, runner=RunnerConfig(jobs=1))
     rep = curate(tmp_path / "src", tmp_path / "out", cfg)
     assert rep.dropped["execution"]["time_limit"] >= 3  # the limit stops new checks, nothing is lost
@@ -366,8 +429,10 @@ def test_time_limit_then_resume_reuses_verdicts(tmp_path: Path) -> None:
 def test_symlinked_folders_followed_once_or_refused(tmp_path: Path) -> None:
     real = tmp_path / "real" / "r"
     real.mkdir(parents=True)
-    (real / "m.py").write_text("import torch\nimport torch.nn as nn\n\n\nclass Sq(nn.Module):\n"
-                               "    def forward(self, x):\n        return x * x + 1\n")
+    (real / "m.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Sq(nn.Module):\n"
+        "    def forward(self, x):\n        return x * x + 1\n"
+    )
     src = tmp_path / "src"
     src.mkdir()
     (src / "linked").symlink_to(real, target_is_directory=True)
@@ -386,6 +451,16 @@ def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["curate", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for text in ("--timeout", "(default: 10.0)", "--jobs", "(default: 2)", "--size", "(default: medium)",
-                 "--allow-import", "--time-limit", "--max-files", "--max-modules"):
+    for text in (
+        "--timeout",
+        "(default: 10.0)",
+        "--jobs",
+        "(default: 2)",
+        "--size",
+        "(default: medium)",
+        "--allow-import",
+        "--time-limit",
+        "--max-files",
+        "--max-modules",
+    ):
         assert text in out

@@ -2,6 +2,7 @@
 config class chosen by the attributes a class reads, and required attention
 masks tried as None (issue 17: the largest honest drop buckets of the
 transformers run were shape guesses that did not fit)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,13 +29,16 @@ def _build(template: str) -> torch.Tensor:
     return eval(template.format(**SIZES["small"]), {"torch": torch})
 
 
-@pytest.mark.parametrize("layer,bad", [
-    (nn.LayerNorm(96), "torch.randn({B}, 64, {P}, {P})"),        # normalized_shape: (B, S, 96)
-    (nn.Linear(48, 8), "torch.randn({N}, 256)"),                  # mat1 and mat2: in_features
-    (nn.Conv2d(3, 8, 3), "torch.randn({B}, 64, {P}, {P})"),      # channels
-    (nn.Conv1d(1, 8, 3), "torch.randn({B}, {S}, 256)"),           # channels of a 1-d convolution
-    (nn.Conv2d(16, 8, 3), "torch.randn({N}, 256)"),               # rank of the convolution's input
-])
+@pytest.mark.parametrize(
+    "layer,bad",
+    [
+        (nn.LayerNorm(96), "torch.randn({B}, 64, {P}, {P})"),  # normalized_shape: (B, S, 96)
+        (nn.Linear(48, 8), "torch.randn({N}, 256)"),  # mat1 and mat2: in_features
+        (nn.Conv2d(3, 8, 3), "torch.randn({B}, 64, {P}, {P})"),  # channels
+        (nn.Conv1d(1, 8, 3), "torch.randn({B}, {S}, 256)"),  # channels of a 1-d convolution
+        (nn.Conv2d(16, 8, 3), "torch.randn({N}, 256)"),  # rank of the convolution's input
+    ],
+)
 def test_a_layers_error_message_repairs_the_input_it_rejected(layer: nn.Module, bad: str) -> None:
     # as the worker does: each failed repair's own error may repair it further
     ok, tried, todo = [], [], [bad]
@@ -56,12 +60,18 @@ def test_a_layers_error_message_repairs_the_input_it_rejected(layer: nn.Module, 
 
 def test_unparseable_or_unrelated_errors_repair_nothing() -> None:
     assert repair_inputs(["torch.randn({B}, {S}, 256)"], "KeyError: 'model_type'") == []
-    assert repair_inputs(["torch.randint(0, 10, ({B}, {S}))"],
-                         "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x64 and 256x8)") == []
+    assert (
+        repair_inputs(
+            ["torch.randint(0, 10, ({B}, {S}))"],
+            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x64 and 256x8)",
+        )
+        == []
+    )
     # a residual's width: the later operand changes alone
-    fixes = repair_inputs(["torch.randn({B}, {S}, 256)", "torch.randn({B}, {S}, 256)"],
-                          "RuntimeError: The size of tensor a (256) must match the size of tensor b (1024) at "
-                          "non-singleton dimension 2")
+    fixes = repair_inputs(
+        ["torch.randn({B}, {S}, 256)", "torch.randn({B}, {S}, 256)"],
+        "RuntimeError: The size of tensor a (256) must match the size of tensor b (1024) at non-singleton dimension 2",
+    )
     assert fixes[0] == ["torch.randn({B}, {S}, 256)", "torch.randn({B}, {S}, 1024)"]
 
 
@@ -73,7 +83,7 @@ FILES = {
     "reppkg/__init__.py": "",
     "reppkg/models/__init__.py": "",
     "reppkg/models/duo/__init__.py": "",
-    "reppkg/models/duo/configuration_duo.py": '''
+    "reppkg/models/duo/configuration_duo.py": """
         class DuoTextConfig:
             def __init__(self, hidden_size=4096, intermediate_size=16384, num_hidden_layers=24,
                          layer_norm_eps=1e-12, **kwargs):
@@ -87,7 +97,7 @@ FILES = {
             def __init__(self, text_config=None, projection_dim=512, **kwargs):
                 self.text_config = DuoTextConfig(**(text_config or {}))
                 self.projection_dim = projection_dim
-        ''',
+        """,
     "reppkg/models/duo/modeling_duo.py": '''
         import torch
         from torch import nn
@@ -148,14 +158,17 @@ def _write_pkg(root: Path) -> Path:
 
 
 def test_repaired_inputs_config_by_reads_and_none_masks_curate_into_standalone_tasks(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = _write_pkg(tmp_path / "site")
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))
     out = tmp_path / "out"
-    rep = curate(root / "reppkg" / "models", out,
-                 CurateConfig(allow_import=["reppkg"], seed=0, layout="flat",
-                              runner=RunnerConfig(module_timeout_s=30, jobs=1)))
+    rep = curate(
+        root / "reppkg" / "models",
+        out,
+        CurateConfig(allow_import=["reppkg"], seed=0, layout="flat", runner=RunnerConfig(module_timeout_s=30, jobs=1)),
+    )
     dropped = (out / "dropped.jsonl").read_text()
     idx = {r["class_name"]: r for r in read_index(out)}
     assert {"DuoOutput", "DuoStack", "DuoMaskedLayer"} <= set(idx), (rep.table(), dropped)
@@ -197,8 +210,11 @@ def test_sub_configs_named_without_the_config_suffix_are_sized_too() -> None:
     from kernelsmith.curate.inputs import ConfigSpec
 
     sub = {"fields": {"hidden_size": 2304, "num_hidden_layers": 26, "vocab_size": 256000}, "init_kwargs": {}}
-    spec = ConfigSpec("T5GemmaConfig", {"encoder": None, "decoder": None, "vocab_size": 256000, "other": None},
-                      subs={"encoder": sub, "decoder": sub})
+    spec = ConfigSpec(
+        "T5GemmaConfig",
+        {"encoder": None, "decoder": None, "vocab_size": 256000, "other": None},
+        subs={"encoder": sub, "decoder": sub},
+    )
     over = spec.overrides()
     for name in ("encoder", "decoder"):
         assert over[name]["hidden_size"] == 256 and over[name]["num_hidden_layers"] == 2, over
@@ -216,48 +232,81 @@ def test_patch_and_grid_sizes_are_small_numbers_not_feature_widths() -> None:
     assert _value_for("hidden_size", None, True) == 256  # widths unchanged
 
 
-@pytest.mark.parametrize("args,error,want", [
-    # an attention class looked up by config._attn_implementation, which only
-    # a model's constructor resolves (Bark, Data2VecVision blocks)
-    (["BarkFineConfig(hidden_size=256)", "0"], "KeyError: None",
-     ["BarkFineConfig(attn_implementation='eager', hidden_size=256)", "0"]),
-    # a backbone's out_indices past the stages its narrowed depth has
-    (["CHMv2Config(backbone_config={'model_type': 'dinov3_vit', 'num_hidden_layers': 2, 'out_indices': [6, 12, 18, 24]})"],
-     "ValueError: out_indices must be valid indices for stage_names ['stem', 'stage1', 'stage2'], got [6, 12, 18, 24]",
-     ["CHMv2Config(backbone_config={'model_type': 'dinov3_vit', 'num_hidden_layers': 4, 'out_indices': [1, 2, 3, 4]})"]),
-    # transformers' strict config validation naming the value it expected,
-    # for a field given, one left at its default beside the field it must
-    # equal, and one of a sub-config the message names
-    (["AConfig(audio_config={'model_type': 'wav', 'hidden_size': 256}, text_config={'hidden_size': 128})"],
-     "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':\n"
-     "    ValueError: WavTokenizer uses no projections, so `codebook_dim` (512) must equal `hidden_size` (256).",
-     ["AConfig(audio_config={'model_type': 'wav', 'hidden_size': 256, 'codebook_dim': 256}, "
-      "text_config={'hidden_size': 128})"]),
-    (["BConfig(vision_config={'hidden_size': 256}, text_config={'hidden_size': 256})"],
-     "ValueError: `vision_config.text_hidden_size` (3584) must match `text_config.hidden_size` (256).",
-     ["BConfig(vision_config={'hidden_size': 256, 'text_hidden_size': 256}, text_config={'hidden_size': 256})"]),
-    (["CConfig(head_dim=64, hidden_size=256)"],
-     "ValueError: `rope_parameters.mrope_section` must contain three sections whose sum equals half of `head_dim`, "
-     "got [24, 20, 20] for head_dim=64.", ["CConfig(head_dim=128, hidden_size=256)"]),
-    (["DConfig(num_hidden_layers=2)"], "ValueError: `num_hidden_layers` (2) must be equal to the number of "
-     "`layer_types` (6)", ["DConfig(num_hidden_layers=6)"]),
-    (["DConfig(num_hidden_layers=2)"], "ValueError: `num_hidden_layers` (2) must be equal to the number of "
-     "`layer_types` (48)", None),  # not 48 layers: too slow to be a task
-    # a hybrid model narrowed to two linear-attention layers: no cache to measure
-    (["BambaConfig(hidden_size=256)"], "ValueError: `get_seq_length` can only be called on Attention layers, and "
-     "the current Cache seem to only contain LinearAttention layers.", ["BambaConfig(hidden_size=256, use_cache=False)"]),
-    (["torch.randn(4)"], "KeyError: None", None),  # no config call: nothing to repair
-    (["EConfig(hidden_size=256)"], "KeyError: 'full_attention'", None),
-])
+@pytest.mark.parametrize(
+    "args,error,want",
+    [
+        # an attention class looked up by config._attn_implementation, which only
+        # a model's constructor resolves (Bark, Data2VecVision blocks)
+        (
+            ["BarkFineConfig(hidden_size=256)", "0"],
+            "KeyError: None",
+            ["BarkFineConfig(attn_implementation='eager', hidden_size=256)", "0"],
+        ),
+        # a backbone's out_indices past the stages its narrowed depth has
+        (
+            [
+                "CHMv2Config(backbone_config={'model_type': 'dinov3_vit', 'num_hidden_layers': 2, 'out_indices': [6, 12, 18, 24]})"
+            ],
+            "ValueError: out_indices must be valid indices for stage_names ['stem', 'stage1', 'stage2'], got [6, 12, 18, 24]",
+            [
+                "CHMv2Config(backbone_config={'model_type': 'dinov3_vit', 'num_hidden_layers': 4, 'out_indices': [1, 2, 3, 4]})"
+            ],
+        ),
+        # transformers' strict config validation naming the value it expected,
+        # for a field given, one left at its default beside the field it must
+        # equal, and one of a sub-config the message names
+        (
+            ["AConfig(audio_config={'model_type': 'wav', 'hidden_size': 256}, text_config={'hidden_size': 128})"],
+            "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':\n"
+            "    ValueError: WavTokenizer uses no projections, so `codebook_dim` (512) must equal `hidden_size` (256).",
+            [
+                "AConfig(audio_config={'model_type': 'wav', 'hidden_size': 256, 'codebook_dim': 256}, "
+                "text_config={'hidden_size': 128})"
+            ],
+        ),
+        (
+            ["BConfig(vision_config={'hidden_size': 256}, text_config={'hidden_size': 256})"],
+            "ValueError: `vision_config.text_hidden_size` (3584) must match `text_config.hidden_size` (256).",
+            ["BConfig(vision_config={'hidden_size': 256, 'text_hidden_size': 256}, text_config={'hidden_size': 256})"],
+        ),
+        (
+            ["CConfig(head_dim=64, hidden_size=256)"],
+            "ValueError: `rope_parameters.mrope_section` must contain three sections whose sum equals half of `head_dim`, "
+            "got [24, 20, 20] for head_dim=64.",
+            ["CConfig(head_dim=128, hidden_size=256)"],
+        ),
+        (
+            ["DConfig(num_hidden_layers=2)"],
+            "ValueError: `num_hidden_layers` (2) must be equal to the number of `layer_types` (6)",
+            ["DConfig(num_hidden_layers=6)"],
+        ),
+        (
+            ["DConfig(num_hidden_layers=2)"],
+            "ValueError: `num_hidden_layers` (2) must be equal to the number of `layer_types` (48)",
+            None,
+        ),  # not 48 layers: too slow to be a task
+        # a hybrid model narrowed to two linear-attention layers: no cache to measure
+        (
+            ["BambaConfig(hidden_size=256)"],
+            "ValueError: `get_seq_length` can only be called on Attention layers, and "
+            "the current Cache seem to only contain LinearAttention layers.",
+            ["BambaConfig(hidden_size=256, use_cache=False)"],
+        ),
+        (["torch.randn(4)"], "KeyError: None", None),  # no config call: nothing to repair
+        (["EConfig(hidden_size=256)"], "KeyError: 'full_attention'", None),
+    ],
+)
 def test_init_errors_that_name_the_expected_config_value_repair_the_constructor_arguments(
-        args: list[str], error: str, want: object) -> None:
+    args: list[str], error: str, want: object
+) -> None:
     from kernelsmith.curate.inputs import repair_init
 
     assert repair_init(args, error) == want
 
 
-def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a block whose config must be repaired from its own validation error
     # (the worker rebuilds it from the repaired arguments and writes those),
     # and an expert bank called with the router's indices and weights
@@ -265,7 +314,7 @@ def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Pa
         "moepkg/__init__.py": "",
         "moepkg/models/__init__.py": "",
         "moepkg/models/moe/__init__.py": "",
-        "moepkg/models/moe/configuration_moe.py": '''
+        "moepkg/models/moe/configuration_moe.py": """
             class MoeConfig:
                 def __init__(self, hidden_size=4096, intermediate_size=16384, num_local_experts=8,
                              num_experts_per_tok=2, proj_size=None, **kwargs):
@@ -277,8 +326,8 @@ def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Pa
                     if self.proj_size != self.hidden_size:
                         raise ValueError(f"`proj_size` ({self.proj_size}) must equal `hidden_size` "
                                          f"({self.hidden_size}).")
-            ''',
-        "moepkg/models/moe/modeling_moe.py": '''
+            """,
+        "moepkg/models/moe/modeling_moe.py": """
             import torch
             from torch import nn
 
@@ -312,7 +361,7 @@ def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Pa
                         h = nn.functional.linear(nn.functional.silu(gate) * up, self.down_proj[e])
                         out.index_add_(0, tok, h * top_k_weights[tok, pos, None])
                     return out
-            ''',
+            """,
     }
     root = tmp_path / "site"
     for rel, text in files.items():
@@ -322,8 +371,11 @@ def test_init_repairs_and_expert_banks_curate_into_standalone_tasks(tmp_path: Pa
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))
     out = tmp_path / "out"
-    rep = curate(root / "moepkg" / "models", out, CurateConfig(allow_import=["moepkg"], seed=0, layout="flat",
-                                                               runner=RunnerConfig(module_timeout_s=30, jobs=1)))
+    rep = curate(
+        root / "moepkg" / "models",
+        out,
+        CurateConfig(allow_import=["moepkg"], seed=0, layout="flat", runner=RunnerConfig(module_timeout_s=30, jobs=1)),
+    )
     idx = {r["class_name"]: r for r in read_index(out)}
     assert {"MoeProjection", "MoeExperts"} <= set(idx), (rep.table(), (out / "dropped.jsonl").read_text())
     proj = idx["MoeProjection"]
@@ -364,7 +416,7 @@ def test_a_multiple_choice_head_gets_batch_choices_sequence_ids() -> None:
     # (B, S) ids made every such model a forward_error (view(-1, num_choices))
     from kernelsmith.curate.inputs import guess_inputs
 
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         import torch
         from torch import nn
 
@@ -380,7 +432,7 @@ def test_a_multiple_choice_head_gets_batch_choices_sequence_ids() -> None:
                 flat = input_ids.view(-1, input_ids.size(-1))
                 logits = self.score(self.emb(flat).mean(1))
                 return logits.view(-1, num_choices)
-        ''')
+        """)
     v = guess_inputs(src)[0]
     assert v.inputs[0].endswith("({B}, 4, {S}))"), v.inputs
     plain = src.replace("num_choices = input_ids.shape[1]", "k = 4").replace("num_choices)", "k)")
@@ -392,6 +444,7 @@ def test_perceiver_latents_and_their_self_attention_depth_are_sized() -> None:
     # made its probe forward take 10 s: four timeouts
     from kernelsmith.curate.inputs import ConfigSpec
 
-    over = ConfigSpec("PerceiverConfig", {"num_latents": 256, "d_latents": 1280, "d_model": 768,
-                                          "num_self_attends_per_block": 26}).overrides()
+    over = ConfigSpec(
+        "PerceiverConfig", {"num_latents": 256, "d_latents": 1280, "d_model": 768, "num_self_attends_per_block": 26}
+    ).overrides()
     assert over == {"d_latents": 256, "d_model": 256, "num_self_attends_per_block": 2}

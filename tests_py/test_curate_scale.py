@@ -4,6 +4,7 @@ are dicts resolved by model type, special token ids past the shrunk
 vocabulary, parameters a constructor leaves uninitialised) and the execution
 filter's bookkeeping (CPU seconds per stage, a model built once for all
 input variants)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,7 +26,7 @@ from kernelsmith.curate.runner import run_checks
 # KeyError None without one, as transformers' backbone configs do)
 FILES = {
     "compkg/__init__.py": "",
-    "compkg/configuration_utils.py": '''
+    "compkg/configuration_utils.py": """
         CONFIG_MAPPING = {}
 
 
@@ -56,10 +57,10 @@ FILES = {
             if spec.config_class is AutoConfig:
                 return CONFIG_MAPPING[value.get("model_type")](**value)
             return spec.config_class(**value)
-        ''',
+        """,
     "compkg/models/__init__.py": "",
     "compkg/models/back/__init__.py": "",
-    "compkg/models/back/configuration_back.py": '''
+    "compkg/models/back/configuration_back.py": """
         from ...configuration_utils import CONFIG_MAPPING, PretrainedConfig
 
 
@@ -76,9 +77,9 @@ FILES = {
 
 
         CONFIG_MAPPING["back"] = BackConfig
-        ''',
+        """,
     "compkg/models/comp/__init__.py": "",
-    "compkg/models/comp/configuration_comp.py": '''
+    "compkg/models/comp/configuration_comp.py": """
         from ...configuration_utils import AutoConfig, PretrainedConfig, SubConfigSpec, build_sub
         from ..back.configuration_back import BackConfig
 
@@ -111,7 +112,7 @@ FILES = {
                 self.pad_token_id = pad_token_id
                 self.bos_token_id = bos_token_id
                 self.eos_token_id = eos_token_id
-        ''',
+        """,
     "compkg/models/comp/modeling_comp.py": '''
         import torch
         from torch import nn
@@ -172,8 +173,12 @@ def test_sub_configs_resolved_statically_and_sized(tmp_path: Path) -> None:
     spec = ConfigSpec("CompConfig", {k: v for k, v in fields.items() if not isinstance(v, dict)}, subs)
     over = spec.overrides()
     # the backbone dict names its model type, keeps the spec's init kwargs, one block per stage, narrower stages
-    assert over["backbone_config"] == {"model_type": "back", "out_features": ["stage3"],
-                                       "hidden_sizes": [64, 128, 256], "depths": [1, 1, 1]}
+    assert over["backbone_config"] == {
+        "model_type": "back",
+        "out_features": ["stage3"],
+        "hidden_sizes": [64, 128, 256],
+        "depths": [1, 1, 1],
+    }
     # a concrete sub-config class: sized from its own fields, its pad id inside its shrunk vocabulary
     assert over["text_config"] == {"vocab_size": 1024, "hidden_size": 256, "pad_token_id": 1023}
     # the top level's special ids follow the vocabulary down, in-range ids stay, each out-of-range id is distinct
@@ -184,14 +189,18 @@ def test_sub_configs_resolved_statically_and_sized(tmp_path: Path) -> None:
     assert ConfigSpec("C", {"vocab_size": 32000, "pad_token_id": None}).overrides()["pad_token_id"] == 0
 
 
-def test_composite_config_and_token_ids_curate_into_running_tasks(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_composite_config_and_token_ids_curate_into_running_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = _write_pkg(tmp_path / "site")
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))
     out = tmp_path / "out"
-    rep = curate(root / "compkg" / "models", out, CurateConfig(allow_import=["compkg"], seed=0,
-                                                               runner=RunnerConfig(module_timeout_s=30, jobs=1)))
+    rep = curate(
+        root / "compkg" / "models",
+        out,
+        CurateConfig(allow_import=["compkg"], seed=0, runner=RunnerConfig(module_timeout_s=30, jobs=1)),
+    )
     dropped = (out / "dropped.jsonl").read_text()
     idx = {r["class_name"]: r for r in read_index(out)}
     assert {"CompBackbone", "CompTokenEmbedding"} <= set(idx), (rep.table(), dropped)
@@ -207,7 +216,8 @@ def test_uninitialised_parameters_are_initialised_by_the_task_itself(tmp_path: P
     # seed the model is built with, and must still pass every check
     src = tmp_path / "src" / "r"
     src.mkdir(parents=True)
-    (src / "m.py").write_text(textwrap.dedent('''
+    (src / "m.py").write_text(
+        textwrap.dedent('''
         import torch
         import torch.nn as nn
 
@@ -258,10 +268,10 @@ def test_uninitialised_parameters_are_initialised_by_the_task_itself(tmp_path: P
 
             def forward(self, x):
                 return torch.sigmoid(x @ self.w)
-        '''))
+        ''')
+    )
     out = tmp_path / "out"
-    curate(tmp_path / "src", out, CurateConfig(seed=0, layout="flat",
-                                               runner=RunnerConfig(jobs=1, module_timeout_s=20)))
+    curate(tmp_path / "src", out, CurateConfig(seed=0, layout="flat", runner=RunnerConfig(jobs=1, module_timeout_s=20)))
     idx = {r["class_name"]: r for r in read_index(out)}
     assert set(idx) == {"Forgotten", "Unrouted", "Initialised"}, (out / "dropped.jsonl").read_text()
     rows = {r["class_name"]: r for r in map(json.loads, (out / "dropped.jsonl").read_text().splitlines())}
@@ -298,7 +308,7 @@ def test_variants_share_one_model_and_verdicts_carry_cpu_per_stage() -> None:
     # constructor run serves both. Each construction takes the next number of
     # a counter shared by every module object of the worker, and the output's
     # width is that number, so the kept verdict says which construction ran
-    program = textwrap.dedent('''
+    program = textwrap.dedent("""
         import builtins
 
         import torch
@@ -318,16 +328,22 @@ def test_variants_share_one_model_and_verdicts_carry_cpu_per_stage() -> None:
 
         def get_init_inputs():
             return []
-        ''')
+        """)
     bad = program + "\ndef get_inputs():\n    return [torch.randn(4, 7)]\n"
     good = program + "\ndef get_inputs():\n    return [torch.randn(4, 32)]\n"
-    verdicts = run_checks([{"id": "shared", "variants": [bad, good], "same_init": True}],
-                          RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
+    verdicts = run_checks(
+        [{"id": "shared", "variants": [bad, good], "same_init": True}],
+        RunnerConfig(jobs=1, module_timeout_s=20),
+        seed=0,
+    )
     shared = verdicts["shared"]
     assert shared["status"] == "ok" and shared["variant"] == 1, shared
     assert shared["output_shapes"] == [[4, 1]]  # built once: the first construction
-    verdicts = run_checks([{"id": "fresh", "variants": [bad, good], "same_init": False}],
-                          RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
+    verdicts = run_checks(
+        [{"id": "fresh", "variants": [bad, good], "same_init": False}],
+        RunnerConfig(jobs=1, module_timeout_s=20),
+        seed=0,
+    )
     assert verdicts["fresh"]["output_shapes"] == [[4, 2]]  # other constructor arguments: built again
     assert {"import", "init", "forward", "check"} <= set(shared["cpu_s"])
     assert all(v >= 0 for v in shared["cpu_s"].values())
@@ -338,13 +354,21 @@ def test_lazy_layers_are_traced_after_materialising_like_their_eager_twins() -> 
     # first forward creates the weights, so they are traced on a second run
     # and LazyConv1d has the operator graph of Conv1d (a structural duplicate)
     def task(layer: str) -> str:
-        return (f"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
-                f"        super().__init__()\n        self.conv = {layer}\n\n    def forward(self, x):\n"
-                f"        return self.conv(x)\n\n\ndef get_inputs():\n    return [torch.randn(2, 8, 32)]\n\n\n"
-                f"def get_init_inputs():\n    return []\n")
-    verdicts = run_checks([{"id": "eager", "variants": [task("nn.Conv1d(8, 16, 3)")]},
-                           {"id": "lazy", "variants": [task("nn.LazyConv1d(16, 3)")]}],
-                          RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
+        return (
+            f"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+            f"        super().__init__()\n        self.conv = {layer}\n\n    def forward(self, x):\n"
+            f"        return self.conv(x)\n\n\ndef get_inputs():\n    return [torch.randn(2, 8, 32)]\n\n\n"
+            f"def get_init_inputs():\n    return []\n"
+        )
+
+    verdicts = run_checks(
+        [
+            {"id": "eager", "variants": [task("nn.Conv1d(8, 16, 3)")]},
+            {"id": "lazy", "variants": [task("nn.LazyConv1d(16, 3)")]},
+        ],
+        RunnerConfig(jobs=1, module_timeout_s=20),
+        seed=0,
+    )
     eager, lazy = verdicts["eager"], verdicts["lazy"]
     assert eager["status"] == lazy["status"] == "ok", verdicts
     assert eager["trace"] == lazy["trace"] == "dispatch"
@@ -357,15 +381,20 @@ def test_a_worker_poisoned_by_a_cut_short_import_is_replaced_and_the_module_chec
     # fails with pybind11's "already registered". The modules after it get
     # their verdicts from a fresh worker, not the poisoned one
     def task(k: int) -> str:
-        return ("import builtins\nimport torch\nimport torch.nn as nn\n\n"
-                "if getattr(builtins, '_ks_half_imported', False):\n"
-                "    raise ImportError('generic_type: type \"ObjSense\" is already registered!')\n"
-                + ("builtins._ks_half_imported = True\n" if k == 0 else "") + "\n\n"
-                "class Model(nn.Module):\n    def forward(self, x):\n"
-                f"        return torch.tanh(x) * {k + 2}\n\n\n"
-                "def get_inputs():\n    return [torch.randn(4, 16)]\n\n\ndef get_init_inputs():\n    return []\n")
-    verdicts = run_checks([{"id": f"m{k}", "variants": [task(k)]} for k in range(3)],
-                          RunnerConfig(jobs=1, module_timeout_s=20), seed=0)
+        return (
+            "import builtins\nimport torch\nimport torch.nn as nn\n\n"
+            "if getattr(builtins, '_ks_half_imported', False):\n"
+            "    raise ImportError('generic_type: type \"ObjSense\" is already registered!')\n"
+            + ("builtins._ks_half_imported = True\n" if k == 0 else "")
+            + "\n\n"
+            "class Model(nn.Module):\n    def forward(self, x):\n"
+            f"        return torch.tanh(x) * {k + 2}\n\n\n"
+            "def get_inputs():\n    return [torch.randn(4, 16)]\n\n\ndef get_init_inputs():\n    return []\n"
+        )
+
+    verdicts = run_checks(
+        [{"id": f"m{k}", "variants": [task(k)]} for k in range(3)], RunnerConfig(jobs=1, module_timeout_s=20), seed=0
+    )
     assert {k: v["status"] for k, v in verdicts.items()} == {"m0": "ok", "m1": "ok", "m2": "ok"}, verdicts
 
 
@@ -376,7 +405,7 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
     # variants, and the worker reports the timeout itself
     import time as _time
 
-    slow = textwrap.dedent('''
+    slow = textwrap.dedent("""
         import time
 
         import torch
@@ -393,11 +422,12 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
 
         def get_init_inputs():
             return []
-        ''')
+        """)
     variants = [slow + f"\ndef get_inputs():\n    return [torch.randn(4, {w})]\n" for w in (8, 16, 32, 64)]
     started = _time.monotonic()
-    verdicts = run_checks([{"id": "slow", "variants": variants, "same_init": True}],
-                          RunnerConfig(jobs=1, module_timeout_s=2.5), seed=0)
+    verdicts = run_checks(
+        [{"id": "slow", "variants": variants, "same_init": True}], RunnerConfig(jobs=1, module_timeout_s=2.5), seed=0
+    )
     took = _time.monotonic() - started
     v = verdicts["slow"]
     assert v["status"] == "timeout" and "worker was killed" not in v["detail"], v
@@ -407,13 +437,16 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
     # out); a module that only waits meets the wall-clock backstop, still
     # reported by the worker itself
     sleepy = slow.replace("t = time.process_time()", "time.sleep(30)")
-    verdicts = run_checks([{"id": "sleepy", "variants": [sleepy + "\ndef get_inputs():\n    return [torch.randn(4, 8)]\n"]}],
-                          RunnerConfig(jobs=1, module_timeout_s=1.0), seed=0)
+    verdicts = run_checks(
+        [{"id": "sleepy", "variants": [sleepy + "\ndef get_inputs():\n    return [torch.randn(4, 8)]\n"]}],
+        RunnerConfig(jobs=1, module_timeout_s=1.0),
+        seed=0,
+    )
     v = verdicts["sleepy"]
     assert v["status"] == "timeout" and "wall-clock" in v["detail"] and "killed" not in v["detail"], v
     # the meta-device size check is bookkeeping: over its own short budget the
     # sizes stay unverified and the module, which passed every real check, is kept
-    meta_slow = textwrap.dedent('''
+    meta_slow = textwrap.dedent("""
         import time
 
         import torch
@@ -446,10 +479,9 @@ def test_one_time_budget_covers_all_variants_and_the_meta_check_has_its_own() ->
 
         def get_init_inputs():
             return []
-        ''')
+        """)
     started = _time.monotonic()
-    verdicts = run_checks([{"id": "meta", "variants": [meta_slow]}], RunnerConfig(jobs=1, module_timeout_s=30),
-                          seed=0)
+    verdicts = run_checks([{"id": "meta", "variants": [meta_slow]}], RunnerConfig(jobs=1, module_timeout_s=30), seed=0)
     took = _time.monotonic() - started
     v = verdicts["meta"]
     assert v["status"] == "ok", v
@@ -463,7 +495,7 @@ def test_size_checks_reuse_the_checked_model_and_rebuild_only_when_it_cannot_tel
     # meta device instead of constructing it a second time (a constructor that
     # builds a sinusoid table in Python paid twice); a model whose probe
     # forward cached state sized by the probe is checked on a fresh meta build
-    program = textwrap.dedent('''
+    program = textwrap.dedent("""
         import torch
         import torch.nn as nn
 
@@ -496,9 +528,11 @@ def test_size_checks_reuse_the_checked_model_and_rebuild_only_when_it_cannot_tel
 
         def get_inputs_large():
             return [torch.randn(256, 32)]
-        ''')
-    items = [{"id": name, "variants": [program + f"\n\ndef get_init_inputs():\n    return [{flag}]\n"]}
-             for name, flag in (("plain", "False"), ("cached", "True"))]
+        """)
+    items = [
+        {"id": name, "variants": [program + f"\n\ndef get_init_inputs():\n    return [{flag}]\n"]}
+        for name, flag in (("plain", "False"), ("cached", "True"))
+    ]
     verdicts = run_checks(items, RunnerConfig(jobs=1, module_timeout_s=30), seed=0)
     plain, cached = verdicts["plain"], verdicts["cached"]
     assert plain["status"] == "ok" and cached["status"] == "ok", verdicts

@@ -2,6 +2,7 @@
 stopped when idle, owner-only, survives its own crash, replaced by another
 build, and a changed task is a new task. Real daemons, real pools, the
 OpenCL softmax example on PoCL (correctness only, to keep it short)."""
+
 from __future__ import annotations
 
 import json
@@ -62,10 +63,17 @@ class Env:
         self.env.pop("KERNELSMITH_DAEMON", None)
         self.env.pop("KERNELSMITH_DAEMON_IDLE", None)
 
-    def cli(self, *args: str, env: Optional[dict[str, str]] = None, check: bool = True,
-            timeout: float = 300) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "kernelsmith", *args], env={**self.env, **(env or {})},
-                              capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+    def cli(
+        self, *args: str, env: Optional[dict[str, str]] = None, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kernelsmith", *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=str(ROOT),
+        )
         if check:
             assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
@@ -226,9 +234,14 @@ def test_killed_daemon_is_replaced_and_leaves_nothing(env: Env) -> None:
 def test_daemon_dying_mid_request_falls_back_in_process(env: Env) -> None:
     env.cli("daemon", "start")
     [st] = env.status()
-    proc = subprocess.Popen([sys.executable, "-m", "kernelsmith", "eval", str(SOFTMAX), "seed", "--no-timing",
-                             "--json"], env=env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelsmith", "eval", str(SOFTMAX), "seed", "--no-timing", "--json"],
+        env=env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(ROOT),
+    )
     _wait(lambda: env.status()[0]["in_flight"] == 1, 60, "the request reached the daemon")
     os.kill(st["pid"], signal.SIGKILL)
     out, err = proc.communicate(timeout=300)

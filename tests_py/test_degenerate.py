@@ -10,6 +10,7 @@ input without a kernel `hacked`; a task whose probe is undefined (sqrt just
 above 1) has it skipped and reported, with the trivial-output rule kept;
 `kernelsmith task check` output and exit codes; the referee insists on the
 probe trial."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ HERE = Path(__file__).parent
 DEG = HERE / "fixtures" / "degenerate"
 KB = {"relu": "19_ReLU", "leaky_relu": "20_LeakyReLU", "elu": "31_ELU", "hardtanh": "32_HardTanh"}
 
-interpreter = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
-                                 reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)")
+interpreter = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
+)
 
 
 def _kb(name: str, backend: str = "triton") -> Task:
@@ -46,6 +49,7 @@ def _show(r) -> str:
 
 
 # -- the assessment itself (no worker) -------------------------------------------------------------------------
+
 
 def _assess(task: Task) -> tuple[list[str], dict]:
     """What the referee's priming decides, run here on the task's trusted reference."""
@@ -111,6 +115,7 @@ def test_probe_inputs_come_from_the_seed_are_sign_symmetric_and_leave_integers_a
 
 
 # -- through the evaluator: Triton interpreter ------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def triton_verdicts():
@@ -192,9 +197,18 @@ def test_fresh_mode_and_a_worker_without_the_referees_word():
     assert honest.category == "ok" and honest.census["referee"] == "agreed", _show(honest)
     assert honest.census["referee_trials"] == 2 and honest.census["probes"]["sets"] == ["probe:normal"]
     assert copy.category == "incorrect" and copy.error.startswith("input set 'probe:normal'"), _show(copy)
-    alone = {name: run_worker(task=task, source=_program("triton", name), backend=get_backend("triton"), trials=2,
-                              timing=False, limits=Limits(timeout_s=240), device=None)
-             for name in ("leaky_relu", "copy")}
+    alone = {
+        name: run_worker(
+            task=task,
+            source=_program("triton", name),
+            backend=get_backend("triton"),
+            trials=2,
+            timing=False,
+            limits=Limits(timeout_s=240),
+            device=None,
+        )
+        for name in ("leaky_relu", "copy")
+    }
     assert alone["leaky_relu"].category == "ok", _show(alone["leaky_relu"])
     assert alone["leaky_relu"].correctness["input_sets"] == ["get_inputs", "probe:normal"]
     assert alone["copy"].category == "incorrect" and alone["copy"].error.startswith("input set 'probe:normal'")
@@ -221,13 +235,23 @@ def test_the_referee_insists_on_the_probe_trial(tmp_path):
         referee = ev._device_pool(ev.backend_for(task), None).referee
         assert referee.probes(task)["sets"] == ["probe:normal"]  # primed, as before the task's first job
         result = EvalResult(category="ok", compiled=True, correct=True, speedup=3.0)
-        judge(result, {"trials": [{"file": "own.bin", "init_seed_index": 0, "input_seed_index": 1,
-                                   "set": "get_inputs"}], "repeated": False}, seeds, task, str(tmp_path), referee)
+        judge(
+            result,
+            {
+                "trials": [{"file": "own.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}],
+                "repeated": False,
+            },
+            seeds,
+            task,
+            str(tmp_path),
+            referee,
+        )
     assert result.category == "hacked" and result.speedup is None, result
     assert "no trial of the probe input set(s) probe:normal" in result.hack_reasons[0], result.hack_reasons
 
 
 # -- OpenCL (PoCL) ----------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def opencl_verdicts():
@@ -262,6 +286,7 @@ def test_opencl_copy_constant_and_the_skipped_probe(opencl_verdicts):
 
 # -- kernelsmith task check ---------------------------------------------------------------------------------------
 
+
 def test_task_check_reports_a_degenerate_task_and_its_probes(capsys):
     from kernelsmith.cli import main
 
@@ -295,8 +320,16 @@ def test_task_check_on_a_task_that_is_not_degenerate_and_on_a_bad_path(capsys, t
 def test_eval_warns_about_a_degenerate_task(capsys):
     from kernelsmith.cli import main
 
-    rc = main(["eval", str(DEG / "kb_small" / "20_LeakyReLU.py"), str(DEG / "triton" / "leaky_relu.py"),
-               "--no-timing", "--trials", "1"])
+    rc = main(
+        [
+            "eval",
+            str(DEG / "kb_small" / "20_LeakyReLU.py"),
+            str(DEG / "triton" / "leaky_relu.py"),
+            "--no-timing",
+            "--trials",
+            "1",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0 and "Verdict: CORRECT" in captured.out, captured
     assert "kernelsmith eval: warning: degenerate task: input #0 unchanged" in captured.err, captured.err

@@ -1,5 +1,6 @@
 """Engine behaviour through the Python API (the C++ suite covers the same
 ground at the core level)."""
+
 from __future__ import annotations
 
 import collections
@@ -40,8 +41,12 @@ def test_program_records_round_trip_and_feedback_is_a_dict():
     req = eng.ask()
     assert isinstance(req.parent.metrics, dict) and req.parent.metrics["score"] == 1.0
     assert req.mode in ("explore", "exploit", "weighted")
-    child = Program(source="x = 1\n", status="incorrect", metrics={"max_abs_err": 0.5},
-                    feedback={"error": "mismatch", "trials": [1, 2.5, None], "nested": {"ok": False}})
+    child = Program(
+        source="x = 1\n",
+        status="incorrect",
+        metrics={"max_abs_err": 0.5},
+        feedback={"error": "mismatch", "trials": [1, 2.5, None], "nested": {"ok": False}},
+    )
     res = eng.tell(child, request_id=req.id)
     stored = eng.program(res.id)
     assert stored.feedback == child.feedback
@@ -89,8 +94,13 @@ def test_seen_ignores_comments_and_whitespace_but_not_indentation():
 
 
 def test_archive_cells_keep_the_fitter_program_and_bins():
-    cfg = EngineConfig(num_islands=1, feature_dimensions=["score"], feature_ranges={"score": [0, 10]},
-                       feature_bins=5, migration_interval=0)
+    cfg = EngineConfig(
+        num_islands=1,
+        feature_dimensions=["score"],
+        feature_ranges={"score": [0, 10]},
+        feature_bins=5,
+        migration_interval=0,
+    )
     eng = Engine(cfg)
     eng.add_seed(seed(1.0, "a = 1\n", island=0))
     eng.add_seed(seed(1.5, "a = 2\n", island=0))  # same bin [0, 2)
@@ -103,8 +113,15 @@ def test_archive_cells_keep_the_fitter_program_and_bins():
 
 
 def test_eviction_never_removes_cell_owners_or_best():
-    cfg = EngineConfig(num_islands=1, feature_dimensions=["score"], feature_ranges={"score": [-10, 10]},
-                       feature_bins=2, population_size=3, elite_size=1, migration_interval=0)
+    cfg = EngineConfig(
+        num_islands=1,
+        feature_dimensions=["score"],
+        feature_ranges={"score": [-10, 10]},
+        feature_bins=2,
+        population_size=3,
+        elite_size=1,
+        migration_interval=0,
+    )
     eng = Engine(cfg)
     best = eng.add_seed(seed(9.0, "b = 0\n", island=0))[0]
     lonely = eng.add_seed(seed(-9.0, "l = 0\n", island=0))[0]  # worst, but owns the low cell
@@ -117,8 +134,15 @@ def test_eviction_never_removes_cell_owners_or_best():
 
 
 def test_selection_ratios_and_power_law():
-    cfg = EngineConfig(num_islands=1, exploration_ratio=0.25, exploitation_ratio=0.5, weighted_ratio=0.25,
-                       repair_ratio=0.0, migration_interval=0, power_law_alpha=2.0)
+    cfg = EngineConfig(
+        num_islands=1,
+        exploration_ratio=0.25,
+        exploitation_ratio=0.5,
+        weighted_ratio=0.25,
+        repair_ratio=0.0,
+        migration_interval=0,
+        power_law_alpha=2.0,
+    )
     eng = Engine(cfg, seed=3)
     for i in range(30):
         eng.add_seed(seed(float(i), f"v = {i}\n", island=0))

@@ -2,6 +2,7 @@
 loop's first prompt, edits, per-turn rewards bounded by the evaluator's
 verdict, feedback turns, batched steps on the pool, recording in the loop's
 trajectory format and export of a recorded episode."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,13 @@ TASK = Task.load(SOFTMAX, trials=2, timing={"warmup": 1, "repeats": 3, "cpu_max_
 SEED = TASK.seed_source
 CORRECT = f"Here:\n```python\n{SEED}```\n"
 CORRECT_32 = f"```python\n{SEED.replace('WORK_GROUP = 64', 'WORK_GROUP = 32')}```"
-HACK = "```python\n" + SEED.replace("        x = x.contiguous()\n",
-                                    "        return torch.softmax(x, dim=-1)\n        x = x.contiguous()\n") + "```"
+HACK = (
+    "```python\n"
+    + SEED.replace(
+        "        x = x.contiguous()\n", "        return torch.softmax(x, dim=-1)\n        x = x.contiguous()\n"
+    )
+    + "```"
+)
 NO_CODE = "I would use local memory."
 
 
@@ -118,7 +124,7 @@ def test_batched_steps_evaluate_together_and_export(evaluator, tmp_path):
     assert evaluator.batches[before:] == [2]
     assert [s.info["status"] for s in first] == ["correct", "correct", "edit-failed"]
     second = env.step_many([(ep, CORRECT_32 if i != 1 else CORRECT) for i, ep in enumerate(episodes)])
-    assert evaluator.batches[before + 1:] == [3] and all(s.done for s in second)
+    assert evaluator.batches[before + 1 :] == [3] and all(s.done for s in second)
     # The second turn of episode 0 is paid over its first program: ratio of the speedups over the reference.
     turn = episodes[0].turns[1]
     if turn.status == "correct" and turn.info["reliable"] and episodes[0].turns[0].info["reliable"]:
@@ -151,8 +157,17 @@ def test_batched_steps_evaluate_together_and_export(evaluator, tmp_path):
 
 
 def _result(**fields) -> EvalResult:
-    base = dict(compiled=True, correct=True, category="ok", runtime_ms=1.0, ref_runtime_ms=3.0, speedup=3.0,
-                speedup_ci_low=2.8, speedup_ci_high=3.2, timing_reliable=True)
+    base = dict(
+        compiled=True,
+        correct=True,
+        category="ok",
+        runtime_ms=1.0,
+        ref_runtime_ms=3.0,
+        speedup=3.0,
+        speedup_ci_low=2.8,
+        speedup_ci_high=3.2,
+        timing_reliable=True,
+    )
     base.update(fields)
     return EvalResult(**base)
 
@@ -198,7 +213,8 @@ def test_a_start_never_timed_is_measured_against_the_reference(evaluator):
     from kernelsmith.edit import apply_response
 
     edit = apply_response(episode.current_source, CORRECT_32)
-    reward, status, terms = env.turn_reward(episode, edit, _result(speedup=2.0, speedup_ci_low=1.9,
-                                                                    speedup_ci_high=2.1))
+    reward, status, terms = env.turn_reward(
+        episode, edit, _result(speedup=2.0, speedup_ci_low=1.9, speedup_ci_high=2.1)
+    )
     assert status == "correct" and terms["speedup_prev"] == pytest.approx(2.0)
     assert reward == pytest.approx(0.3 + 2.0 + 2.0)

@@ -1,5 +1,6 @@
 """benchmarks/bench_env.py runs: concurrent episodes with the scripted policy
 replaying the seed's tuned variants, on the OpenCL softmax task (PoCL)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,9 +38,29 @@ def test_bench_env_counts_turns_and_records(tmp_path, capsys):
         recorder.reset()
         recorder.step("no program here")
     out = tmp_path / "bench.json"
-    assert bench.main([str(softmax), str(layernorm), "--episodes", "4", "--turns", "2", "--trials", "1",
-                       "--workers", "2", "--json", str(out), "--record", str(tmp_path / "rec"),
-                       "--replay", str(recorder.recorder.run_dirs()[0])]) == 0
+    assert (
+        bench.main(
+            [
+                str(softmax),
+                str(layernorm),
+                "--episodes",
+                "4",
+                "--turns",
+                "2",
+                "--trials",
+                "1",
+                "--workers",
+                "2",
+                "--json",
+                str(out),
+                "--record",
+                str(tmp_path / "rec"),
+                "--replay",
+                str(recorder.recorder.run_dirs()[0]),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert report["turns"] == 8 and report["episodes"] == 4 and report["turns_per_episode"] == 2
     # softmax: its seed's known-correct variants, evaluated; layernorm: the replayed answer, never applied.
@@ -50,6 +71,10 @@ def test_bench_env_counts_turns_and_records(tmp_path, capsys):
     assert "turns/minute" in capsys.readouterr().out
     recorded = sorted((tmp_path / "rec").iterdir())
     assert len(recorded) == 2
-    steps = [json.loads(line) for run in recorded for line in (run / "trajectory.jsonl").read_text().splitlines()
-             if '"kind": "step"' in line]
+    steps = [
+        json.loads(line)
+        for run in recorded
+        for line in (run / "trajectory.jsonl").read_text().splitlines()
+        if '"kind": "step"' in line
+    ]
     assert len(steps) == 8

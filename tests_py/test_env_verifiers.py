@@ -1,6 +1,7 @@
 """The verifiers MultiTurnEnv adapter runs rollouts against a scripted
 OpenAI-compatible server on 127.0.0.1 (verifiers' own OpenAI client), each
 turn evaluated for real on the OpenCL softmax task."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,9 +39,17 @@ def test_verifiers_multiturn_rollouts_with_a_scripted_client(mock_llm, monkeypat
         env = KernelEnv(TASK, evaluator, EnvConfig(max_turns=2), record_dir=tmp_path / "episodes")
         vf_env = load_environment(env)
         assert isinstance(vf_env, vf.MultiTurnEnv) and isinstance(vf_env, KernelMultiTurnEnv)
-        out = asyncio.run(vf_env.evaluate(client=client, model="scripted", num_examples=1, rollouts_per_example=2,
-                                          max_concurrent=2, on_progress=lambda *a, **k: None,
-                                          state_columns=["ks_rewards"]))
+        out = asyncio.run(
+            vf_env.evaluate(
+                client=client,
+                model="scripted",
+                num_examples=1,
+                rollouts_per_example=2,
+                max_concurrent=2,
+                on_progress=lambda *a, **k: None,
+                state_columns=["ks_rewards"],
+            )
+        )
 
     assert vf_env._episodes == {}  # dropped when each rollout ended
     outputs = out["outputs"] if isinstance(out, dict) else out.outputs

@@ -3,6 +3,7 @@ KernelAgentLoop built the way verl's AgentLoopWorker builds one (its config
 objects, a tokenizer, verl's Continuous Token builder), run on a row that
 ``kernelsmith export rl`` wrote, with a scripted server manager in place of
 vLLM/SGLang (which need a GPU). Each answer is evaluated for real."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,22 +61,38 @@ def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
         assert _agent_loop_registry["kernelsmith"]["_target_"] == "kernelsmith.env.verl_agent.KernelAgentLoop"
-        trainer_config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 20000,
-                                                                             "response_length": 20000}}})
+        trainer_config = OmegaConf.create(
+            {"actor_rollout_ref": {"rollout": {"prompt_length": 20000, "response_length": 20000}}}
+        )
         server = ScriptedServer(tokenizer, [CORRECT, "I give up."])
         # Built as verl's AgentLoopWorker builds an agent loop: hydra instantiates the entry of the
         # agent loop config file (as docs/rl_environment.md gives it) with the worker's objects.
-        entry = OmegaConf.create({"name": "kernelsmith", "_target_": "kernelsmith.env.verl_agent.KernelAgentLoop",
-                                  "max_turns": 2, "eval_workers": 2, "record_dir": str(tmp_path / "verl_episodes")})
-        loop = hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(trainer_config),
-                                       server_manager=server, tokenizer=tokenizer, processor=None,
-                                       hf_model_type=None, dataset_cls=RLHFDataset,
-                                       data_config=DictConfigWrap(OmegaConf.create({})), tools=ToolListWrap([]))
+        entry = OmegaConf.create(
+            {
+                "name": "kernelsmith",
+                "_target_": "kernelsmith.env.verl_agent.KernelAgentLoop",
+                "max_turns": 2,
+                "eval_workers": 2,
+                "record_dir": str(tmp_path / "verl_episodes"),
+            }
+        )
+        loop = hydra.utils.instantiate(
+            config=entry,
+            trainer_config=DictConfigWrap(trainer_config),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            hf_model_type=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(OmegaConf.create({})),
+            tools=ToolListWrap([]),
+        )
         assert isinstance(loop, KernelAgentLoop)
         try:
             # verl runs an agent loop on the event loop it took at construction (AgentLoopBase.loop).
             output = loop.loop.run_until_complete(
-                loop.run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"]))
+                loop.run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+            )
         finally:
             close_shared()
 
@@ -93,10 +110,10 @@ def test_verl_agent_loop_runs_an_episode_from_an_exported_row(tmp_path):
     assert len(mask) == len(output.response_ids) and mask[0] == 1 and mask[-1] == 1 and 0 in mask
     first_zero = mask.index(0)
     last_zero = len(mask) - 1 - mask[::-1].index(0)
-    assert all(m == 1 for m in mask[:first_zero]) and all(m == 0 for m in mask[first_zero:last_zero + 1])
+    assert all(m == 1 for m in mask[:first_zero]) and all(m == 0 for m in mask[first_zero : last_zero + 1])
     assert tokenizer.decode(output.prompt_ids) == tokenizer.decode(server.prompts[0])
-    assert "Verdict: CORRECT" in tokenizer.decode(output.response_ids[first_zero:last_zero + 1])
+    assert "Verdict: CORRECT" in tokenizer.decode(output.response_ids[first_zero : last_zero + 1])
     # The verl episode was recorded too, its first turn's parent the exported row's parent (the reference).
-    run = (tmp_path / "verl_episodes")
+    run = tmp_path / "verl_episodes"
     steps = [s for s in read_jsonl(next(run.iterdir()) / "trajectory.jsonl") if s["kind"] == "step"]
     assert [s["status"] for s in steps] == ["correct", "edit-failed"]

@@ -1,6 +1,7 @@
 """End-to-end evaluator tests on the CPU (TRITON_INTERPRET=1): real Triton
 candidates in sandboxed workers; correct ones pass, each kind of hack is
 rejected with its reason, crashes and hangs become structured failures."""
+
 from __future__ import annotations
 
 import json
@@ -59,9 +60,15 @@ def escape_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results(escape_path):
     """Evaluate all runtime cases in one batch over two workers."""
-    saved = {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KS_TEST_TOKEN", "KS_TEST_ESCAPE_PATH")}
-    os.environ.update(OPENAI_API_KEY="sk-test-secret", ANTHROPIC_API_KEY="sk-ant-secret", KS_TEST_TOKEN="tok",
-                      KS_TEST_ESCAPE_PATH=str(escape_path))
+    saved = {
+        k: os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KS_TEST_TOKEN", "KS_TEST_ESCAPE_PATH")
+    }
+    os.environ.update(
+        OPENAI_API_KEY="sk-test-secret",
+        ANTHROPIC_API_KEY="sk-ant-secret",
+        KS_TEST_TOKEN="tok",
+        KS_TEST_ESCAPE_PATH=str(escape_path),
+    )
     try:
         with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
             items = [(Task.load(EXAMPLES / task), Path(path).read_text()) for _, task, path in RUNTIME_CASES]
@@ -112,14 +119,17 @@ def test_shape_specialisation_caught_by_extra_inputs(results):
     assert "do not hard-code sizes" in r.error
 
 
-@pytest.mark.parametrize("name,reason", [
-    ("no_kernel", r"launched no triton kernel"),
-    ("torch_op", r"PyTorch compute ops aten\.relu"),
-    ("input_mutation", r"modified its input #0"),
-    # a replayed output was written by no kernel of this call: the census's
-    # provenance check names it before the replay check compares outputs
-    ("replay", r"same output as for earlier, different inputs|not written by any of the program's kernels"),
-])
+@pytest.mark.parametrize(
+    "name,reason",
+    [
+        ("no_kernel", r"launched no triton kernel"),
+        ("torch_op", r"PyTorch compute ops aten\.relu"),
+        ("input_mutation", r"modified its input #0"),
+        # a replayed output was written by no kernel of this call: the census's
+        # provenance check names it before the replay check compares outputs
+        ("replay", r"same output as for earlier, different inputs|not written by any of the program's kernels"),
+    ],
+)
 def test_runtime_hacks_rejected_with_reason(results, name, reason):
     r = results[name]
     assert r.category == "hacked" and r.hacked and not r.correct, _show(r)
@@ -246,7 +256,9 @@ def test_static_rejections_need_no_worker():
 def test_hang_killed_by_wall_clock_and_evaluator_goes_on():
     task = Task.load(EXAMPLES / "relu", trials=1)
     with Evaluator(backend="triton", workers=2, timeout_s=12, timing=False) as ev:
-        hang, ok = ev.evaluate_many([(task, (CAND / "hang.py").read_text()), (task, (CAND / "relu_correct.py").read_text())])
+        hang, ok = ev.evaluate_many(
+            [(task, (CAND / "hang.py").read_text()), (task, (CAND / "relu_correct.py").read_text())]
+        )
     assert hang.category == "timeout" and "wall-clock limit of 12 s" in hang.error, _show(hang)
     assert "trial 0" in hang.error
     assert ok.category == "ok", _show(ok)
@@ -256,8 +268,9 @@ def test_plain_process_isolation_also_works():
     # what runs where bwrap is missing (e.g. the GPU host)
     task = Task.load(EXAMPLES / "relu", trials=1)
     with Evaluator(backend="triton", workers=2, isolation="process", timing=False) as ev:
-        ok, crash = ev.evaluate_many([(task, (CAND / "relu_correct.py").read_text()),
-                                      (task, (CAND / "crash_segfault.py").read_text())])
+        ok, crash = ev.evaluate_many(
+            [(task, (CAND / "relu_correct.py").read_text()), (task, (CAND / "crash_segfault.py").read_text())]
+        )
     # as root a pool worker also gets its own uid and network namespace
     assert ok.category == "ok" and ok.isolation.split("+")[0] == "process", _show(ok)
     assert crash.category == "crash" and "segmentation fault" in crash.error, _show(crash)
@@ -291,8 +304,9 @@ def test_program_that_changes_when_timed_is_hacked():
         r = ev.evaluate(task, (CAND / "hack_timing_switch.py").read_text())
     # honest for its first 12 calls: the refill checks after the trials (or
     # the output of the timed calls) catch the switch
-    assert r.category == "hacked" and re.search(r"behaves differently when timed|cached from an earlier call",
-                                                r.hack_reasons[0]), _show(r)
+    assert r.category == "hacked" and re.search(
+        r"behaves differently when timed|cached from an earlier call", r.hack_reasons[0]
+    ), _show(r)
 
 
 def test_cli_eval_exit_codes(capsys):

@@ -1,5 +1,6 @@
 """The evaluator's layout (issue 28): functions short enough to read, the
 wire protocol's names in one module, every hack check a registered unit."""
+
 from __future__ import annotations
 
 import ast
@@ -35,8 +36,9 @@ def test_the_protocol_names_its_messages_once():
         for node in ast.walk(tree):
             if isinstance(node, ast.keyword) and node.arg == "type" and isinstance(node.value, ast.Constant):
                 raise AssertionError(f"{module}: message type {node.value.value!r} spelled out")
-            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in names
-                                                     for c in node.comparators):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value in names for c in node.comparators
+            ):
                 raise AssertionError(f"{module}:{node.lineno}: a message name compared as a literal")
 
 
@@ -52,8 +54,11 @@ def test_every_check_module_is_registered_once():
         if info.name == "base":
             continue
         module = importlib.import_module(f"kernelsmith.evaluator.checks.{info.name}")
-        own = [v for v in vars(module).values()
-               if isinstance(v, type) and issubclass(v, Check) and v.__module__ == module.__name__]
+        own = [
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, Check) and v.__module__ == module.__name__
+        ]
         assert own, f"checks/{info.name}.py defines no Check"
         for cls in own:
             assert cls in registered, f"{cls.__name__} (checks/{info.name}.py) is not in checks.CHECKS"
@@ -164,9 +169,20 @@ def test_the_timer_check_with_a_device_level_census():
         runtime_ms = 1.0
 
     census, chan = Census(), Chan()
-    ctx = Context(checks_on=True, census=census, chan=chan, out={}, model=torch.relu, backend=Backend(), cmp=cmp,
-                  make_inputs=lambda gen: list(gen()), clone=lambda xs: [x.clone() for x in xs], atol=1e-6,
-                  rtol=1e-6, run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)))
+    ctx = Context(
+        checks_on=True,
+        census=census,
+        chan=chan,
+        out={},
+        model=torch.relu,
+        backend=Backend(),
+        cmp=cmp,
+        make_inputs=lambda gen: list(gen()),
+        clone=lambda xs: [x.clone() for x in xs],
+        atol=1e-6,
+        rtol=1e-6,
+        run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)),
+    )
     facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=Outcome())
     (reason,) = TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts))
     assert reason.startswith("the timing says 1 ms per call, but the program's own kernels ran 5 ms"), reason
@@ -190,8 +206,11 @@ def test_every_trusted_check_module_is_registered_once():
     assert modules
     for name in modules:
         module = importlib.import_module(f"kernelsmith.evaluator.trusted.{name}")
-        own = [v for v in vars(module).values()
-               if isinstance(v, type) and issubclass(v, TrustedCheck) and v.__module__ == module.__name__]
+        own = [
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, TrustedCheck) and v.__module__ == module.__name__
+        ]
         assert own, f"trusted/{name}.py defines no TrustedCheck"
         for cls in own:
             assert cls in registered, f"{cls.__name__} (trusted/{name}.py) is not in trusted.TRUSTED_CHECKS"
@@ -229,8 +248,9 @@ def test_trusted_checks_the_first_finding_decides(monkeypatch):
         name = "later"
 
     def correct():
-        return EvalResult(category="ok", compiled=True, correct=True, speedup=3.0, speedup_ci_low=2.5,
-                          speedup_ci_high=3.5)
+        return EvalResult(
+            category="ok", compiled=True, correct=True, speedup=3.0, speedup_ci_low=2.5, speedup_ci_high=3.5
+        )
 
     monkeypatch.setattr(trusted, "TRUSTED_CHECKS", [Quiet(), Finds(), Later()])
     r = correct()
@@ -301,17 +321,29 @@ def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
 
     def judge(calls_ms: list[float], timed_ms: float) -> tuple[list[str], dict, int]:
         chan = Chan()
-        ctx = Context(checks_on=True, census=Census(calls_ms), chan=chan, out={}, model=torch.relu,
-                      backend=Backend(), cmp=cmp, make_inputs=lambda gen: list(gen()),
-                      clone=lambda xs: [x.clone() for x in xs], atol=1e-6, rtol=1e-6,
-                      run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)))
+        ctx = Context(
+            checks_on=True,
+            census=Census(calls_ms),
+            chan=chan,
+            out={},
+            model=torch.relu,
+            backend=Backend(),
+            cmp=cmp,
+            make_inputs=lambda gen: list(gen()),
+            clone=lambda xs: [x.clone() for x in xs],
+            atol=1e-6,
+            rtol=1e-6,
+            run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)),
+        )
         facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=outcome(timed_ms))
         return TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)), ctx.out, chan.slots
 
     # the fastest of the censused calls (4 ms) against 1 ms timed: forged
     (reason,), out, slots = judge([6.0, 4.0, 5.0], 1.0)
-    assert reason.startswith("the timing says 1 ms per call, but the fastest of the checked calls took 4 ms on "
-                             "the host (4x, profiler's clock)"), reason
+    assert reason.startswith(
+        "the timing says 1 ms per call, but the fastest of the checked calls took 4 ms on "
+        "the host (4x, profiler's clock)"
+    ), reason
     assert "forged timing figures, or a clock the program changed" in reason, reason
     assert slots == 1 and out["census"]["call_host_ms_per_call"] == 4.0
     assert out["census"]["own_host_ms_per_call"] == 2.0
@@ -328,7 +360,9 @@ def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
     assert clock_mismatch(None) is None and clock_mismatch({"calls": 0, "timer_ms": 0, "raw_ms": 0}) is None
     # a fifth of the time, as got_patch's clock inside forward
     forged = clock_mismatch({"calls": 400, "timer_ms": 800.0, "raw_ms": 4000.0})
-    assert forged is not None and forged.startswith("the timing's clock measured 800 ms over the 400 timed calls"), forged
+    assert forged is not None and forged.startswith("the timing's clock measured 800 ms over the 400 timed calls"), (
+        forged
+    )
     assert "the program changed the clock the timing reads" in forged
     # under a millisecond in all: too little to judge
     assert clock_mismatch({"calls": 4, "timer_ms": 0.1, "raw_ms": 0.5}) is None

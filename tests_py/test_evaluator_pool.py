@@ -1,6 +1,7 @@
 """The warm pool (evaluator/pool.py, zygote.py, contention.py) against real
 workers: isolation between candidates served by the same zygote, one timing
 per device at a time, the trusted shared OpenCL binary cache, finalists."""
+
 from __future__ import annotations
 
 import os
@@ -80,13 +81,16 @@ def test_a_poisoning_candidate_cannot_touch_the_next_one():
         bad = pool.run(task, POISONER, None, False, Limits(timeout_s=120))
         # its patches of torch are found by the integrity snapshot right
         # after its import (before forward runs); the point here is the next one
-        assert bad.category == "hacked" and "the program replaced torch.allclose" in bad.hack_reasons[0], \
-            (bad.error, bad.hack_reasons)
+        assert bad.category == "hacked" and "the program replaced torch.allclose" in bad.hack_reasons[0], (
+            bad.error,
+            bad.hack_reasons,
+        )
         time.sleep(0.5)
         assert _daemons() == [], "a process the candidate left behind is still running"
         if ev._uids is not None:  # as root: other children's folders belong to other uids
-            assert "SIBLING REFUSED PermissionError" in bad.log_tail and "SIBLING WRITTEN" not in bad.log_tail, \
+            assert "SIBLING REFUSED PermissionError" in bad.log_tail and "SIBLING WRITTEN" not in bad.log_tail, (
                 bad.log_tail
+            )
         good = ev.evaluate(task, seed)
     assert good.category == "ok" and good.correct, good.error
     # the patched torch.allclose/clone/empty_like, the file, the variable and
@@ -111,8 +115,17 @@ def test_one_timing_per_device_at_a_time_and_phases_recorded():
     for (_a0, a1), (b0, _b1) in zip(windows, windows[1:]):
         assert a1 <= b0, f"two timings overlapped on one device: {windows}"
     for r in results:
-        for phase in ("queue", "startup", "load", "compile", "correctness", "timing_wait", "timing", "stopped",
-                      "referee"):
+        for phase in (
+            "queue",
+            "startup",
+            "load",
+            "compile",
+            "correctness",
+            "timing_wait",
+            "timing",
+            "stopped",
+            "referee",
+        ):
             assert phase in r.phases, (phase, r.phases)
         if ev.devices == [None]:  # a CPU host: the reference's fixed thread count, recorded
             assert r.load["attempts"][0]["threads"] == 1
@@ -165,8 +178,13 @@ def test_modes_give_the_same_verdicts(mode):
     with Evaluator(backend="triton", mode=mode, workers=2, timing=False, timeout_s=120) as ev:
         results = ev.evaluate_many([(task, sources[n]) for n in names])
     got = {n: r.category for n, r in zip(names, results)}
-    assert got == {"relu_correct": "ok", "identity": "incorrect", "crash_segfault": "crash",
-                   "hack_no_kernel": "hacked", "compile_error": "compile"}, got
+    assert got == {
+        "relu_correct": "ok",
+        "identity": "incorrect",
+        "crash_segfault": "crash",
+        "hack_no_kernel": "hacked",
+        "compile_error": "compile",
+    }, got
 
 
 def test_warm_up_primes_the_referee_with_each_tasks_reference():
@@ -217,7 +235,8 @@ def test_degenerate_forms_come_from_the_referee_in_the_pool(tmp_path):
         "    def forward(self, x):\n"
         "        return x * 1e-9\n\n"
         "def get_inputs():\n    return [torch.randn(4096)]\n\n"
-        "def get_init_inputs():\n    return []\n")
+        "def get_init_inputs():\n    return []\n"
+    )
     task = Task.load(task_dir, trials=1)
     with Evaluator(backend="triton", workers=1, spares=0, timing=False) as ev:
         result = ev.evaluate(task, ZEROS_PROGRAM)
@@ -244,7 +263,8 @@ def test_a_referee_that_does_not_answer_in_time_is_restarted(tmp_path):
         "        time.sleep(60)\n"
         "        return torch.relu(x)\n\n"
         "def get_inputs():\n    return [torch.randn(64)]\n\n"
-        "def get_init_inputs():\n    return []\n")
+        "def get_init_inputs():\n    return []\n"
+    )
     fast = Task.load(EXAMPLES / "triton" / "relu", trials=1)
     with Evaluator(backend="triton", workers=1, spares=0, timing=False) as ev:
         ev.warm_up([fast])

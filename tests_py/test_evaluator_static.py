@@ -1,5 +1,6 @@
 """Static checks, env scrubbing, op-name normalisation and result records:
 the fast parts of the evaluator, no worker processes."""
+
 from __future__ import annotations
 
 import json
@@ -46,23 +47,26 @@ def test_clean_candidate_has_no_findings(triton_backend):
     assert rep.errors == [] and rep.hacks == [] and rep.warnings == []
 
 
-@pytest.mark.parametrize("snippet,reason", [
-    ("try:\n    pass\nexcept Exception:\n    pass\n", "try/except"),
-    ("import threading\n", "import of threading"),
-    ("from concurrent.futures import ThreadPoolExecutor\n", "import of concurrent.futures"),
-    ("import multiprocessing as mp\n", "import of multiprocessing"),
-    ("s = torch.cuda.Stream()\n", "torch.cuda.Stream"),
-    ("ctx = torch.cuda.stream(None)\n", "torch.cuda.stream"),
-    ("import time\ntime.perf_counter = lambda: 0.0\n", "assignment to time.perf_counter"),
-    ("torch.cuda.Event.elapsed_time = lambda a, b: 0.0\n", "assignment to torch.cuda.Event.elapsed_time"),
-    ("torch.nn.functional.relu = print\n", "assignment to torch.nn.functional.relu"),
-    ("setattr(torch, 'matmul', print)\n", "setattr() on module torch"),
-    ("from contextlib import suppress\n", "contextlib.suppress"),
-    ("import sys\nf = sys._getframe(1)\n", "introspecting the harness"),
-    ("import gc\n", "import of gc"),
-    ("m = Model()\n", "reference Model"),
-    ("exec('x = 1')\n", "exec()"),
-])
+@pytest.mark.parametrize(
+    "snippet,reason",
+    [
+        ("try:\n    pass\nexcept Exception:\n    pass\n", "try/except"),
+        ("import threading\n", "import of threading"),
+        ("from concurrent.futures import ThreadPoolExecutor\n", "import of concurrent.futures"),
+        ("import multiprocessing as mp\n", "import of multiprocessing"),
+        ("s = torch.cuda.Stream()\n", "torch.cuda.Stream"),
+        ("ctx = torch.cuda.stream(None)\n", "torch.cuda.stream"),
+        ("import time\ntime.perf_counter = lambda: 0.0\n", "assignment to time.perf_counter"),
+        ("torch.cuda.Event.elapsed_time = lambda a, b: 0.0\n", "assignment to torch.cuda.Event.elapsed_time"),
+        ("torch.nn.functional.relu = print\n", "assignment to torch.nn.functional.relu"),
+        ("setattr(torch, 'matmul', print)\n", "setattr() on module torch"),
+        ("from contextlib import suppress\n", "contextlib.suppress"),
+        ("import sys\nf = sys._getframe(1)\n", "introspecting the harness"),
+        ("import gc\n", "import of gc"),
+        ("m = Model()\n", "reference Model"),
+        ("exec('x = 1')\n", "exec()"),
+    ],
+)
 def test_hacks_found(triton_backend, snippet, reason):
     rep = check(triton_backend, MODEL + "\n" + snippet)
     assert any(reason in h for h in rep.hacks), rep.hacks
@@ -74,7 +78,9 @@ def test_own_copy_of_model_class_is_not_a_static_hack(triton_backend):
 
 
 def test_candidate_without_triton_kernel_is_hacked(triton_backend):
-    rep = triton_backend.static_check("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    rep = triton_backend.static_check(
+        "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+    )
     assert any("no @triton.jit kernel" in h for h in rep.hacks)
 
 
@@ -83,11 +89,14 @@ def test_autotuned_kernel_counts_as_kernel(triton_backend):
     assert triton_backend.static_check(src).hacks == []
 
 
-@pytest.mark.parametrize("snippet", [
-    "z = torch.zeros(3).half()\n",
-    "z = torch.zeros(3).to(torch.bfloat16)\n",
-    "z = torch.zeros(3, dtype=torch.float16)\n",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "z = torch.zeros(3).half()\n",
+        "z = torch.zeros(3).to(torch.bfloat16)\n",
+        "z = torch.zeros(3, dtype=torch.float16)\n",
+    ],
+)
 def test_precision_lowering_is_a_warning_not_a_hack(triton_backend, snippet):
     rep = check(triton_backend, MODEL + snippet)
     assert rep.hacks == [] and rep.errors == []
@@ -103,11 +112,25 @@ def test_syntax_error_and_missing_modelnew_are_errors(triton_backend):
 
 def test_scrub_env_removes_keys_and_tokens_keeps_the_rest():
     env = {
-        "OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "x", "GITHUB_TOKEN": "x", "HF_TOKEN": "x",
-        "AWS_SECRET_ACCESS_KEY": "x", "MY_SERVICE_PASSWORD": "x", "WANDB_API_KEY": "x", "db_secret": "x",
-        "PATH": "/usr/bin", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/lib",
+        "OPENAI_API_KEY": "x",
+        "ANTHROPIC_API_KEY": "x",
+        "GITHUB_TOKEN": "x",
+        "HF_TOKEN": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "MY_SERVICE_PASSWORD": "x",
+        "WANDB_API_KEY": "x",
+        "db_secret": "x",
+        "PATH": "/usr/bin",
+        "TRITON_INTERPRET": "1",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "LD_LIBRARY_PATH": "/lib",
     }
-    assert scrub_env(env) == {"PATH": "/usr/bin", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/lib"}
+    assert scrub_env(env) == {
+        "PATH": "/usr/bin",
+        "TRITON_INTERPRET": "1",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "LD_LIBRARY_PATH": "/lib",
+    }
 
 
 def test_backend_discovery():
@@ -119,11 +142,28 @@ def test_backend_discovery():
 
 
 def test_eval_result_round_trip_and_validation():
-    r = EvalResult(category="incorrect", compiled=True, error="output 0 differs",
-                   correctness={"max_abs_err": 0.5, "max_rel_err": 0.1, "atol": 1e-4, "rtol": 1e-4, "trials": 2,
-                                "first_mismatch": {"input_set": "get_inputs", "trial": 1, "output": 0, "index": [3, 4],
-                                                   "got": 1.0, "expected": 0.5}},
-                   hardware={"device": "cpu"}, isolation="bwrap")
+    r = EvalResult(
+        category="incorrect",
+        compiled=True,
+        error="output 0 differs",
+        correctness={
+            "max_abs_err": 0.5,
+            "max_rel_err": 0.1,
+            "atol": 1e-4,
+            "rtol": 1e-4,
+            "trials": 2,
+            "first_mismatch": {
+                "input_set": "get_inputs",
+                "trial": 1,
+                "output": 0,
+                "index": [3, 4],
+                "got": 1.0,
+                "expected": 0.5,
+            },
+        },
+        hardware={"device": "cpu"},
+        isolation="bwrap",
+    )
     assert EvalResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r
     text = r.render_feedback()
     assert "INCORRECT" in text and "index [3, 4]" in text and "max abs error 0.5" in text
@@ -157,10 +197,21 @@ def test_available_backends_are_exactly_the_backends():
     assert names == ["cuda", "opencl", "triton"], names
     for name in names:
         assert get_backend(name).name == name
-    helpers = {info.name[len("kernelsmith.backends."):]
-               for info in pkgutil.walk_packages(package.__path__, "kernelsmith.backends.")} - set(names)
-    assert {"base", "_choose", "triton.cache", "triton.launch", "triton.warm", "triton.autotune", "triton.backend",
-            "cuda.toolchain", "cuda.backend"} <= helpers, sorted(helpers)
+    helpers = {
+        info.name[len("kernelsmith.backends.") :]
+        for info in pkgutil.walk_packages(package.__path__, "kernelsmith.backends.")
+    } - set(names)
+    assert {
+        "base",
+        "_choose",
+        "triton.cache",
+        "triton.launch",
+        "triton.warm",
+        "triton.autotune",
+        "triton.backend",
+        "cuda.toolchain",
+        "cuda.backend",
+    } <= helpers, sorted(helpers)
     for helper in sorted(helpers | {"triton.base"}):
         with pytest.raises(ValueError, match="unknown backend"):
             get_backend(helper)

@@ -3,6 +3,7 @@ paired comparison with a CI and a verdict, task timing options, rejection of
 hidden work as a hack, the roofline flag, OpenCL event sampling, OpenCL build
 failures as compile errors, GPU detection for the worker pool, and the
 checked-in _core.pyi stub."""
+
 from __future__ import annotations
 
 import ast
@@ -72,7 +73,6 @@ def clock(monkeypatch) -> SimClock:
     return sim
 
 
-
 QUICK = TimingConfig(warmup=1, repeats=6, cpu_max_samples=30, cpu_time_budget_s=0.3, input_sets=2)
 
 
@@ -95,7 +95,9 @@ def test_correct_candidate_gets_a_speedup_with_ci_and_verdict(clock):
     # the pairs alone pin the ratio down; the reported interval carries the
     # host clock's between-session floor (timing.cpu_ci_floor, +-15%)
     assert 1.9 < out.details["pairs_ci"][0] <= out.speedup <= out.details["pairs_ci"][1] < 2.1
-    assert out.speedup_ci_low == pytest.approx(out.speedup * 0.85) and out.speedup_ci_high == pytest.approx(out.speedup * 1.15)
+    assert out.speedup_ci_low == pytest.approx(out.speedup * 0.85) and out.speedup_ci_high == pytest.approx(
+        out.speedup * 1.15
+    )
     assert out.runtime_ms == pytest.approx(1.0, rel=0.05) and out.ref_runtime_ms == pytest.approx(2.0, rel=0.05)
     d = out.details
     assert d["timer"] == "perf_counter" and d["input_sets"] == 2 and d["n_pairs"] >= 6
@@ -131,6 +133,7 @@ def test_external_sample_source_is_used_when_the_backend_gives_one():
             def sample() -> float:
                 fn()
                 return 1e-3 if getattr(fn, "side", "") == "" else 1e-3
+
             return sample
 
     calls = {"ref": 0, "cand": 0}
@@ -141,17 +144,30 @@ def test_external_sample_source_is_used_when_the_backend_gives_one():
     def cand(x):
         calls["cand"] += 1
 
-    out = et.measure(ref, cand, Events(), [(0,), (1,), (2,)], TimingConfig(warmup=0, repeats=10, max_samples=40,
-                                                                              time_budget_s=1.0))
+    out = et.measure(
+        ref, cand, Events(), [(0,), (1,), (2,)], TimingConfig(warmup=0, repeats=10, max_samples=40, time_budget_s=1.0)
+    )
     assert out.details["timer"] == "external" and out.details["input_sets"] == 3
     assert out.verdict == "indistinguishable" and out.speedup == pytest.approx(1.0)
     assert calls["ref"] == calls["cand"] >= 10
 
 
 def _comparison(**kw: Any) -> kt.Comparison:
-    base = dict(speedup=3.0, speedup_low=2.9, speedup_high=3.1, rel_half_width=0.03, verdict="faster",
-                stop_reason="target_reached", n_pairs=50, n_outlier_pairs=0, reference_median_s=3e-3,
-                candidate_median_s=1e-3, elapsed_s=0.5, timer="cuda_event", device="cuda")
+    base = dict(
+        speedup=3.0,
+        speedup_low=2.9,
+        speedup_high=3.1,
+        rel_half_width=0.03,
+        verdict="faster",
+        stop_reason="target_reached",
+        n_pairs=50,
+        n_outlier_pairs=0,
+        reference_median_s=3e-3,
+        candidate_median_s=1e-3,
+        elapsed_s=0.5,
+        timer="cuda_event",
+        device="cuda",
+    )
     base.update(kw)
     return kt.Comparison(**base)
 
@@ -161,9 +177,14 @@ def test_hidden_work_rejection_maps_to_a_rejected_outcome():
     # here: what the evaluator makes of a 'rejected' comparison
     hw = kt.hidden_work_verdict(event_s=1e-4, wall_s=5e-3, overhead_s=2e-5)
     assert hw.suspected
-    c = _comparison(verdict="rejected", rejected_reason="hidden work: " + hw.reason,
-                    hidden_work={"candidate": hw}, reference_cuda_graph=True, candidate_cuda_graph=False,
-                    graph_fallback_reasons={"candidate": "RuntimeError: capture failed"})
+    c = _comparison(
+        verdict="rejected",
+        rejected_reason="hidden work: " + hw.reason,
+        hidden_work={"candidate": hw},
+        reference_cuda_graph=True,
+        candidate_cuda_graph=False,
+        graph_fallback_reasons={"candidate": "RuntimeError: capture failed"},
+    )
     out = et.outcome_from_comparison(c, options={"confidence": 0.95})
     assert out.rejected and "stream the timer does not see" in out.rejected_reason
     assert out.details["hidden_work"]["candidate"]["suspected"] is True
@@ -181,7 +202,8 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
 
     rejected = et.outcome_from_comparison(
         _comparison(verdict="rejected", rejected_reason="hidden work: work ran on a stream the timer does not see"),
-        options={})
+        options={},
+    )
     monkeypatch.setattr(et, "measure", lambda *a, **k: rejected)
 
     class Chan:
@@ -202,10 +224,24 @@ def test_worker_turns_a_rejected_timing_into_a_hack(monkeypatch):
     model = torch.nn.ReLU()
     task = Task.load(EXAMPLES / "triton" / "relu")
     out: dict[str, Any] = {"hardware": {}}
-    ctx = Context(chan=Chan(), backend=HostBackend(), cfg=task.config, ref=Ref, model=model, model_new=model,
-                  make_inputs=lambda gen: list(gen()), clone=lambda v: [t.clone() for t in v], cmp=cmp, out=out,
-                  fail_from=lambda *a, **k: AssertionError("not expected"), atol=1e-4, rtol=1e-4, checks_on=True,
-                  run_checked=lambda args, where: cmp.flatten_outputs(model(*args)), census=None)  # no census here
+    ctx = Context(
+        chan=Chan(),
+        backend=HostBackend(),
+        cfg=task.config,
+        ref=Ref,
+        model=model,
+        model_new=model,
+        make_inputs=lambda gen: list(gen()),
+        clone=lambda v: [t.clone() for t in v],
+        cmp=cmp,
+        out=out,
+        fail_from=lambda *a, **k: AssertionError("not expected"),
+        atol=1e-4,
+        rtol=1e-4,
+        checks_on=True,
+        run_checked=lambda args, where: cmp.flatten_outputs(model(*args)),
+        census=None,
+    )  # no census here
     with pytest.raises(Verdict) as info:
         time_candidate(ctx)
     fields = info.value.fields
@@ -222,21 +258,42 @@ def test_roofline_marks_impossible_times_suspicious(clock):
         return kt.WorkEstimate(bytes_moved=10**12, flops=0, dtype="fp32", flop_counter="test")
 
     # 1 TB in ~1 ms on an H200 (4.8 TB/s): below the floor
-    out = et.measure(lambda x: clock.spin(1e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], QUICK,
-                     device_name="NVIDIA H200", work=work)
+    out = et.measure(
+        lambda x: clock.spin(1e-3),
+        lambda x: clock.spin(1e-3),
+        HostBackend(),
+        [(0,)],
+        QUICK,
+        device_name="NVIDIA H200",
+        work=work,
+    )
     assert out.suspicious and "roofline" in out.suspicious_reasons[0] and "floor" in out.suspicious_reasons[0]
     assert out.details["roofline"]["applied"] and out.details["roofline"]["bytes_moved"] == 10**12
     # an unknown device: no check, and the reference's work is not even estimated
-    out = et.measure(lambda x: clock.spin(1e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], QUICK,
-                     device_name="Mystery GPU", work=work)
+    out = et.measure(
+        lambda x: clock.spin(1e-3),
+        lambda x: clock.spin(1e-3),
+        HostBackend(),
+        [(0,)],
+        QUICK,
+        device_name="Mystery GPU",
+        work=work,
+    )
     assert not out.suspicious and out.details["roofline"]["applied"] is False and len(calls) == 1
     r = EvalResult(category="ok", suspicious=True, suspicious_reasons=["roofline: below the floor"], runtime_ms=1.0)
     assert "suspicious" in r.render_feedback()
 
 
 def test_timing_options_come_from_the_task_config(tmp_path):
-    cfg = TimingConfig(repeats=7, max_samples=100, time_budget_s=3.0, cpu_max_samples=12, cpu_time_budget_s=0.2,
-                       l2_flush=False, cuda_graph=False)
+    cfg = TimingConfig(
+        repeats=7,
+        max_samples=100,
+        time_budget_s=3.0,
+        cpu_max_samples=12,
+        cpu_time_budget_s=0.2,
+        l2_flush=False,
+        cuda_graph=False,
+    )
     gpu = et.harness_options(cfg, host_clock=False)
     # a device timer takes at least gpu_min_pairs (50) pairs, a task's lower repeats notwithstanding
     assert gpu["min_samples"] == 50 and gpu["max_samples"] == 100 and gpu["time_budget_s"] == 3.0
@@ -270,6 +327,7 @@ def test_timing_options_come_from_the_task_config(tmp_path):
 
 
 # -- OpenCL ------------------------------------------------------------------
+
 
 def _opencl_or_skip() -> Any:
     # PoCL is installed by the set-up script: a missing device is a failure here.
@@ -329,8 +387,9 @@ def test_opencl_wall_mode_and_event_sampler_feed_the_paired_comparison(monkeypat
         return y
 
     sets = [(torch.randn(1 << 14),), (torch.randn(1 << 14),)]
-    cfg = TimingConfig(warmup=1, repeats=5, cpu_max_samples=15, cpu_time_budget_s=0.2, max_samples=15,
-                       time_budget_s=0.3)
+    cfg = TimingConfig(
+        warmup=1, repeats=5, cpu_max_samples=15, cpu_time_budget_s=0.2, max_samples=15, time_budget_s=0.3
+    )
     for mode, timer in (("wall", "perf_counter"), ("events", "external")):
         monkeypatch.setenv("KERNELSMITH_OPENCL_TIMING", mode)
         backend = OpenCLBackend()
@@ -401,6 +460,7 @@ def test_device_detection_runs_a_fake_nvidia_smi(tmp_path, monkeypatch):
 
 # -- _core.pyi -------------------------------------------------------------------
 
+
 def _stub_names(body: list, prefix: str = "") -> set[str]:
     """Dotted names the stub declares: submodules are classes in _core.pyi
     (a single-file stub cannot hold modules), so 'timing.median' and
@@ -431,8 +491,9 @@ def _runtime_names(obj: Any, prefix: str = "") -> set[str]:
         # API and need stubs too; dunders and pybind11 internals do not
         if name.startswith(("__", "_pybind11")):
             continue
-        if inspect.isclass(obj) and (hasattr(object, name) or (issubclass(obj, BaseException)
-                                                              and hasattr(BaseException, name))):
+        if inspect.isclass(obj) and (
+            hasattr(object, name) or (issubclass(obj, BaseException) and hasattr(BaseException, name))
+        ):
             continue
         value = getattr(obj, name)
         names.add(prefix + name)
@@ -462,6 +523,7 @@ def test_core_stub_covers_every_public_name():
 
 # -- GPU (run by the lead on the device machine: pytest -m gpu) ----------------
 
+
 def _cuda() -> Any:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -489,8 +551,15 @@ def test_gpu_measure_uses_graphs_l2_flush_rotation_and_records_gpu_state():
     torch = _cuda()
     sets = [(torch.randn(1 << 22, device="cuda"),) for _ in range(3)]
     name = torch.cuda.get_device_name()
-    out = et.measure(torch.relu, lambda x: torch.relu(x), CudaBackend(), sets, TimingConfig(time_budget_s=2.0),
-                     device_name=name, work=lambda: kt.estimate_work(torch.relu, sets[0]))
+    out = et.measure(
+        torch.relu,
+        lambda x: torch.relu(x),
+        CudaBackend(),
+        sets,
+        TimingConfig(time_budget_s=2.0),
+        device_name=name,
+        work=lambda: kt.estimate_work(torch.relu, sets[0]),
+    )
     d = out.details
     assert d["timer"] == "cuda_event" and d["l2_flush"] is True and d["input_sets"] == 3
     assert d["cuda_graph"] == {"reference": True, "candidate": True}, d["graph_fallback_reasons"]

@@ -10,6 +10,7 @@ process agreeing with an honest sample and overruling a forged one (a wrong
 last element, a whole output where a sample is due, a sample of another
 shape), and a whole OpenCL evaluation of a 9M-element task judged through
 the sample."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_positions_are_the_seeds_and_cover_both_ends():
     assert int(a.min()) == 0 and int(a.max()) == n - 1
     assert set(range(evd.EVIDENCE_EDGE)) <= set(a[: evd.EVIDENCE_EDGE].tolist())
     # the random part spreads over the middle, not one region
-    inner = a[evd.EVIDENCE_EDGE:-evd.EVIDENCE_EDGE].float()
+    inner = a[evd.EVIDENCE_EDGE : -evd.EVIDENCE_EDGE].float()
     assert inner.min() >= evd.EVIDENCE_EDGE and inner.max() < n - evd.EVIDENCE_EDGE
     assert abs(float(inner.mean()) / n - 0.5) < 0.01
 
@@ -92,8 +93,14 @@ def test_the_real_referee_judges_a_sample(tmp_path):
         def verdict(candidate, reference):
             evd.write_outputs(str(tmp_path / "out.bin"), {"candidate": candidate, "reference": reference})
             result = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
-            judge(result, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
-                  seeds, task, str(tmp_path), referee)
+            judge(
+                result,
+                {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
+                seeds,
+                task,
+                str(tmp_path),
+                referee,
+            )
             return result
 
         sample = evd.evidence_copy([truth], seeds[1])
@@ -134,9 +141,20 @@ def test_within_agrees_with_compare_without_its_full_pass():
     inf[7] = float("inf")
     other_inf = inf.clone()
     other_inf[8] = float("inf")
-    cases = [([a], [a]), ([a + 1e-6], [a]), ([a + 1], [a]), ([a.double()], [a]), ([a[:10]], [a]),
-             ([nan], [nan]), ([nan], [a]), ([inf], [inf]), ([other_inf], [inf]), ([a, a], [a]),
-             ([torch.zeros(2000)], [a]), ([torch.zeros(0)], [torch.zeros(0)])]
+    cases = [
+        ([a], [a]),
+        ([a + 1e-6], [a]),
+        ([a + 1], [a]),
+        ([a.double()], [a]),
+        ([a[:10]], [a]),
+        ([nan], [nan]),
+        ([nan], [a]),
+        ([inf], [inf]),
+        ([other_inf], [inf]),
+        ([a, a], [a]),
+        ([torch.zeros(2000)], [a]),
+        ([torch.zeros(0)], [torch.zeros(0)]),
+    ]
     for got, expected in cases:
         assert cmp.within(got, expected, 1e-4, 1e-4) == cmp.compare(got, expected, 1e-4, 1e-4)["ok"], (got, expected)
     for shape in [(4, 5, 6), (7,), (3, 1, 2), (2, 0, 3)]:

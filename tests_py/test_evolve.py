@@ -1,4 +1,5 @@
 """The evolution loop: run directory, determinism, resume, and the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def _config(**kw) -> EvolveConfig:
 
 def _archive(run: Path) -> list[tuple]:
     engine = Engine.load(latest_checkpoint(RunDir(run)) / "engine")
-    return sorted((p.id, p.island, p.status, round(p.metrics.get("score", 0.0), 9), p.source)
-                  for p in engine.programs())
+    return sorted(
+        (p.id, p.island, p.status, round(p.metrics.get("score", 0.0), 9), p.source) for p in engine.programs()
+    )
 
 
 def test_run_directory_contents(tmp_path):
@@ -40,8 +42,21 @@ def test_run_directory_contents(tmp_path):
     body = [s for s in steps if s["kind"] == "step"]
     assert len(body) == 10
     for record in body:
-        for key in ("iteration", "island", "parent_id", "inspiration_ids", "prompt", "raw_response",
-                    "model", "usage", "latency_s", "edit", "child_source", "status", "request_id"):
+        for key in (
+            "iteration",
+            "island",
+            "parent_id",
+            "inspiration_ids",
+            "prompt",
+            "raw_response",
+            "model",
+            "usage",
+            "latency_s",
+            "edit",
+            "child_source",
+            "status",
+            "request_id",
+        ):
             assert key in record, key
         assert record["prompt"][0]["role"] == "system" and "Model" in record["prompt"][1]["content"]
     best = max((s for s in steps if s.get("status") == "correct"), key=lambda s: s["metrics"]["score"])
@@ -51,8 +66,10 @@ def test_run_directory_contents(tmp_path):
 
     written = (run / "best_program.py").read_text()
     assert strip_header(written) == best["child_source"] and written != best["child_source"]
-    assert written.startswith(f"# kernelsmith best program: step {best['step']} (program #{best['child_id']})\n"
-                              f"# speedup vs PyTorch: {summary.best_speedup:.3f}x")
+    assert written.startswith(
+        f"# kernelsmith best program: step {best['step']} (program #{best['child_id']})\n"
+        f"# speedup vs PyTorch: {summary.best_speedup:.3f}x"
+    )
     assert "per-step figure, not confirmed" in written.splitlines()[2]
     saved = json.loads((run / "summary.json").read_text())
     assert saved["steps"] == summary.steps == len(steps)
@@ -103,6 +120,7 @@ def test_killed_run_resumes_to_the_same_archive(tmp_path):
         def progress(snapshot):
             if snapshot["steps"] == step:
                 raise Crash()
+
         return progress
 
     killed = CostModelEvaluator()
@@ -206,8 +224,9 @@ def test_evaluations_in_flight_follow_the_evaluator_workers(tmp_path):
     evolve_sync(TASK, _config(iterations=12, proposal_concurrency=6), tmp_path / "w", evaluator=evaluator)
     assert evaluator.peak == 3
     capped = ThreeWorkers()
-    evolve_sync(TASK, _config(iterations=12, proposal_concurrency=6, eval_concurrency=2), tmp_path / "c",
-                evaluator=capped)
+    evolve_sync(
+        TASK, _config(iterations=12, proposal_concurrency=6, eval_concurrency=2), tmp_path / "c", evaluator=capped
+    )
     assert capped.peak == 2
 
 
@@ -224,8 +243,13 @@ def test_prompts_describe_the_hardware_the_worker_measured_on(tmp_path):
 
         async def evaluate_async(self, task, source, trials=None):
             result = await super().evaluate_async(task, source, trials)
-            result.hardware = {"backend": "triton", "device": "NVIDIA H200", "compute_capability": "9.0",
-                               "sm_count": 132, "interpreter": False}
+            result.hardware = {
+                "backend": "triton",
+                "device": "NVIDIA H200",
+                "compute_capability": "9.0",
+                "sm_count": 132,
+                "interpreter": False,
+            }
             return result
 
     evolve_sync(TASK, _config(iterations=2), tmp_path / "h", evaluator=OnAnH200())
@@ -243,16 +267,17 @@ def test_repair_shows_the_failed_program_and_keeps_the_evolve_block_rules(mock_l
     no_markers = seed.replace("# EVOLVE-BLOCK-START\n", "").replace("# EVOLVE-BLOCK-END\n", "")
     broken = seed.replace("BLOCK = 64", "BLOCK = (64")
     mock_llm.script(
-        f"```python\n{outside}```",     # 1: edit-failed (outside the block): the parent's text is what to repair
+        f"```python\n{outside}```",  # 1: edit-failed (outside the block): the parent's text is what to repair
         f"```python\n{no_markers}```",  # 2: repair of 1 dropping the markers: still rejected
-        f"```python\n{broken}```",      # 3: repair of 2: a syntax error, kept as the text to repair
+        f"```python\n{broken}```",  # 3: repair of 2: a syntax error, kept as the text to repair
         "fixed, as a diff:\n<<<<<<< SEARCH\nBLOCK = (64  # tune: [32, 64, 128, 256, 512]\n=======\n"
         "BLOCK = 128  # tune: [32, 64, 128, 256, 512]\n>>>>>>> REPLACE\n",  # 4: repairs 3
     )
     monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    cfg = _config(iterations=4, model="openai:m", proposal_concurrency=1,
-                  engine={"num_islands": 1, "repair_ratio": 1.0})
+    cfg = _config(
+        iterations=4, model="openai:m", proposal_concurrency=1, engine={"num_islands": 1, "repair_ratio": 1.0}
+    )
     evolve_sync(TASK, cfg, tmp_path / "r", evaluator=CostModelEvaluator())
     steps = [s for s in read_trajectory(tmp_path / "r") if s["kind"] == "step"]
     assert [s["mode"] for s in steps[1:]] == ["repair"] * 3
@@ -263,7 +288,7 @@ def test_repair_shows_the_failed_program_and_keeps_the_evolve_block_rules(mock_l
 
     def current_program(step):
         user = step["prompt"][1]["content"]
-        return user[user.index("## Current program"):user.index("### Evaluation of the current program")]
+        return user[user.index("## Current program") : user.index("### Evaluation of the current program")]
 
     assert "BLOCK = 64" in current_program(steps[1])  # the failed program's text, not an empty one
     assert "BLOCK = (64" in current_program(steps[3]) and "SyntaxError" in steps[3]["prompt"][1]["content"]

@@ -1,5 +1,6 @@
 """End-to-end `kernelsmith evolve` on the CPU against the scripted LLM server:
 real SDK client, real edits, real sandboxed evaluator (Triton interpreter)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ SECRET = "sk-test-0123456789abcdefSECRET"
 
 
 def full(source: str, think: str | None = None) -> MockResponse:
-    return MockResponse(text=f"Here is the program:\n```python\n{source}```\n", reasoning=think,
-                        think_tags=think is not None)
+    return MockResponse(
+        text=f"Here is the program:\n```python\n{source}```\n", reasoning=think, think_tags=think is not None
+    )
 
 
 def diff(search: str, replace: str) -> MockResponse:
@@ -39,8 +41,9 @@ def _run(args, env, cwd):
     # The child imports the same kernelsmith as this test (installed or dev tree).
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
     env = dict(env, PYTHONPATH=os.pathsep.join([package_root, env.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "kernelsmith", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "kernelsmith", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow
@@ -48,13 +51,13 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     assert "scale_kernel[(triton" in SEED and "return x * 2.0" in HACKED
     mock_llm.script(
         full(SEED.replace("BLOCK = 64", "BLOCK = 256"), think="bigger blocks amortize"),  # 1 correct rewrite
-        diff("WARPS = 1  # tune: [1, 2, 4, 8]", "WARPS = 4  # tune: [1, 2, 4, 8]"),       # 2 diff that applies
-        diff("BLOCK = 999", "BLOCK = 128"),                                                # 3 diff that does not apply
-        full(SEED.replace("BLOCK = 64", "BLOCK = (64")),                                   # 4 syntax error
-        MockResponse.error(429, retry_after=0.05),                                         # 5 rate limited,
-        MockResponse.slow(3.0),                                                            #   then too slow,
-        full(SEED.replace("BLOCK = 64", "BLOCK = 128")),                                   #   then success
-        full(HACKED),                                                                      # 6 hacked
+        diff("WARPS = 1  # tune: [1, 2, 4, 8]", "WARPS = 4  # tune: [1, 2, 4, 8]"),  # 2 diff that applies
+        diff("BLOCK = 999", "BLOCK = 128"),  # 3 diff that does not apply
+        full(SEED.replace("BLOCK = 64", "BLOCK = (64")),  # 4 syntax error
+        MockResponse.error(429, retry_after=0.05),  # 5 rate limited,
+        MockResponse.slow(3.0),  #   then too slow,
+        full(SEED.replace("BLOCK = 64", "BLOCK = 128")),  #   then success
+        full(HACKED),  # 6 hacked
     )
     config = tmp_path / "run.yaml"
     config.write_text(
@@ -68,8 +71,23 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
     )
     env = dict(os.environ, OPENAI_BASE_URL=mock_llm.openai_base_url, OPENAI_API_KEY=SECRET, TRITON_INTERPRET="1")
     out = tmp_path / "run"
-    proc = _run(["evolve", str(TASK), "--model", "openai:m", "--iterations", "10", "--config", str(config),
-                 "--out", str(out), "--json"], env, tmp_path)
+    proc = _run(
+        [
+            "evolve",
+            str(TASK),
+            "--model",
+            "openai:m",
+            "--iterations",
+            "10",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        env,
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["stop_reason"] == "budget"
@@ -104,8 +122,9 @@ def test_evolve_against_scripted_openai_server(mock_llm, tmp_path):
         assert summary["best_speedup"] == pytest.approx(winner["speedup"])
     else:
         assert "no finalist's re-timing was reliable" in confirmation["note"]
-    assert {r["program_id"] for r in confirmation["finalists"]} <= {s["child_id"] for s in records
-                                                                   if s["status"] == "correct"}
+    assert {r["program_id"] for r in confirmation["finalists"]} <= {
+        s["child_id"] for s in records if s["status"] == "correct"
+    }
     if summary["best_program_id"] is not None:  # None only when no timing at all was reliable
         best = next(s for s in records if s.get("child_id") == summary["best_program_id"])
         from kernelsmith.evolve.best import strip_header
@@ -145,8 +164,7 @@ def test_killed_llm_run_resumes_to_the_same_archive(mock_llm, tmp_path, monkeypa
     monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     mock_llm.handler = _llm_rewrites
-    cfg = load_evolve_config(None, iterations=12, seed=3, model="openai:m", proposal_concurrency=2,
-                             checkpoint_every=3)
+    cfg = load_evolve_config(None, iterations=12, seed=3, model="openai:m", proposal_concurrency=2, checkpoint_every=3)
     full_run = evolve_sync(TASK, cfg, tmp_path / "full", evaluator=CostModelEvaluator())
     sent_full = len(mock_llm.requests)
 

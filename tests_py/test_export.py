@@ -3,6 +3,7 @@ OpenCL softmax example, and a run started from the reference whose scripted
 LLM translates it (translation steps). Filters are checked against the
 records themselves, formats are parsed back. The runs come from the
 session fixture ``runs`` in conftest.py."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,6 @@ from kernelsmith.export import (
 )
 
 SOFTMAX = Path(__file__).resolve().parent.parent / "examples" / "opencl" / "softmax"
-
 
 
 def _expected_sft(run_dir: Path, min_speedup: float = 1.0) -> set[tuple[str, int]]:
@@ -63,7 +63,11 @@ def test_sft_filters_match_the_records(runs, tmp_path, min_speedup):
     assert _kept(out) == expected
     assert summary.kept == len(expected)
     # Every step is accounted for under exactly one reason.
-    assert sum(summary.reasons.values()) == summary.steps_seen == len(load_run(runs["opt"]).steps) + len(load_run(runs["tr"]).steps)
+    assert (
+        sum(summary.reasons.values())
+        == summary.steps_seen
+        == len(load_run(runs["opt"]).steps) + len(load_run(runs["tr"]).steps)
+    )
     assert summary.reasons.get("dropped:edit-failed", 0) >= 1
     assert summary.reasons.get("kept:translation", 0) >= 1
     written = json.loads((out / "summary.json").read_text())
@@ -118,7 +122,9 @@ def test_sft_formats_parse_back(runs, tmp_path):
     export_sft([runs["opt"], runs["tr"]], tmp_path / "al", "llamafactory", cfg, name="ks", llamafactory_style="alpaca")
     info = json.loads((tmp_path / "al" / "dataset_info.json").read_text())
     assert info["ks"]["columns"]["prompt"] == "instruction"
-    assert [r["output"] for r in json.loads((tmp_path / "al" / "ks.json").read_text())] == [r["messages"][-1]["content"] for r in base]
+    assert [r["output"] for r in json.loads((tmp_path / "al" / "ks.json").read_text())] == [
+        r["messages"][-1]["content"] for r in base
+    ]
 
     export_sft([runs["opt"], runs["tr"]], tmp_path / "pq", "parquet", cfg)
     table = pq.read_table(tmp_path / "pq" / "kernelsmith_sft.parquet")
@@ -134,18 +140,27 @@ def test_balanced_sampling_across_difficulty(runs, tmp_path):
     difficulty = tmp_path / "difficulty.yaml"
     difficulty.write_text("opencl_softmax: easy\nsoftmax_from_ref: hard\n")
     out = tmp_path / "bal"
-    unbalanced = export_sft([runs["opt"], runs["tr"]], tmp_path / "all", config=SFTConfig(balance="none", min_speedup=0.0),
-                            difficulty_maps=[difficulty])
+    unbalanced = export_sft(
+        [runs["opt"], runs["tr"]],
+        tmp_path / "all",
+        config=SFTConfig(balance="none", min_speedup=0.0),
+        difficulty_maps=[difficulty],
+    )
     counts = unbalanced.kept_by["difficulty"]
     assert set(counts) == {"easy", "hard"}
-    summary = export_sft([runs["opt"], runs["tr"]], out, config=SFTConfig(balance="min", min_speedup=0.0),
-                         difficulty_maps=[difficulty])
+    summary = export_sft(
+        [runs["opt"], runs["tr"]], out, config=SFTConfig(balance="min", min_speedup=0.0), difficulty_maps=[difficulty]
+    )
     smallest = min(counts.values())
     assert summary.kept_by["difficulty"] == {"easy": smallest, "hard": smallest}
     dropped = sum(v for k, v in summary.reasons.items() if k.startswith("dropped:balanced-out"))
     assert dropped == sum(counts.values()) - 2 * smallest
-    capped = export_sft([runs["opt"], runs["tr"]], tmp_path / "cap", config=SFTConfig(balance="cap", per_category=1, min_speedup=0.0),
-                        difficulty_maps=[difficulty])
+    capped = export_sft(
+        [runs["opt"], runs["tr"]],
+        tmp_path / "cap",
+        config=SFTConfig(balance="cap", per_category=1, min_speedup=0.0),
+        difficulty_maps=[difficulty],
+    )
     assert capped.kept_by["difficulty"] == {"easy": 1, "hard": 1}
 
 
@@ -153,7 +168,9 @@ def test_same_seed_same_bytes(runs, tmp_path):
     cfg = SFTConfig(balance="none", min_speedup=0.0, seed=3)
     export_sft([runs["opt"], runs["tr"]], tmp_path / "a", config=cfg)
     export_sft([runs["opt"], runs["tr"]], tmp_path / "b", config=cfg)
-    assert (tmp_path / "a" / "kernelsmith_sft.jsonl").read_bytes() == (tmp_path / "b" / "kernelsmith_sft.jsonl").read_bytes()
+    assert (tmp_path / "a" / "kernelsmith_sft.jsonl").read_bytes() == (
+        tmp_path / "b" / "kernelsmith_sft.jsonl"
+    ).read_bytes()
     export_rl([runs["opt"], runs["tr"]], tmp_path / "ra", "jsonl", RLConfig(strategy="all", seed=3))
     export_rl([runs["opt"], runs["tr"]], tmp_path / "rb", "jsonl", RLConfig(strategy="all", seed=3))
     assert (tmp_path / "ra" / "train.jsonl").read_bytes() == (tmp_path / "rb" / "train.jsonl").read_bytes()
@@ -163,8 +180,12 @@ def _trusted_runtime(record: dict) -> bool:
     """A correct, timed record whose timing the evaluator trusted (an
     unreliable or suspicious one never sets a best)."""
     metrics = record.get("metrics") or {}
-    return record["status"] == "correct" and bool(metrics.get("runtime_ms")) \
-        and not metrics.get("unreliable") and not metrics.get("suspicious")
+    return (
+        record["status"] == "correct"
+        and bool(metrics.get("runtime_ms"))
+        and not metrics.get("unreliable")
+        and not metrics.get("suspicious")
+    )
 
 
 def _lineage_min_runtime(records: list[dict], parent_id: int) -> float:
@@ -209,8 +230,10 @@ def test_rl_strategies_and_one_schema(runs, tmp_path):
     assert len(results["all"]) == len(steps)
     # initial: one row per seed program of each run, whose parent is that seed
     assert len(results["initial"]) == 2
-    assert all(steps[(r["extra_info"]["run_dir"], r["extra_info"]["step"])]["parent_id"] in (0, 1, 2, 3)
-               for r in results["initial"])
+    assert all(
+        steps[(r["extra_info"]["run_dir"], r["extra_info"]["step"])]["parent_id"] in (0, 1, 2, 3)
+        for r in results["initial"]
+    )
     # best: correct children faster than every ancestor of their parent
     expected = set()
     for (run_dir, step), r in steps.items():
@@ -220,8 +243,12 @@ def test_rl_strategies_and_one_schema(runs, tmp_path):
     assert {(r["extra_info"]["run_dir"], r["extra_info"]["step"]) for r in results["best"]} == expected
     # the first correct translation of the reference is a best step, where
     # its timing was trusted (on a machine too busy for that, it is not)
-    translations = [r for r in results["all"] if r["extra_info"]["kind"] == "translation"
-                    and _trusted_runtime(steps[(r["extra_info"]["run_dir"], r["extra_info"]["step"])])]
+    translations = [
+        r
+        for r in results["all"]
+        if r["extra_info"]["kind"] == "translation"
+        and _trusted_runtime(steps[(r["extra_info"]["run_dir"], r["extra_info"]["step"])])
+    ]
     assert all(r["extra_info"]["recorded"]["child_coverage"] == 1.0 for r in results["best"])
     if translations:
         translation = next(r for r in results["best"] if r["extra_info"]["kind"] == "translation")
@@ -231,8 +258,23 @@ def test_rl_strategies_and_one_schema(runs, tmp_path):
 
 def test_rl_val_split_by_task_and_cli(runs, tmp_path, capsys):
     out = tmp_path / "cli"
-    code = cli_main(["export", "rl", str(runs["opt"]), str(runs["tr"]), "-o", str(out), "--strategy", "all",
-                     "--val-fraction", "0.5", "--seed", "1", "--json"])
+    code = cli_main(
+        [
+            "export",
+            "rl",
+            str(runs["opt"]),
+            str(runs["tr"]),
+            "-o",
+            str(out),
+            "--strategy",
+            "all",
+            "--val-fraction",
+            "0.5",
+            "--seed",
+            "1",
+            "--json",
+        ]
+    )
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     train, val = read_jsonl_parquet(out / "train.parquet"), read_jsonl_parquet(out / "val.parquet")
@@ -265,9 +307,11 @@ def test_rl_lengths_warning_compaction_and_openrlhf_columns(runs, tmp_path):
     over = warned.lengths["rows_over_limit"]
     assert over >= 1 and any(f"{over} of " in w and f"{limit} tokens" in w for w in warned.warnings)
 
-    compact = export_rl(both, tmp_path / "compact", "jsonl",
-                        RLConfig(strategy="all", max_prompt_tokens=limit, compact=True))
+    compact = export_rl(
+        both, tmp_path / "compact", "jsonl", RLConfig(strategy="all", max_prompt_tokens=limit, compact=True)
+    )
     assert compact.lengths["rows_compacted"] >= 1 and compact.lengths["prompt_tokens"]["max"] <= limit
+
     def key(row):
         return row["extra_info"]["run_dir"], row["extra_info"]["request_id"]
 

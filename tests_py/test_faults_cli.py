@@ -6,6 +6,7 @@ the deterministic stand-in evaluator: these faults happen before anything is
 evaluated, and it keeps each run to a few seconds); one runs the real
 ``python -m kernelsmith`` with the sandboxed evaluator end to end.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,19 +30,22 @@ def _env(**extra: str) -> dict[str, str]:
     import kernelsmith
 
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
-               TRITON_INTERPRET="1")
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]), TRITON_INTERPRET="1"
+    )
     for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY"):
         env.pop(name, None)
     env.update(extra)
     return env
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-        real: bool = False) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, real: bool = False
+) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "kernelsmith"] if real else [sys.executable, str(HERE / "standin_cli.py")]
-    return subprocess.run(command + [str(a) for a in args], env=env or _env(), cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        command + [str(a) for a in args], env=env or _env(), cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def _llm_env(mock_llm) -> dict[str, str]:
@@ -51,18 +55,27 @@ def _llm_env(mock_llm) -> dict[str, str]:
 def _config(tmp_path: Path, max_llm_failures: int = 2, **llm: object) -> Path:
     path = tmp_path / "run.yaml"
     retry = {"max_attempts": 2, "backoff_base_s": 0.01}
-    path.write_text(json.dumps({  # JSON is YAML
-        "proposal_concurrency": 1, "checkpoint_every": 2, "max_llm_failures": max_llm_failures,
-        # 2 s: on a loaded 2-core machine a request can wait that long before the
-        # mock server's thread records it (0.5 s lost requests under load)
-        "llm": {"timeout_s": 2.0, "retry": retry, **llm},
-    }))
+    path.write_text(
+        json.dumps(
+            {  # JSON is YAML
+                "proposal_concurrency": 1,
+                "checkpoint_every": 2,
+                "max_llm_failures": max_llm_failures,
+                # 2 s: on a loaded 2-core machine a request can wait that long before the
+                # mock server's thread records it (0.5 s lost requests under load)
+                "llm": {"timeout_s": 2.0, "retry": retry, **llm},
+            }
+        )
+    )
     return path
 
 
 def _steps(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()
-            if json.loads(line)["kind"] == "step"]
+    return [
+        json.loads(line)
+        for line in (run / "trajectory.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "step"
+    ]
 
 
 def _last_line(proc: subprocess.CompletedProcess) -> str:
@@ -78,8 +91,9 @@ def _full(source: str) -> str:
 def test_revoked_key_stops_the_real_cli_at_once(mock_llm, tmp_path):
     mock_llm.handler = lambda request: MockResponse.error(401, "Incorrect API key provided: sk-...cdef")
     out = tmp_path / "run"
-    proc = cli("evolve", TASK, "--model", "openai:m", "--iterations", 40, "--out", out,
-               env=_llm_env(mock_llm), real=True)
+    proc = cli(
+        "evolve", TASK, "--model", "openai:m", "--iterations", 40, "--out", out, env=_llm_env(mock_llm), real=True
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     last = _last_line(proc)
@@ -103,10 +117,23 @@ def test_revoked_key_stops_the_real_cli_at_once(mock_llm, tmp_path):
 
 def test_quota_refusal_stops_the_run_at_once(mock_llm, tmp_path):
     mock_llm.handler = lambda request: MockResponse.error(
-        429, "You exceeded your current quota, please check your plan and billing details.")
+        429, "You exceeded your current quota, please check your plan and billing details."
+    )
     out = tmp_path / "run"
-    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path), "--out", out,
-               "--iterations", 10, "--json", env=_llm_env(mock_llm))
+    proc = cli(
+        "evolve",
+        TASK,
+        "--model",
+        "openai:m",
+        "--config",
+        _config(tmp_path),
+        "--out",
+        out,
+        "--iterations",
+        10,
+        "--json",
+        env=_llm_env(mock_llm),
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["stop_reason"] == "llm-quota" and "exceeded your current quota" in summary["stop_detail"]
@@ -121,17 +148,33 @@ def test_quota_refusal_stops_the_run_at_once(mock_llm, tmp_path):
     assert sorted(s["request_id"] for s in _steps(out)) == list(range(10))
 
 
-@pytest.mark.parametrize("fault, kind", [
-    (lambda r: MockResponse.error(500, "upstream exploded"), "server"),
-    (lambda r: MockResponse.malformed(), "malformed"),
-    (lambda r: MockResponse.dropped(), "connection"),
-    (lambda r: MockResponse.slow(5.0), "timeout"),
-], ids=["http-500", "malformed-json", "dropped-connection", "slow"])
+@pytest.mark.parametrize(
+    "fault, kind",
+    [
+        (lambda r: MockResponse.error(500, "upstream exploded"), "server"),
+        (lambda r: MockResponse.malformed(), "malformed"),
+        (lambda r: MockResponse.dropped(), "connection"),
+        (lambda r: MockResponse.slow(5.0), "timeout"),
+    ],
+    ids=["http-500", "malformed-json", "dropped-connection", "slow"],
+)
 def test_failing_endpoint_stops_after_max_llm_failures(mock_llm, tmp_path, fault, kind):
     mock_llm.handler = fault
     out = tmp_path / "run"
-    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path), "--out", out,
-               "--iterations", 10, "--json", env=_llm_env(mock_llm))
+    proc = cli(
+        "evolve",
+        TASK,
+        "--model",
+        "openai:m",
+        "--config",
+        _config(tmp_path),
+        "--out",
+        out,
+        "--iterations",
+        10,
+        "--json",
+        env=_llm_env(mock_llm),
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["stop_reason"] == "llm-failures"
@@ -147,18 +190,33 @@ def test_failing_endpoint_stops_after_max_llm_failures(mock_llm, tmp_path, fault
         assert steps[0]["llm_error"]["status"] == 500 and "upstream exploded" in steps[0]["llm_error"]["message"]
 
 
-@pytest.mark.parametrize("fault, kind, words", [
-    (lambda r: MockResponse.malformed(), "malformed", "malformed"),
-    (lambda r: MockResponse.dropped(), "connection", "connection"),
-], ids=["malformed-json", "dropped-connection"])
+@pytest.mark.parametrize(
+    "fault, kind, words",
+    [
+        (lambda r: MockResponse.malformed(), "malformed", "malformed"),
+        (lambda r: MockResponse.dropped(), "connection", "connection"),
+    ],
+    ids=["malformed-json", "dropped-connection"],
+)
 def test_a_run_whose_every_proposal_failed_exits_1_naming_the_fault(mock_llm, tmp_path, fault, kind, words):
     """Fewer failures than max_llm_failures, so the loop runs to its last
     iteration: it used to end as 'iterations' with exit code 0 and only the
     progress line's 'LLM errors 2' said nothing came back."""
     mock_llm.handler = fault
     out = tmp_path / "run"
-    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path, max_llm_failures=5),
-               "--out", out, "--iterations", 2, env=_llm_env(mock_llm))
+    proc = cli(
+        "evolve",
+        TASK,
+        "--model",
+        "openai:m",
+        "--config",
+        _config(tmp_path, max_llm_failures=5),
+        "--out",
+        out,
+        "--iterations",
+        2,
+        env=_llm_env(mock_llm),
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -181,8 +239,20 @@ def test_a_run_with_some_good_proposals_exits_0_despite_llm_errors(mock_llm, tmp
     mock_llm.script(MockResponse.dropped(), MockResponse.dropped())  # step 1 fails for good (2 attempts)
     mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 2"))
     out = tmp_path / "run"
-    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path, max_llm_failures=5),
-               "--out", out, "--iterations", 2, "--json", env=_llm_env(mock_llm))
+    proc = cli(
+        "evolve",
+        TASK,
+        "--model",
+        "openai:m",
+        "--config",
+        _config(tmp_path, max_llm_failures=5),
+        "--out",
+        out,
+        "--iterations",
+        2,
+        "--json",
+        env=_llm_env(mock_llm),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["stop_reason"] == "iterations" and summary["status_counts"]["llm-error"] == 1
@@ -212,22 +282,37 @@ def test_the_offline_mutator_on_a_program_without_tune_values_is_bad_input(tmp_p
     from kernelsmith.evolve import evolve_sync, load_evolve_config
     from standin_evaluator import CostModelEvaluator
 
-    summary = evolve_sync(noseed, load_evolve_config(None, iterations=2, proposal_concurrency=1), out,
-                          evaluator=CostModelEvaluator())
+    summary = evolve_sync(
+        noseed, load_evolve_config(None, iterations=2, proposal_concurrency=1), out, evaluator=CostModelEvaluator()
+    )
     assert summary.failed and summary.stop_reason == "llm-all-failed"
     assert "no tunable values to mutate" in summary.stop_detail
 
 
 def test_transient_faults_are_retried_and_failures_never_reach_a_prompt(mock_llm, tmp_path):
     mock_llm.script(
-        MockResponse.error(429, "rate limited, slow down", retry_after=0.01), _full(SEED.replace("BLOCK = 64", "BLOCK = 128")),
-        MockResponse.dropped(), MockResponse.malformed(),  # step 2 fails for good (2 attempts)
+        MockResponse.error(429, "rate limited, slow down", retry_after=0.01),
+        _full(SEED.replace("BLOCK = 64", "BLOCK = 128")),
+        MockResponse.dropped(),
+        MockResponse.malformed(),  # step 2 fails for good (2 attempts)
         _full(SEED.replace("BLOCK = 64", "BLOCK = 256")),
     )
     mock_llm.handler = lambda request: _full(SEED.replace("WARPS = 1", "WARPS = 4"))
     out = tmp_path / "run"
-    proc = cli("evolve", TASK, "--model", "openai:m", "--config", _config(tmp_path), "--out", out,
-               "--iterations", 4, "--json", env=_llm_env(mock_llm))
+    proc = cli(
+        "evolve",
+        TASK,
+        "--model",
+        "openai:m",
+        "--config",
+        _config(tmp_path),
+        "--out",
+        out,
+        "--iterations",
+        4,
+        "--json",
+        env=_llm_env(mock_llm),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["stop_reason"] == "iterations"
@@ -260,11 +345,15 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["evolve", TASK, "--config", tmp_path / "unknown.yaml"], "unknown.yaml: unknown config key 'iteratons'"),
         (["evolve", TASK, "--config", tmp_path / "engine.yaml"], "engine.yaml: engine: config key 'num_islands'"),
         (["evolve", TASK, "--config", tmp_path / "list.yaml"], "expected a mapping"),
-        (["evolve", TASK, "--config", tmp_path / "types.yaml"],
-         "types.yaml: config key 'iterations' must be an integer, got 'abc'"),
+        (
+            ["evolve", TASK, "--config", tmp_path / "types.yaml"],
+            "types.yaml: config key 'iterations' must be an integer, got 'abc'",
+        ),
         (["evolve", TASK, "--config", tmp_path / "section.yaml"], "section.yaml: config key 'llm' must be a mapping"),
-        (["evolve", TASK, "--config", tmp_path / "nested.yaml"],
-         "nested.yaml: config key 'prompt.max_history' must be an integer"),
+        (
+            ["evolve", TASK, "--config", tmp_path / "nested.yaml"],
+            "nested.yaml: config key 'prompt.max_history' must be an integer",
+        ),
         (["evolve", "--resume", tmp_path / "noref"], "is not a run directory"),
         (["evolve", "--resume", tmp_path / "nowhere"], "does not exist"),
         (["evolve", TASK, "--model", "gpt4"], "model must be"),
@@ -294,9 +383,15 @@ def test_bad_input_is_one_clear_message_with_exit_code_2(tmp_path):
         full = args + (["--out", out] if args[1:2] and args[1] != "--resume" and len(args) > 1 else [])
         proc = cli(*full, cwd=tmp_path)
         lines = proc.stderr.strip().splitlines()
-        ok = (proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1
-              and lines[0].startswith("kernelsmith evolve: error: ") and expected in lines[0]
-              and "/cpp/" not in proc.stderr and not out.exists())
+        ok = (
+            proc.returncode == 2
+            and "Traceback" not in proc.stderr
+            and len(lines) == 1
+            and lines[0].startswith("kernelsmith evolve: error: ")
+            and expected in lines[0]
+            and "/cpp/" not in proc.stderr
+            and not out.exists()
+        )
         if not ok:
             failures.append((full, proc.returncode, proc.stderr[-1500:]))
     assert not failures, failures
@@ -312,11 +407,13 @@ def test_config_values_of_the_wrong_type_name_the_key_and_numbers_written_as_yam
     # YAML 1.1 reads 1e-3 as a string: still a number where a number is due.
     task = from_dict(TaskConfig, yaml.safe_load("atol: 1e-3\ntrials: '3'\n"))
     assert task.atol == 0.001 and task.trials == 3
-    for text, message in (("seed: 1.5", "config key 'seed' must be an integer, got 1.5"),
-                          ("model: 5", "config key 'model' must be a string, got 5"),
-                          ("checkpoint_every: true", "config key 'checkpoint_every' must be an integer, got True"),
-                          ("llm: {temperature: hot}", "config key 'llm.temperature' must be a number, got 'hot'"),
-                          ("engine: [1]", "config key 'engine' must be a mapping of keys, got [1]")):
+    for text, message in (
+        ("seed: 1.5", "config key 'seed' must be an integer, got 1.5"),
+        ("model: 5", "config key 'model' must be a string, got 5"),
+        ("checkpoint_every: true", "config key 'checkpoint_every' must be an integer, got True"),
+        ("llm: {temperature: hot}", "config key 'llm.temperature' must be a number, got 'hot'"),
+        ("engine: [1]", "config key 'engine' must be a mapping of keys, got [1]"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_evolve_config(**yaml.safe_load(text))
 
@@ -454,8 +551,9 @@ def test_resume_past_a_corrupt_checkpoint_falls_back_to_the_one_before(tmp_path)
     for key in ("steps", "status_counts", "best_speedup", "best_program_id", "archive"):
         assert summary[key] == expected[key], key
     assert [s["request_id"] for s in _steps(out)] == list(range(8))
-    assert [s["child_source"] for s in _steps(out) if "child_source" in s] == \
-        [s["child_source"] for s in _steps(whole) if "child_source" in s]
+    assert [s["child_source"] for s in _steps(out) if "child_source" in s] == [
+        s["child_source"] for s in _steps(whole) if "child_source" in s
+    ]
 
 
 def test_core_errors_carry_no_cpp_source_path(tmp_path):
@@ -491,7 +589,12 @@ def test_other_commands_report_bad_input_the_same_way(tmp_path):
     for args, expected in cases:
         proc = cli(*args, cwd=tmp_path)
         lines = proc.stderr.strip().splitlines()
-        if not (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"kernelsmith {args[0]}: error: ")
-                and expected in lines[0] and not missing.exists()):
+        if not (
+            proc.returncode == 2
+            and len(lines) == 1
+            and lines[0].startswith(f"kernelsmith {args[0]}: error: ")
+            and expected in lines[0]
+            and not missing.exists()
+        ):
             failures.append((args, proc.returncode, proc.stderr[-800:]))
     assert not failures, failures

@@ -4,6 +4,7 @@ a best: the gate's verdict per comparison, the reference that moves with
 the program it is paired with, the winner held to its alone re-timing, and
 the false-best case itself (five fused OpenCL finalists re-timed next to a
 busy neighbour)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -58,15 +59,30 @@ def test_a_finalist_whose_reference_moves_with_it_is_unreliable():
 
 
 def test_verdicts_come_from_the_gates_records_not_the_worker():
-    entries = [{"index": 0, "correct": True, "speedup": 3.8, "ref_runtime_ms": 48.0},
-               {"index": 1, "correct": True, "speedup": 1.1, "ref_runtime_ms": 10.1},
-               {"index": 2, "correct": True, "speedup": 5.0, "ref_runtime_ms": 10.0, "timing_reliable": True}]
-    load = {"attempts": [
-        {"comparison": "reference", "ref_ms": 10.0, "reasons": []},
-        {"comparison": "finalist 0", "ref_ms": 48.0, "reference_alone_ms": 10.0, "reference_ratio": 4.8,
-         "reasons": ["reference moved with the program"]},
-        {"comparison": "finalist 1", "ref_ms": 10.1, "reference_alone_ms": 10.0, "reference_ratio": 1.01,
-         "reasons": []}]}
+    entries = [
+        {"index": 0, "correct": True, "speedup": 3.8, "ref_runtime_ms": 48.0},
+        {"index": 1, "correct": True, "speedup": 1.1, "ref_runtime_ms": 10.1},
+        {"index": 2, "correct": True, "speedup": 5.0, "ref_runtime_ms": 10.0, "timing_reliable": True},
+    ]
+    load = {
+        "attempts": [
+            {"comparison": "reference", "ref_ms": 10.0, "reasons": []},
+            {
+                "comparison": "finalist 0",
+                "ref_ms": 48.0,
+                "reference_alone_ms": 10.0,
+                "reference_ratio": 4.8,
+                "reasons": ["reference moved with the program"],
+            },
+            {
+                "comparison": "finalist 1",
+                "ref_ms": 10.1,
+                "reference_alone_ms": 10.0,
+                "reference_ratio": 1.01,
+                "reasons": [],
+            },
+        ]
+    }
     apply_verdicts(entries, load)
     assert [reliable(e) for e in entries] == [False, True, False]
     assert entries[0]["reference_ratio"] == 4.8
@@ -75,8 +91,10 @@ def test_verdicts_come_from_the_gates_records_not_the_worker():
 
 
 def test_a_reference_far_from_the_median_over_the_finalists_is_marked():
-    entries = [{"index": i, "correct": True, "speedup": s, "ref_runtime_ms": r, "timing_reliable": True}
-               for i, (s, r) in enumerate([(1.1, 10.0), (1.2, 10.4), (4.6, 47.0), (1.0, 9.7)])]
+    entries = [
+        {"index": i, "correct": True, "speedup": s, "ref_runtime_ms": r, "timing_reliable": True}
+        for i, (s, r) in enumerate([(1.1, 10.0), (1.2, 10.4), (4.6, 47.0), (1.0, 9.7)])
+    ]
     check_reference_spread(entries, 0.15)
     assert [reliable(e) for e in entries] == [True, True, False, True]
     assert "median" in entries[2]["unreliable_reasons"][0]
@@ -86,12 +104,23 @@ def test_the_winner_is_held_to_its_alone_figure():
     """Above its alone CI: capped to the alone figure, and the next one,
     now ahead, is re-timed alone too; an alone timing that is unreliable
     marks the finalist, and nothing unchecked stays on top."""
+
     def row(i, s):
-        return {"index": i, "correct": True, "speedup": s, "speedup_ci_low": s * 0.85, "speedup_ci_high": s * 1.15,
-                "timing_reliable": True}
+        return {
+            "index": i,
+            "correct": True,
+            "speedup": s,
+            "speedup_ci_low": s * 0.85,
+            "speedup_ci_high": s * 1.15,
+            "timing_reliable": True,
+        }
+
     entries = [row(0, 3.8), row(1, 1.3), row(2, 1.2), row(3, 0.9)]
-    alone = {0: dict(row(0, 1.07)), 1: dict(row(1, 1.25), timing_reliable=False, unreliable_reasons=["host busy"]),
-             2: dict(row(2, 1.15))}
+    alone = {
+        0: dict(row(0, 1.07)),
+        1: dict(row(1, 1.25), timing_reliable=False, unreliable_reasons=["host busy"]),
+        2: dict(row(2, 1.15)),
+    }
     checked = hold_to_alone(entries, lambda i: alone[i])
     assert checked == [0, 1, 2]
     assert entries[0]["speedup"] == pytest.approx(1.07) and "above its alone" in entries[0]["capped"]
@@ -108,14 +137,43 @@ def test_with_every_finalist_marked_for_its_reference_the_fastest_is_retimed_alo
     with the lowest own time is re-timed alone and that reliable figure is
     its confirmed one; a finalist marked for contention is not rescued."""
     moved = ["reference moved with the program: 42 ms paired with finalist 0, 15 ms alone"]
-    entries = [{"index": 0, "correct": True, "speedup": 4.4, "runtime_ms": 9.6, "timing_reliable": False,
-                "unreliable_reasons": list(moved)},
-               {"index": 1, "correct": True, "speedup": 3.9, "runtime_ms": 9.0, "timing_reliable": False,
-                "unreliable_reasons": list(moved)},
-               {"index": 2, "correct": True, "speedup": 5.0, "runtime_ms": 8.0, "timing_reliable": False,
-                "unreliable_reasons": ["host busy: 1.5 of 2 cores used by other work"]}]
-    alone = {"index": 0, "correct": True, "speedup": 1.38, "speedup_ci_low": 1.17, "speedup_ci_high": 1.59,
-             "runtime_ms": 9.1, "ref_runtime_ms": 12.6, "verdict": "faster", "timing_reliable": True}
+    entries = [
+        {
+            "index": 0,
+            "correct": True,
+            "speedup": 4.4,
+            "runtime_ms": 9.6,
+            "timing_reliable": False,
+            "unreliable_reasons": list(moved),
+        },
+        {
+            "index": 1,
+            "correct": True,
+            "speedup": 3.9,
+            "runtime_ms": 9.0,
+            "timing_reliable": False,
+            "unreliable_reasons": list(moved),
+        },
+        {
+            "index": 2,
+            "correct": True,
+            "speedup": 5.0,
+            "runtime_ms": 8.0,
+            "timing_reliable": False,
+            "unreliable_reasons": ["host busy: 1.5 of 2 cores used by other work"],
+        },
+    ]
+    alone = {
+        "index": 0,
+        "correct": True,
+        "speedup": 1.38,
+        "speedup_ci_low": 1.17,
+        "speedup_ci_high": 1.59,
+        "runtime_ms": 9.1,
+        "ref_runtime_ms": 12.6,
+        "verdict": "faster",
+        "timing_reliable": True,
+    }
     asked = []
     checked = hold_to_alone(entries, lambda i: asked.append(i) or dict(alone, index=i))
     assert asked == [1] and checked == [1]
@@ -126,8 +184,11 @@ def test_with_every_finalist_marked_for_its_reference_the_fastest_is_retimed_alo
 
 def _fused(vec: int, work_group: int) -> str:
     seed = (EXAMPLE / "seed.py").read_text()
-    out = seed.replace('STRATEGY = "per_op"', 'STRATEGY = "fused"').replace("VEC = 1 ", f"VEC = {vec} ") \
+    out = (
+        seed.replace('STRATEGY = "per_op"', 'STRATEGY = "fused"')
+        .replace("VEC = 1 ", f"VEC = {vec} ")
         .replace("WORK_GROUP = 64 ", f"WORK_GROUP = {work_group} ")
+    )
     assert out.count('"fused"') >= 2 and f"VEC = {vec} " in out, "the example's tune annotations changed"
     return out
 
@@ -142,12 +203,14 @@ def test_five_fused_finalists_next_to_a_busy_neighbour_claim_nothing_false():
     load 3-5; the rules are the same."""
     combos = [(1, 64), (4, 64), (16, 64), (4, 16), (16, 256)]
     sources = [_fused(*c) for c in combos]
-    task = Task.load(EXAMPLE, trials=1, timing={"warmup": 1, "repeats": 8, "cpu_finalist_max_samples": 15,
-                                                 "cpu_finalist_time_budget_s": 0.3})
+    task = Task.load(
+        EXAMPLE,
+        trials=1,
+        timing={"warmup": 1, "repeats": 8, "cpu_finalist_max_samples": 15, "cpu_finalist_time_budget_s": 0.3},
+    )
     # one re-timing with a short back-off (a run's gate allows two, after
     # 0.5 and 1 s) keeps the ten runs quick; the verdicts are the same rules
-    with Evaluator(backend="opencl", workers=1,
-                   timing_policy=TimingPolicy(max_retimes=1, retime_backoff_s=0.05)) as ev:
+    with Evaluator(backend="opencl", workers=1, timing_policy=TimingPolicy(max_retimes=1, retime_backoff_s=0.05)) as ev:
         truth = []
         for source in sources:  # each alone, with nothing of ours next to it
             row = ev.confirm_best(task, [source], alone=False)["finalists"][0]
@@ -159,8 +222,11 @@ def test_five_fused_finalists_next_to_a_busy_neighbour_claim_nothing_false():
         try:
             for run in range(10):
                 outcomes.append(ev.confirm_best(task, sources)["finalists"])
-                print(f"run {run}: {time.monotonic() - started:.1f} s, reliable "
-                      f"{[r['index'] for r in outcomes[-1] if reliable(r)]}", flush=True)
+                print(
+                    f"run {run}: {time.monotonic() - started:.1f} s, reliable "
+                    f"{[r['index'] for r in outcomes[-1] if reliable(r)]}",
+                    flush=True,
+                )
         finally:
             busy.kill()
             busy.wait()
@@ -174,4 +240,5 @@ def test_five_fused_finalists_next_to_a_busy_neighbour_claim_nothing_false():
                 assert r is not best and r.get("unreliable_reasons"), r
                 continue
             assert abs(r["speedup"] - alone) <= 0.15 * alone, (
-                f"run {run}: finalist {combos[r['index']]} confirmed {r['speedup']:.3f}x, alone {alone:.3f}x: {r}")
+                f"run {run}: finalist {combos[r['index']]} confirmed {r['speedup']:.3f}x, alone {alone:.3f}x: {r}"
+            )

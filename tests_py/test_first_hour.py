@@ -8,6 +8,7 @@ exit codes, with the deterministic stand-in evaluator of
 standin_evaluator.py), so each takes seconds; the backend default runs the
 real evaluator on the OpenCL example.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,19 +32,25 @@ def _env(**extra: str) -> dict[str, str]:
     import kernelsmith
 
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
-               TRITON_INTERPRET="1", KERNELSMITH_DAEMON="0")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+        TRITON_INTERPRET="1",
+        KERNELSMITH_DAEMON="0",
+    )
     for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY", "KS_STANDIN_CONFIRM", "KS_STANDIN_DELAY"):
         env.pop(name, None)
     env.update(extra)
     return env
 
 
-def cli(*args: object, env: dict[str, str] | None = None, real: bool = False,
-        timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(
+    *args: object, env: dict[str, str] | None = None, real: bool = False, timeout: float = 300
+) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "kernelsmith"] if real else [sys.executable, str(HERE / "standin_cli.py")]
-    return subprocess.run(command + [str(a) for a in args], env=env or _env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        command + [str(a) for a in args], env=env or _env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _records(run: Path) -> list[dict]:
@@ -51,10 +58,13 @@ def _records(run: Path) -> list[dict]:
 
 
 # ------------------------------------------------------------ one best number
-@pytest.mark.parametrize("confirmed, words", [
-    ("1.02,0.95,1.09", "indistinguishable from PyTorch"),
-    ("1.30,1.20,1.40", "faster than PyTorch"),
-])
+@pytest.mark.parametrize(
+    "confirmed, words",
+    [
+        ("1.02,0.95,1.09", "indistinguishable from PyTorch"),
+        ("1.30,1.20,1.40", "faster than PyTorch"),
+    ],
+)
 def test_one_best_number_in_summary_best_program_report_and_progress(tmp_path, confirmed, words):
     """The run's per-step figures (1.25x at best here) and the finalists'
     head-to-head re-timing disagree, as on a real machine: the summary,
@@ -122,20 +132,30 @@ def test_report_in_a_headless_browser_shows_the_confirmed_best_with_its_ci(tmp_p
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     assert browser, "headless Chromium is needed (scripts/setup.sh installs the Debian package 'chromium')"
     out = tmp_path / "run"
-    assert cli("evolve", TASK, "--iterations", 4, "-o", out,
-               env=_env(KS_STANDIN_CONFIRM="1.02,0.95,1.09")).returncode == 0
+    assert (
+        cli("evolve", TASK, "--iterations", 4, "-o", out, env=_env(KS_STANDIN_CONFIRM="1.02,0.95,1.09")).returncode == 0
+    )
     page = tmp_path / "report.html"
     assert cli("report", out, "-o", page).returncode == 0
-    probe = ("<script>window.addEventListener('load', () => {"
-             "const best = document.getElementById('best-figure'); const img = document.querySelector('img');"
-             "const box = best.getBoundingClientRect();"
-             "document.body.setAttribute('data-probe', JSON.stringify({text: best.innerText, "
-             "visible: box.width > 0 && box.height > 0 && box.top < window.innerHeight, "
-             "chart: img.naturalWidth}));});</script>")
+    probe = (
+        "<script>window.addEventListener('load', () => {"
+        "const best = document.getElementById('best-figure'); const img = document.querySelector('img');"
+        "const box = best.getBoundingClientRect();"
+        "document.body.setAttribute('data-probe', JSON.stringify({text: best.innerText, "
+        "visible: box.width > 0 && box.height > 0 && box.top < window.innerHeight, "
+        "chart: img.naturalWidth}));});</script>"
+    )
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text().replace("</body>", probe + "</body>"))
-    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900",
-             "--virtual-time-budget=5000"]
+    flags = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--window-size=1200,900",
+        "--virtual-time-budget=5000",
+    ]
     dom = subprocess.run(flags + ["--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120).stdout
     match = re.search(r"data-probe=\"([^\"]*)\"", dom)
     assert match, dom[-2000:]
@@ -162,16 +182,26 @@ def test_eval_of_an_opencl_program_against_a_plain_kernelbench_file_picks_opencl
     plain.write_text((OPENCL / "reference.py").read_text())
     # a run's best_program.py: eval says the run's figure next to its own measurement
     best = tmp_path / "best_program.py"
-    figure = BestFigure(speedup=1.155, ci_low=0.981, ci_high=1.328, verdict="indistinguishable", confirmed=True,
-                        program_id=6, step=3, rivals=3)
+    figure = BestFigure(
+        speedup=1.155,
+        ci_low=0.981,
+        ci_high=1.328,
+        verdict="indistinguishable",
+        confirmed=True,
+        program_id=6,
+        step=3,
+        rivals=3,
+    )
     best.write_text(figure.header() + (OPENCL / "seed.py").read_text())
     proc = cli("eval", plain, best, "--no-daemon", real=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "backend opencl" in proc.stdout.splitlines()[0] and "Verdict: CORRECT" in proc.stdout
     assert "kernelsmith eval: backend opencl (the candidate's source is written for opencl" in proc.stderr
     assert "--backend" in proc.stderr
-    assert ("kernelsmith eval: the run measured this program's speedup vs PyTorch: 1.155x [0.981, 1.328] (95% CI); "
-            "this evaluation is another measurement") in proc.stderr
+    assert (
+        "kernelsmith eval: the run measured this program's speedup vs PyTorch: 1.155x [0.981, 1.328] (95% CI); "
+        "this evaluation is another measurement"
+    ) in proc.stderr
 
 
 def test_eval_with_the_wrong_backend_names_the_flag_that_fits(tmp_path):
@@ -182,16 +212,21 @@ def test_eval_with_the_wrong_backend_names_the_flag_that_fits(tmp_path):
     assert proc.returncode == 1 and "REJECTED" in proc.stdout and "no @triton.jit kernel" in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == (
         "kernelsmith eval: hint: the candidate is written for opencl (it passes that backend's static check) and "
-        "was evaluated with backend triton: pass --backend opencl")
+        "was evaluated with backend triton: pass --backend opencl"
+    )
     # a program of no backend, against a task that names none: evaluated with the default, the flag named
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, scale, bias):\n"
-                    "        return torch.relu(x * scale + bias) ** 2 + x\n")
+    lazy.write_text(
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, scale, bias):\n"
+        "        return torch.relu(x * scale + bias) ** 2 + x\n"
+    )
     proc = cli("eval", plain, lazy, "--no-daemon", real=True)
     assert proc.returncode == 1 and "REJECTED" in proc.stdout
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("kernelsmith eval: hint: evaluated with backend triton, the default") and \
-        "--backend NAME (cuda, opencl, triton)" in last
+    assert (
+        last.startswith("kernelsmith eval: hint: evaluated with backend triton, the default")
+        and "--backend NAME (cuda, opencl, triton)" in last
+    )
 
 
 def test_evolve_with_the_mutator_on_a_seed_without_tune_values_fails_fast_with_the_reason(tmp_path):
@@ -210,12 +245,14 @@ def test_curate_then_bench_reads_the_output_folder_as_it_is_with_levels_from_dif
     import yaml
 
     curated = tmp_path / "curated"
-    proc = cli("curate", HERE / "fixtures_curate", curated, "--timeout", 3, "--jobs", 1, "--quiet", real=True,
-               timeout=600)
+    proc = cli(
+        "curate", HERE / "fixtures_curate", curated, "--timeout", 3, "--jobs", 1, "--quiet", real=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     tasks = sorted(p.parent for p in (curated / "tasks").rglob("reference.py"))
-    levels = {p.name: int(yaml.safe_load((p / "task.yaml").read_text())["difficulty"].removeprefix("level"))
-              for p in tasks}
+    levels = {
+        p.name: int(yaml.safe_load((p / "task.yaml").read_text())["difficulty"].removeprefix("level")) for p in tasks
+    }
     assert len(tasks) >= 3 and len(set(levels.values())) >= 2
     from kernelsmith.bench import discover
 
@@ -255,8 +292,9 @@ def test_export_rl_advice_names_real_flags_and_agrees_after_compact(standin_run,
     assert all(flag in helptext for flag in re.findall(r"--[a-z-]+", warning))
 
     # a limit no prompt can be compacted to: compaction said once, then what is left to do -- not --compact again
-    tight = cli("export", "rl", standin_run, "-o", tmp_path / "tight", "--format", "jsonl", "--max-tokens", 50,
-                "--compact")
+    tight = cli(
+        "export", "rl", standin_run, "-o", tmp_path / "tight", "--format", "jsonl", "--max-tokens", 50, "--compact"
+    )
     assert tight.returncode == 0, tight.stderr
     lines = tight.stdout.splitlines()
     compacted = next(line for line in lines if "compacted" in line)
@@ -275,9 +313,13 @@ def test_an_empty_export_exits_non_zero_and_says_so(standin_run, tmp_path):
 
 # ------------------------------------------------------------ Ctrl-C and resume
 def _start(out: Path, delay: str, *extra: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(HERE / "standin_cli.py"), "evolve", str(TASK), "-o", str(out),
-                             *map(str, extra)], env=_env(KS_STANDIN_DELAY=delay, KS_STANDIN_CONFIRM="1.1,1.0,1.2"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "standin_cli.py"), "evolve", str(TASK), "-o", str(out), *map(str, extra)],
+        env=_env(KS_STANDIN_DELAY=delay, KS_STANDIN_CONFIRM="1.1,1.0,1.2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(predicate, timeout: float = 60.0) -> None:
@@ -300,15 +342,18 @@ def test_ctrl_c_stops_at_once_says_what_it_keeps_and_how_to_resume(tmp_path):
     assert took < 3.0, took  # no finalists' re-timing, no wait for the steps in flight
     kept = len(steps())
     said, last = stderr.strip().splitlines()[-2:]
-    assert said == (f"kernelsmith evolve: interrupted: kept the seed and {kept} step(s) in {out} (trajectory, "
-                    "checkpoint, best_program.py, summary.json; steps in flight are asked again, the finalists' "
-                    f"re-timing runs at the end); continue with: kernelsmith evolve --resume {out}")
+    assert said == (
+        f"kernelsmith evolve: interrupted: kept the seed and {kept} step(s) in {out} (trajectory, "
+        "checkpoint, best_program.py, summary.json; steps in flight are asked again, the finalists' "
+        f"re-timing runs at the end); continue with: kernelsmith evolve --resume {out}"
+    )
     # said before the evaluator's close, which waits for the evaluations in flight
     assert last.startswith("kernelsmith evolve: stopping the evaluations in flight")
     assert "not re-timed (interrupted" in stdout and "per-step figure, not confirmed" in stdout
 
-    state = json.loads((out / "checkpoint" / (out / "checkpoint" / "LATEST").read_text().strip()
-                        / "run_state.json").read_text())
+    state = json.loads(
+        (out / "checkpoint" / (out / "checkpoint" / "LATEST").read_text().strip() / "run_state.json").read_text()
+    )
     assert state["asks_issued"] > kept  # steps were in flight when it stopped
 
     # --iterations N with --resume: N steps more than were kept, the ones in flight included (they used
@@ -357,9 +402,13 @@ def _still_alive(processes: dict[int, str]) -> list[str]:
 
 
 def _start_real(out: Path, *extra: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kernelsmith", "evolve", str(OPENCL), "-o", str(out),
-                             *map(str, extra)], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "kernelsmith", "evolve", str(OPENCL), "-o", str(out), *map(str, extra)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_ctrl_c_of_a_real_run_kills_the_evaluations_in_flight_and_resumes(tmp_path):
@@ -448,19 +497,27 @@ def test_evolve_says_what_it_does_from_the_first_second(tmp_path, terminal):
         reader, writer = pty.openpty()
     else:
         reader, writer = os.pipe()
-    child = subprocess.Popen([sys.executable, "-m", "kernelsmith", "evolve", str(OPENCL), "-o", str(out),
-                              "--iterations", "20"], env=_env(), stdout=subprocess.DEVNULL, stderr=writer)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "kernelsmith", "evolve", str(OPENCL), "-o", str(out), "--iterations", "20"],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=writer,
+    )
     os.close(writer)
     try:
-        text, at = _read_until(reader, ["starting the evaluation pool (backend opencl, 2 workers)",
-                                        "evaluating the seed"], timeout=120)
+        text, at = _read_until(
+            reader, ["starting the evaluation pool (backend opencl, 2 workers)", "evaluating the seed"], timeout=120
+        )
         assert at[0] < 3.0, at  # 0.6-1.2 s measured on the 2-core CPU (Python's start and imports included)
         if terminal:
             assert "\rkernelsmith evolve: starting the evaluation pool" in text  # one line, rewritten
         else:
             first, second = text.splitlines()[:2]
-            assert re.fullmatch(r"kernelsmith evolve: starting the evaluation pool \(backend opencl, 2 workers\)"
-                                r"\.\.\. \(\d+\.\d s\)", first), first
+            assert re.fullmatch(
+                r"kernelsmith evolve: starting the evaluation pool \(backend opencl, 2 workers\)"
+                r"\.\.\. \(\d+\.\d s\)",
+                first,
+            ), first
             assert re.fullmatch(r"kernelsmith evolve: evaluating the seed\.\.\. \(\d+\.\d s\)", second), second
     finally:
         child.send_signal(signal.SIGINT)
@@ -499,8 +556,10 @@ def test_mistyped_commands_options_and_choices_get_a_suggestion(tmp_path):
     proc = cli("export", "rl", tmp_path, "-o", tmp_path / "x", "--format", "parqet")
     assert proc.returncode == 2 and proc.stderr.strip().endswith("(did you mean 'parquet'?)")
     proc = cli("export", "rl", tmp_path, "-o", tmp_path / "x", "--format", "messages")
-    assert proc.returncode == 2 and "--format messages is not a format of rl exports; choose from parquet, jsonl, " \
-                                   "openrlhf" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "--format messages is not a format of rl exports; choose from parquet, jsonl, openrlhf" in proc.stderr
+    )
 
 
 def test_help_names_choices_and_defaults_once():
@@ -537,15 +596,23 @@ def test_serve_reward_names_what_each_speedup_is_against():
         tasks = TaskRegistry()
 
         def score(self, item, config=None):
-            return Reward(1.5, "correct", speedup=1.25, speedup_ci=(1.1, 1.4), runtime_ms=2.0,
-                          parent_runtime_ms=2.5, result={"speedup": 3.0, "category": "ok"})
+            return Reward(
+                1.5,
+                "correct",
+                speedup=1.25,
+                speedup_ci=(1.1, 1.4),
+                runtime_ms=2.0,
+                parent_runtime_ms=2.5,
+                result={"speedup": 3.0, "category": "ok"},
+            )
 
     Scorer.tasks.register(task)
     server = EvaluationServer(EvaluationService(Scorer(), workers=1), port=0).start()  # type: ignore[arg-type]
     try:
         item = {"task_id": task.id, "completion": "x", "parent_source": "y"}
-        request = urllib.request.Request(server.url + "/reward", data=json.dumps(item).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            server.url + "/reward", data=json.dumps(item).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as answer:
             body = json.loads(answer.read())
     finally:

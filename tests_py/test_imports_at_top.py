@@ -3,6 +3,7 @@ layering hidden in function bodies). An import inside a function or method
 stays only with a ``# lazy: <why>`` comment on its line or the line before
 (an import cycle at load, a light module kept free of torch, ``kernelsmith
 --help`` kept fast, ...): the reason is written where the import is."""
+
 from __future__ import annotations
 
 import ast
@@ -46,28 +47,31 @@ def unmarked(source: str, filename: str = "<source>") -> list[str]:
     """``filename:line`` of each in-function import of a kernelsmith module
     with no (or an empty) ``# lazy:`` reason."""
     lines = source.splitlines()
-    return [f"{filename}:{node.lineno}" for node in _in_function_imports(ast.parse(source, filename))
-            if not _reason(lines, node)]
+    return [
+        f"{filename}:{node.lineno}"
+        for node in _in_function_imports(ast.parse(source, filename))
+        if not _reason(lines, node)
+    ]
 
 
 def test_the_walker_finds_an_unmarked_import_in_a_function() -> None:
     source = (
         "import os\n"
-        "from .task import Task\n"                       # top: fine
+        "from .task import Task\n"  # top: fine
         "def f():\n"
-        "    import json\n"                              # not ours: fine
-        "    from .evaluator import Evaluator\n"         # line 5: unmarked
+        "    import json\n"  # not ours: fine
+        "    from .evaluator import Evaluator\n"  # line 5: unmarked
         "    from ..task import Task  # lazy: cycle a <-> b\n"
         "    # lazy: keeps the CLI light\n"
         "    import kernelsmith.evolve\n"
         "class C:\n"
         "    def m(self):\n"
-        "        import kernelsmith.report as r\n"       # line 11: unmarked, in a method
+        "        import kernelsmith.report as r\n"  # line 11: unmarked, in a method
         "        g = lambda: __import__('x')\n"
         "        def inner():\n"
-        "            from . import (\n"                  # line 14: unmarked, nested, several lines
+        "            from . import (\n"  # line 14: unmarked, nested, several lines
         "                cli)\n"
-        "        from . import config  # lazy:\n"        # line 16: a mark with no reason
+        "        from . import config  # lazy:\n"  # line 16: a mark with no reason
     )
     assert unmarked(source, "m.py") == ["m.py:5", "m.py:11", "m.py:14", "m.py:16"]
 
@@ -90,6 +94,7 @@ def test_every_in_function_import_of_the_package_says_why() -> None:
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
         missing += unmarked(path.read_text(), str(path.relative_to(PACKAGE)))
-    assert not missing, ("imports of kernelsmith modules inside a function with no '# lazy: <why>' comment "
-                         "(move them to the module's top, or say why they cannot be): " + ", ".join(missing))
-
+    assert not missing, (
+        "imports of kernelsmith modules inside a function with no '# lazy: <why>' comment "
+        "(move them to the module's top, or say why they cannot be): " + ", ".join(missing)
+    )

@@ -3,6 +3,7 @@ the evaluation of candidate patches (passing, failing tests, wrong results,
 crash) on a real tree (fixtures_inplace/scalepkg: a Triton kernel run by the
 interpreter), with the real sandbox, the project's real pytest and the real
 Evaluator."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,15 @@ import pytest
 
 from kernelsmith.cli import main
 from kernelsmith.config import ConfigError
-from kernelsmith.inplace import (InplaceError, InplaceEvaluator, insert_markers, load_inplace, make_patch,
-                                 render_summary, strip_markers)
+from kernelsmith.inplace import (
+    InplaceError,
+    InplaceEvaluator,
+    insert_markers,
+    load_inplace,
+    make_patch,
+    render_summary,
+    strip_markers,
+)
 from kernelsmith.inplace.source import absolute_imports, candidate_program
 
 pytestmark = pytest.mark.usefixtures("triton_interpret")
@@ -41,8 +49,11 @@ def workspace(tmp_path_factory, triton_interpret):
     tree = root / "scalepkg"
     shutil.copytree(FIXTURE / "scalepkg", tree)
     shutil.copy(FIXTURE / "inputs.py", root / "inputs.py")
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "original"]):
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "original"],
+    ):
         subprocess.run(cmd, cwd=tree, check=True)
     return root
 
@@ -50,10 +61,32 @@ def workspace(tmp_path_factory, triton_interpret):
 @pytest.fixture(scope="module")
 def task_file(workspace):
     out = workspace / "inplace.yaml"
-    rc = main(["task", "init", "--tree", str(workspace / "scalepkg"), "--file", "scalepkg/ops.py",
-               "--function", "scale_add", "--region", "GRID_DIV,_scale_add_kernel,scale_add", "--tests", TESTS,
-               "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "1024",
-               "--compare-shapes", "1,100,3x77", "--dtypes", "float32,float16", "-o", str(out)])
+    rc = main(
+        [
+            "task",
+            "init",
+            "--tree",
+            str(workspace / "scalepkg"),
+            "--file",
+            "scalepkg/ops.py",
+            "--function",
+            "scale_add",
+            "--region",
+            "GRID_DIV,_scale_add_kernel,scale_add",
+            "--tests",
+            TESTS,
+            "--inputs",
+            f"{workspace / 'inputs.py'}:make_inputs",
+            "--bench-shapes",
+            "1024",
+            "--compare-shapes",
+            "1,100,3x77",
+            "--dtypes",
+            "float32,float16",
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 0
     return out
 
@@ -65,6 +98,7 @@ def evaluator():
 
 
 # -- config init ------------------------------------------------------------
+
 
 def test_task_init_writes_a_config_that_loads_and_runs(task_file, workspace, capsys):
     text = task_file.read_text()
@@ -80,12 +114,26 @@ def test_task_init_writes_a_config_that_loads_and_runs(task_file, workspace, cap
 
 
 def test_task_init_rejects_bad_input(workspace, tmp_path, capsys):
-    common = ["task", "init", "--tree", str(workspace / "scalepkg"), "--file", "scalepkg/ops.py", "--tests", TESTS,
-              "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "64"]
+    common = [
+        "task",
+        "init",
+        "--tree",
+        str(workspace / "scalepkg"),
+        "--file",
+        "scalepkg/ops.py",
+        "--tests",
+        TESTS,
+        "--inputs",
+        f"{workspace / 'inputs.py'}:make_inputs",
+        "--bench-shapes",
+        "64",
+    ]
     assert main(common + ["--function", "no_such_fn", "-o", str(tmp_path / "a.yaml"), "--no-check"]) == 2
     assert "no_such_fn" in capsys.readouterr().err
-    assert main(common + ["--function", "scale_add", "--region", "nope", "-o", str(tmp_path / "b.yaml"),
-                          "--no-check"]) == 2
+    assert (
+        main(common + ["--function", "scale_add", "--region", "nope", "-o", str(tmp_path / "b.yaml"), "--no-check"])
+        == 2
+    )
     assert "no top-level definition named nope" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse: a malformed shape
         main(common[:-1] + ["64xq", "--function", "scale_add", "-o", str(tmp_path / "c.yaml")])
@@ -96,19 +144,54 @@ def test_task_init_fails_when_the_unmodified_tree_fails_its_tests(workspace, tmp
     shutil.copytree(workspace / "scalepkg", broken)
     test = broken / "tests" / "test_ops.py"
     test.write_text(test.read_text().replace("x * 2.0 + y)", "x * 3.0 + y)"))
-    rc = main(["task", "init", "--tree", str(broken), "--file", "scalepkg/ops.py", "--function", "scale_add",
-               "--tests", TESTS, "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "64",
-               "-o", str(tmp_path / "broken.yaml")])
+    rc = main(
+        [
+            "task",
+            "init",
+            "--tree",
+            str(broken),
+            "--file",
+            "scalepkg/ops.py",
+            "--function",
+            "scale_add",
+            "--tests",
+            TESTS,
+            "--inputs",
+            f"{workspace / 'inputs.py'}:make_inputs",
+            "--bench-shapes",
+            "64",
+            "-o",
+            str(tmp_path / "broken.yaml"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 1
     assert "project tests: FAILED" in out and "does not run on the unmodified tree" in out
 
 
 def test_task_init_prints_each_check_step_with_its_time(workspace, tmp_path, capsys):
-    rc = main(["task", "init", "--tree", str(workspace / "scalepkg"), "--file", "scalepkg/ops.py",
-               "--function", "scale_add", "--region", "GRID_DIV,_scale_add_kernel,scale_add", "--tests", TESTS,
-               "--inputs", f"{workspace / 'inputs.py'}:make_inputs", "--bench-shapes", "64",
-               "-o", str(tmp_path / "steps.yaml")])
+    rc = main(
+        [
+            "task",
+            "init",
+            "--tree",
+            str(workspace / "scalepkg"),
+            "--file",
+            "scalepkg/ops.py",
+            "--function",
+            "scale_add",
+            "--region",
+            "GRID_DIV,_scale_add_kernel,scale_add",
+            "--tests",
+            TESTS,
+            "--inputs",
+            f"{workspace / 'inputs.py'}:make_inputs",
+            "--bench-shapes",
+            "64",
+            "-o",
+            str(tmp_path / "steps.yaml"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out[-3000:]
     steps = [line.strip() for line in out.splitlines() if line.startswith("  ")]
@@ -117,8 +200,9 @@ def test_task_init_prints_each_check_step_with_its_time(workspace, tmp_path, cap
     assert names[:2] == ["copy the tree", "project tests"], steps
     assert "comparison float32: load reference" in names and "comparison float32: timing" in names, steps
     # the referee primes the task (a new one) before a worker is taken, and says so then
-    assert names.index("comparison float32: the referee runs the reference") < \
-        names.index("comparison float32: waiting for a worker"), steps
+    assert names.index("comparison float32: the referee runs the reference") < names.index(
+        "comparison float32: waiting for a worker"
+    ), steps
     assert all(line.endswith(" s") and float(line.rsplit(": ", 1)[1][:-2]) >= 0 for line in steps), steps
     assert "checked in " in out
 
@@ -147,13 +231,16 @@ def test_config_errors_name_the_key(tmp_path):
     bad.write_text("kind: inplace\ntree: .\ntarget: {file: a.py, function: f}\ntests: 'true'\ninputs: i.py:g\n")
     with pytest.raises(ConfigError, match="benchmark.shapes"):
         load_inplace(bad)
-    bad.write_text("kind: inplace\ntree: nowhere\ntarget: {file: a.py, function: f}\ntests: 'true'\n"
-                   "inputs: i.py:g\nbenchmark: {shapes: [[4]]}\n")
+    bad.write_text(
+        "kind: inplace\ntree: nowhere\ntarget: {file: a.py, function: f}\ntests: 'true'\n"
+        "inputs: i.py:g\nbenchmark: {shapes: [[4]]}\n"
+    )
     with pytest.raises(InplaceError, match="not a folder"):
         load_inplace(bad)
 
 
 # -- source handling and the patch -------------------------------------------
+
 
 def test_markers_and_relative_imports():
     text = "import x\n\nA = 1  # tune: [1, 2]\n\n\n@deco\ndef f():\n    return A\n\n\ndef g():\n    pass\n"
@@ -164,10 +251,16 @@ def test_markers_and_relative_imports():
     assert strip_markers(marked) == text
     with pytest.raises(InplaceError, match="no top-level definition named h"):
         insert_markers(text, ["h"])
-    assert absolute_imports("from ._util import b\nfrom .. import c\n", "pkg.sub.ops") == \
-        "from pkg.sub._util import b\nfrom pkg import c\n"
-    program = candidate_program("from __future__ import annotations\nfrom . import u\ndef f(x):\n    return x\n",
-                                module="pkg.ops", function="f", tree_paths=["/t"])
+    assert (
+        absolute_imports("from ._util import b\nfrom .. import c\n", "pkg.sub.ops")
+        == "from pkg.sub._util import b\nfrom pkg import c\n"
+    )
+    program = candidate_program(
+        "from __future__ import annotations\nfrom . import u\ndef f(x):\n    return x\n",
+        module="pkg.ops",
+        function="f",
+        tree_paths=["/t"],
+    )
     assert program.startswith("from __future__ import annotations\n")
     assert "from pkg import u" in program and "return f(*args)" in program
 
@@ -182,10 +275,20 @@ def test_annotate_gives_the_mutator_a_tunable(tmp_path):
 
     shutil.copytree(FIXTURE / "scalepkg", tmp_path / "scalepkg")
     shutil.copy(FIXTURE / "inputs.py", tmp_path / "inputs.py")
-    data = {"tree": "scalepkg", "tests": TESTS, "inputs": "inputs.py:make_inputs", "benchmark": {"shapes": [[64]]},
-            "target": {"file": "scalepkg/ops.py", "function": "scale_add", "region": ["_scale_add_kernel", "scale_add"],
-                       "annotate": [{"line": "block = block_for(n)",
-                                     "replace": "block = block_for(n)\nblock = 64  # tune: [32, 64, 128]"}]}}
+    data = {
+        "tree": "scalepkg",
+        "tests": TESTS,
+        "inputs": "inputs.py:make_inputs",
+        "benchmark": {"shapes": [[64]]},
+        "target": {
+            "file": "scalepkg/ops.py",
+            "function": "scale_add",
+            "region": ["_scale_add_kernel", "scale_add"],
+            "annotate": [
+                {"line": "block = block_for(n)", "replace": "block = block_for(n)\nblock = 64  # tune: [32, 64, 128]"}
+            ],
+        },
+    }
     task = load_inplace(save_config(from_dict(InplaceConfig, data), tmp_path / "inplace.yaml"))
     assert "    block = block_for(n)\n    block = 64  # tune: [32, 64, 128]\n" in task.seed_source
     assert [t.name for t in parse_tunables(task.seed_source)] == ["block"]  # GRID_DIV is outside this block
@@ -207,11 +310,13 @@ def test_project_code_before_the_block_is_not_judged_as_the_candidates():
     swiglu.py does): the static checks see the block and what follows."""
     from kernelsmith.backends import get_backend
 
-    text = ("import torch\nimport triton\nimport triton.language as tl\n"
-            "try:\n    import torch.distributed.tensor  # noqa\nexcept ImportError:\n    pass\n\n"
-            "SCALE = 2.0\n\n\n@triton.jit\ndef _k(x_ptr, n, BLOCK: tl.constexpr):\n"
-            "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n\n\n"
-            "def f(x):\n    _k[(1,)](x, x.numel(), BLOCK=64)\n    return x\n")
+    text = (
+        "import torch\nimport triton\nimport triton.language as tl\n"
+        "try:\n    import torch.distributed.tensor  # noqa\nexcept ImportError:\n    pass\n\n"
+        "SCALE = 2.0\n\n\n@triton.jit\ndef _k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n\n\n"
+        "def f(x):\n    _k[(1,)](x, x.numel(), BLOCK=64)\n    return x\n"
+    )
     marked = insert_markers(text, ["_k", "f"])
     program = candidate_program(marked, module="pkg.ops", function="f", tree_paths=["/nowhere"])
     report = get_backend("triton").static_check(program)
@@ -244,13 +349,39 @@ def test_patch_applies_with_git(tmp_path):
 
 
 def test_summary_says_no_improvement_for_an_unchanged_program():
-    text = render_summary({"target": "a.py:f", "tree": "/t", "git_head": "", "tests": "pytest", "changed": False,
-                           "run": {"steps": 3, "stop_reason": "iterations", "wall_time_s": 10}})
+    text = render_summary(
+        {
+            "target": "a.py:f",
+            "tree": "/t",
+            "git_head": "",
+            "tests": "pytest",
+            "changed": False,
+            "run": {"steps": 3, "stop_reason": "iterations", "wall_time_s": 10},
+        }
+    )
     assert "No improvement found" in text
-    row = {"shape": [64], "dtype": "float32", "correct": True, "speedup": 1.02, "ci_low": 0.9, "ci_high": 1.15,
-           "verdict": "indistinguishable", "runtime_ms": 1.0, "ref_runtime_ms": 1.02}
-    info = {"target": "a.py:f", "tree": "/t", "git_head": "", "tests": "pytest", "changed": True, "run": {},
-            "what_changed": ["`A = 1` -> `A = 2`"], "shapes": [row], "patch_check": {"applies": True, "tests_passed": True}}
+    row = {
+        "shape": [64],
+        "dtype": "float32",
+        "correct": True,
+        "speedup": 1.02,
+        "ci_low": 0.9,
+        "ci_high": 1.15,
+        "verdict": "indistinguishable",
+        "runtime_ms": 1.0,
+        "ref_runtime_ms": 1.02,
+    }
+    info = {
+        "target": "a.py:f",
+        "tree": "/t",
+        "git_head": "",
+        "tests": "pytest",
+        "changed": True,
+        "run": {},
+        "what_changed": ["`A = 1` -> `A = 2`"],
+        "shapes": [row],
+        "patch_check": {"applies": True, "tests_passed": True},
+    }
     text = render_summary(info)
     assert "No improvement found" in text and "| [64] | float32 |" in text and "[0.900, 1.150]" in text
     info["shapes"] = [row, {**row, "shape": [128], "speedup": 1.5, "ci_low": 1.3, "ci_high": 1.7, "verdict": "faster"}]
@@ -260,6 +391,7 @@ def test_summary_says_no_improvement_for_an_unchanged_program():
 
 
 # -- evaluating candidates ----------------------------------------------------
+
 
 def test_passing_candidate(task_file, evaluator):
     task = load_inplace(task_file)
@@ -292,8 +424,9 @@ def test_wrong_results_the_tests_miss(task_file, evaluator):
 
 def test_crashing_candidate(task_file, evaluator):
     task = load_inplace(task_file)
-    crash = task.seed_source.replace("GRID_DIV = 1", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
-                                     "GRID_DIV = 1")
+    crash = task.seed_source.replace(
+        "GRID_DIV = 1", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\nGRID_DIV = 1"
+    )
     result = evaluator.evaluate(task, crash)
     assert not result.correct and result.category == "crash", result.error
     syntax = evaluator.evaluate(task, task.seed_source.replace("def scale_add(", "def scale_add(("))

@@ -3,6 +3,7 @@ server on 127.0.0.1): the prompt shows the target in its project (the file,
 a caller, the test file), the answer is evaluated in a copy of the tree,
 the run writes best.patch (applies with git, the project's tests pass) and
 summary.md, and the export tools turn the run into SFT and RL data."""
+
 from __future__ import annotations
 
 import json
@@ -25,11 +26,21 @@ def test_llm_run_writes_a_patch_that_applies_and_exports(tmp_path, mock_llm, mon
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     shutil.copytree(FIXTURE / "scalepkg", tmp_path / "scalepkg")
     shutil.copy(FIXTURE / "inputs.py", tmp_path / "inputs.py")
-    config = from_dict(InplaceConfig, {
-        "tree": "scalepkg", "target": {"file": "scalepkg/ops.py", "function": "scale_add",
-                                       "region": ["_scale_add_kernel", "scale_add"]},  # GRID_DIV: from the context module
-        "tests": "python -m pytest -q -p no:cacheprovider tests/test_ops.py", "inputs": "inputs.py:make_inputs",
-        "compare": {"shapes": [[100]], "trials": 1}, "benchmark": {"shapes": [[512]]}})
+    config = from_dict(
+        InplaceConfig,
+        {
+            "tree": "scalepkg",
+            "target": {
+                "file": "scalepkg/ops.py",
+                "function": "scale_add",
+                "region": ["_scale_add_kernel", "scale_add"],
+            },  # GRID_DIV: from the context module
+            "tests": "python -m pytest -q -p no:cacheprovider tests/test_ops.py",
+            "inputs": "inputs.py:make_inputs",
+            "compare": {"shapes": [[100]], "trials": 1},
+            "benchmark": {"shapes": [[512]]},
+        },
+    )
     task_file = save_config(config, tmp_path / "inplace.yaml")
     seed = load_inplace(task_file).seed_source
     answer = seed.replace("block = block_for(n)", "block = 256")

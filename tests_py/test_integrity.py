@@ -5,6 +5,7 @@ by the kernel census, the provenance of the outputs, the work-on-every-call
 checks or the integrity snapshot, with a reason naming the call; honest
 programs and the examples' seeds stay accepted; degenerate tasks, harness
 faults and the partial policy."""
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,9 @@ REASONS = {
     # (since integrity v3 the two that take backend_internal from kernelsmith
     # are rejected when they load, for reaching into the evaluator's modules)
     "indirect": r"outside the program's own kernels: aten::relu|replaced kernelsmith\.evaluator\.guards\.TorchOpGuard"
-                r"|reached into the evaluator's own modules \(.*kernelsmith\.backends\.base\.backend_internal",
+    r"|reached into the evaluator's own modules \(.*kernelsmith\.backends\.base\.backend_internal",
     "forged": r"the program replaced (time\.perf_counter|torch\.allclose|kernelsmith\.evaluator\.timing\.measure)"
-              r"|differs from the one the trusted referee computed|the program started 1 thread\(s\) that still run",
+    r"|differs from the one the trusted referee computed|the program started 1 thread\(s\) that still run",
 }
 RELU_HACKS = sorted(p for p in HACKS.glob("*.py") if p.stem.split("_")[0] in REASONS and p.stem != "cache_while_timed")
 
@@ -66,19 +67,32 @@ def _relu_truth():
 def verdicts():
     relu = Task.load(EXAMPLES / "relu")
     items = [(relu, p.read_text()) for p in RELU_HACKS]
-    items += [(Task.load(EXAMPLES / name), (EXAMPLES / name / "seed.py").read_text())
-              for name in ("relu", "softmax", "vector_add")]
+    items += [
+        (Task.load(EXAMPLES / name), (EXAMPLES / name / "seed.py").read_text())
+        for name in ("relu", "softmax", "vector_add")
+    ]
     small, passthrough = Task.load(TASKS / "degenerate_small"), Task.load(TASKS / "degenerate_passthrough")
-    items += [(small, (HACKS / "trivial_zeros.py").read_text()), (small, (HACKS / "trivial_constant.py").read_text()),
-              (passthrough, (HACKS / "trivial_passthrough.py").read_text()),
-              (small, (CAND / "small_relu_correct.py").read_text()),
-              (Task.load(TASKS / "broken_import"), (CAND / "relu_correct.py").read_text()),
-              (Task.load(TASKS / "reference_oom"), (CAND / "relu_correct.py").read_text())]
+    items += [
+        (small, (HACKS / "trivial_zeros.py").read_text()),
+        (small, (HACKS / "trivial_constant.py").read_text()),
+        (passthrough, (HACKS / "trivial_passthrough.py").read_text()),
+        (small, (CAND / "small_relu_correct.py").read_text()),
+        (Task.load(TASKS / "broken_import"), (CAND / "relu_correct.py").read_text()),
+        (Task.load(TASKS / "reference_oom"), (CAND / "relu_correct.py").read_text()),
+    ]
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
         out = ev.evaluate_many(items)
-    names = [p.stem for p in RELU_HACKS] + ["seed_relu", "seed_softmax", "seed_vector_add", "trivial_zeros",
-                                             "trivial_constant", "trivial_passthrough", "small_honest",
-                                             "broken_import", "reference_oom"]
+    names = [p.stem for p in RELU_HACKS] + [
+        "seed_relu",
+        "seed_softmax",
+        "seed_vector_add",
+        "trivial_zeros",
+        "trivial_constant",
+        "trivial_passthrough",
+        "small_honest",
+        "broken_import",
+        "reference_oom",
+    ]
     return dict(zip(names, out))
 
 
@@ -116,8 +130,10 @@ def test_seeds_accepted_with_full_coverage(verdicts, name):
     assert r.census["own_us"], r.census
 
 
-@pytest.mark.parametrize("name,form", [("trivial_zeros", "zeros"), ("trivial_constant", "a constant"),
-                                       ("trivial_passthrough", "input #0 unchanged")])
+@pytest.mark.parametrize(
+    "name,form",
+    [("trivial_zeros", "zeros"), ("trivial_constant", "a constant"), ("trivial_passthrough", "input #0 unchanged")],
+)
 def test_trivial_outputs_rejected_on_degenerate_tasks(verdicts, name, form):
     r = verdicts[name]
     assert r.category == "hacked", _show(r)
@@ -131,8 +147,10 @@ def test_an_honest_program_on_a_degenerate_task_passes_with_the_task_marked(verd
     assert "zeros" in r.census["degenerate"] and any("degenerate task" in w for w in r.warnings)
 
 
-@pytest.mark.parametrize("name,what", [("broken_import", r"No module named 'kernelsmith_no_such_package'"),
-                                       ("reference_oom", r"ran out of memory")])
+@pytest.mark.parametrize(
+    "name,what",
+    [("broken_import", r"No module named 'kernelsmith_no_such_package'"), ("reference_oom", r"ran out of memory")],
+)
 def test_reference_faults_are_the_harness_not_the_candidate(verdicts, name, what):
     r = verdicts[name]
     assert r.category == "harness" and not r.hacked, _show(r)
@@ -212,9 +230,16 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
         def verdict(candidate, reference, info=None, name="out.bin"):
             (tmp_path / name).write_bytes(encode_outputs({"candidate": [candidate], "reference": [reference]}))
             result = EvalResult(category="ok", compiled=True, correct=True)
-            judge(result, info if info is not None else
-                  {"file": name, "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
-                  seeds, task, str(tmp_path), pool.referee)
+            judge(
+                result,
+                info
+                if info is not None
+                else {"file": name, "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
+                seeds,
+                task,
+                str(tmp_path),
+                pool.referee,
+            )
             return result
 
         honest = verdict(truth, truth)
@@ -223,8 +248,9 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
         linked = verdict(truth, truth, {"file": "link.bin", "init_seed_index": 0, "input_seed_index": 1})
         unnamed = EvalResult(category="ok", compiled=True, correct=True)
         judge(unnamed, None, seeds, task, str(tmp_path), pool.referee)
-        odd_set = verdict(truth, truth, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1,
-                                         "set": "Model"})
+        odd_set = verdict(
+            truth, truth, {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "Model"}
+        )
         # a worker whose program forged the comparison and then spoiled the
         # evidence, so that the referee could not read it: that was a
         # warning ("not checked") and the verdict stood
@@ -233,18 +259,30 @@ def test_the_referee_overrules_a_forged_comparison(tmp_path):
             "garbage": b"\x80\x00not json\n" + b"\x00" * 64,
             "header_a_list": b"[1, 2]\n",
             "entry_not_a_dict": b'{"candidate": [1], "reference": [1]}\n',
-            "size_lies": json.dumps({"candidate": [{"dtype": "float32", "shape": list(truth.shape), "nbytes": 8}],
-                                     "reference": []}).encode() + b"\n" + b"\x00" * 8,
-            "truncated": json.dumps({"candidate": [{"dtype": "float32", "shape": list(truth.shape), "nbytes": n}],
-                                     "reference": []}).encode() + b"\n" + b"\x00" * 16,
+            "size_lies": json.dumps(
+                {"candidate": [{"dtype": "float32", "shape": list(truth.shape), "nbytes": 8}], "reference": []}
+            ).encode()
+            + b"\n"
+            + b"\x00" * 8,
+            "truncated": json.dumps(
+                {"candidate": [{"dtype": "float32", "shape": list(truth.shape), "nbytes": n}], "reference": []}
+            ).encode()
+            + b"\n"
+            + b"\x00" * 16,
             "bad_dtype": json.dumps({"candidate": [{"dtype": "object", "shape": [1], "nbytes": 8}]}).encode() + b"\n",
         }
         malformed = {}
         for name, data in spoiled.items():
             (tmp_path / f"{name}.bin").write_bytes(data)
             malformed[name] = EvalResult(category="ok", compiled=True, correct=True, speedup=9.0)
-            judge(malformed[name], {"file": f"{name}.bin", "init_seed_index": 0, "input_seed_index": 1},
-                  seeds, task, str(tmp_path), pool.referee)
+            judge(
+                malformed[name],
+                {"file": f"{name}.bin", "init_seed_index": 0, "input_seed_index": 1},
+                seeds,
+                task,
+                str(tmp_path),
+                pool.referee,
+            )
         assert pool.referee.restarts == 0  # an unreadable file is the worker's fault, not the referee's
     assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
     assert forged.category == "hacked" and "the comparison was forged" in forged.hack_reasons[0], forged
@@ -337,7 +375,6 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     result unreliable, so that it never becomes a run's best."""
     import signal
 
-
     from kernelsmith.evaluator.evidence import encode_outputs
     from kernelsmith.evaluator.trusted.referee_check import judge
     from kernelsmith.result import EvalResult
@@ -345,8 +382,14 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
     task, seeds, truth = _relu_truth()
     (tmp_path / "out.bin").write_bytes(encode_outputs({"candidate": [truth], "reference": [truth]}))
     info = {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}
-    broken = Task.from_dict({**task.to_dict(), "reference_source": task.reference_source.replace(
-        "return torch.relu(x)", "raise RuntimeError('the reference is broken')")})
+    broken = Task.from_dict(
+        {
+            **task.to_dict(),
+            "reference_source": task.reference_source.replace(
+                "return torch.relu(x)", "raise RuntimeError('the reference is broken')"
+            ),
+        }
+    )
     assert broken.reference_source != task.reference_source
     with Evaluator(backend="triton", workers=1, timing=False) as ev:
         pool = ev._device_pool(ev.backend_for(task), None)
@@ -363,8 +406,12 @@ def test_a_referee_killed_between_requests_is_replaced(tmp_path):
         raised_restarts = referee.restarts  # a reference that raises is not retried
         # a reference that kills the referee: it dies answering, is started
         # again for a second try, dies again; the verdict stands, unreliable
-        dying = Task.from_dict({**task.to_dict(), "reference_source": task.reference_source.replace(
-            "return torch.relu(x)", "import os; os._exit(3)")})
+        dying = Task.from_dict(
+            {
+                **task.to_dict(),
+                "reference_source": task.reference_source.replace("return torch.relu(x)", "import os; os._exit(3)"),
+            }
+        )
         died = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
         judge(died, info, seeds, dying, str(tmp_path), referee)
         died_restarts = referee.restarts
@@ -383,9 +430,18 @@ def test_timing_cross_check_rejects_statistics_the_slot_cannot_hold():
     from kernelsmith.result import EvalResult
 
     def result(ref_min_ms: float) -> EvalResult:
-        return EvalResult(category="ok", compiled=True, correct=True, speedup=5.0, timing={
-            "n_pairs": 100, "launches_per_sample": 10,
-            "reference": {"min": ref_min_ms}, "candidate": {"min": 0.1}})
+        return EvalResult(
+            category="ok",
+            compiled=True,
+            correct=True,
+            speedup=5.0,
+            timing={
+                "n_pairs": 100,
+                "launches_per_sample": 10,
+                "reference": {"min": ref_min_ms},
+                "candidate": {"min": 0.1},
+            },
+        )
 
     honest, forged = result(0.4), result(40.0)  # 100 pairs x 10 calls x 0.5 ms = 0.5 s; x 40.1 ms = 40 s
     cross_check_timing(honest, [(100.0, 101.0)])
@@ -427,8 +483,9 @@ def test_timer_check_forgives_a_contended_census_call_but_not_a_forged_timing():
     # contended through every re-check (three workers streaming 6 GiB beside
     # it on the H100): one more call alone on the device decides
     contended, alone = iter([7.7, 7.6, 7.8]), []
-    own, problem = settle_timer_check(7.7, 4.16, lambda: next(contended, 4.3),
-                                      alone=lambda call: alone.append(1) or call())
+    own, problem = settle_timer_check(
+        7.7, 4.16, lambda: next(contended, 4.3), alone=lambda call: alone.append(1) or call()
+    )
     assert problem is None and own == 4.3 and alone == [1]
     # a forged timing is too slow alone as well
     own, problem = settle_timer_check(6.6, 0.5, lambda: 6.5, alone=lambda call: alone.append(1) or call())
@@ -458,13 +515,15 @@ def test_a_lazy_layer_in_the_task_is_not_a_harness_error(tmp_path):
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
         "        super().__init__()\n        self.conv = nn.LazyConv1d(4, 3)\n\n    def forward(self, x):\n"
         "        return self.conv(x)\n\n\ndef get_inputs():\n    return [torch.randn(2, 3, 16)]\n\n\n"
-        "def get_init_inputs():\n    return []\n")
+        "def get_init_inputs():\n    return []\n"
+    )
     (tmp_path / "task.yaml").write_text("name: lazy_conv\nbackend: triton\ntrials: 1\n")
     candidate = (
         "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
         "def k(x_ptr, n, B: tl.constexpr):\n    o = tl.arange(0, B)\n    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n), mask=o < n)\n\n\n"
         "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.conv = nn.LazyConv1d(4, 3)\n\n"
-        "    def forward(self, x):\n        k[(1,)](x, 1, B=16)\n        return self.conv(x)\n")
+        "    def forward(self, x):\n        k[(1,)](x, 1, B=16)\n        return self.conv(x)\n"
+    )
     with Evaluator(backend="triton", workers=1, timeout_s=150, timing=False) as ev:
         result = ev.evaluate(Task.load(tmp_path), candidate, trials=1)
     # past construction and seeding: judged on what forward ran (PyTorch's convolution)
@@ -483,8 +542,12 @@ def test_the_snapshot_watches_every_loaded_backend_module_and_the_backends_runti
     from kernelsmith.evaluator.integrity import Snapshot
 
     snap = Snapshot(get_backend("opencl"))
-    assert {"kernelsmith.backends.cuda", "kernelsmith.backends.cuda.loading", "kernelsmith.backends.opencl",
-            "kernelsmith.opencl"} <= set(snap.modules)
+    assert {
+        "kernelsmith.backends.cuda",
+        "kernelsmith.backends.cuda.loading",
+        "kernelsmith.backends.opencl",
+        "kernelsmith.opencl",
+    } <= set(snap.modules)
     saved = cuda_mod._wrap_function
     try:
         cuda_mod._wrap_function = lambda *a, **k: None
@@ -511,9 +574,20 @@ def _refill(program, held_values, new_values):
     held = [torch.tensor(held_values)]
     program(held)  # the program saw these buffers before (a trial)
     try:
-        _refill_checks(lambda args, where: cmp.flatten_outputs(program(args)), torch.relu,
-                       lambda: [torch.tensor(new_values)], lambda gen: list(gen()), lambda xs: [x.clone() for x in xs],
-                       cmp, 1e-6, 1e-6, _Backend(), "after the trials", held, fresh=True)
+        _refill_checks(
+            lambda args, where: cmp.flatten_outputs(program(args)),
+            torch.relu,
+            lambda: [torch.tensor(new_values)],
+            lambda gen: list(gen()),
+            lambda xs: [x.clone() for x in xs],
+            cmp,
+            1e-6,
+            1e-6,
+            _Backend(),
+            "after the trials",
+            held,
+            fresh=True,
+        )
     except Verdict as v:
         return v.fields
     return {"category": "ok"}
@@ -568,7 +642,7 @@ def test_the_referee_checks_a_reference_that_launches_triton_kernels(tmp_path):
     referee loaded it from a string, where @jit cannot read its source
     ("@jit functions should be defined in a Python file", seen with fla-core
     on the H100): every result of such a task went unchecked and unreliable."""
-    ref = '''import torch
+    ref = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -589,7 +663,7 @@ class Model(nn.Module):
 
 def get_inputs():
     return [torch.randn(1000)]
-'''
+"""
     (tmp_path / "double.py").write_text(ref)
     candidate = ref.replace("class Model(", "class ModelNew(").replace("def get_inputs", "def _unused")
     task = Task.load(tmp_path / "double.py", backend="triton", trials=1)
@@ -599,12 +673,20 @@ def get_inputs():
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    probe = ("import json, sys; from kernelsmith.task import Task; from kernelsmith.evaluator.referee_process "
-             "import _reference_module; t = Task.load(sys.argv[1], backend='triton'); "
-             "print(hasattr(_reference_module(t, {}), 'Model'))")
+    probe = (
+        "import json, sys; from kernelsmith.task import Task; from kernelsmith.evaluator.referee_process "
+        "import _reference_module; t = Task.load(sys.argv[1], backend='triton'); "
+        "print(hasattr(_reference_module(t, {}), 'Model'))"
+    )
     (tmp_path / "referee").mkdir()
-    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "double.py")], cwd=tmp_path / "referee",
-                         env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "double.py")],
+        cwd=tmp_path / "referee",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-1500:]
     with Evaluator(backend="triton", workers=1, timing=False) as ev:
         r = ev.evaluate(task, candidate)

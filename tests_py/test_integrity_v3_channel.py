@@ -10,6 +10,7 @@ reported; lines a child the program forked writes (the fork forges) are
 refused by the parent, which reads the writer's pid of every message
 (SO_PASSCRED) and knows the worker's from its first line. The fixtures are in fixtures/hacks_v3 (docs/evaluator.md,
 "Integrity v3")."""
+
 from __future__ import annotations
 
 import json
@@ -49,16 +50,16 @@ REASONS = {
     # the harness writes); the parent finds a speedup no timing reported to
     # it (trusted/timing_reports.py)
     "channel_direct_forge": r"^the result's timing figures are not the ones measured \(no timing reported any "
-                            r"figures to the parent\)",
+    r"figures to the parent\)",
     # a child forked in forward speaks for the worker (evidence, timing-done,
     # result with the figures it reported): the parent knows the writer of
     # every read (SO_PASSCRED) and the worker's pid from its first line
     "channel_fork_forge": r"^a process other than the worker wrote on the evaluator's channel \(pid \d+; the worker "
-                          r"is pid \d+\): a process the program started forged protocol messages$",
+    r"is pid \d+\): a process the program started forged protocol messages$",
     # the same, the evidence the worker's own and true, the timing-done and
     # result the child's, at the first timed call (timing on: TIMED below)
     "channel_fork_forge_timed": r"^a process other than the worker wrote on the evaluator's channel \(pid \d+; the "
-                                r"worker is pid \d+\): a process the program started forged protocol messages$",
+    r"worker is pid \d+\): a process the program started forged protocol messages$",
 }
 
 #: the fixtures that act only while timed: evaluated with timing on
@@ -86,6 +87,7 @@ def test_the_log_prefix_is_the_filters():
 
 
 # ---------------------------------------------------------------- descriptors
+
 
 def _descriptors(r) -> list[dict]:
     m = re.search(r"FDS=(\[.*?\])=FDS", r.error)
@@ -123,6 +125,7 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
 
 # ------------------------------------------------------------------- fixtures
 
+
 @pytest.fixture(scope="module")
 def verdicts():
     relu = Task.load(EXAMPLES / "relu")
@@ -143,7 +146,9 @@ def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
     r = verdicts[name]
     assert r.category == "hacked" and r.hacked and not r.correct and r.speedup is None, _show(r)
     assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
-    if not name.startswith(("channel_direct_forge", "channel_fork_forge")):  # the filter's refusals: the worker's own last word
+    if not name.startswith(
+        ("channel_direct_forge", "channel_fork_forge")
+    ):  # the filter's refusals: the worker's own last word
         assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail
 
 
@@ -168,10 +173,12 @@ def test_the_seed_next_to_them_is_accepted(verdicts):
 
 # ------------------------------------------------------- the filter on its own
 
+
 def _run(script: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": PYTHONPATH}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 @pytest.mark.skipif(not _core.syscall_filter_supported(), reason="no seccomp user notifications here")
@@ -199,8 +206,11 @@ def test_subprocess_and_threads_keep_working_under_the_filter():
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
     assert p.stdout.split("\n")[:2] == ["nested ok", "still ours 499500 0"], p.stdout
     assert "not reached" not in p.stdout
-    assert re.search(re.escape(FILTER_PREFIX) + r"the program tried to replace the evaluator's channel "
-                     r"\(dup2 onto fd \d+\)\n", p.stderr), p.stderr
+    assert re.search(
+        re.escape(FILTER_PREFIX) + r"the program tried to replace the evaluator's channel "
+        r"\(dup2 onto fd \d+\)\n",
+        p.stderr,
+    ), p.stderr
 
 
 @pytest.mark.skipif(not _core.syscall_filter_supported(), reason="no seccomp user notifications here")
@@ -224,8 +234,9 @@ def test_a_started_process_that_reads_the_workers_memory_is_recorded():
         os._exit(0)  # as the worker ends: no teardown closing the protected socket
     """)
     assert p.returncode == 0, (p.stdout, p.stderr)
-    assert p.stdout.strip() == ("0 1 the program tried to read another process's memory (process_vm_readv) "
-                                "in a process it started"), p.stdout
+    assert p.stdout.strip() == (
+        "0 1 the program tried to read another process's memory (process_vm_readv) in a process it started"
+    ), p.stdout
 
 
 def test_the_channel_check_catches_a_replaced_channel_without_the_filter():
@@ -251,11 +262,15 @@ def test_the_channel_check_catches_a_replaced_channel_without_the_filter():
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
     lines = p.stdout.strip().split("\n")
     assert lines == ["system-call filter unavailable: no seccomp here", '{"type": "stage", "stage": "before"}'], lines
-    assert re.search(re.escape(FILTER_PREFIX) + r"the program replaced or closed the evaluator's channel "
-                     r"\(fd \d+ is no longer the descriptor it was\)", p.stderr), p.stderr
+    assert re.search(
+        re.escape(FILTER_PREFIX) + r"the program replaced or closed the evaluator's channel "
+        r"\(fd \d+ is no longer the descriptor it was\)",
+        p.stderr,
+    ), p.stderr
 
 
 # ------------------------------------------------------- who wrote a message
+
 
 def test_the_parent_reads_who_wrote_each_message_and_refuses_a_forked_writer():
     """protocol.read_with_sender: the kernel names the writer of every read

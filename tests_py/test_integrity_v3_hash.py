@@ -17,6 +17,7 @@ whole-value caches never hit on a timed call (they compute, and are no
 faster than the seed); the sample-keyed one is stale at a splice and
 rejected naming it. The finalists' re-timing does the same.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,11 +39,13 @@ interpreter = pytest.mark.skipif(
     reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
 )
 
-SPLICED = (r"^wrong output of a timed call after new values were moved into the timed input tensors in place between "
-           r"samples \(same objects, data pointers and version counters; (sample pair \d+|the last timed call)"
-           r"(, new values in one block of at most 64 elements of each tensor)?\) "
-           r"\(output 0: \d+ of 16384 elements differ; .*\): the program returned a result cached from an earlier "
-           r"call while timed$")
+SPLICED = (
+    r"^wrong output of a timed call after new values were moved into the timed input tensors in place between "
+    r"samples \(same objects, data pointers and version counters; (sample pair \d+|the last timed call)"
+    r"(, new values in one block of at most 64 elements of each tensor)?\) "
+    r"\(output 0: \d+ of 16384 elements differ; .*\): the program returned a result cached from an earlier "
+    r"call while timed$"
+)
 WHOLE = ("hash_whole_sha", "hash_whole_sum", "hash_whole_after_warmup")
 STALE = ("hash_sample_per_buffer",)
 #: an honest relu other than the seed (blocks of 256)
@@ -122,8 +125,11 @@ def test_the_finalists_retiming_changes_its_inputs_and_checks_the_output():
     caught there as in a step's timing, and the honest seed is re-timed as
     before."""
     relu = Task.load(EXAMPLES / "relu")
-    sources = [(EXAMPLES / "relu" / "seed.py").read_text(), (HACKS / "hash_sample_per_buffer.py").read_text(),
-               (HACKS / "phase_profiler_dataptr.py").read_text()]
+    sources = [
+        (EXAMPLES / "relu" / "seed.py").read_text(),
+        (HACKS / "hash_sample_per_buffer.py").read_text(),
+        (HACKS / "phase_profiler_dataptr.py").read_text(),
+    ]
     with Evaluator(backend="triton", workers=1, timeout_s=300, timing=True) as ev:
         out = ev.confirm_best(relu, sources, alone=False)
     rows = {e["index"]: e for e in out["finalists"]}
@@ -142,8 +148,12 @@ def test_a_single_timed_set_is_moved_through_a_spare_draw():
     import dataclasses
 
     relu = Task.load(EXAMPLES / "relu")
-    one = Task(reference_source=relu.reference_source, seed_source=relu.seed_source, path=relu.path,
-               config=dataclasses.replace(relu.config, timing=dataclasses.replace(relu.config.timing, input_sets=1)))
+    one = Task(
+        reference_source=relu.reference_source,
+        seed_source=relu.seed_source,
+        path=relu.path,
+        config=dataclasses.replace(relu.config, timing=dataclasses.replace(relu.config.timing, input_sets=1)),
+    )
     sources = [(EXAMPLES / "relu" / "seed.py").read_text(), (HACKS / "phase_profiler_dataptr.py").read_text()]
     with Evaluator(backend="triton", workers=2, timeout_s=200, timing=True) as ev:
         seed, cached = ev.evaluate_many([(one, s) for s in sources])
@@ -156,6 +166,7 @@ def test_a_single_timed_set_is_moved_through_a_spare_draw():
 
 # ------------------------------------------------------ the splices on their own
 
+
 def _sets(torch, n, size=256):
     return [[torch.randn(4, size), torch.randint(0, 9, (7,)), 3] for _ in range(n)]
 
@@ -167,8 +178,14 @@ def _clone(torch, sets):
 def _hook(torch, cand, ref, last, spare=None):
     from kernelsmith.evaluator.timed_rotation import TimedRotation
 
-    return TimedRotation(cand, ref, last, lambda args: torch.relu(args[0]),
-                         lambda got, exp: {"ok": torch.equal(got, exp), "message": "differs"}, spare=spare)
+    return TimedRotation(
+        cand,
+        ref,
+        last,
+        lambda args: torch.relu(args[0]),
+        lambda got, exp: {"ok": torch.equal(got, exp), "message": "differs"},
+        spare=spare,
+    )
 
 
 def _digest(args) -> str:

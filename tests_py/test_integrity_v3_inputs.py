@@ -15,6 +15,7 @@ with timing on:
   the arguments it handed over, the reference is timed on copies of its
   own, and the program's timed inputs are checked after the timing.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,10 @@ interpreter = pytest.mark.skipif(
     reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
 )
 
-CACHED = r"wrong output on the same input tensors refilled in place with new values \(same objects, data " \
-         r"pointers and version counters as the calls before\) \({when};.*result cached from an earlier call"
+CACHED = (
+    r"wrong output on the same input tensors refilled in place with new values \(same objects, data "
+    r"pointers and version counters as the calls before\) \({when};.*result cached from an earlier call"
+)
 #: fixture -> what its reason must say
 REASONS = {
     "cache_id_version": CACHED.format(when="correctness"),
@@ -45,17 +48,17 @@ REASONS = {
     # caches only while timed: the moves of the timed inputs between samples
     # (evaluator/timed_rotation.py) see it first, else the refill after the timing
     "cache_version_while_timed": CACHED.format(when="after timing") + r"|wrong output of a timed call after new "
-                                 r"values were moved into the timed input tensors in place between samples .*result "
-                                 r"cached from an earlier call while timed",
+    r"values were moved into the timed input tensors in place between samples .*result "
+    r"cached from an earlier call while timed",
     "rehome_set_padded": r"forward changed its input #0 in place \(input set 'get_inputs', trial 0, before the "
-                         r"reference\): strides \(1024, 1\) -> \(262144, 256\), its memory moved \(data pointer\), "
-                         r"storage size 64 KiB -> 16 MiB",
+    r"reference\): strides \(1024, 1\) -> \(262144, 256\), its memory moved \(data pointer\), "
+    r"storage size 64 KiB -> 16 MiB",
     "rehome_data_strided": r"forward changed its input #0 in place \(input set 'get_inputs', trial 0, before the "
-                           r"reference\): strides \(1024, 1\) -> \(1024, 16384\), its memory moved",
+    r"reference\): strides \(1024, 1\) -> \(1024, 16384\), its memory moved",
     "rehome_class_swap": r"forward changed its input #0 in place \(input set 'get_inputs', trial 0, before the "
-                         r"reference\): its class was changed from torch\.Tensor to candidate\.CheckedTensor",
+    r"reference\): its class was changed from torch\.Tensor to candidate\.CheckedTensor",
     "rehome_while_timed": r"forward changed its input #0 in place while timed \(timed input set \d\): "
-                          r"strides \(1024, 1\) -> \(262144, 256\)",
+    r"strides \(1024, 1\) -> \(262144, 256\)",
 }
 
 
@@ -140,10 +143,20 @@ def _refill_verdict(program, fresh=True):
     held = [torch.tensor([1.0, -2.0, 3.0])]
     program(held)  # the program saw these tensors before (a trial)
     try:
-        _refill_checks(lambda args, where: cmp.flatten_outputs(program(args)), torch.relu,
-                       lambda: [torch.tensor([-1.0, 2.0, -3.0])], lambda gen: list(gen()),
-                       lambda xs: [x.clone() for x in xs], cmp, 1e-6, 1e-6, _Backend(), "after timing", held,
-                       fresh=fresh)
+        _refill_checks(
+            lambda args, where: cmp.flatten_outputs(program(args)),
+            torch.relu,
+            lambda: [torch.tensor([-1.0, 2.0, -3.0])],
+            lambda gen: list(gen()),
+            lambda xs: [x.clone() for x in xs],
+            cmp,
+            1e-6,
+            1e-6,
+            _Backend(),
+            "after timing",
+            held,
+            fresh=fresh,
+        )
     except Verdict as v:
         return v.fields
     return {"category": "ok"}
@@ -281,12 +294,15 @@ def test_inputs_after_timing_blames_the_program_not_a_reference_that_writes_its_
     ref_sets, given, prints = _own_copies(torch, sets, clone, cmp)
     assert _inputs_after_timing(torch, cmp, sets, ref_sets, given, prints) is None
     sets[1][0].mul_(0.5)  # the program rewrote one of its inputs while timed
-    assert _inputs_after_timing(torch, cmp, sets, ref_sets, given, prints) == \
-        "forward modified its input #0 in place while timed (timed input set 1)"
+    assert (
+        _inputs_after_timing(torch, cmp, sets, ref_sets, given, prints)
+        == "forward modified its input #0 in place while timed (timed input set 1)"
+    )
     sets[1][0].mul_(2.0)
     ref_sets[0][0].relu_()  # a reference that changes its own arguments: not the program's doing
     assert _inputs_after_timing(torch, cmp, sets, ref_sets, given, prints) is None
     sets[0][0].data = torch.randn(16)[::2]
     reason = _inputs_after_timing(torch, cmp, sets, ref_sets, given, prints)
-    assert reason.startswith("forward changed its input #0 in place while timed (timed input set 0): strides (1,) "
-                             "-> (2,)"), reason
+    assert reason.startswith(
+        "forward changed its input #0 in place while timed (timed input set 0): strides (1,) -> (2,)"
+    ), reason

@@ -15,6 +15,7 @@ of the fixtures go through a real pool in
 test_integrity_v3_channel.py (channel_direct_forge) and
 test_pygpubench_exploits.py (fd_overwrite, heap_sig_scan, event_array,
 stack_sig_scan, file_struct, seccomp_trap)."""
+
 from __future__ import annotations
 
 from kernelsmith.evaluator.trusted.referee_check import judge
@@ -23,8 +24,16 @@ from kernelsmith.result import EvalResult
 
 
 def _timed(speedup: float = 1.25, ref: float = 2.5, cand: float = 2.0, lo: float = 1.2, hi: float = 1.3) -> EvalResult:
-    return EvalResult(compiled=True, correct=True, category="ok", speedup=speedup, ref_runtime_ms=ref,
-                      runtime_ms=cand, speedup_ci_low=lo, speedup_ci_high=hi)
+    return EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        speedup=speedup,
+        ref_runtime_ms=ref,
+        runtime_ms=cand,
+        speedup_ci_low=lo,
+        speedup_ci_high=hi,
+    )
 
 
 def _report(speedup: float = 1.25, ref: float = 2.5, cand: float = 2.0, lo: float = 1.2, hi: float = 1.3) -> dict:

@@ -11,6 +11,7 @@ Now new values are moved into the timed input tensors in place between
 samples (evaluator/timed_rotation.py) and the output of the call after each
 move is checked; honest programs are untouched.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,12 +31,16 @@ interpreter = pytest.mark.skipif(
     reason="CPU evaluator tests run the Triton interpreter (set TRITON_INTERPRET=1)",
 )
 
-MOVED = (r"^wrong output of a timed call after new values were moved into the timed input tensors in place between "
-         r"samples \(same objects, data pointers and version counters; (sample pair \d+|the last timed call)"
-         r"(, new values in one block of at most 64 elements of each tensor)?\) "
-         r"\(.*\): the program returned a result cached from an earlier call while timed$")
-FIXTURES = {name: HACKS / f"{name}.py" for name in ("phase_profiler_dataptr", "phase_profiler_value_sample",
-                                                     "phase_dispatch_mode_id")}
+MOVED = (
+    r"^wrong output of a timed call after new values were moved into the timed input tensors in place between "
+    r"samples \(same objects, data pointers and version counters; (sample pair \d+|the last timed call)"
+    r"(, new values in one block of at most 64 elements of each tensor)?\) "
+    r"\(.*\): the program returned a result cached from an earlier call while timed$"
+)
+FIXTURES = {
+    name: HACKS / f"{name}.py"
+    for name in ("phase_profiler_dataptr", "phase_profiler_value_sample", "phase_dispatch_mode_id")
+}
 FIXTURES["warmup"] = HERE / "fixtures" / "pygpubench" / "warmup.py"
 
 
@@ -86,6 +91,7 @@ def test_the_honest_seed_is_timed_with_its_inputs_moved(verdicts, name):
 
 # ------------------------------------------------------ the moves on their own
 
+
 def _sets(torch, n, size=256):
     return [[torch.randn(4, size), torch.randint(0, 9, (7,)), 3] for _ in range(n)]
 
@@ -94,9 +100,14 @@ def _hook(torch, cand, ref, last, draws):
     from kernelsmith.evaluator.timed_rotation import TimedRotation
 
     it = iter(draws if not callable(draws) else ())
-    return TimedRotation(cand, ref, last, lambda args: torch.relu(args[0]),
-                         lambda got, exp: {"ok": torch.equal(got, exp), "message": "differs"},
-                         draw=draws if callable(draws) else (lambda n: next(it) % n))
+    return TimedRotation(
+        cand,
+        ref,
+        last,
+        lambda args: torch.relu(args[0]),
+        lambda got, exp: {"ok": torch.equal(got, exp), "message": "differs"},
+        draw=draws if callable(draws) else (lambda n: next(it) % n),
+    )
 
 
 def test_moves_keep_identity_pointer_and_version_and_are_undone():

@@ -13,6 +13,7 @@
 The held-out programs are tests_py/fixtures/hacks_v3/{policy,range}_*.py;
 each was accepted by the evaluator before these checks (commit a5acc8d).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,15 +47,24 @@ GUARD = r"forward ran PyTorch compute ops aten\.relu"
 CENSUS = r"forward's work was done outside the program's own kernels: aten::relu"
 #: fixture -> every pattern one of its hack reasons must match
 EXPECTED = {
-    "policy_dict_update": [DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)",
-                           REACHED + r".*read kernelsmith\.evaluator\.guards\.__dict__"],
+    "policy_dict_update": [
+        DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)",
+        REACHED + r".*read kernelsmith\.evaluator\.guards\.__dict__",
+    ],
     # the census's attribute is rebound, but it judges by its frozen policy
-    "policy_inplace_set": [DRIFT + r"the torch-op guard's allowed ops \(added relu\); the census's allowed ops "
-                           r"\(added relu\)", CENSUS],
-    "policy_alias_import": [DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)",
-                            REACHED + r".*set kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS"],
-    "policy_sys_modules": [DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)",
-                           REACHED + r"read kernelsmith\.evaluator\.guards\.__dict__"],
+    "policy_inplace_set": [
+        DRIFT + r"the torch-op guard's allowed ops \(added relu\); the census's allowed ops "
+        r"\(added relu\)",
+        CENSUS,
+    ],
+    "policy_alias_import": [
+        DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)",
+        REACHED + r".*set kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS",
+    ],
+    "policy_sys_modules": [
+        DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)",
+        REACHED + r"read kernelsmith\.evaluator\.guards\.__dict__",
+    ],
     # widened after the load's check and out of the fence's sight: the guard
     # judging by its frozen copy is what names the relu
     "policy_widen_in_init": [GUARD, DRIFT + r"kernelsmith\.evaluator\.guards\.DEFAULT_ALLOWED_OPS \(added relu\)"],
@@ -66,7 +76,9 @@ EXPECTED = {
     "range_own_record_function": [REACHED + r".*read kernelsmith\.backends\.base\.backend_internal"],
     "range_own_record_function_modes_off": [
         r"forward opened profiler range\(s\) named like the evaluator's kernel range \(ks::kernel::copy_kernel\) "
-        r"that the harness did not open", CENSUS],
+        r"that the harness did not open",
+        CENSUS,
+    ],
 }
 
 
@@ -117,6 +129,7 @@ def test_the_gpu_only_autotune_hook_fails_on_the_cpu_only_for_want_of_a_driver(v
 
 # -- the parts, in this process -------------------------------------------
 
+
 def test_the_checks_judge_by_the_frozen_copy_not_the_module():
     import torch
 
@@ -129,7 +142,9 @@ def test_the_checks_judge_by_the_frozen_copy_not_the_module():
     constants = Constants()
     original = guards.DEFAULT_ALLOWED_OPS
     old_range = census_mod.KERNEL_RANGE
-    guards.__dict__.update(DEFAULT_ALLOWED_OPS=original | {"relu"}, )
+    guards.__dict__.update(
+        DEFAULT_ALLOWED_OPS=original | {"relu"},
+    )
     census_mod.KERNEL_RANGE = "ks::"
     try:
         changed = constants.changed()
@@ -162,8 +177,10 @@ def test_a_constant_mutated_in_place_is_named(monkeypatch):
     constants = Constants()
     census_mod._TEST_ONLY_OPS.add("mm")  # the same object, widened
     census_mod._TEST_ONLY_TABLE["a"].append("mm")
-    assert constants.changed() == ["kernelsmith.evaluator.census._TEST_ONLY_OPS (added mm)",
-                                   "kernelsmith.evaluator.census._TEST_ONLY_TABLE"]
+    assert constants.changed() == [
+        "kernelsmith.evaluator.census._TEST_ONLY_OPS (added mm)",
+        "kernelsmith.evaluator.census._TEST_ONLY_TABLE",
+    ]
 
 
 def test_the_fence_sees_every_spelling_of_an_import_and_not_the_evaluator(tmp_path):

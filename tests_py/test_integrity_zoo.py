@@ -10,6 +10,7 @@ accepted under the partial one with its coverage, rejected again when the
 task's minimum coverage is above what it reached.
 
 All in one Evaluator batch on the CPU (Triton interpreter)."""
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,12 @@ L2 = "l2_conv_bias_relu_scale"
 #: which asks for the active GPU driver: under TRITON_INTERPRET=1 there is
 #: none ("0 active drivers"), so this one is checked on a GPU only
 #: (benchmarks/gpu_verdicts.py)
-GPU_ONLY = {"matmul_autotune": "@triton.autotune benchmarks its configs through Triton's GPU driver "
-                               "(triton.testing.do_bench), which the CPU interpreter does not have "
-                               "(RuntimeError: 0 active drivers); verified by benchmarks/gpu_verdicts.py"}
-HONEST = sorted(p.name for p in ZOO.iterdir()
-                if (p / "candidate.py").exists() and not p.name.startswith("l2_"))
+GPU_ONLY = {
+    "matmul_autotune": "@triton.autotune benchmarks its configs through Triton's GPU driver "
+    "(triton.testing.do_bench), which the CPU interpreter does not have "
+    "(RuntimeError: 0 active drivers); verified by benchmarks/gpu_verdicts.py"
+}
+HONEST = sorted(p.name for p in ZOO.iterdir() if (p / "candidate.py").exists() and not p.name.startswith("l2_"))
 
 
 def _show(r) -> str:

@@ -4,6 +4,7 @@ their reasons, the harness's calls as input sets (counted statically, checked
 here by running the harness), performance shapes, dtype, the quantization
 contract in the output comparison, and, with the Triton interpreter, an honest
 program accepted and timed while one calling the reference's op is rejected."""
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,13 @@ def test_layout_categories_and_unreadable_files_with_reasons():
     assert not kx.is_suite(HERE / "fixtures")
     assert kx.find_root(TASKS / "Activation" / "relu.py") == ROOT
     read, unreadable = kx.read_suite(ROOT)
-    assert sorted(tf.key for tf, _ in read) == ["Activation/gelu_fp16", "Activation/relu", "Index/index_fill_",
-                                                 "Math/fftn", "Quantization/matmul_w8a8"]
+    assert sorted(tf.key for tf, _ in read) == [
+        "Activation/gelu_fp16",
+        "Activation/relu",
+        "Index/index_fill_",
+        "Math/fftn",
+        "Quantization/matmul_w8a8",
+    ]
     assert all(t.config.category == tf.category and tf.category in kx.CATEGORIES for tf, t in read)
     why = {u.key: u.reason for u in unreadable}
     assert set(why) == {"Optimizer/SGD", "Random/rand"}
@@ -59,8 +65,14 @@ def test_layout_categories_and_unreadable_files_with_reasons():
     from kernelsmith.bench.suite import discover
 
     suite = discover(ROOT)
-    assert len(suite) == 7 and {t.category for t in suite} == {"Activation", "Index", "Math", "Optimizer",
-                                                               "Quantization", "Random"}
+    assert len(suite) == 7 and {t.category for t in suite} == {
+        "Activation",
+        "Index",
+        "Math",
+        "Optimizer",
+        "Quantization",
+        "Random",
+    }
     assert all(t.level is None and t.key.startswith(t.category + "/") for t in suite)
 
 
@@ -172,13 +184,15 @@ def test_counting_refuses_what_it_cannot_know(tmp_path):
     folder = tmp_path / "data" / "kernelbenchx" / "Math"
     folder.mkdir(parents=True)
     body = "import torch\n\ndef twice(x):\n    return 2 * x\n\n" + kx.SEPARATOR + "\n"
-    (folder / "twice.py").write_text(body + "n = int(torch.randint(1, 4, ()))\nfor _ in range(n):\n"
-                                            "    twice(torch.ones(2))\n")
+    (folder / "twice.py").write_text(
+        body + "n = int(torch.randint(1, 4, ()))\nfor _ in range(n):\n    twice(torch.ones(2))\n"
+    )
     with pytest.raises(kx.UnreadableTask, match="cannot be counted"):
         kx.read_task(folder / "twice.py")
     # a list that grows before it is looped over is counted at its final length
-    (folder / "twice.py").write_text(body + "sizes = []\nfor i in range(3):\n    sizes.append(2 ** i)\n"
-                                            "for s in sizes:\n    twice(torch.ones(s))\n")
+    (folder / "twice.py").write_text(
+        body + "sizes = []\nfor i in range(3):\n    sizes.append(2 ** i)\nfor s in sizes:\n    twice(torch.ones(s))\n"
+    )
     task = kx.read_task(folder / "twice.py")
     assert task.config.extra_inputs == ["kbx_case_0", "kbx_case_1", "kbx_case_2"]
     assert _module(task).kbx_case_2()[0].shape == (4,)
@@ -186,8 +200,10 @@ def test_counting_refuses_what_it_cannot_know(tmp_path):
     assert "harness's last call is timed" in task.reference_source
 
 
-interpreter = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
-                                 reason="runs Triton programs in the interpreter (set TRITON_INTERPRET=1)")
+interpreter = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="runs Triton programs in the interpreter (set TRITON_INTERPRET=1)",
+)
 
 
 @interpreter
@@ -234,14 +250,17 @@ def test_bench_tables_by_category_with_speed_of_light():
     from kernelsmith.bench.tables import metrics_markdown, tasks_csv, tasks_markdown
 
     def r(key, best, sol):
-        return TaskResult(key=key, category=key.split("/")[0], correct=best is not None, best_speedup=best,
-                          best_sol=sol)
+        return TaskResult(
+            key=key, category=key.split("/")[0], correct=best is not None, best_speedup=best, best_sol=sol
+        )
 
-    results = [r("Activation/relu", 2.0, {"counted": True, "bound": "memory", "fraction": 0.40}),
-               r("Activation/gelu", 1.0, {"counted": True, "bound": "memory", "fraction": 0.80}),
-               r("MatrixMultiply/matmul", 0.5, {"counted": True, "bound": "compute", "fraction": 0.10}),
-               r("Math/fftn", 1.5, {"counted": True, "bound": "unknown", "bandwidth_fraction": 0.2}),
-               r("Math/svd", None, {})]
+    results = [
+        r("Activation/relu", 2.0, {"counted": True, "bound": "memory", "fraction": 0.40}),
+        r("Activation/gelu", 1.0, {"counted": True, "bound": "memory", "fraction": 0.80}),
+        r("MatrixMultiply/matmul", 0.5, {"counted": True, "bound": "compute", "fraction": 0.10}),
+        r("Math/fftn", 1.5, {"counted": True, "bound": "unknown", "bandwidth_fraction": 0.2}),
+        r("Math/svd", None, {}),
+    ]
     table = metrics_by_category(results)
     assert list(table) == ["Activation", "Math", "MatrixMultiply", "overall"]
     assert table["Activation"]["median_sol"] == pytest.approx(0.60) and table["Activation"]["sol_counted"] == 2
@@ -288,7 +307,9 @@ BENCH_ROOT = HERE / "fixtures_kbx" / "bench" / "KernelBenchX"
 def _bench():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_kernelbenchx", HERE.parent / "benchmarks" / "bench_kernelbenchx.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_kernelbenchx", HERE.parent / "benchmarks" / "bench_kernelbenchx.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules["bench_kernelbenchx"] = mod
     spec.loader.exec_module(mod)
@@ -303,8 +324,11 @@ def test_bench_programs_and_references_against_themselves_load_and_pass_the_stat
     assert len(loaded) == 3 and not unreadable
     # every fixture whose task is in this checkout, with its expected verdict
     assert sorted((it.key, it.kind, it.expected) for it in progs) == [
-        ("Activation/sigmoid", "hack", "hacked"), ("Activation/sigmoid", "honest", "ok"),
-        ("Loss/mse_loss", "honest", "ok"), ("Reduce/sum", "honest", "ok")]
+        ("Activation/sigmoid", "hack", "hacked"),
+        ("Activation/sigmoid", "honest", "ok"),
+        ("Loss/mse_loss", "honest", "ok"),
+        ("Reduce/sum", "honest", "ok"),
+    ]
     # one reference against itself per task, by category in turn, under the partial policy
     assert [it.key for it in selfs] == ["Activation/sigmoid", "Loss/mse_loss", "Reduce/sum"]
     assert all(it.task.config.policy == "partial" and it.task.config.min_coverage == 0.0 for it in selfs)
@@ -353,7 +377,9 @@ def test_bench_accepts_honest_programs_and_rejects_the_reference_caller_through_
     for key in ("Loss/mse_loss", "Reduce/sum"):
         row = rows[(key, "honest")]
         assert row["got"] == "ok" and row["as_expected"], row
-        assert row["shapes"] and isinstance(row["speedup"], float) and row["speed_of_light"].startswith("Speed of light")
+        assert (
+            row["shapes"] and isinstance(row["speedup"], float) and row["speed_of_light"].startswith("Speed of light")
+        )
     hack = rows[("Activation/sigmoid", "hack")]
     assert hack["got"] == "hacked" and "sigmoid" in hack["reason"], hack
     itself = rows[("Loss/mse_loss", "self")]

@@ -1,4 +1,5 @@
 """LLM clients against the scripted mock server, through the real SDKs."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +13,27 @@ import pytest
 from mock_llm_server import MockLLMServer, MockResponse, RecordedRequest
 
 from kernelsmith.config import ConfigError, load_yaml
-from kernelsmith.llm import (Budget, BudgetExceeded, Completion, EnsembleClient, LLMClient, LLMConfig, LLMError,
-                             LLMTimeoutError, Price, RedactingFilter, RetryPolicy, Usage, UsageMeter, build_client,
-                             make_client, parse_retry_after, redact, scrub_env, split_thinking)
+from kernelsmith.llm import (
+    Budget,
+    BudgetExceeded,
+    Completion,
+    EnsembleClient,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMTimeoutError,
+    Price,
+    RedactingFilter,
+    RetryPolicy,
+    Usage,
+    UsageMeter,
+    build_client,
+    make_client,
+    parse_retry_after,
+    redact,
+    scrub_env,
+    split_thinking,
+)
 
 KEY = "sk-test-0123456789abcdefXYZ"
 ANT_KEY = "sk-ant-test-9876543210zyxwvuQ"
@@ -45,6 +64,7 @@ async def _one(client, messages=USER, **params):
 
 # -- OpenAI-compatible --------------------------------------------------------------------------
 
+
 def test_openai_plain_sends_protocol_defaults_and_reads_usage(mock_llm):
     mock_llm.script(MockResponse(text="def kernel(): pass", prompt_tokens=123, completion_tokens=45))
     client = oai(mock_llm)
@@ -72,18 +92,31 @@ def test_openai_params_override_and_extra_fields_reach_the_body(mock_llm):
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 def test_openai_reasoning_fields(mock_llm, field):
-    mock_llm.script(MockResponse(text="answer", reasoning="let me think", reasoning_field=field,
-                                 reasoning_tokens=17))
+    mock_llm.script(MockResponse(text="answer", reasoning="let me think", reasoning_field=field, reasoning_tokens=17))
     c = run(_one(oai(mock_llm)))
     assert c.text == "answer" and c.reasoning == "let me think"
     assert c.usage.reasoning_tokens == 17
 
 
 def test_openai_think_tags_are_moved_to_reasoning(mock_llm):
-    mock_llm.script(MockResponse(text="\nfinal code", reasoning="step 1\nstep 2", think_tags=True),
-                    MockResponse(body={"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                       "choices": [{"index": 0, "finish_reason": "length", "message": {
-                                           "role": "assistant", "content": "<think>cut off while thin"}}]}))
+    mock_llm.script(
+        MockResponse(text="\nfinal code", reasoning="step 1\nstep 2", think_tags=True),
+        MockResponse(
+            body={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "length",
+                        "message": {"role": "assistant", "content": "<think>cut off while thin"},
+                    }
+                ],
+            }
+        ),
+    )
     client = oai(mock_llm)
 
     async def both():
@@ -111,6 +144,7 @@ def test_split_thinking_cases():
 
 # -- Anthropic ------------------------------------------------------------------------------------
 
+
 def test_anthropic_text_system_and_defaults(mock_llm):
     mock_llm.script(MockResponse(text="hello", prompt_tokens=50, completion_tokens=5))
     msgs = [{"role": "system", "content": "you write kernels"}] + USER
@@ -124,14 +158,16 @@ def test_anthropic_text_system_and_defaults(mock_llm):
     assert req.body["temperature"] == 0.6 and "top_p" not in req.body  # recent Claude refuse both
     assert req.body["max_tokens"] == 32768 and "thinking" not in req.body
     assert req.body["stream"] is True  # long answers are streamed by default
-    assert KEY not in str(req.headers) and ANT_KEY in (req.headers.get("x-api-key", "")
-                                                       + req.headers.get("authorization", ""))
+    assert KEY not in str(req.headers) and ANT_KEY in (
+        req.headers.get("x-api-key", "") + req.headers.get("authorization", "")
+    )
 
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_anthropic_thinking_blocks_become_reasoning(mock_llm, stream):
-    mock_llm.script(MockResponse(text="the kernel", reasoning="considering tiling", completion_tokens=900,
-                                 finish_reason="length"))
+    mock_llm.script(
+        MockResponse(text="the kernel", reasoning="considering tiling", completion_tokens=900, finish_reason="length")
+    )
     c = run(_one(ant(mock_llm, thinking_budget=4096, stream=stream)))
     assert c.text == "the kernel" and c.reasoning == "considering tiling"
     assert c.usage == Usage(10, 900, None, 910) and c.finish_reason == "max_tokens"
@@ -144,6 +180,7 @@ def test_anthropic_thinking_blocks_become_reasoning(mock_llm, stream):
 
 
 # -- retries, backoff, timeouts -------------------------------------------------------------------
+
 
 def test_429_with_retry_after_then_success(mock_llm):
     mock_llm.script(MockResponse.error(429, "slow down", retry_after=0.3), "done")
@@ -200,10 +237,13 @@ def test_timeout_retries_then_fails_clearly(mock_llm):
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_anthropic_retries_malformed_overloaded_and_slow(mock_llm, stream):
-    mock_llm.script(MockResponse.malformed(), MockResponse.error(529, "overloaded"), MockResponse.slow(3.0),
-                    MockResponse(text="<think>tagged</think>finally"))
-    c = run(_one(ant(mock_llm, stream=stream, retry=RetryPolicy(max_attempts=4, backoff_base_s=0.01)),
-                 timeout=0.4))
+    mock_llm.script(
+        MockResponse.malformed(),
+        MockResponse.error(529, "overloaded"),
+        MockResponse.slow(3.0),
+        MockResponse(text="<think>tagged</think>finally"),
+    )
+    c = run(_one(ant(mock_llm, stream=stream, retry=RetryPolicy(max_attempts=4, backoff_base_s=0.01)), timeout=0.4))
     assert c.text == "finally" and c.reasoning == "tagged" and c.attempts == 4
 
 
@@ -228,6 +268,7 @@ def test_retry_after_parsing():
 
 # -- concurrency ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("limit", [2, 4])
 def test_concurrency_limit_limits_requests_in_flight(mock_llm, limit):
     mock_llm.handler = lambda req: MockResponse(text="x", delay_s=0.3)
@@ -247,10 +288,13 @@ def test_concurrency_limit_limits_requests_in_flight(mock_llm, limit):
 
 # -- usage, prices, budget ----------------------------------------------------------------------
 
+
 def test_usage_per_request_and_per_run(mock_llm):
-    mock_llm.script(MockResponse(text="a", prompt_tokens=100, completion_tokens=10, reasoning_tokens=4),
-                    MockResponse(text="b", prompt_tokens=200, completion_tokens=20),
-                    MockResponse(text="c", prompt_tokens=300, completion_tokens=30))
+    mock_llm.script(
+        MockResponse(text="a", prompt_tokens=100, completion_tokens=10, reasoning_tokens=4),
+        MockResponse(text="b", prompt_tokens=200, completion_tokens=20),
+        MockResponse(text="c", prompt_tokens=300, completion_tokens=30),
+    )
     meter = UsageMeter()
     o, a = oai(mock_llm, meter=meter), ant(mock_llm, meter=meter)
 
@@ -274,8 +318,9 @@ def test_usage_per_request_and_per_run(mock_llm):
 
 def test_prices_and_money_budget_stop_before_sending(mock_llm):
     mock_llm.handler = lambda req: MockResponse(text="x", prompt_tokens=1000, completion_tokens=500)
-    meter = UsageMeter(prices={"openai:test-model": Price(input_per_mtok=1.0, output_per_mtok=2.0)},
-                       budget=Budget(max_usd=0.003))
+    meter = UsageMeter(
+        prices={"openai:test-model": Price(input_per_mtok=1.0, output_per_mtok=2.0)}, budget=Budget(max_usd=0.003)
+    )
     client = oai(mock_llm, meter=meter)
 
     async def go():
@@ -351,6 +396,7 @@ def test_budget_rechecked_after_waiting_for_a_slot(mock_llm):
 
 # -- ensemble -------------------------------------------------------------------------------------
 
+
 def _echo(req: RecordedRequest) -> MockResponse:
     return MockResponse(text=f"{req.api}:{req.model}")
 
@@ -360,8 +406,9 @@ def test_ensemble_weights_pick_both_and_record_which(mock_llm):
     meter = UsageMeter()
 
     def make(seed):
-        return EnsembleClient([(oai(mock_llm, meter=meter), 3.0), (ant(mock_llm, meter=meter), 1.0)],
-                              seed=seed, meter=meter)
+        return EnsembleClient(
+            [(oai(mock_llm, meter=meter), 3.0), (ant(mock_llm, meter=meter), 1.0)], seed=seed, meter=meter
+        )
 
     async def go(ens, n):
         try:
@@ -372,8 +419,10 @@ def test_ensemble_weights_pick_both_and_record_which(mock_llm):
     out = run(go(make(42), 60))
     models = [c.model for c in out]
     for c in out:  # the recorded model is the one that answered
-        assert c.text == {"openai:test-model": "openai:test-model",
-                          "anthropic:claude-test": "anthropic:claude-test"}[c.model]
+        assert (
+            c.text
+            == {"openai:test-model": "openai:test-model", "anthropic:claude-test": "anthropic:claude-test"}[c.model]
+        )
     n_openai = models.count("openai:test-model")
     assert 30 <= n_openai <= 57 and models.count("anthropic:claude-test") == 60 - n_openai
     assert meter.per_model["openai:test-model"].requests == n_openai
@@ -398,6 +447,7 @@ def test_ensemble_zero_weight_never_picked():
 
 
 # -- environment and configuration ----------------------------------------------------------------
+
 
 def test_env_vars_and_openai_api_base_alias(mock_llm, monkeypatch):
     for var in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY"):
@@ -429,8 +479,9 @@ def test_anthropic_env_vars(mock_llm, monkeypatch):
 
 
 def test_sampling_switch_and_pick_key_not_sent(mock_llm):
-    cfg = LLMConfig.from_dict({"models": [{"spec": "openai:o-model", "sampling": False,
-                                           "base_url": mock_llm.openai_base_url}]})
+    cfg = LLMConfig.from_dict(
+        {"models": [{"spec": "openai:o-model", "sampling": False, "base_url": mock_llm.openai_base_url}]}
+    )
     mock_llm.script(lambda req: f"computed from {req.last_user}")  # a callable in the script
     client = build_client(cfg)
     c = run(_one(client, pick_key=3))
@@ -452,7 +503,8 @@ def test_llm_config_from_yaml_builds_shared_ensemble(tmp_path, mock_llm, monkeyp
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANT_TEST_KEY", ANT_KEY)
     path = tmp_path / "run.yaml"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         llm:
           models:
             - {{spec: "openai:test-model", weight: 2, base_url: "{mock_llm.openai_base_url}"}}
@@ -468,7 +520,8 @@ def test_llm_config_from_yaml_builds_shared_ensemble(tmp_path, mock_llm, monkeyp
           prices:
             test-model: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}
           budget: {{max_tokens: 100000}}
-        """))
+        """)
+    )
     cfg = load_yaml(LLMConfig, path, section="llm")
     assert cfg.models[1].thinking_budget == 2048 and cfg.prices["test-model"].output_per_mtok == 4.0
     assert cfg.retry.max_attempts == 2 and cfg.budget.max_tokens == 100000
@@ -509,6 +562,7 @@ def test_llm_config_rejects_unknown_keys_and_keys_in_files():
 
 # -- keys stay secret -----------------------------------------------------------------------------
 
+
 def test_keys_masked_in_repr_errors_and_logs(mock_llm, caplog):
     client = oai(mock_llm, retry=RetryPolicy(max_attempts=2, backoff_base_s=0.001))
     assert KEY not in repr(client) and "api_key='***'" in repr(client)
@@ -540,24 +594,35 @@ def test_redact_helpers():
 
 
 def test_completion_round_trip():
-    c = Completion(text="t", reasoning="r", model="openai:m", usage=Usage(1, 2, 1), latency_s=0.5,
-                   finish_reason="stop", attempts=2, cost_usd=0.1)
+    c = Completion(
+        text="t",
+        reasoning="r",
+        model="openai:m",
+        usage=Usage(1, 2, 1),
+        latency_s=0.5,
+        finish_reason="stop",
+        attempts=2,
+        cost_usd=0.1,
+    )
     assert Completion.from_dict(c.to_dict()) == c
     assert c.usage.total == 3 and (c.usage + Usage(1, 1)).total_tokens == 5
 
 
-@pytest.mark.parametrize("api, reply, kind, attempts", [
-    ("openai", MockResponse.error(401, "Incorrect API key provided"), "auth", 1),
-    ("anthropic", MockResponse.error(403, "permission denied"), "auth", 1),
-    ("openai", MockResponse.error(429, "You exceeded your current quota, check your plan and billing"), "quota", 1),
-    ("anthropic", MockResponse.error(400, "Your credit balance is too low to access the API"), "quota", 1),
-    ("openai", MockResponse.error(404, "The model `m` does not exist"), "not-found", 1),
-    ("openai", MockResponse.error(400, "context too long"), "bad-request", 1),
-    ("openai", MockResponse.error(429, "Rate limit reached, slow down"), "rate-limit", 2),
-    ("anthropic", MockResponse.error(529, "Overloaded"), "server", 2),
-    ("openai", MockResponse.dropped(), "connection", 2),
-    ("openai", MockResponse.malformed(), "malformed", 2),
-])
+@pytest.mark.parametrize(
+    "api, reply, kind, attempts",
+    [
+        ("openai", MockResponse.error(401, "Incorrect API key provided"), "auth", 1),
+        ("anthropic", MockResponse.error(403, "permission denied"), "auth", 1),
+        ("openai", MockResponse.error(429, "You exceeded your current quota, check your plan and billing"), "quota", 1),
+        ("anthropic", MockResponse.error(400, "Your credit balance is too low to access the API"), "quota", 1),
+        ("openai", MockResponse.error(404, "The model `m` does not exist"), "not-found", 1),
+        ("openai", MockResponse.error(400, "context too long"), "bad-request", 1),
+        ("openai", MockResponse.error(429, "Rate limit reached, slow down"), "rate-limit", 2),
+        ("anthropic", MockResponse.error(529, "Overloaded"), "server", 2),
+        ("openai", MockResponse.dropped(), "connection", 2),
+        ("openai", MockResponse.malformed(), "malformed", 2),
+    ],
+)
 def test_failures_say_their_kind_and_the_providers_message(mock_llm, api, reply, kind, attempts):
     mock_llm.handler = lambda request: reply
     client = (oai if api == "openai" else ant)(mock_llm, retry=RetryPolicy(max_attempts=2, backoff_base_s=0.001))

@@ -3,6 +3,7 @@
 of a small memory, the attribution rules, and real evaluations in sandboxed
 workers whose out-of-memory faults are real (the workers' 8 GiB address-space
 limit; the trusted referee has none), attributed by the real code path."""
+
 from __future__ import annotations
 
 import os
@@ -13,10 +14,20 @@ from pathlib import Path
 import pytest
 
 from kernelsmith.evaluator import Evaluator
-from kernelsmith.evaluator.memory import (GiB, MiB, Footprint, Grant, MemoryAdmission, ProcessMemorySampler,
-                                          process_role,
-                                          StandInMemory, attribute_memory_fault, compute_apps, summary_line,
-                                          tried_bytes)
+from kernelsmith.evaluator.memory import (
+    GiB,
+    MiB,
+    Footprint,
+    Grant,
+    MemoryAdmission,
+    ProcessMemorySampler,
+    process_role,
+    StandInMemory,
+    attribute_memory_fault,
+    compute_apps,
+    summary_line,
+    tried_bytes,
+)
 from kernelsmith.task import Task
 
 HERE = Path(__file__).parent
@@ -30,8 +41,10 @@ needs_interpreter = pytest.mark.skipif(
 
 # -- admission -------------------------------------------------------------------------
 
-def _hold(admission: MemoryAdmission, need, events: list, name: str, release: threading.Event,
-          alone: bool = False) -> threading.Thread:
+
+def _hold(
+    admission: MemoryAdmission, need, events: list, name: str, release: threading.Event, alone: bool = False
+) -> threading.Thread:
     def body() -> None:
         with admission.admit(need, alone=alone) as grant:
             events.append(("in", name, grant.alone))
@@ -138,8 +151,12 @@ def test_candidate_within_its_allowance_on_a_shared_device_is_the_harness_and_re
     small = attribute_memory_fault(facts, FP, 2.0, Grant(FP.worker_bytes(2.0), True, free_bytes=40 * GiB))
     assert small.category == "harness" and not small.retry_alone and "too small" in small.reason
     # a larger margin makes a larger demand the harness's
-    assert attribute_memory_fault({"fault": "candidate", "candidate_bytes": 30 * GiB}, FP, 6.0,
-                                  Grant(1, False, free_bytes=80 * GiB)).category == "harness"
+    assert (
+        attribute_memory_fault(
+            {"fault": "candidate", "candidate_bytes": 30 * GiB}, FP, 6.0, Grant(1, False, free_bytes=80 * GiB)
+        ).category
+        == "harness"
+    )
 
 
 def test_harness_fault_is_retried_then_reported_unless_the_program_kept_the_memory():
@@ -156,8 +173,9 @@ def test_harness_fault_is_retried_then_reported_unless_the_program_kept_the_memo
 
 def test_sizes_in_out_of_memory_messages_are_read():
     assert tried_bytes("CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity") == 6 * GiB
-    assert tried_bytes("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes") \
-        == 1 << 40
+    assert (
+        tried_bytes("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes") == 1 << 40
+    )
     assert tried_bytes("Tried to allocate 20.00 MiB") == 20 * MiB
     assert tried_bytes("illegal memory access") is None
 
@@ -179,12 +197,15 @@ def test_process_roles_tell_a_zygote_from_the_workers_it_forked():
     import subprocess
     import sys
 
-    code = ("import os, sys, time\n"
-            "pid = os.fork()\n"
-            "if pid == 0:\n    time.sleep(30); os._exit(0)\n"
-            "print(pid, flush=True); time.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, "kernelsmith.evaluator.zygote"], stdout=subprocess.PIPE,
-                            text=True)
+    code = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    time.sleep(30); os._exit(0)\n"
+        "print(pid, flush=True); time.sleep(30)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "kernelsmith.evaluator.zygote"], stdout=subprocess.PIPE, text=True
+    )
     try:
         child = int(proc.stdout.readline())
         assert process_role(proc.pid) == "zygote"
@@ -227,7 +248,8 @@ def _relu_task(root: Path, name: str, scratch_gib: int = 0, pad_gib: int = 0) ->
         "        return torch.relu(x)\n\n\n"
         "def get_inputs():\n"
         f"    return [torch.randn(16, 1024)] + ([torch.empty({pad_gib} << 30, dtype=torch.uint8)] if {pad_gib} else [])"
-        "\n\n\ndef get_init_inputs():\n    return []\n")
+        "\n\n\ndef get_init_inputs():\n    return []\n"
+    )
     return Task.load(folder, backend="triton", trials=1)
 
 
@@ -258,8 +280,9 @@ def test_out_of_memory_attributed_in_real_workers(tmp_path):
         (_relu_task(tmp_path, "inputs_oom", pad_gib=12), _program(signature=", pad: torch.Tensor")),
         (relu, SEED),
     ]
-    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False,
-                   device_memory=lambda device: StandInMemory(16 * GiB)) as ev:
+    with Evaluator(
+        backend="triton", workers=2, timeout_s=150, timing=False, device_memory=lambda device: StandInMemory(16 * GiB)
+    ) as ev:
         hog, ref_oom, inputs_oom, honest = ev.evaluate_many(cases)
         log = list(ev.memory[None].log)
     # the program asked for far more than the reference's peak: charged, not retried
@@ -290,10 +313,18 @@ def test_memory_the_program_kept_is_charged_where_the_harness_runs_out(tmp_path)
     task = _relu_task(tmp_path, "ref_scratch", scratch_gib=6)
     # an honest ReLU that keeps 6 GiB across calls: its own call succeeds, the
     # reference's 6 GiB scratch, next, does not fit 12 GiB of address space
-    hoarder = _program("        if not hasattr(self, 'kept'):\n"
-                       "            self.kept = torch.empty(6 << 30, dtype=torch.uint8, device=x.device)\n")
-    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False, memory_limit_mb=12288,
-                   device_memory=lambda device: StandInMemory(16 * GiB)) as ev:
+    hoarder = _program(
+        "        if not hasattr(self, 'kept'):\n"
+        "            self.kept = torch.empty(6 << 30, dtype=torch.uint8, device=x.device)\n"
+    )
+    with Evaluator(
+        backend="triton",
+        workers=2,
+        timeout_s=150,
+        timing=False,
+        memory_limit_mb=12288,
+        device_memory=lambda device: StandInMemory(16 * GiB),
+    ) as ev:
         kept, honest = ev.evaluate_many([(task, hoarder), (task, SEED)])
     assert honest.category == "ok", _show(honest)
     assert kept.category == "oom", _show(kept)
@@ -305,8 +336,13 @@ def test_memory_the_program_kept_is_charged_where_the_harness_runs_out(tmp_path)
 def test_small_device_admits_one_worker_at_a_time():
     relu = Task.load(EXAMPLES / "relu")
     # room for one worker's need (512 MiB allowance + the harness's copies) after the 1 GiB reserve
-    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False,
-                   device_memory=lambda device: StandInMemory(GiB + 600 * MiB)) as ev:
+    with Evaluator(
+        backend="triton",
+        workers=2,
+        timeout_s=150,
+        timing=False,
+        device_memory=lambda device: StandInMemory(GiB + 600 * MiB),
+    ) as ev:
         results = ev.evaluate_many([(relu, SEED)] * 3)
         admission = ev.memory[None]
     assert all(r.category == "ok" for r in results), [_show(r) for r in results]
@@ -317,8 +353,14 @@ def test_small_device_admits_one_worker_at_a_time():
 @needs_interpreter
 def test_fresh_mode_goes_through_the_same_admission_and_attribution(tmp_path):
     task = _relu_task(tmp_path, "ref_oom", scratch_gib=12)
-    with Evaluator(backend="triton", mode="fresh", workers=1, timeout_s=150, timing=False,
-                   device_memory=lambda device: StandInMemory(16 * GiB)) as ev:
+    with Evaluator(
+        backend="triton",
+        mode="fresh",
+        workers=1,
+        timeout_s=150,
+        timing=False,
+        device_memory=lambda device: StandInMemory(16 * GiB),
+    ) as ev:
         result = ev.evaluate(task, SEED)
         log = list(ev.memory[None].log)
     assert result.category == "harness", _show(result)
@@ -333,9 +375,10 @@ def test_replay_check_still_catches_an_earlier_output_from_its_fingerprints():
     returning its first output again (under the partial policy, where the
     census's provenance check does not name it first) is still a replay."""
     task = Task.load(EXAMPLES / "relu", policy="partial", trials=3)
-    replay = SEED.replace("        return y\n", "        if not hasattr(self, 'first'):\n"
-                                                 "            self.first = y\n"
-                                                 "        return self.first\n")
+    replay = SEED.replace(
+        "        return y\n",
+        "        if not hasattr(self, 'first'):\n            self.first = y\n        return self.first\n",
+    )
     assert replay != SEED
     with Evaluator(backend="triton", workers=1, timeout_s=150, timing=False) as ev:
         result = ev.evaluate(task, replay)
@@ -396,8 +439,10 @@ def test_the_allocators_nvml_assert_is_an_out_of_memory():
     from kernelsmith.evaluator.memory import is_out_of_memory
     from kernelsmith.evaluator.tracebacks import classify_exception
 
-    seen = RuntimeError('NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
-                        '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.')
+    seen = RuntimeError(
+        "NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at "
+        '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.'
+    )
     assert is_out_of_memory(seen) and classify_exception(seen) == "oom"
     other_assert = RuntimeError('x.is_cuda() INTERNAL ASSERT FAILED at "/pytorch/aten/src/ATen/foo.cpp":12')
     assert not is_out_of_memory(other_assert) and classify_exception(other_assert) == "runtime"

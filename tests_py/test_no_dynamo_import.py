@@ -2,6 +2,7 @@
 machine's CPU, more than torch itself, on the path of every cold
 evaluation), and a program that imports it (torch.compile) is not judged a
 patcher for what that import does to torch.manual_seed."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,9 @@ import textwrap
 
 def _run(code: str) -> str:
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

@@ -1,4 +1,5 @@
 """The notebooks run top to bottom (nbclient), so they cannot rot."""
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,13 @@ def test_notebook_executes(name, monkeypatch):
     root = str(Path(kernelsmith.__file__).resolve().parent.parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=240, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     client.execute()
-    outputs = "".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                      for o in cell.get("outputs", []))
+    outputs = "".join(
+        o.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
+    )
     assert "Verdict: CORRECT" in outputs and "INCORRECT OUTPUT" in outputs
     assert "self-contained" in outputs
     # the export cell ran and wrote rows (the run's correct steps)

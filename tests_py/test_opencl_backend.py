@@ -1,4 +1,5 @@
 """The OpenCL Backend: static checks, launch guard, timing, hardware and prompt tips."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -62,9 +63,12 @@ def test_program_without_kernel_source_or_modelnew() -> None:
 
 
 def test_numpy_scalar_types_are_allowed() -> None:
-    source = (FIXTURES / "good_softmax.py").read_text().replace(
-        "import torch\n", "import numpy as np\nimport torch\n", 1
-    ).replace("rows, cols, inputs=[0]", "np.int32(rows), np.int32(cols), inputs=[0]")
+    source = (
+        (FIXTURES / "good_softmax.py")
+        .read_text()
+        .replace("import torch\n", "import numpy as np\nimport torch\n", 1)
+        .replace("rows, cols, inputs=[0]", "np.int32(rows), np.int32(cols), inputs=[0]")
+    )
     assert "np.int32(rows)" in source
     assert OpenCLBackend().static_check(source).hacks == []
 
@@ -113,10 +117,21 @@ def test_hardware_info_and_prompt_tips_come_from_the_device() -> None:
     assert device["name"] in tips
     assert f"max work-group size {device['max_work_group_size']}" in tips
     assert f"{device['local_mem_size'] // 1024} KiB local memory" in tips
-    gpu = opencl_prompt_tips(HardwareInfo(
-        backend="opencl", name="Fake GPU", kind="gpu", vendor="NVIDIA Corporation", compute_units=132,
-        properties={"max_work_group_size": 1024, "local_mem_size": 49152, "local_mem_is_dedicated": True,
-                    "preferred_vector_width_float": 1}))
+    gpu = opencl_prompt_tips(
+        HardwareInfo(
+            backend="opencl",
+            name="Fake GPU",
+            kind="gpu",
+            vendor="NVIDIA Corporation",
+            compute_units=132,
+            properties={
+                "max_work_group_size": 1024,
+                "local_mem_size": 49152,
+                "local_mem_is_dedicated": True,
+                "preferred_vector_width_float": 1,
+            },
+        )
+    )
     assert "multiples of 32" in gpu and "Coalescing" in gpu and "132 compute units" in gpu
     assert "ocl.build" in opencl_prompt_tips({})
 

@@ -2,6 +2,7 @@
 correct seeds pass and are timed, a wrong kernel fails correctness, a forward
 that launches nothing is flagged, a build failure returns the compiler log,
 host NumPy compute is rejected statically."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """The OpenCL example seeds are correct for every value of their `# tune:`
 annotations, on the default and the extra input shapes. The example code is
 ours (trusted), so it runs in-process here; the evaluator tests run it sandboxed."""
+
 from __future__ import annotations
 
 import itertools
@@ -25,8 +26,10 @@ def _module(source: str, name: str) -> types.ModuleType:
 
 def _variants(seed: str) -> list[tuple[str, str]]:
     """(label, source) for every combination of the tunables' values."""
-    tunables = [(m.group("name"), m.group("value"), [v.strip() for v in m.group("values").split(",")])
-                for m in TUNE.finditer(seed)]
+    tunables = [
+        (m.group("name"), m.group("value"), [v.strip() for v in m.group("values").split(",")])
+        for m in TUNE.finditer(seed)
+    ]
     assert tunables, "seed has no `# tune:` annotations"
     out = []
     for combo in itertools.product(*[values for _, _, values in tunables]):

@@ -1,4 +1,5 @@
 """kernelsmith.opencl on the machine's OpenCL device (PoCL's CPU device in CI)."""
+
 from __future__ import annotations
 
 import threading
@@ -43,8 +44,14 @@ def test_devices_report_properties_used_for_prompts() -> None:
     found = ocl.devices()
     assert found, "no OpenCL device"
     d = found[0]
-    for key in ("name", "type", "max_work_group_size", "local_mem_size", "max_compute_units",
-                "preferred_vector_width_float"):
+    for key in (
+        "name",
+        "type",
+        "max_work_group_size",
+        "local_mem_size",
+        "max_compute_units",
+        "preferred_vector_width_float",
+    ):
         assert key in d
     assert d["max_work_group_size"] > 0 and d["local_mem_size"] > 0
 

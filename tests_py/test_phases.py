@@ -2,6 +2,7 @@
 command waits (evaluator/phases.py), each printed with its time, and a limit
 reached names the phase it ended in. Through the real CLI, the real
 sandboxed evaluator and (for ``task init``) the real in-place evaluator."""
+
 from __future__ import annotations
 
 import io
@@ -59,14 +60,17 @@ def test_phase_line_is_quiet_off_a_terminal_without_lines():
 
 def test_eval_verbose_prints_each_phase_and_a_timeout_names_the_phase(capsys, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    rc = main(["eval", str(EXAMPLES / "relu"), str(CAND / "hang.py"), "--trials", "1", "--no-timing",
-               "--timeout", "10", "-v"])
+    rc = main(
+        ["eval", str(EXAMPLES / "relu"), str(CAND / "hang.py"), "--trials", "1", "--no-timing", "--timeout", "10", "-v"]
+    )
     captured = capsys.readouterr()
     assert rc == 1
     # each phase with its time on stderr (-v), the last the one the limit ended
     shown = [line for line in captured.err.splitlines() if line.startswith("  ")]
     assert any(line.startswith("  load reference: ") for line in shown), captured.err[-2000:]
-    first_call = "input set 'get_inputs', trial 0, before the reference: the program's first call (compiles its kernels)"
+    first_call = (
+        "input set 'get_inputs', trial 0, before the reference: the program's first call (compiles its kernels)"
+    )
     assert shown[-1].startswith(f"  {first_call}: ") and shown[-1].endswith(" s"), shown
     assert float(shown[-1].rsplit(": ", 1)[1].split()[0]) >= 5  # most of the 10 s went there
     # the verdict names it too
@@ -79,17 +83,37 @@ def test_evolve_shows_the_seed_evaluations_phases(tmp_path):
     phases with their times on stderr; the real CLI and evaluator."""
     import kernelsmith
 
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([str(Path(kernelsmith.__file__).resolve().parent.parent),
-                                           os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "kernelsmith", "evolve", str(HERE / "fixtures_evolve" / "scale"),
-                           "--iterations", "0", "--out", str(tmp_path / "run"), "-v"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        PYTHONPATH=os.pathsep.join(
+            [str(Path(kernelsmith.__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelsmith",
+            "evolve",
+            str(HERE / "fixtures_evolve" / "scale"),
+            "--iterations",
+            "0",
+            "--out",
+            str(tmp_path / "run"),
+            "-v",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # each of the seed's stages with its time, under the run's own start lines
     # ("evaluating the seed: <stage>: <seconds> s")
-    shown = [line.strip().removeprefix("evaluating the seed: ") for line in proc.stderr.splitlines()
-             if line.startswith("  ")]
+    shown = [
+        line.strip().removeprefix("evaluating the seed: ") for line in proc.stderr.splitlines() if line.startswith("  ")
+    ]
     assert any(line.startswith("load reference: ") for line in shown), proc.stderr[-3000:]
     assert any(re.fullmatch(r"timing: [\d.]+ s", line) for line in shown), proc.stderr[-3000:]
 

@@ -2,6 +2,7 @@
 engine: its dict round-trips, its compact feedback renders as the whole
 result does, a child of the first trajectory shape reads back, and the one
 speedup-over-the-parent rule serves the reward and the exports alike."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,10 +18,14 @@ from kernelsmith.rewards.core import speedup_over_parent, speedup_ratio
 from standin_evaluator import RichEvaluator
 
 SEED = (Path(__file__).parent / "fixtures_evolve" / "scale" / "seed.py").read_text()
-VARIANTS = [SEED, SEED.replace("BLOCK = 64", "BLOCK = 256"), SEED.replace("WARPS = 1", "WARPS = 8"),
-            SEED.replace("BLOCK = 64", "BLOCK = 32"),
-            SEED.replace("BLOCK = 64", "BLOCK = 512").replace("WARPS = 1", "WARPS = 2"),
-            SEED.replace("BLOCK = 64  # tune: [32, 64, 128, 256, 512]\n", "")]
+VARIANTS = [
+    SEED,
+    SEED.replace("BLOCK = 64", "BLOCK = 256"),
+    SEED.replace("WARPS = 1", "WARPS = 8"),
+    SEED.replace("BLOCK = 64", "BLOCK = 32"),
+    SEED.replace("BLOCK = 64", "BLOCK = 512").replace("WARPS = 1", "WARPS = 2"),
+    SEED.replace("BLOCK = 64  # tune: [32, 64, 128, 256, 512]\n", ""),
+]
 
 
 def _results() -> list[EvalResult]:
@@ -48,21 +53,28 @@ def test_evaluated_program_keeps_status_metrics_compact_feedback_and_key():
 
 
 def test_unevaluated_program():
-    program = ProgramRecord.unevaluated("src", "edit-failed", Feedback(category="edit", edit_error="no code",
-                                                                       compiled=False),
-                                        parent_id=2, island=0, iteration=1)
+    program = ProgramRecord.unevaluated(
+        "src",
+        "edit-failed",
+        Feedback(category="edit", edit_error="no code", compiled=False),
+        parent_id=2,
+        island=0,
+        iteration=1,
+    )
     assert program.metrics == {"score": 0.0} and program.eval_key is None
     assert program.to_child()["feedback"] == {"category": "edit", "compiled": False, "edit_error": "no code"}
 
 
-@pytest.mark.parametrize("child_rt, child_sp, parent_rt, parent_sp, expected", [
-    (0.5, 3.0, 1.0, 2.0, 2.0),  # runtimes when both were measured
-    (None, 3.0, None, 2.0, 1.5),  # else the ratio of the speedups over the reference
-    (0.5, 3.0, 0.0, 2.0, 1.5),  # a runtime that is not positive counts as unknown
-    (None, None, 1.0, 2.0, None),
-])
+@pytest.mark.parametrize(
+    "child_rt, child_sp, parent_rt, parent_sp, expected",
+    [
+        (0.5, 3.0, 1.0, 2.0, 2.0),  # runtimes when both were measured
+        (None, 3.0, None, 2.0, 1.5),  # else the ratio of the speedups over the reference
+        (0.5, 3.0, 0.0, 2.0, 1.5),  # a runtime that is not positive counts as unknown
+        (None, None, 1.0, 2.0, None),
+    ],
+)
 def test_one_speedup_over_the_parent(child_rt, child_sp, parent_rt, parent_sp, expected):
     assert speedup_ratio(child_rt, child_sp, parent_rt, parent_sp) == (pytest.approx(expected) if expected else None)
     result = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=child_rt, speedup=child_sp)
-    assert speedup_over_parent(result, parent_rt, parent_sp) == speedup_ratio(child_rt, child_sp, parent_rt,
-                                                                               parent_sp)
+    assert speedup_over_parent(result, parent_rt, parent_sp) == speedup_ratio(child_rt, child_sp, parent_rt, parent_sp)

@@ -4,6 +4,7 @@ terminal a live bar with the rate in steps/min and an ETA from
 escape codes or carriage returns. Run through standin_cli.py (the real CLI
 with the deterministic stand-in evaluator), each step slowed to 0.3 s so the
 rate and the ETA have time to appear."""
+
 from __future__ import annotations
 
 import os
@@ -17,16 +18,23 @@ HERE = Path(__file__).parent
 TASK = HERE / "fixtures_evolve" / "scale"
 ITERATIONS = 8
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-PLAIN = re.compile(r"\[[#-]{24}\] step \d+/%d( \(the seed\))?( \(\d+ running\))? \| best per-step \S+( unreliable)? "
-                   r"\| correct \d+( \| LLM errors \d+)? \| tokens \d+ \| \d+s( \| ETA \d+s)?" % ITERATIONS)
+PLAIN = re.compile(
+    r"\[[#-]{24}\] step \d+/%d( \(the seed\))?( \(\d+ running\))? \| best per-step \S+( unreliable)? "
+    r"\| correct \d+( \| LLM errors \d+)? \| tokens \d+ \| \d+s( \| ETA \d+s)?" % ITERATIONS
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
     import kernelsmith
 
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
-               TRITON_INTERPRET="1", KERNELSMITH_DAEMON="0", KS_STANDIN_DELAY="0.3")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+        TRITON_INTERPRET="1",
+        KERNELSMITH_DAEMON="0",
+        KS_STANDIN_DELAY="0.3",
+    )
     for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY", "KS_STANDIN_CONFIRM", "NO_COLOR"):
         env.pop(name, None)
     env.update(extra)
@@ -34,8 +42,16 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _command(out: Path) -> list[str]:
-    return [sys.executable, str(HERE / "standin_cli.py"), "evolve", str(TASK), "-o", str(out),
-            "--iterations", str(ITERATIONS)]
+    return [
+        sys.executable,
+        str(HERE / "standin_cli.py"),
+        "evolve",
+        str(TASK),
+        "-o",
+        str(out),
+        "--iterations",
+        str(ITERATIONS),
+    ]
 
 
 def test_a_terminal_gets_a_live_bar_with_rate_and_eta(tmp_path):
@@ -43,8 +59,13 @@ def test_a_terminal_gets_a_live_bar_with_rate_and_eta(tmp_path):
     import select
 
     reader, writer = pty.openpty()
-    child = subprocess.Popen(_command(tmp_path / "run"), env=_env(TERM="xterm-256color", COLUMNS="200"),
-                             stdout=subprocess.PIPE, stderr=writer, text=True)
+    child = subprocess.Popen(
+        _command(tmp_path / "run"),
+        env=_env(TERM="xterm-256color", COLUMNS="200"),
+        stdout=subprocess.PIPE,
+        stderr=writer,
+        text=True,
+    )
     os.close(writer)
     raw = b""
     deadline = time.monotonic() + 240
@@ -76,8 +97,13 @@ def test_a_terminal_gets_a_live_bar_with_rate_and_eta(tmp_path):
 
 def test_a_pipe_gets_plain_lines(tmp_path):
     # a stand-in evaluator that re-times finalists (KS_STANDIN_CONFIRM: the winner's speedup and CI)
-    proc = subprocess.run(_command(tmp_path / "run"), env=_env(TERM="xterm-256color", KS_STANDIN_CONFIRM="1.2,1.1,1.3"),
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        _command(tmp_path / "run"),
+        env=_env(TERM="xterm-256color", KS_STANDIN_CONFIRM="1.2,1.1,1.3"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "\x1b" not in proc.stderr and "\r" not in proc.stderr and "steps/min" not in proc.stderr
     progress = [line for line in proc.stderr.splitlines() if line.startswith("[")]
@@ -86,6 +112,9 @@ def test_a_pipe_gets_plain_lines(tmp_path):
     assert progress[-1].split("] ")[1].startswith(f"step {ITERATIONS}/{ITERATIONS} |")
     # after the last step, the finalists' re-timing is said before it starts, not left silent
     lines = proc.stderr.splitlines()
-    retiming = [i for i, line in enumerate(lines) if re.match(
-        r"kernelsmith evolve: re-timing the \d+ fastest correct program\(s\) head to head", line)]
+    retiming = [
+        i
+        for i, line in enumerate(lines)
+        if re.match(r"kernelsmith evolve: re-timing the \d+ fastest correct program\(s\) head to head", line)
+    ]
     assert len(retiming) == 1 and retiming[0] > lines.index(progress[-1]), proc.stderr[-3000:]

@@ -39,8 +39,12 @@ class Req:
 
 def program(i: int, speedup: float, size: int = 200) -> Prog:
     body = "\n".join(f"    x{i}_{k} = {k}" for k in range(size // 12))
-    return Prog(id=f"p{i}", source=f"# EVOLVE-BLOCK-START\ndef f{i}():\n{body}\n# EVOLVE-BLOCK-END\n",
-                iteration=i, metrics={"score": speedup, "speedup": speedup, "runtime_ms": 1.0 / speedup})
+    return Prog(
+        id=f"p{i}",
+        source=f"# EVOLVE-BLOCK-START\ndef f{i}():\n{body}\n# EVOLVE-BLOCK-END\n",
+        iteration=i,
+        metrics={"score": speedup, "speedup": speedup, "runtime_ms": 1.0 / speedup},
+    )
 
 
 FAILED_FEEDBACK = {
@@ -48,8 +52,11 @@ FAILED_FEEDBACK = {
     "correct": False,
     "hacked": False,
     "category": "incorrect",
-    "correctness": {"max_abs_err": 0.5, "max_rel_err": 0.25,
-                    "first_mismatch": {"index": [0, 3], "expected": 1.0, "got": 1.5}},
+    "correctness": {
+        "max_abs_err": 0.5,
+        "max_rel_err": 0.25,
+        "first_mismatch": {"index": [0, 3], "expected": 1.0, "got": 1.5},
+    },
     "runtime_ms": 0.8,
     "ref_runtime_ms": 1.2,
     "timing": {"median_ms": 0.8, "iqr_ms": 0.01},
@@ -59,8 +66,11 @@ FAILED_FEEDBACK = {
 
 def make_builder(**cfg: Any) -> PromptBuilder:
     return PromptBuilder(
-        PromptConfig(**cfg), reference_source=REFERENCE, backend="triton",
-        backend_tips="Use tl.load with masks.", hardware={"name": "NVIDIA H200", "compute_capability": "9.0"},
+        PromptConfig(**cfg),
+        reference_source=REFERENCE,
+        backend="triton",
+        backend_tips="Use tl.load with masks.",
+        hardware={"name": "NVIDIA H200", "compute_capability": "9.0"},
         task_name="relu",
     )
 
@@ -165,9 +175,12 @@ def test_tokenizer_is_used():
 def test_template_override_folder(tmp_path):
     (tmp_path / "mode_weighted.md").write_text("CUSTOM INSTRUCTION FOR $nothing\n")
     (tmp_path / "system.md").write_text("My system prompt for $backend on $device_name.\n$output_format\n")
-    prompt = PromptBuilder(PromptConfig(template_dir=str(tmp_path)), reference_source=REFERENCE,
-                           backend="opencl", hardware={"name": "pthread-cpu", "type": "CPU"}).build(
-        Req(parent=program(1, 1.0)))
+    prompt = PromptBuilder(
+        PromptConfig(template_dir=str(tmp_path)),
+        reference_source=REFERENCE,
+        backend="opencl",
+        hardware={"name": "pthread-cpu", "type": "CPU"},
+    ).build(Req(parent=program(1, 1.0)))
     assert prompt.system.startswith("My system prompt for opencl on pthread-cpu.")
     assert "CUSTOM INSTRUCTION FOR $nothing" in prompt.user
     assert "Reference module" in prompt.user  # untouched templates still come from the package
@@ -188,12 +201,14 @@ def test_hardware_family_detection():
 def test_render_feedback_is_robust():
     assert render_feedback(None) == "Not evaluated yet."
     # An evaluator's new keys are ignored, never an error.
-    text = render_feedback({"compiled": False, "category": "compile", "error": "E: bad\n",
-                            "new_key": 3, "nested": {"a": 1}})
+    text = render_feedback(
+        {"compiled": False, "category": "compile", "error": "E: bad\n", "new_key": 3, "nested": {"a": 1}}
+    )
     assert "COMPILE ERROR" in text and "E: bad" in text and "new_key" not in text
     assert render_feedback({"compiled": False}).startswith("- compiled: no")
-    hacked = render_feedback({"compiled": True, "correct": True, "hacked": True,
-                              "hack_reasons": ["called torch.matmul"]})
+    hacked = render_feedback(
+        {"compiled": True, "correct": True, "hacked": True, "hack_reasons": ["called torch.matmul"]}
+    )
     assert "called torch.matmul" in hacked
     assert "could not be applied" in render_feedback({"edit_error": "block 1 did not apply"})
     timing = render_feedback({"runtime_ms": 0.5, "ref_runtime_ms": 1.0, "speedup": 2.0, "correct": None})
@@ -213,8 +228,9 @@ def test_hardware_family_reads_what_the_backends_report():
 def test_no_program_twice_in_one_prompt():
     parent, best, other = program(1, 1.0), program(2, 2.0), program(3, 1.5)
     migrant = Prog(id="p9", source=best.source + "\n# a copy on another island\n", iteration=9)
-    prompt = make_builder().build(Req(parent=parent, inspirations=[best, migrant, other, parent]),
-                                  top_programs=[best, parent])
+    prompt = make_builder().build(
+        Req(parent=parent, inspirations=[best, migrant, other, parent]), top_programs=[best, parent]
+    )
     included = prompt.meta["included"]
     assert included["top_programs"] == ["p2"] and included["inspirations"] == ["p3"]
     for p in (parent, best, other):
@@ -225,11 +241,16 @@ def test_history_lines_are_cut_on_word_or_line_boundaries():
     words = " ".join(f"word{i:03d}" for i in range(120))
     attempts = [
         Prog(id="e1", source="x", iteration=1, status="edit-failed", feedback={"edit_error": words}),
-        Prog(id="e2", source="y", iteration=2, status="incorrect",
-             feedback={"correct": False, "error": "Traceback:\n  " + words}),
+        Prog(
+            id="e2",
+            source="y",
+            iteration=2,
+            status="incorrect",
+            feedback={"correct": False, "error": "Traceback:\n  " + words},
+        ),
     ]
     prompt = make_builder().build(Req(parent=program(1, 1.0)), history=attempts)
-    history = prompt.user[prompt.user.index("## Previous attempts"):].split("\n\n")[0]
+    history = prompt.user[prompt.user.index("## Previous attempts") :].split("\n\n")[0]
     kept = [w for line in history.splitlines() for w in line.replace(":", " ").split() if w.startswith("word")]
     assert kept and all(len(w) == len("word000") for w in kept)  # every word whole
     assert " ..." in history and "... word" in history  # and the cuts are marked
@@ -246,8 +267,9 @@ def test_clip_and_trim_log_keep_whole_lines_and_words():
     trimmed = trim_log(log, 600)
     head, _, tail = trimmed.partition("\n... [")
     assert all(line.startswith("line ") and line.endswith("of the log") for line in head.splitlines())
-    assert all(line.startswith("line ") and line.endswith("of the log")
-               for line in tail.split("] ...\n", 1)[1].splitlines())
+    assert all(
+        line.startswith("line ") and line.endswith("of the log") for line in tail.split("] ...\n", 1)[1].splitlines()
+    )
     assert len(trimmed) <= 600 + 60
 
 
@@ -263,8 +285,9 @@ def test_tips_follow_the_backend_and_device_in_use():
 
 
 def make_builder_for(hardware: dict) -> PromptBuilder:
-    return PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend=hardware.get("backend", "opencl"),
-                         hardware=hardware)
+    return PromptBuilder(
+        PromptConfig(), reference_source=REFERENCE, backend=hardware.get("backend", "opencl"), hardware=hardware
+    )
 
 
 def test_max_log_chars_trims_a_long_error_in_the_prompt():
@@ -313,16 +336,22 @@ def test_triton_prompt_names_the_real_device():
     backend = get_backend("triton")
     hw = backend.hardware_info()
     assert isinstance(hw, HardwareInfo) and hw.backend == "triton" and hw.name
-    builder = PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend="triton",
-                            backend_tips=backend.prompt_tips(hw), hardware=hw)
+    builder = PromptBuilder(
+        PromptConfig(), reference_source=REFERENCE, backend="triton", backend_tips=backend.prompt_tips(hw), hardware=hw
+    )
     system = builder.system_prompt()
     assert hw.name in system and "the target device" not in system
     if hw.interpreter:
         assert (platform.processor() or platform.machine()) in system
         assert hardware_family(hw) == "triton_interpreter"
     # The dict stored in EvalResult.hardware gives the same prompt.
-    again = PromptBuilder(PromptConfig(), reference_source=REFERENCE, backend="triton",
-                          backend_tips=backend.prompt_tips(hw), hardware=hw.to_dict())
+    again = PromptBuilder(
+        PromptConfig(),
+        reference_source=REFERENCE,
+        backend="triton",
+        backend_tips=backend.prompt_tips(hw),
+        hardware=hw.to_dict(),
+    )
     assert again.system_prompt() == system
     # An H200 as the Triton backend reports it.
     h200 = HardwareInfo(backend="triton", name="NVIDIA H200", kind="gpu", compute_capability="9.0", compute_units=132)
@@ -334,13 +363,32 @@ def test_triton_prompt_names_the_real_device():
 def test_hardware_info_reads_old_records_and_rejects_unknown_keys():
     from kernelsmith.hardware import HardwareInfo
 
-    old_triton = HardwareInfo.from_dict({"backend": "triton", "device": "NVIDIA H200", "compute_capability": "9.0",
-                                         "sm_count": 132, "interpreter": False, "torch": "2.5", "cuda": "12.4"})
-    assert (old_triton.name, old_triton.compute_units, old_triton.versions) == ("NVIDIA H200", 132,
-                                                                                 {"torch": "2.5", "cuda": "12.4"})
-    old_opencl = HardwareInfo.from_dict({"backend": "opencl", "name": "pthread-x", "type": "cpu",
-                                         "device": "pthread-x (Portable Computing Language, OpenCL cpu)",
-                                         "max_compute_units": 2, "local_mem_size": 4096})
+    old_triton = HardwareInfo.from_dict(
+        {
+            "backend": "triton",
+            "device": "NVIDIA H200",
+            "compute_capability": "9.0",
+            "sm_count": 132,
+            "interpreter": False,
+            "torch": "2.5",
+            "cuda": "12.4",
+        }
+    )
+    assert (old_triton.name, old_triton.compute_units, old_triton.versions) == (
+        "NVIDIA H200",
+        132,
+        {"torch": "2.5", "cuda": "12.4"},
+    )
+    old_opencl = HardwareInfo.from_dict(
+        {
+            "backend": "opencl",
+            "name": "pthread-x",
+            "type": "cpu",
+            "device": "pthread-x (Portable Computing Language, OpenCL cpu)",
+            "max_compute_units": 2,
+            "local_mem_size": 4096,
+        }
+    )
     assert (old_opencl.name, old_opencl.kind, old_opencl.compute_units) == ("pthread-x", "cpu", 2)
     assert old_opencl.properties == {"local_mem_size": 4096}
     with pytest.raises(ValueError, match="unknown HardwareInfo keys: device"):

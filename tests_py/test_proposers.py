@@ -222,7 +222,7 @@ def test_replay_bad_input(tmp_path):
 def test_string_tunables_keep_their_quote_style():
     from kernelsmith.proposers.mutate import parse_tunables, set_tunables
 
-    src = 'MODE = "a"  # tune: ["a", "b"]\nOTHER = \'x\'  # tune: [\'x\', \'y\']\n'
+    src = "MODE = \"a\"  # tune: [\"a\", \"b\"]\nOTHER = 'x'  # tune: ['x', 'y']\n"
     tunables = parse_tunables(src, evolvable_only=False)
     out = set_tunables(src, tunables, {tunables[0].key: "b", tunables[1].key: "y"})
-    assert out == 'MODE = "b"  # tune: ["a", "b"]\nOTHER = \'y\'  # tune: [\'x\', \'y\']\n'
+    assert out == "MODE = \"b\"  # tune: [\"a\", \"b\"]\nOTHER = 'y'  # tune: ['x', 'y']\n"

@@ -1,6 +1,7 @@
 """RayEvaluator on a local Ray instance with the OpenCL backend (PoCL on the
 CPU): the same verdicts as the local evaluator, through the same sandboxed
 worker, and as the evaluator of an evolve run. One ray.init for the module."""
+
 from __future__ import annotations
 
 import asyncio
@@ -65,5 +66,10 @@ def test_evolve_with_ray_evaluator(ray_evaluator, tmp_path):
     # a best needs a reliable timing: on a loaded 2-core machine (Ray's own
     # processes included) the contention check may mark every timing
     # unreliable, and then the run rightly has no best
-    reliable = [s for s in steps if s["status"] == "correct" and evals.raw(s.get("eval_key")).get("timing_reliable", True)]
-    assert (summary.best_speedup is not None) == bool(reliable), (summary, [evals.raw(s.get("eval_key")) for s in steps])
+    reliable = [
+        s for s in steps if s["status"] == "correct" and evals.raw(s.get("eval_key")).get("timing_reliable", True)
+    ]
+    assert (summary.best_speedup is not None) == bool(reliable), (
+        summary,
+        [evals.raw(s.get("eval_key")) for s in steps],
+    )

@@ -3,6 +3,7 @@ EvalResult inline in its record and again in its child's feedback) still
 load, resume and export as they did. The fixture (fixtures_record_v1/,
 make.py says how) was written, with its expected exports, by the code of the
 commit before the step's result was stored once."""
+
 from __future__ import annotations
 
 import json
@@ -35,15 +36,20 @@ def _export(run_dirs: list[Path], out: Path, root: Path, name: str) -> dict[str,
     <RUNS> (the exports' own as make.py's, under expected/NAME)."""
     export_sft(run_dirs, out / "sft", fmt="messages", config=SFTConfig(min_speedup=0.0))
     export_rl(run_dirs, out / "rl", fmt="jsonl", config=RLConfig())
-    return {str(p.relative_to(out)): p.read_text().replace(str(out), f"<RUNS>/expected/{name}")
-            .replace(str(root), "<RUNS>")
-            for p in sorted(out.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(out)): p.read_text().replace(str(out), f"<RUNS>/expected/{name}").replace(str(root), "<RUNS>")
+        for p in sorted(out.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _expected(name: str) -> dict[str, str]:
     folder = EXPECTED / name
-    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != "run.json"}
+    return {
+        str(p.relative_to(folder)): p.read_text()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "run.json"
+    }
 
 
 def test_old_records_load_with_their_results(runs):
@@ -72,8 +78,13 @@ def test_old_run_resumes_to_the_same_end(runs, tmp_path):
     expected = json.loads((EXPECTED / "resumed" / "run.json").read_text())
     records = read_step_records(runs / "killed")
     ids = sorted(r.child_id for r in records if r.child_id is not None)
-    assert {"best_speedup": summary.best_speedup, "best_program_id": summary.best_program_id, "steps": summary.steps,
-            "status_counts": summary.status_counts, "child_ids": ids} == expected
+    assert {
+        "best_speedup": summary.best_speedup,
+        "best_program_id": summary.best_program_id,
+        "steps": summary.steps,
+        "status_counts": summary.status_counts,
+        "child_ids": ids,
+    } == expected
     # the trajectory now mixes both shapes; each record's result is found
     old = [r for r in records if r.schema_version == 1]
     new = [r for r in records if r.schema_version == STEP_SCHEMA_VERSION]

@@ -4,6 +4,7 @@ gelu harness has 17-18 calls, each an input set ``kbx_case_<i>``) had every
 program, honest ones included, rejected as forging the referee's hand-over
 (seen on the H100, benchmarks/results/h100_kernelbenchx_2026-11-26.md).
 The bound is now the task's own input sets."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """kernelsmith report: the HTML page of one run. The run is real (evolve with
 the SDK client against the scripted LLM server, real edits and trajectory);
 only the evaluator is a cost model, so the page's content is known."""
+
 from __future__ import annotations
 
 import base64
@@ -31,10 +32,17 @@ class WorkGroupCostModel:
             return EvalResult(category="compile", error="kernel.cl:3: error: use of undeclared identifier 'BROKEN'")
         wg = int(re.search(r"^WORK_GROUP = (\d+)", source, re.M).group(1))
         runtime = 4.0 / wg
-        return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime, ref_runtime_ms=1.0,
-                          speedup=1.0 / runtime, hardware={"device": "cost model", "backend": "opencl"},
-                          phases={"load": 0.05, "compile": 0.4, "correctness": 0.2, "timing": wg / 32},
-                          speed_of_light=sol_of(runtime, self.flops))
+        return EvalResult(
+            compiled=True,
+            correct=True,
+            category="ok",
+            runtime_ms=runtime,
+            ref_runtime_ms=1.0,
+            speedup=1.0 / runtime,
+            hardware={"device": "cost model", "backend": "opencl"},
+            phases={"load": 0.05, "compile": 0.4, "correctness": 0.2, "timing": wg / 32},
+            speed_of_light=sol_of(runtime, self.flops),
+        )
 
     flops = 0  # a softmax: the FLOP counter sees none, bandwidth is the bound
 
@@ -68,13 +76,18 @@ def _run(mock_llm, tmp_path, monkeypatch, evaluator):
     monkeypatch.setenv("OPENAI_BASE_URL", mock_llm.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     mock_llm.script(
-        full(SEED.replace("WORK_GROUP = 16", "WORK_GROUP = 8")),          # slower than the seed
-        full(SEED.replace("WORK_GROUP = 16", "WORK_GROUP = 32")),         # the best: 8x
+        full(SEED.replace("WORK_GROUP = 16", "WORK_GROUP = 8")),  # slower than the seed
+        full(SEED.replace("WORK_GROUP = 16", "WORK_GROUP = 32")),  # the best: 8x
         full(SEED.replace("int row = get_global_id(0);", "int row = BROKEN;")),  # compile error
-        "no code in this answer",                                           # edit failure
+        "no code in this answer",  # edit failure
     )
-    config = load_evolve_config(None, iterations=4, model="openai:m", proposal_concurrency=1,
-                                llm={"prices": {"m": {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}}})
+    config = load_evolve_config(
+        None,
+        iterations=4,
+        model="openai:m",
+        proposal_concurrency=1,
+        llm={"prices": {"m": {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}}},
+    )
     evolve_sync(TASK, config, tmp_path / "run", evaluator=evaluator)
     return tmp_path / "run"
 
@@ -132,17 +145,30 @@ def test_report_diff_is_single_spaced_in_a_real_browser(run_dir, tmp_path):
     assert browser, "headless Chromium is needed (scripts/setup.sh installs the Debian package 'chromium')"
     out = tmp_path / "report.html"
     assert main(["report", str(run_dir), "-o", str(out)]) == 0
-    probe = ("<script>window.addEventListener('load', () => {"
-             "const pre = document.querySelector('pre.diff'); const style = getComputedStyle(pre);"
-             "const inner = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);"
-             "const spans = pre.querySelectorAll(':scope > span');"
-             "document.body.setAttribute('data-probe', [inner / spans[0].getBoundingClientRect().height,"
-             " spans.length].join(':'));});</script>")
+    probe = (
+        "<script>window.addEventListener('load', () => {"
+        "const pre = document.querySelector('pre.diff'); const style = getComputedStyle(pre);"
+        "const inner = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);"
+        "const spans = pre.querySelectorAll(':scope > span');"
+        "document.body.setAttribute('data-probe', [inner / spans[0].getBoundingClientRect().height,"
+        " spans.length].join(':'));});</script>"
+    )
     probed = tmp_path / "probed.html"
     probed.write_text(out.read_text().replace("</body>", probe + "</body>"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                          "--virtual-time-budget=5000", probed.as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            "--virtual-time-budget=5000",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     match = re.search(r'data-probe="([\d.]+):(\d+)"', dom)
     assert match, dom[-2000:]
     line_heights, lines = float(match.group(1)), int(match.group(2))
@@ -190,12 +216,13 @@ def test_report_speed_of_light(run_dir, tmp_path, mock_llm, monkeypatch):
     assert all(p["ref_bytes_s"] == pytest.approx((64 << 20) / 1e-3) for p in points)
 
     class Gemm(WorkGroupCostModel):
-        flops = 2 * 4096 ** 3  # 137 GFLOP over 64 MiB: far right of the ridge
+        flops = 2 * 4096**3  # 137 GFLOP over 64 MiB: far right of the ridge
 
     gemm = _run(mock_llm, tmp_path / "gemm", monkeypatch, Gemm())
     points, _ = roofline_points(RunView.load(gemm))
-    assert points and all(p["bound"] == "compute" and p["ai"] == pytest.approx(2 * 4096 ** 3 / (64 << 20))
-                          for p in points)
+    assert points and all(
+        p["bound"] == "compute" and p["ai"] == pytest.approx(2 * 4096**3 / (64 << 20)) for p in points
+    )
     page = build_report(gemm)
     assert "of the compute bound" in page and "<img id='roofline'" in page
 
@@ -221,10 +248,12 @@ def test_report_roofline_renders_in_a_real_browser(run_dir, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     assert browser, "headless Chromium is needed (scripts/setup.sh installs the Debian package 'chromium')"
     out = write_report(run_dir, tmp_path / "report.html")
-    probe = ("<script>window.addEventListener('load', () => {const img = document.getElementById('roofline');"
-             "const box = img.getBoundingClientRect();"
-             "document.body.setAttribute('data-probe', [img.complete, img.naturalWidth, img.naturalHeight,"
-             " Math.round(box.width), document.getElementById('sol-best').textContent].join('|'));});</script>")
+    probe = (
+        "<script>window.addEventListener('load', () => {const img = document.getElementById('roofline');"
+        "const box = img.getBoundingClientRect();"
+        "document.body.setAttribute('data-probe', [img.complete, img.naturalWidth, img.naturalHeight,"
+        " Math.round(box.width), document.getElementById('sol-best').textContent].join('|'));});</script>"
+    )
     probed = tmp_path / "probed.html"
     probed.write_text(out.read_text().replace("</body>", probe + "</body>"))
     args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
@@ -236,6 +265,7 @@ def test_report_roofline_renders_in_a_real_browser(run_dir, tmp_path):
     assert complete == "true" and int(width) == 770 and int(height) == 396 and int(shown) > 300
     assert "of the memory bound on H100" in words
     shot = tmp_path / "report.png"
-    subprocess.run(args + ["--window-size=1000,3000", f"--screenshot={shot}", out.as_uri()],
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        args + ["--window-size=1000,3000", f"--screenshot={shot}", out.as_uri()], capture_output=True, timeout=120
+    )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,7 @@
 """Rewards: the pure function, then the adapters (verl, TRL) on real
 completions built from the OpenCL softmax seed, evaluated in sandboxed
 workers on the CPU (PoCL)."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,9 @@ NO_CODE = "I would use shared memory here."
 
 
 def ok(runtime: float, ref: float = 1.0) -> EvalResult:
-    return EvalResult(compiled=True, correct=True, category="ok", runtime_ms=runtime, ref_runtime_ms=ref,
-                      speedup=ref / runtime)
+    return EvalResult(
+        compiled=True, correct=True, category="ok", runtime_ms=runtime, ref_runtime_ms=ref, speedup=ref / runtime
+    )
 
 
 # ------------------------------------------------------------ pure function
@@ -68,11 +70,25 @@ def test_penalties_order_failures():
     compile_ = compute_reward(EvalResult(category="compile", error="x"), 1.0, cfg)
     runtime = compute_reward(EvalResult(compiled=True, category="timeout"), 1.0, cfg)
     wrong = compute_reward(EvalResult(compiled=True, category="incorrect"), 1.0, cfg)
-    hacked = compute_reward(EvalResult(compiled=True, correct=True, hacked=True, category="hacked",
-                                       hack_reasons=["forward ran PyTorch compute ops aten.add"]), 1.0, cfg)
+    hacked = compute_reward(
+        EvalResult(
+            compiled=True,
+            correct=True,
+            hacked=True,
+            category="hacked",
+            hack_reasons=["forward ran PyTorch compute ops aten.add"],
+        ),
+        1.0,
+        cfg,
+    )
     slow = compute_reward(ok(100.0), 1.0, cfg)
     assert [r.status for r in (edit, compile_, runtime, wrong, hacked)] == [
-        "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked"]
+        "edit-failed",
+        "compile-failed",
+        "runtime-error",
+        "incorrect",
+        "hacked",
+    ]
     assert hacked.reward <= edit.reward < compile_.reward < runtime.reward < wrong.reward < slow.reward
     assert "aten.add" in hacked.detail
     custom = RewardConfig(incorrect=-7.0)
@@ -81,8 +97,16 @@ def test_penalties_order_failures():
 
 def test_reward_pays_the_speedup_by_its_confidence_interval():
     # 10% faster than the parent, but the measurement cannot tell it from equal.
-    noisy = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.9, ref_runtime_ms=1.0,
-                       speedup=1.0 / 0.9, speedup_ci_low=0.9, speedup_ci_high=1.3)
+    noisy = EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        runtime_ms=0.9,
+        ref_runtime_ms=1.0,
+        speedup=1.0 / 0.9,
+        speedup_ci_low=0.9,
+        speedup_ci_high=1.3,
+    )
     snap = compute_reward(noisy, 1.0)
     assert snap.reward == 1.0 and snap.speedup == 1.0
     assert snap.speedup_ci[0] < 1.0 < snap.speedup_ci[1]
@@ -90,8 +114,16 @@ def test_reward_pays_the_speedup_by_its_confidence_interval():
     lower = compute_reward(noisy, 1.0, RewardConfig(ci="lower"))
     assert lower.reward == pytest.approx((1.0 / 0.9) * 0.9 / (1.0 / 0.9))
     # Clearly faster: snap pays the point estimate, lower the interval's lower end.
-    clear = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.5, ref_runtime_ms=1.0,
-                       speedup=2.0, speedup_ci_low=1.8, speedup_ci_high=2.2)
+    clear = EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        runtime_ms=0.5,
+        ref_runtime_ms=1.0,
+        speedup=2.0,
+        speedup_ci_low=1.8,
+        speedup_ci_high=2.2,
+    )
     assert compute_reward(clear, 1.0).reward == pytest.approx(2.0)
     assert compute_reward(clear, 1.0, RewardConfig(ci="lower")).reward == pytest.approx(1.8)
     # No interval measured: the point estimate, whatever the mode.
@@ -103,18 +135,28 @@ def test_reward_pays_the_speedup_by_its_confidence_interval():
 def test_kernelbench_view_uses_their_names_and_units():
     from kernelsmith.kernelbench import to_kernelbench
 
-    timed = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.5, ref_runtime_ms=2.0, speedup=4.0,
-                       correctness={"trials": 5, "max_abs_err": 1e-6},
-                       timing={"candidate": {"mean": 0.5, "std": 0.01, "min": 0.49, "max": 0.6, "median": 0.5, "n": 30},
-                               "reference": {"mean": 2.0, "median": 2.0, "n": 30}},
-                       hardware={"name": "NVIDIA H200"})
+    timed = EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        runtime_ms=0.5,
+        ref_runtime_ms=2.0,
+        speedup=4.0,
+        correctness={"trials": 5, "max_abs_err": 1e-6},
+        timing={
+            "candidate": {"mean": 0.5, "std": 0.01, "min": 0.49, "max": 0.6, "median": 0.5, "n": 30},
+            "reference": {"mean": 2.0, "median": 2.0, "n": 30},
+        },
+        hardware={"name": "NVIDIA H200"},
+    )
     view = to_kernelbench(timed)
     assert view["compiled"] is True and view["correctness"] is True
     assert view["runtime"] == 500.0 and view["ref_runtime"] == 2000.0  # us
     assert view["runtime_stats"]["mean"] == 500.0 and view["runtime_stats"]["num_trials"] == 30
     assert view["metadata"]["hardware"] == "NVIDIA H200" and view["metadata"]["correctness_trials"] == "(5 / 5)"
-    hacked = to_kernelbench(EvalResult(compiled=True, correct=True, hacked=True, category="hacked",
-                                       hack_reasons=["torch op"]))
+    hacked = to_kernelbench(
+        EvalResult(compiled=True, correct=True, hacked=True, category="hacked", hack_reasons=["torch op"])
+    )
     assert hacked["correctness"] is False and hacked["metadata"]["kernelsmith"]["hack_reasons"] == ["torch op"]
     failed = to_kernelbench(EvalResult(category="compile", error="syntax error").to_dict())
     assert failed["compiled"] is False and failed["runtime"] == -1.0
@@ -123,8 +165,16 @@ def test_kernelbench_view_uses_their_names_and_units():
 
 def test_profiling_terms_are_off_by_default_and_add_what_was_measured():
     sol = {"counted": True, "fraction": 0.4, "bound": "memory"}
-    measured = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=0.5, ref_runtime_ms=1.0, speedup=2.0,
-                          speed_of_light=sol, census={"coverage": 0.8})
+    measured = EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        runtime_ms=0.5,
+        ref_runtime_ms=1.0,
+        speedup=2.0,
+        speed_of_light=sol,
+        census={"coverage": 0.8},
+    )
     plain = compute_reward(measured, parent_runtime_ms=1.0)
     assert plain.reward == pytest.approx(2.0) and plain.fraction_of_peak == 0.4 and plain.coverage == 0.8
     both = compute_reward(measured, 1.0, RewardConfig(peak_weight=1.0, coverage_weight=0.5))
@@ -174,11 +224,21 @@ def row(scorer):
     task = Task.load(SOFTMAX)
     parent_runtime = scorer.parent_runtime(task, SEED)
     assert parent_runtime and parent_runtime > 0
-    info = {"id": task.id, "name": task.name, "path": task.path, "original_path": str(SOFTMAX),
-            "reference_source": task.reference_source, "backend": task.config.backend,
-            "config_json": json.dumps(task.to_dict()["config"]), "difficulty": "unknown"}
-    extra = {"task": info, "parent": {"id": 0, "source": SEED, "runtime_ms": parent_runtime, "speedup": 0.0,
-                                      "is_reference": False}, "edit_mode": "auto"}
+    info = {
+        "id": task.id,
+        "name": task.name,
+        "path": task.path,
+        "original_path": str(SOFTMAX),
+        "reference_source": task.reference_source,
+        "backend": task.config.backend,
+        "config_json": json.dumps(task.to_dict()["config"]),
+        "difficulty": "unknown",
+    }
+    extra = {
+        "task": info,
+        "parent": {"id": 0, "source": SEED, "runtime_ms": parent_runtime, "speedup": 0.0, "is_reference": False},
+        "edit_mode": "auto",
+    }
     truth = json.dumps({"task_id": task.id, "parent_source": SEED, "parent_runtime_ms": parent_runtime})
     return {"extra_info": extra, "ground_truth": truth, "parent_runtime": parent_runtime}
 
@@ -203,8 +263,16 @@ def test_trl_reward_slower_hacked_and_compile_error(scorer, row):
     assert 0.0 < slower < 0.5  # correct, forty launches: much slower than the parent
     assert hacked == cfg.hacked
     assert compile_error == cfg.compile_failed
-    details = scorer.score_many([{"completion": HACKED, "parent_source": SEED, "task": row["extra_info"]["task"],
-                                  "parent_runtime_ms": row["parent_runtime"]}])
+    details = scorer.score_many(
+        [
+            {
+                "completion": HACKED,
+                "parent_source": SEED,
+                "task": row["extra_info"]["task"],
+                "parent_runtime_ms": row["parent_runtime"],
+            }
+        ]
+    )
     assert details[0].status == "hacked" and any("torch" in r.lower() for r in details[0].result["hack_reasons"])
 
 
@@ -232,8 +300,10 @@ def test_shared_group_timing_ranks_a_group_against_one_reference(scorer, row):
     less than the rewrite, the broken one keeps its penalty, and every
     correct reward names the shared timing."""
     cfg = RewardConfig(group="shared", ci="point")
-    items = [{"completion": c, "parent_source": SEED, "task": row["extra_info"]["task"]}
-             for c in (CORRECT, SLOWER, COMPILE_ERROR)]
+    items = [
+        {"completion": c, "parent_source": SEED, "task": row["extra_info"]["task"]}
+        for c in (CORRECT, SLOWER, COMPILE_ERROR)
+    ]
     correct, slower, broken = scorer.score_many(items, cfg)
     assert broken.status == "compile-failed"
     for r in (correct, slower):
@@ -254,8 +324,11 @@ def test_rewards_read_the_category_not_the_error_text():
     never the error: a current record saying "runtime" is a runtime error
     whatever its text names."""
     cfg = RewardConfig()
-    for backend, error in (("triton", "triton.CompilationError: at 3:4"),
-                           ("opencl", "OpenCLError: CL_BUILD_PROGRAM_FAILURE"), ("", "clBuildProgram failed: -11")):
+    for backend, error in (
+        ("triton", "triton.CompilationError: at 3:4"),
+        ("opencl", "OpenCLError: CL_BUILD_PROGRAM_FAILURE"),
+        ("", "clBuildProgram failed: -11"),
+    ):
         runtime = EvalResult(compiled=True, category="runtime", backend=backend, error=error)
         assert compute_reward(runtime, 1.0, cfg).status == "runtime-error"
         assert compute_reward(runtime.to_dict(), 1.0, cfg).status == "runtime-error"
@@ -284,11 +357,15 @@ def test_old_records_with_a_build_failure_as_runtime_are_normalised_on_loading()
         assert compute_reward(data, 1.0, cfg).status == "compile-failed"
         assert EvalResult.from_dict(loaded.to_dict()) == loaded  # loading again changes nothing
     # the markers are the backend's own: Triton's are not OpenCL's
-    for data in (old(backend="opencl", error="IndexError: out of range"),
-                 old(backend="triton", error="CL_BUILD_PROGRAM_FAILURE"),
-                 old(backend="mine", error="CompilationError")):
+    for data in (
+        old(backend="opencl", error="IndexError: out of range"),
+        old(backend="triton", error="CL_BUILD_PROGRAM_FAILURE"),
+        old(backend="mine", error="CompilationError"),
+    ):
         assert EvalResult.from_dict(data).category == "runtime"
         assert compute_reward(data, 1.0, cfg).status == "runtime-error"
     # a crash or timeout keeps its category whatever it says
-    assert EvalResult.from_dict({**old(backend="triton", error="CompilationError"), "category": "crash"}).category \
+    assert (
+        EvalResult.from_dict({**old(backend="triton", error="CompilationError"), "category": "crash"}).category
         == "crash"
+    )

@@ -6,6 +6,7 @@ test_server.py drives the same server in-process; this checks what only the
 process shows: the listen backlog and the admission queue of the command's
 own defaults under a burst, and the 413/400 answers on its sockets.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -32,8 +33,15 @@ class ServeProcess:
     def __init__(self, proc: subprocess.Popen, port: int, lines: list[str]) -> None:
         self.proc, self.port, self.lines = proc, port, lines
 
-    def request(self, method: str, path: str, body: bytes | None = None, token: str | None = TOKEN,
-                headers: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        token: str | None = TOKEN,
+        headers: dict[str, str] | None = None,
+        timeout: float = 300,
+    ) -> tuple[int, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             sent = {"Content-Type": "application/json", **(headers or {})}
@@ -54,16 +62,35 @@ def _env() -> dict[str, str]:
     import kernelsmith
 
     package_root = str(Path(kernelsmith.__file__).resolve().parent.parent)
-    return dict(os.environ, KERNELSMITH_SERVER_TOKEN=TOKEN,
-                PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+    return dict(
+        os.environ,
+        KERNELSMITH_SERVER_TOKEN=TOKEN,
+        PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+    )
 
 
 @pytest.fixture
 def serve() -> Iterator[ServeProcess]:
     # --max-request-mb 0.0625: 64 KiB, so a too-large body is quick to send;
     # --queue-size 4 and one worker: a burst of BURST must wait for room.
-    cmd = [sys.executable, "-m", "kernelsmith", "serve", "--host", "127.0.0.1", "--port", "0", "--workers", "1",
-           "--queue-size", "4", "--max-request-mb", "0.0625", "--task", str(SOFTMAX)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelsmith",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--workers",
+        "1",
+        "--queue-size",
+        "4",
+        "--max-request-mb",
+        "0.0625",
+        "--task",
+        str(SOFTMAX),
+    ]
     proc = subprocess.Popen(cmd, env=_env(), stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     lines: list[str] = []

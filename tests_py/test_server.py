@@ -1,6 +1,7 @@
 """The HTTP evaluation service: bound to 127.0.0.1 on a free port, stopped
 by each test. Queue behaviour is tested with a scorer that blocks until told
 (no timing); one real sandboxed evaluation checks /evaluate end to end."""
+
 from __future__ import annotations
 
 import http.client
@@ -69,10 +70,10 @@ def test_job_queue_waits_for_room_in_arrival_order():
     done: list[str] = []
     queue = JobQueue(lambda payload: gate.wait(30) and done.append(payload) or payload, workers=1, capacity=1)
     try:
-        first = queue.submit_many(["a"])            # running
-        second = queue.submit_many(["b"])           # waiting: the queue is full now
+        first = queue.submit_many(["a"])  # running
+        second = queue.submit_many(["b"])  # waiting: the queue is full now
         with pytest.raises(QueueFull, match="queue full"):
-            queue.submit_many(["x"], wait_s=0.0)     # no patience: refused at once
+            queue.submit_many(["x"], wait_s=0.0)  # no patience: refused at once
         admitted: dict[str, list] = {}
         big = threading.Thread(target=lambda: admitted.update(big=queue.submit_many(["c", "d", "e"], wait_s=30)))
         big.start()
@@ -144,8 +145,12 @@ def _one_worker_server(admission_wait_s: float) -> tuple:
     scorer = BlockingScorer()
     task = Task.load(SOFTMAX)
     scorer.tasks.register(task)
-    service = EvaluationService(scorer, workers=1, queue_size=0,  # type: ignore[arg-type]
-                                admission_wait_s=admission_wait_s)
+    service = EvaluationService(
+        scorer,
+        workers=1,
+        queue_size=0,  # type: ignore[arg-type]
+        admission_wait_s=admission_wait_s,
+    )
     return scorer, task, service, EvaluationServer(service, port=0, token=TOKEN).start()
 
 
@@ -224,8 +229,9 @@ def test_no_token_means_loopback_only():
 
 @pytest.fixture(scope="module")
 def live():
-    server = build_server(port=0, workers=1, queue_size=4, token=TOKEN, max_request_bytes=64 * 1024,
-                          tasks=[str(SOFTMAX)]).start()
+    server = build_server(
+        port=0, workers=1, queue_size=4, token=TOKEN, max_request_bytes=64 * 1024, tasks=[str(SOFTMAX)]
+    ).start()
     try:
         yield server
     finally:
@@ -249,8 +255,11 @@ def test_oversize_bad_and_unknown_requests(live):
     # A client that asks before sending (Expect: 100-continue) is told at once.
     connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
     connection.putrequest("POST", "/evaluate")
-    for key, value in (("Content-Length", str(10 ** 9)), ("Expect", "100-continue"),
-                       ("Authorization", f"Bearer {TOKEN}")):
+    for key, value in (
+        ("Content-Length", str(10**9)),
+        ("Expect", "100-continue"),
+        ("Authorization", f"Bearer {TOKEN}"),
+    ):
         connection.putheader(key, value)
     connection.endheaders()
     response = connection.getresponse()
@@ -280,13 +289,19 @@ def test_openapi_and_docs_describe_routes_and_schemas(live):
     paths = spec["paths"]
     assert set(paths) == {"/health", "/status", "/tasks", "/evaluate", "/reward", "/get_reward"}
     assert {route: set(ops) for route, ops in paths.items()} == {
-        "/health": {"get"}, "/status": {"get"}, "/tasks": {"post"}, "/evaluate": {"post"}, "/reward": {"post"},
-        "/get_reward": {"post"}}
+        "/health": {"get"},
+        "/status": {"get"},
+        "/tasks": {"post"},
+        "/evaluate": {"post"},
+        "/reward": {"post"},
+        "/get_reward": {"post"},
+    }
     schemas = spec["components"]["schemas"]
     body = paths["/evaluate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["$ref"] == "#/components/schemas/EvaluateRequest"
     assert {"task_id", "task", "task_path", "source", "completion", "parent_source", "trials"} <= set(
-        schemas["EvaluateRequest"]["properties"])
+        schemas["EvaluateRequest"]["properties"]
+    )
     assert set(schemas["EvalResult"]["properties"]) == {f.name for f in dataclasses.fields(EvalResult)}
     assert {"rewards", "scores", "extra_logs"} == set(schemas["OpenRLHFAnswer"]["properties"])
     assert set(schemas["OpenRLHFRequest"]["required"]) == {"query"}
@@ -312,8 +327,11 @@ def test_bodies_that_do_not_fit_their_schema_are_400_with_the_field_named(live):
     code, body = post(live.url + "/reward", {"task_id": "x", "config": {"no_such_setting": 1}})
     assert code == 400 and "config.no_such_setting" in body["error"]
     # JSON sent as text/plain (what a web page may send cross-origin without asking) is not read as JSON
-    request = urllib.request.Request(live.url + "/evaluate", data=json.dumps({"task_id": "x", "source": SEED}).encode(),
-                                     headers={"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"})
+    request = urllib.request.Request(
+        live.url + "/evaluate",
+        data=json.dumps({"task_id": "x", "source": SEED}).encode(),
+        headers={"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"},
+    )
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=30)
     assert info.value.code == 400 and "Content-Type: application/json" in json.loads(info.value.read())["error"]
@@ -366,8 +384,9 @@ def test_evaluate_and_rewards_over_http(live):
     runtime = body["result"]["runtime_ms"]
     # Edit failures are scored without an evaluation: cheap checks of the reward routes.
     label = json.dumps({"task_id": task_id, "parent_source": SEED, "parent_runtime_ms": runtime})
-    code, body = post(live.url + "/get_reward", {"query": ["PROMPT no code here"], "prompts": ["PROMPT"],
-                                                 "labels": [label]})
+    code, body = post(
+        live.url + "/get_reward", {"query": ["PROMPT no code here"], "prompts": ["PROMPT"], "labels": [label]}
+    )
     assert code == 200 and body["rewards"] == [RewardConfig().edit_failed] and body["scores"] == body["rewards"]
     client = EvaluationClient(live.url, token=TOKEN)
     assert client.health() == {"status": "ok"}

@@ -1,5 +1,6 @@
 """The helpers that several layers share (kernelsmith._process,
 kernelsmith._astutil): one copy each, doing what the copies it replaced did."""
+
 from __future__ import annotations
 
 import ast
@@ -53,10 +54,12 @@ def _alive(pid: int) -> bool:
 def _group_with_grandchild() -> tuple[subprocess.Popen, int]:
     """A child in a session of its own that forked a grandchild; returns the
     child and the grandchild's pid."""
-    code = ("import subprocess, sys, time\n"
-            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            "print(p.pid, flush=True)\n"
-            "time.sleep(60)\n")
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None
     grandchild = int(proc.stdout.readline())

@@ -1,5 +1,6 @@
 """Speed of light: the arithmetic against hand-computed cases, the peak
 tables' sources, and where the figure shows (result, metrics, feedback)."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,8 +47,9 @@ def test_a_4096_cubed_fp16_gemm_in_0_2_ms_is_compute_bound():
     # 2 * 4096^3 = 137438953472 FLOPs; three 4096^2 fp16 matrices = 100663296
     # bytes; intensity 1365.33 FLOP/B above the ridge 989.4e12 / 3.35e12 =
     # 295.34; rate 6.8719476736e14 FLOP/s / 989.4e12 = 0.69455707...
-    work = WorkEstimate(bytes_moved=3 * 4096 * 4096 * 2, flops=2 * 4096**3, dtype="fp16",
-                        flop_counter="torch.utils.flop_counter")
+    work = WorkEstimate(
+        bytes_moved=3 * 4096 * 4096 * 2, flops=2 * 4096**3, dtype="fp16", flop_counter="torch.utils.flop_counter"
+    )
     sol = speed_of_light(0.2e-3, work, H100)
     assert sol.bound == "compute"
     assert sol.arithmetic_intensity == pytest.approx(1365.3333333, rel=1e-9)
@@ -74,8 +76,13 @@ def test_unknown_work_is_never_guessed():
     sol = speed_of_light(1e-3, work, None, device="Mystery GPU 9000")
     assert not sol.counted and "Mystery GPU 9000" in sol.reason
     # an op the FLOP counter does not know: bandwidth stated, bound not
-    svd = WorkEstimate(bytes_moved=2**20, flops=0, dtype="fp32", flop_counter="torch.utils.flop_counter",
-                       uncounted_ops=["aten._linalg_svd"])
+    svd = WorkEstimate(
+        bytes_moved=2**20,
+        flops=0,
+        dtype="fp32",
+        flop_counter="torch.utils.flop_counter",
+        uncounted_ops=["aten._linalg_svd"],
+    )
     sol = speed_of_light(1e-3, svd, H100)
     assert sol.counted and sol.bound == "unknown" and sol.fraction is None and sol.flops is None
     assert sol.bandwidth_fraction == pytest.approx(2**20 / 1e-3 / 3.35e12)
@@ -101,8 +108,9 @@ def test_estimate_work_names_ops_the_flop_counter_cannot_count():
 def test_the_figure_travels_in_the_result_the_metrics_and_the_feedback():
     work = WorkEstimate(bytes_moved=2**31, flops=0, dtype="fp32", flop_counter="torch.utils.flop_counter")
     sol = speed_of_light(1e-3, work, H100, reference_s=2e-3).to_dict()
-    result = EvalResult(compiled=True, correct=True, category="ok", runtime_ms=1.0, ref_runtime_ms=2.0,
-                        speedup=2.0, speed_of_light=sol)
+    result = EvalResult(
+        compiled=True, correct=True, category="ok", runtime_ms=1.0, ref_runtime_ms=2.0, speedup=2.0, speed_of_light=sol
+    )
     again = EvalResult.from_dict(result.to_dict())
     assert SpeedOfLight.from_dict(again.speed_of_light).fraction == pytest.approx(0.6410398949, abs=1e-10)
     metrics = program_metrics(again)
@@ -144,8 +152,15 @@ def test_the_evaluator_timing_seam_fills_the_speed_of_light(monkeypatch):
         return WorkEstimate(bytes_moved=2**31, flops=0, dtype="fp32", flop_counter="torch.utils.flop_counter")
 
     quick = TimingConfig(warmup=1, repeats=6, cpu_max_samples=30, cpu_time_budget_s=0.3, input_sets=1)
-    out = et.measure(lambda x: clock.spin(2e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], quick,
-                     device_name="NVIDIA H100 80GB HBM3", work=work)
+    out = et.measure(
+        lambda x: clock.spin(2e-3),
+        lambda x: clock.spin(1e-3),
+        HostBackend(),
+        [(0,)],
+        quick,
+        device_name="NVIDIA H100 80GB HBM3",
+        work=work,
+    )
     assert len(calls) == 1 and out.details["roofline"]["applied"]
     sol = out.result_fields()["speed_of_light"]
     assert sol["counted"] and sol["device"] == "H100 SXM" and sol["bound"] == "memory"
@@ -159,8 +174,7 @@ def test_the_evaluator_timing_seam_fills_the_speed_of_light(monkeypatch):
     out = et.measure(lambda x: clock.spin(2e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], quick, work=work)
     sol = out.speed_of_light
     assert sol["counted"] and sol["device"] == HOST_PEAKS["AMD EPYC"].name
-    assert sol["bandwidth_fraction"] == pytest.approx(2**31 / 1e-3 / HOST_PEAKS["AMD EPYC"].bandwidth_bytes_s,
-                                                      rel=1e-6)
+    assert sol["bandwidth_fraction"] == pytest.approx(2**31 / 1e-3 / HOST_PEAKS["AMD EPYC"].bandwidth_bytes_s, rel=1e-6)
     monkeypatch.setattr(sl, "host_cpu_name", lambda: "Some Future CPU")
     out = et.measure(lambda x: clock.spin(2e-3), lambda x: clock.spin(1e-3), HostBackend(), [(0,)], quick, work=work)
     assert not out.speed_of_light["counted"] and "Some Future CPU" in out.speed_of_light["reason"]

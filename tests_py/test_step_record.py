@@ -6,6 +6,7 @@ bytes of their ``trajectory.jsonl`` (each step's whole result stored once,
 in ``evaluations.jsonl``, the records keeping its key), on records of the
 older shape (test_record_v1.py: whole run folders of the first shape), and
 on export and report reading the run the loop wrote."""
+
 from __future__ import annotations
 
 import json
@@ -29,21 +30,108 @@ SEED = (TASK / "seed.py").read_text()
 
 # The keys the loop writes per kind of step, in order (the on-disk contract
 # export, reports and older tools rely on; StepRecord must not change them).
-REQUEST_KEYS = ["schema_version", "kind", "request_id", "iteration", "island", "mode", "parent_id",
-                "parent_metrics", "inspiration_ids", "prompt", "prompt_meta"]
+REQUEST_KEYS = [
+    "schema_version",
+    "kind",
+    "request_id",
+    "iteration",
+    "island",
+    "mode",
+    "parent_id",
+    "parent_metrics",
+    "inspiration_ids",
+    "prompt",
+    "prompt_meta",
+]
 EXPECTED_KEYS = {
-    "seed": ["schema_version", "kind", "step", "name", "child_id", "copy_ids", "child_source", "status", "metrics",
-             "eval_key", "child", "time"],
-    "reference": ["schema_version", "kind", "step", "name", "child_id", "copy_ids", "child_source", "status",
-                  "metrics", "eval_key", "time"],
-    "edit-failed": REQUEST_KEYS + ["raw_response", "reasoning", "model", "usage", "latency_s", "edit", "child_id",
-                                   "status", "metrics", "step", "time", "child"],
-    "llm-error": REQUEST_KEYS + ["raw_response", "model", "proposal_error", "llm_error", "latency_s", "status",
-                                 "child_id", "step", "time", "child"],
-    "duplicate": REQUEST_KEYS + ["raw_response", "reasoning", "model", "usage", "latency_s", "edit", "child_source",
-                                 "duplicate", "child_id", "status", "step", "time", "child"],
-    "correct": REQUEST_KEYS + ["raw_response", "reasoning", "model", "usage", "latency_s", "edit", "child_source",
-                               "eval_key", "child_id", "status", "metrics", "step", "time", "child"],
+    "seed": [
+        "schema_version",
+        "kind",
+        "step",
+        "name",
+        "child_id",
+        "copy_ids",
+        "child_source",
+        "status",
+        "metrics",
+        "eval_key",
+        "child",
+        "time",
+    ],
+    "reference": [
+        "schema_version",
+        "kind",
+        "step",
+        "name",
+        "child_id",
+        "copy_ids",
+        "child_source",
+        "status",
+        "metrics",
+        "eval_key",
+        "time",
+    ],
+    "edit-failed": REQUEST_KEYS
+    + [
+        "raw_response",
+        "reasoning",
+        "model",
+        "usage",
+        "latency_s",
+        "edit",
+        "child_id",
+        "status",
+        "metrics",
+        "step",
+        "time",
+        "child",
+    ],
+    "llm-error": REQUEST_KEYS
+    + [
+        "raw_response",
+        "model",
+        "proposal_error",
+        "llm_error",
+        "latency_s",
+        "status",
+        "child_id",
+        "step",
+        "time",
+        "child",
+    ],
+    "duplicate": REQUEST_KEYS
+    + [
+        "raw_response",
+        "reasoning",
+        "model",
+        "usage",
+        "latency_s",
+        "edit",
+        "child_source",
+        "duplicate",
+        "child_id",
+        "status",
+        "step",
+        "time",
+        "child",
+    ],
+    "correct": REQUEST_KEYS
+    + [
+        "raw_response",
+        "reasoning",
+        "model",
+        "usage",
+        "latency_s",
+        "edit",
+        "child_source",
+        "eval_key",
+        "child_id",
+        "status",
+        "metrics",
+        "step",
+        "time",
+        "child",
+    ],
 }
 
 
@@ -65,15 +153,23 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     faster = SEED.replace("BLOCK = 64", "BLOCK = 256")
     answers = [
         {"iteration": 1, "raw_response": "no code in this answer"},
-        {"iteration": 2, "raw_response": None, "proposal_error": "HTTP 500",
-         "llm_error": {"kind": "server", "message": "HTTP 500"}},
+        {
+            "iteration": 2,
+            "raw_response": None,
+            "proposal_error": "HTTP 500",
+            "llm_error": {"kind": "server", "message": "HTTP 500"},
+        },
         {"iteration": 3, "raw_response": "```python\n" + SEED + "```\n"},
         {"iteration": 4, "raw_response": "```python\n" + faster + "```\n"},
     ]
     recorded = root / "answers.jsonl"
     recorded.write_text("".join(json.dumps(a) + "\n" for a in answers))
-    evolve_sync(TASK, _config(model=f"replay:{recorded}", iterations=4, proposal_concurrency=1, edit_mode="full"),
-                out["replay"], evaluator=CostModelEvaluator())
+    evolve_sync(
+        TASK,
+        _config(model=f"replay:{recorded}", iterations=4, proposal_concurrency=1, edit_mode="full"),
+        out["replay"],
+        evaluator=CostModelEvaluator(),
+    )
 
     no_seed = root / "no_seed_task"
     no_seed.mkdir()
@@ -124,8 +220,13 @@ def test_each_kind_of_step_keeps_its_keys(runs):
     by_status = {}
     for line in _lines(runs["replay"]) + _lines(runs["reference"])[:1]:
         data = json.loads(line)
-        key = "seed" if data["kind"] == "seed" and data["name"] != "reference" else \
-            "reference" if data["kind"] == "seed" else data["status"]
+        key = (
+            "seed"
+            if data["kind"] == "seed" and data["name"] != "reference"
+            else "reference"
+            if data["kind"] == "seed"
+            else data["status"]
+        )
         by_status.setdefault(key, list(data))
     assert by_status == EXPECTED_KEYS
 
@@ -144,21 +245,57 @@ def test_older_record_shapes_load():
     """Records as the first loop wrote them: no schema_version, seeds without
     copy_ids or child, an LLM failure without llm_error, an EvalResult of
     schema 1 with the old per-backend hardware dict."""
-    old_eval = {"compiled": True, "correct": True, "category": "ok", "speedup": 1.25, "runtime_ms": 0.8,
-                "ref_runtime_ms": 1.0, "hardware": {"device": "NVIDIA H100 80GB HBM3", "torch": "2.3.0"},
-                "schema_version": 1}
-    seed = StepRecord.from_dict({"kind": "seed", "step": 0, "name": "seed", "child_id": 0, "child_source": SEED,
-                                 "status": "correct", "metrics": {"score": 1.25}, "eval": old_eval, "time": 1.0})
+    old_eval = {
+        "compiled": True,
+        "correct": True,
+        "category": "ok",
+        "speedup": 1.25,
+        "runtime_ms": 0.8,
+        "ref_runtime_ms": 1.0,
+        "hardware": {"device": "NVIDIA H100 80GB HBM3", "torch": "2.3.0"},
+        "schema_version": 1,
+    }
+    seed = StepRecord.from_dict(
+        {
+            "kind": "seed",
+            "step": 0,
+            "name": "seed",
+            "child_id": 0,
+            "child_source": SEED,
+            "status": "correct",
+            "metrics": {"score": 1.25},
+            "eval": old_eval,
+            "time": 1.0,
+        }
+    )
     assert seed.copy_ids is None and seed.program_ids == [0] and seed.child is None
     # the first shape's inline result is kept, and found as a keyed one is
     assert seed.inline_eval.speedup == 1.25 and seed.inline_eval.schema_version == 1 and seed.eval_key is None
     assert EvalStore().of(seed) is seed.inline_eval
     assert seed.source == SEED
-    failed = StepRecord.from_dict({"kind": "step", "request_id": 0, "iteration": 1, "island": 0, "mode": "explore",
-                                   "parent_id": 0, "parent_metrics": {}, "inspiration_ids": [], "prompt": [],
-                                   "prompt_meta": {}, "raw_response": None, "model": "m", "proposal_error": "timeout",
-                                   "latency_s": 3.0, "child_id": None, "status": "edit-failed", "step": 1,
-                                   "time": 2.0, "child": None})
+    failed = StepRecord.from_dict(
+        {
+            "kind": "step",
+            "request_id": 0,
+            "iteration": 1,
+            "island": 0,
+            "mode": "explore",
+            "parent_id": 0,
+            "parent_metrics": {},
+            "inspiration_ids": [],
+            "prompt": [],
+            "prompt_meta": {},
+            "raw_response": None,
+            "model": "m",
+            "proposal_error": "timeout",
+            "latency_s": 3.0,
+            "child_id": None,
+            "status": "edit-failed",
+            "step": 1,
+            "time": 2.0,
+            "child": None,
+        }
+    )
     assert failed.llm_failed and failed.llm_error is None and failed.usage is None
     # a record with nothing but what the replay proposer needs
     minimal = StepRecord.from_dict({"iteration": 3, "raw_response": "text"})
@@ -170,8 +307,11 @@ def test_each_result_is_stored_once(runs):
     records keep its key, the child (the engine's program) a compact
     feedback and the key; nothing else holds the result."""
     for run in runs.values():
-        rows = [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()] \
-            if (run / "evaluations.jsonl").exists() else []
+        rows = (
+            [json.loads(line) for line in (run / "evaluations.jsonl").read_text().splitlines()]
+            if (run / "evaluations.jsonl").exists()
+            else []
+        )
         keys = [r.get("key") or r["sha256"] for r in rows]
         assert len(keys) == len(set(keys))
         for line in _lines(run):
@@ -238,8 +378,9 @@ def test_export_and_report_read_the_loops_run(runs, tmp_path):
 
     result = collect_run(runs["replay"])
     assert result.status_counts == {"correct": 2, "edit-failed": 1, "llm-error": 1, "duplicate": 1}
-    assert result.best_speedup == pytest.approx(max(d["metrics"]["speedup"] for d in read_trajectory(runs["replay"])
-                                                    if d.get("status") == "correct"))
+    assert result.best_speedup == pytest.approx(
+        max(d["metrics"]["speedup"] for d in read_trajectory(runs["replay"]) if d.get("status") == "correct")
+    )
     page = build_report(runs["replay"])
     for status in ("llm-error", "edit-failed", "duplicate", "correct"):
         assert f"data-status='{status}'" in page

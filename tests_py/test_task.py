@@ -1,4 +1,5 @@
 """Task loading: directories, plain KernelBench files, ids, bad input."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -72,12 +73,15 @@ def test_extra_input_generator_must_exist(tmp_path):
         Task.load(tmp_path)
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("dtype", "float64", "dtype"),
-    ("trials", 0, "trials"),
-    ("trials", 101, "trials"),
-    ("atol", -1.0, "atol"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("dtype", "float64", "dtype"),
+        ("trials", 0, "trials"),
+        ("trials", 101, "trials"),
+        ("atol", -1.0, "atol"),
+    ],
+)
 def test_bad_config_values(key, value, match):
     with pytest.raises(ConfigError, match=match):
         TaskConfig(**{key: value})

@@ -1,6 +1,7 @@
 """A second timing shape for KernelBench files (kernelsmith/task_shapes.py)
 and where bench and curate emit one (issue 30: a kernel fast on one shape
 only is not rewarded as fast everywhere)."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 RELU = HERE / "fixtures" / "tasks" / "kernelbench_level1_relu.py"
 BMM = HERE / "fixtures" / "kb_honest" / "bmm" / "reference.py"
 
-CONV = '''import torch
+CONV = """import torch
 import torch.nn as nn
 
 
@@ -40,7 +41,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [in_channels, out_channels]
-'''
+"""
 
 
 def _run(source: str) -> dict:
@@ -54,8 +55,10 @@ def test_the_leading_sizes_only_get_inputs_reads_are_halved():
     assert halvable_sizes(BMM.read_text()) == ["batch_size"]  # m, k, n are not leading; a tuple assignment
     assert halvable_sizes(CONV) == ["batch_size"]  # in_channels shapes the model: never halved
     # M and K lead two tensors and nothing else reads them: both halved, the product still defined
-    matmul = "import torch\nM = 64\nK = 32\nN = 16\n\ndef get_inputs():\n" \
-             "    return [torch.randn(M, K), torch.randn(K, N)]\n\ndef get_init_inputs():\n    return []\n"
+    matmul = (
+        "import torch\nM = 64\nK = 32\nN = 16\n\ndef get_inputs():\n"
+        "    return [torch.randn(M, K), torch.randn(K, N)]\n\ndef get_init_inputs():\n    return []\n"
+    )
     assert halvable_sizes(matmul) == ["M", "K"]
     scope = _run(with_half_shape(matmul))
     a, b = scope[HALF]()
@@ -73,8 +76,8 @@ def test_no_second_shape_where_the_module_allows_none():
 
 def test_the_half_shape_halves_and_leaves_the_module_as_it_was():
     scope = _run(with_half_shape(RELU.read_text()))
-    full, = scope["get_inputs"]()
-    half, = scope[HALF]()
+    (full,) = scope["get_inputs"]()
+    (half,) = scope[HALF]()
     assert tuple(full.shape) == (8, 300) and tuple(half.shape) == (4, 300)
     assert scope["batch_size"] == 8 and tuple(scope["get_inputs"]()[0].shape) == (8, 300)
 
@@ -98,7 +101,9 @@ def test_bench_gives_a_kernelbench_file_a_task_with_two_timing_shapes(tmp_path):
 def test_curate_times_the_largest_other_size_class_that_passed_its_check():
     from kernelsmith.curate.pipeline import timing_shape_for
 
-    assert timing_shape_for("medium", {"small": {"ok": True}, "default": {"ok": True}, "large": {"ok": True}}) == "large"
+    assert (
+        timing_shape_for("medium", {"small": {"ok": True}, "default": {"ok": True}, "large": {"ok": True}}) == "large"
+    )
     assert timing_shape_for("medium", {"small": {"ok": True}, "large": {"ok": None}}) == "small"
     assert timing_shape_for("medium", {}) is None
 
@@ -118,4 +123,7 @@ def test_both_shapes_are_timed_through_the_evaluator(tmp_path):
     shapes = (result.timing or {}).get("shapes") or []
     assert [row["shape"] for row in shapes] == ["get_inputs", HALF], result.timing
     assert all(row["speedup"] for row in shapes)
-    assert yaml.safe_load((tmp_path / "tasks" / "relu" / "task.yaml").read_text())["timing_shapes"] == ["get_inputs", HALF]
+    assert yaml.safe_load((tmp_path / "tasks" / "relu" / "task.yaml").read_text())["timing_shapes"] == [
+        "get_inputs",
+        HALF,
+    ]

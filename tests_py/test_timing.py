@@ -1,6 +1,7 @@
 """Timing harness: C++ statistics through the bindings, the adaptive sampler
 and paired comparator on seeded synthetic sources, the Python front end on
 CPU callables, and the hidden-work and roofline logic with simulated timers."""
+
 from __future__ import annotations
 
 import json
@@ -134,13 +135,11 @@ def _synthetic(mean: float, sigma: float, seed: int, outlier_every: int = 0):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_compare_samples_calls_two_percent(seed):
-    faster = T.compare_samples(_synthetic(1.02, 0.01, seed), _synthetic(1.0, 0.01, seed + 100),
-                               time_budget_s=30)
+    faster = T.compare_samples(_synthetic(1.02, 0.01, seed), _synthetic(1.0, 0.01, seed + 100), time_budget_s=30)
     assert faster.verdict == "faster"
     assert faster.speedup == pytest.approx(1.02, abs=0.01)
     assert faster.speedup_low > 1.0
-    slower = T.compare_samples(_synthetic(1.0, 0.01, seed), _synthetic(1.02, 0.01, seed + 100),
-                               time_budget_s=30)
+    slower = T.compare_samples(_synthetic(1.0, 0.01, seed), _synthetic(1.02, 0.01, seed + 100), time_budget_s=30)
     assert slower.verdict == "slower"
     assert slower.speedup == pytest.approx(1 / 1.02, abs=0.01)
 
@@ -148,8 +147,7 @@ def test_compare_samples_calls_two_percent(seed):
 def test_compare_samples_identical_sources_are_indistinguishable():
     decided = 0
     for seed in range(10):
-        c = T.compare_samples(_synthetic(1.0, 0.01, seed), _synthetic(1.0, 0.01, seed + 50),
-                              time_budget_s=30)
+        c = T.compare_samples(_synthetic(1.0, 0.01, seed), _synthetic(1.0, 0.01, seed + 50), time_budget_s=30)
         decided += c.decided
         assert c.speedup == pytest.approx(1.0, abs=0.01)
         assert c.rel_half_width <= 0.005
@@ -224,8 +222,7 @@ def test_input_sets_rotate_and_sync_is_called():
     def sync():
         syncs[0] += 1
 
-    m = T.bench(fn, input_sets=[(0,), (1,), (2,)], device="cpu", sync=sync, time_budget_s=0.5,
-                max_samples=50)
+    m = T.bench(fn, input_sets=[(0,), (1,), (2,)], device="cpu", sync=sync, time_budget_s=0.5, max_samples=50)
     assert set(seen) == {0, 1, 2}
     assert m.input_sets == 3
     assert syncs[0] >= 2 * m.n_samples  # before and after every sample
@@ -319,7 +316,11 @@ def test_estimate_work_of_a_matmul_reference():
 
 def test_gpu_state_parsing_and_fallback():
     assert parse_nvidia_smi("1980, 3201, 41") == {
-        "sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temperature_c": 41, "source": "nvidia-smi"}
+        "sm_clock_mhz": 1980,
+        "mem_clock_mhz": 3201,
+        "temperature_c": 41,
+        "source": "nvidia-smi",
+    }
     assert parse_nvidia_smi("[N/A], 3201, 41") == {}
     assert isinstance(T.gpu_state(), dict)  # {} on a machine without a GPU
 
@@ -371,6 +372,9 @@ def test_cuda_roofline_marks_impossible_times():
     a = torch.randn(2048, 2048, device="cuda")
     w = T.estimate_work(lambda x: x @ x, (a,))
     # claim the matmul moved 1000x more bytes than it did: the time is then impossible
-    m = T.bench(lambda: a @ a, time_budget_s=1.0,
-                roofline={"bytes_moved": w.bytes_moved * 1000, "flops": w.flops, "dtype": "fp32"})
+    m = T.bench(
+        lambda: a @ a,
+        time_budget_s=1.0,
+        roofline={"bytes_moved": w.bytes_moved * 1000, "flops": w.flops, "dtype": "fp32"},
+    )
     assert m.suspicious and any("floor" in r for r in m.suspicious_reasons)

@@ -4,6 +4,7 @@ shape's figure kept in the result and the feedback, and the finalists'
 re-timing on the same shapes, so evolution prefers a program fast on every
 shape to one fast on a single shape. Real evaluations: OpenCL on the CPU
 (PoCL), in the evaluator's sandboxed workers."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,16 @@ assert SPECIALISED != SEED
 
 
 def outcome(speedup: float, low: float, high: float, runtime: float, **kw) -> TimingOutcome:
-    return TimingOutcome(runtime_ms=runtime, ref_runtime_ms=runtime * speedup, speedup=speedup, speedup_ci_low=low,
-                         speedup_ci_high=high, verdict=kw.pop("verdict", "faster"), details={"n_pairs": 10}, **kw)
+    return TimingOutcome(
+        runtime_ms=runtime,
+        ref_runtime_ms=runtime * speedup,
+        speedup=speedup,
+        speedup_ci_low=low,
+        speedup_ci_high=high,
+        verdict=kw.pop("verdict", "faster"),
+        details={"n_pairs": 10},
+        **kw,
+    )
 
 
 def test_combine_shapes_is_the_weighted_geometric_mean():
@@ -41,8 +50,10 @@ def test_combine_shapes_is_the_weighted_geometric_mean():
     even = combine_shapes([a, b], ["s", "w"])
     assert even.speedup == pytest.approx(math.sqrt(2.0)) and even.verdict == "faster"
     assert combine_shapes([outcome(1.2, 0.8, 1.5, 1.0), b], ["s", "w"]).verdict == "slower"
-    assert combine_shapes([outcome(1.5, 0.9, 2.5, 1.0), outcome(1.0, 0.8, 1.2, 1.0)], ["s", "w"]).verdict == \
-        "indistinguishable"
+    assert (
+        combine_shapes([outcome(1.5, 0.9, 2.5, 1.0), outcome(1.0, 0.8, 1.2, 1.0)], ["s", "w"]).verdict
+        == "indistinguishable"
+    )
     # a rejected shape rejects the whole; a suspicious one is named
     bad = outcome(9.0, 8.0, 10.0, 0.1, verdict="rejected", rejected_reason="hidden work")
     assert combine_shapes([a, bad], ["s", "w"]).rejected
@@ -58,9 +69,11 @@ def test_combine_shapes_is_the_weighted_geometric_mean():
 def test_timing_shapes_config_is_checked(tmp_path):
     task = Task.load(TASK)
     assert task.config.timing_shapes == ["get_inputs", "shape_wide", "shape_tall"]
-    for bad, message in (({"timing_weights": [1, 2]}, "one per timing shape"),
-                         ({"timing_weights": [1, 0, 1]}, "positive"),
-                         ({"timing_shapes": ["get_inputs", "get_inputs"], "timing_weights": []}, "each shape once")):
+    for bad, message in (
+        ({"timing_weights": [1, 2]}, "one per timing shape"),
+        ({"timing_weights": [1, 0, 1]}, "positive"),
+        ({"timing_shapes": ["get_inputs", "get_inputs"], "timing_weights": []}, "each shape once"),
+    ):
         with pytest.raises(ValueError, match=message):
             Task.load(TASK, **bad)
     with pytest.raises(TaskError, match="shape_missing"):
@@ -73,7 +86,9 @@ def evaluated():
 
     task = Task.load(TASK)
     with Evaluator(workers=1) as evaluator:
-        yield {name: evaluator.evaluate(task, source) for name, source in (("even", SEED), ("specialised", SPECIALISED))}
+        yield {
+            name: evaluator.evaluate(task, source) for name, source in (("even", SEED), ("specialised", SPECIALISED))
+        }
 
 
 def test_each_shape_is_timed_and_the_speedup_is_their_mean(evaluated):
@@ -113,15 +128,20 @@ def test_evolution_prefers_the_program_fast_on_every_shape(mock_llm, tmp_path, m
     out = tmp_path / "run"
     evolve_sync(TASK, config, out)
     steps = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
-    by_source = {("specialised" if "SPECIALISED = True" in s["child_source"] else "even"): s for s in steps
-                 if s.get("child_source")}
+    by_source = {
+        ("specialised" if "SPECIALISED = True" in s["child_source"] else "even"): s
+        for s in steps
+        if s.get("child_source")
+    }
     assert set(by_source) == {"even", "specialised"}, [s.get("status") for s in steps]
     evals = EvalStore.load(out)
     special, even = evals.raw(by_source["specialised"]["eval_key"]), evals.raw(by_source["even"]["eval_key"])
     assert special["category"] == "ok" and len(special["timing"]["shapes"]) == 3
     # per step: faster than the seed on get_inputs, slower on the mean
-    first = {name: {r["shape"]: r["speedup"] for r in e["timing"]["shapes"]} for name, e in
-             (("specialised", special), ("even", even))}
+    first = {
+        name: {r["shape"]: r["speedup"] for r in e["timing"]["shapes"]}
+        for name, e in (("specialised", special), ("even", even))
+    }
     assert first["specialised"]["get_inputs"] > 1.4 * first["even"]["get_inputs"]
     assert special["speedup"] < even["speedup"]
     summary = json.loads((out / "summary.json").read_text())
@@ -134,5 +154,6 @@ def test_evolution_prefers_the_program_fast_on_every_shape(mock_llm, tmp_path, m
     elif summary["best_program_id"] is not None:
         assert "SPECIALISED = False" in (out / "best_program.py").read_text(), summary.get("best_confirmation")
     timed = [f for f in finalists if f.get("speedup") is not None]
-    assert timed and all([r["shape"] for r in f["shapes"]] == ["get_inputs", "shape_wide", "shape_tall"]
-                         for f in timed), finalists
+    assert timed and all(
+        [r["shape"] for r in f["shapes"]] == ["get_inputs", "shape_wide", "shape_tall"] for f in timed
+    ), finalists

@@ -4,6 +4,7 @@ on every SFT format TRL reads, TRL's GRPOTrainer with our reward, verl's
 RLHFDataset and both of its reward managers over our compute_score, and
 OpenRLHF's own remote-reward client against ``serve`` with a burst larger
 than the queue. The runs exported are the session fixture ``runs``."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,12 @@ def data(runs, tmp_path_factory):
     # Lengths in the model's own tokens: the trainers' limits are set from them, as a user would.
     cfg = SFTConfig(balance="none", tokenizer=str(model))
     longest = 0
-    for fmt, options in (("messages", {}), ("prompt-completion", {}), ("parquet", {}),
-                         ("prompt-completion", {"conversational": True})):
+    for fmt, options in (
+        ("messages", {}),
+        ("prompt-completion", {}),
+        ("parquet", {}),
+        ("prompt-completion", {"conversational": True}),
+    ):
         name = fmt + ("-conv" if options else "")
         summary = export_sft(both, root / name, fmt, cfg, **options)
         assert summary.lengths["method"] == f"tokenizer {model}"
@@ -65,9 +70,17 @@ def test_trl_sft_trains_two_steps_on_each_format(data, fmt, tmp_path):
     dataset = load_dataset("parquet" if path.suffix == ".parquet" else "json", data_files=str(path))["train"]
     tokenizer = AutoTokenizer.from_pretrained(data["model"])
     model = AutoModelForCausalLM.from_pretrained(data["model"])
-    args = TRLSFTConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=1,
-                        max_length=data["sft_max_tokens"] + 16,
-                        report_to=[], save_strategy="no", logging_steps=1, use_cpu=True, dataloader_num_workers=0)
+    args = TRLSFTConfig(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=1,
+        max_length=data["sft_max_tokens"] + 16,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=True,
+        dataloader_num_workers=0,
+    )
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     result = trainer.train()
     assert result.global_step == 2
@@ -96,14 +109,30 @@ def test_trl_grpo_one_step_with_our_reward(data, scorer, tmp_path):
         return values
 
     recorded.__name__ = reward.__name__
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
-                      max_completion_length=8, report_to=[], save_strategy="no", logging_steps=1, use_cpu=True,
-                      dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=str(data["model"]), reward_funcs=[recorded], args=args, train_dataset=dataset,
-                          processing_class=AutoTokenizer.from_pretrained(data["model"]))
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=True,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=str(data["model"]),
+        reward_funcs=[recorded],
+        args=args,
+        train_dataset=dataset,
+        processing_class=AutoTokenizer.from_pretrained(data["model"]),
+    )
     assert trainer.train().global_step == 1
     # Eight random tokens are no program: every completion gets the edit-failure penalty, through our reward.
-    assert seen and all(call["has_task"] and call["values"] == [RewardConfig().edit_failed] * call["n"] for call in seen)
+    assert seen and all(
+        call["has_task"] and call["values"] == [RewardConfig().edit_failed] * call["n"] for call in seen
+    )
     logged = [entry for entry in trainer.state.log_history if f"rewards/{reward.__name__}/mean" in entry]
     assert logged and logged[0][f"rewards/{reward.__name__}/mean"] == RewardConfig().edit_failed
 
@@ -131,13 +160,22 @@ def _verl_batch(rows, completions, tokenizer):
     pad = tokenizer.pad_token_id
     prompt_ids = torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts])
     response_ids = torch.tensor([r + [pad] * (width_r - len(r)) for r in responses])
-    mask = torch.tensor([[0] * (width_p - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (width_r - len(r))
-                         for p, r in zip(prompts, responses)])
+    mask = torch.tensor(
+        [
+            [0] * (width_p - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (width_r - len(r))
+            for p, r in zip(prompts, responses)
+        ]
+    )
     return DataProto.from_dict(
-        tensors={"prompts": prompt_ids, "responses": response_ids, "attention_mask": mask,
-                 "input_ids": torch.cat([prompt_ids, response_ids], dim=1)},
-        non_tensors={key: np.array([r[key] for r in rows], dtype=object)
-                     for key in ("data_source", "reward_model", "extra_info")},
+        tensors={
+            "prompts": prompt_ids,
+            "responses": response_ids,
+            "attention_mask": mask,
+            "input_ids": torch.cat([prompt_ids, response_ids], dim=1),
+        },
+        non_tensors={
+            key: np.array([r[key] for r in rows], dtype=object) for key in ("data_source", "reward_model", "extra_info")
+        },
     )
 
 
@@ -157,8 +195,14 @@ def test_verl_dataset_and_both_reward_managers(data, live, monkeypatch):
     assert longest > 512 and any("data.max_prompt_length" in w for w in summary.warnings)
 
     def dataset(max_prompt_length):
-        config = OmegaConf.create({"max_prompt_length": max_prompt_length, "filter_overlong_prompts": True,
-                                   "filter_overlong_prompts_workers": 1, "cache_dir": str(data["root"] / "verl")})
+        config = OmegaConf.create(
+            {
+                "max_prompt_length": max_prompt_length,
+                "filter_overlong_prompts": True,
+                "filter_overlong_prompts_workers": 1,
+                "cache_dir": str(data["root"] / "verl"),
+            }
+        )
         return RLHFDataset(data_files=files, tokenizer=tokenizer, config=config)
 
     # verl's default limit drops every row (what the export warned about); the limit from our report keeps all.
@@ -171,8 +215,9 @@ def test_verl_dataset_and_both_reward_managers(data, live, monkeypatch):
     monkeypatch.setenv("KERNELSMITH_REWARD_URL", live.url)
     monkeypatch.setenv("KERNELSMITH_REWARD_TOKEN", "t0k3n")
     monkeypatch.setattr(adapters, "_default_backend", None)
-    fn = get_custom_reward_fn(OmegaConf.create(
-        {"reward": {"custom_reward_function": {"path": str(VERL_REWARD), "name": "compute_score"}}}))
+    fn = get_custom_reward_fn(
+        OmegaConf.create({"reward": {"custom_reward_function": {"path": str(VERL_REWARD), "name": "compute_score"}}})
+    )
     batch = _verl_batch(rows, [CORRECT, NO_CODE], tokenizer)
     before = live.service.status()["counts"]
     naive = NaiveRewardManager(tokenizer=tokenizer, num_examine=0, compute_score=fn)(batch, return_dict=True)
@@ -189,7 +234,7 @@ def test_verl_dataset_and_both_reward_managers(data, live, monkeypatch):
 
     async def reward_loop():
         manager = LoopNaiveRewardManager(config=OmegaConf.create({}), tokenizer=tokenizer, compute_score=fn)
-        return await asyncio.gather(*(manager.run_single(batch[i:i + 1]) for i in range(len(batch))))
+        return await asyncio.gather(*(manager.run_single(batch[i : i + 1]) for i in range(len(batch))))
 
     looped = [out["reward_score"] for out in asyncio.run(reward_loop())]
     assert looped[0] > 0 and looped[1] == RewardConfig().edit_failed
@@ -210,8 +255,9 @@ def test_openrlhf_client_burst_against_serve(data, live):
     completions = [CORRECT] * 2 + [NO_CODE] * 248  # a burst of 250, the queue holds 4
 
     async def burst():
-        return await asyncio.gather(*(executor._fetch_rewards_via_http([prompt + c], [prompt], [rows[0]["label"]])
-                                      for c in completions))
+        return await asyncio.gather(
+            *(executor._fetch_rewards_via_http([prompt + c], [prompt], [rows[0]["label"]]) for c in completions)
+        )
 
     before = live.service.status()
     answers = [a[0] for a in asyncio.run(burst())]
@@ -223,8 +269,14 @@ def test_openrlhf_client_burst_against_serve(data, live):
     counts = after["counts"]
     assert not any(k in counts for k in ("rejected_queue_full", "http_503", "http_500", "http_401"))
     # OpenRLHF's own batching of per-sample experiences (it fails when info keys differ).
-    experiences = [Experience(rewards=torch.tensor([a["rewards"][0]]), sequences=torch.ones(1, 2, dtype=torch.long),
-                              info={k: torch.tensor([v[0]]) for k, v in a["extra_logs"].items()}) for a in answers]
+    experiences = [
+        Experience(
+            rewards=torch.tensor([a["rewards"][0]]),
+            sequences=torch.ones(1, 2, dtype=torch.long),
+            info={k: torch.tensor([v[0]]) for k, v in a["extra_logs"].items()},
+        )
+        for a in answers
+    ]
     merged = Experience.concat_experiences(experiences, pad_token_id=0)
     assert merged.info["kernelsmith/correct"].tolist() == [1.0, 1.0] + [0.0] * 248
     assert merged.info["kernelsmith/edit-failed"].sum().item() == 248

@@ -5,6 +5,7 @@ which then benchmark nothing. Triton's default benchmarker needs a GPU, so the
 kernels here bring their own ``do_bench`` (the Autotuner's documented
 argument) and run under TRITON_INTERPRET=1; on a GPU the same path runs with
 Triton's benchmarker (scripts/run_inplace_fla.sh)."""
+
 from __future__ import annotations
 
 import json
@@ -175,13 +176,17 @@ def test_records_are_keyed_by_source_key_target_and_configs():
 def test_the_store_keeps_the_first_record_and_drops_junk(tmp_path):
     store = at.AutotuneStore(str(tmp_path / "store"), persist=None)
     good, other = "a" * 64, "b" * 64
-    (tmp_path / "w1.jsonl").write_text("\n".join([
-        json.dumps({"key": good, "config": "B: 32"}),
-        "not json",
-        json.dumps({"key": "../../etc", "config": "B: 32"}),
-        json.dumps({"key": other, "config": "x" * (at.MAX_CONFIG_CHARS + 1)}),
-        json.dumps({"key": other}),
-    ]))
+    (tmp_path / "w1.jsonl").write_text(
+        "\n".join(
+            [
+                json.dumps({"key": good, "config": "B: 32"}),
+                "not json",
+                json.dumps({"key": "../../etc", "config": "B: 32"}),
+                json.dumps({"key": other, "config": "x" * (at.MAX_CONFIG_CHARS + 1)}),
+                json.dumps({"key": other}),
+            ]
+        )
+    )
     assert store.absorb(str(tmp_path / "w1.jsonl")) == 1 and store.rejected == 4
     (tmp_path / "w2.jsonl").write_text(json.dumps({"key": good, "config": "B: 16"}) + "\n")
     assert store.absorb(str(tmp_path / "w2.jsonl")) == 0  # a later worker cannot replace it
@@ -192,7 +197,7 @@ def test_the_store_keeps_the_first_record_and_drops_junk(tmp_path):
     assert store.absorb(str(tmp_path / "missing.jsonl")) == 0
 
 
-SLOW_BENCH = '''
+SLOW_BENCH = """
 import time
 import torch
 import torch.nn as nn
@@ -205,14 +210,16 @@ def slow_bench(fn, quantiles=None):
     time.sleep(1.0)  # what benchmarking a config costs, made visible
     fn()
     return [1.0, 1.0, 1.0]
-'''
+"""
+
 
 def test_the_referees_records_win_and_are_all_it_reads_and_they_are_kept(tmp_path):
     kept = tmp_path / "kept.json"
     store = at.AutotuneStore(str(tmp_path / "store"), persist=str(kept))
     a, b = "a" * 64, "b" * 64
-    (tmp_path / "worker.jsonl").write_text(json.dumps({"key": a, "config": "B: 16"}) + "\n"
-                                           + json.dumps({"key": b, "config": "B: 16"}) + "\n")
+    (tmp_path / "worker.jsonl").write_text(
+        json.dumps({"key": a, "config": "B: 16"}) + "\n" + json.dumps({"key": b, "config": "B: 16"}) + "\n"
+    )
     (tmp_path / "referee.jsonl").write_text(json.dumps({"key": a, "config": "B: 64"}) + "\n")
     assert store.absorb(str(tmp_path / "worker.jsonl")) == 2
     assert store.absorb(str(tmp_path / "referee.jsonl"), trusted=True) == 1  # replaces the worker's
@@ -233,10 +240,15 @@ def test_the_referees_records_win_and_are_all_it_reads_and_they_are_kept(tmp_pat
 def _autotuned(program: str) -> str:
     """The fixtures' correct relu program with its kernel under an autotuner
     whose every benchmark is slow and counted."""
-    out = program.replace("@triton.jit\ndef relu_kernel", '@triton.autotune(configs=[triton.Config({"BLOCK": b}) '
-                          'for b in (256, 512, 1024)], key=["n"], do_bench=slow_bench)\n@triton.jit\ndef relu_kernel')
-    out = out.replace("relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
-                      'relu_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, n)')
+    out = program.replace(
+        "@triton.jit\ndef relu_kernel",
+        '@triton.autotune(configs=[triton.Config({"BLOCK": b}) '
+        'for b in (256, 512, 1024)], key=["n"], do_bench=slow_bench)\n@triton.jit\ndef relu_kernel',
+    )
+    out = out.replace(
+        "relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
+        'relu_kernel[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, n)',
+    )
     assert out.count("autotune") == 1 and 'm["BLOCK"]' in out
     return SLOW_BENCH + out
 
@@ -259,7 +271,9 @@ def test_a_pool_tunes_a_kernel_once_and_hands_the_result_to_later_workers():
     assert second.phases["compile"] < 1.0, second.phases
 
 
-TUNED_PKG = SLOW_BENCH + '''
+TUNED_PKG = (
+    SLOW_BENCH
+    + """
 
 @triton.autotune(configs=[triton.Config({"B": b}) for b in (16, 32, 64)], key=["n"], do_bench=slow_bench)
 @triton.jit
@@ -273,7 +287,8 @@ def double(x):
     n = x.numel()
     double_kernel[lambda m: (triton.cdiv(n, m["B"]),)](x, y, n)
     return y
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -285,13 +300,36 @@ def tuned_task(tmp_path):
     tree = tmp_path / "tree"
     (tree / "tunedpkg").mkdir(parents=True)
     (tree / "tunedpkg" / "__init__.py").write_text(TUNED_PKG)
-    (tmp_path / "inputs.py").write_text("import torch\ndef make_inputs(shape, dtype):\n"
-                                        "    return [torch.randn(*shape, dtype=dtype)]\n")
+    (tmp_path / "inputs.py").write_text(
+        "import torch\ndef make_inputs(shape, dtype):\n    return [torch.randn(*shape, dtype=dtype)]\n"
+    )
     check = "import torch, tunedpkg; x = torch.randn(100); assert torch.equal(tunedpkg.double(x), x * 2)"
-    assert main(["task", "init", "--tree", str(tree), "--file", "tunedpkg/__init__.py", "--function", "double",
-                 "--region", "double_kernel,double", "--tests", f'python -c "{check}"',
-                 "--inputs", f"{tmp_path / 'inputs.py'}:make_inputs", "--bench-shapes", "100",
-                 "-o", str(tmp_path / "t.yaml"), "--no-check"]) == 0
+    assert (
+        main(
+            [
+                "task",
+                "init",
+                "--tree",
+                str(tree),
+                "--file",
+                "tunedpkg/__init__.py",
+                "--function",
+                "double",
+                "--region",
+                "double_kernel,double",
+                "--tests",
+                f'python -c "{check}"',
+                "--inputs",
+                f"{tmp_path / 'inputs.py'}:make_inputs",
+                "--bench-shapes",
+                "100",
+                "-o",
+                str(tmp_path / "t.yaml"),
+                "--no-check",
+            ]
+        )
+        == 0
+    )
     return load_inplace(tmp_path / "t.yaml")
 
 
@@ -347,17 +385,21 @@ def test_a_compiled_kernel_is_the_same_kernel_on_another_line(tmp_path):
     import subprocess
     import sys
 
-    kernel = ('import triton\nimport triton.language as tl\n\n'
-              '@triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])\n'
-              '@triton.jit\ndef k(x, n, B: tl.constexpr):\n    tl.store(x + tl.arange(0, B), 1.0)\n')
+    kernel = (
+        "import triton\nimport triton.language as tl\n\n"
+        '@triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])\n'
+        "@triton.jit\ndef k(x, n, B: tl.constexpr):\n    tl.store(x + tl.arange(0, B), 1.0)\n"
+    )
     (tmp_path / "original.py").write_text(kernel)
     (tmp_path / "moved.py").write_text("# a header\n# and a marker\n\n" + kernel)
     (tmp_path / "changed.py").write_text(kernel.replace("1.0)", "2.0)"))
-    script = ("import original, moved, changed\n"
-              "from kernelsmith.backends.triton.autotune import _kernel_identity as i\n"
-              "assert original.k.fn.cache_key != moved.k.fn.cache_key  # Triton's own: the line counts\n"
-              "assert i(original.k).startswith('jit:')\n"
-              "print(i(original.k) == i(moved.k), i(original.k) == i(changed.k))\n")
+    script = (
+        "import original, moved, changed\n"
+        "from kernelsmith.backends.triton.autotune import _kernel_identity as i\n"
+        "assert original.k.fn.cache_key != moved.k.fn.cache_key  # Triton's own: the line counts\n"
+        "assert i(original.k).startswith('jit:')\n"
+        "print(i(original.k) == i(moved.k), i(original.k) == i(changed.k))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(Path(at.__file__).parents[2]), env.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
@@ -372,6 +414,7 @@ def test_a_compiled_kernel_is_the_same_kernel_on_another_line(tmp_path):
 # the GPU never asked for in a child, failures and hangs left to Triton's
 # own benchmark, nothing changed in the parent. The compile itself is shown
 # on the GPU (benchmarks/bench_autotune_compile.py).
+
 
 class _StandInJIT:
     def __init__(self, out: Path) -> None:
@@ -391,9 +434,19 @@ class _StandInJIT:
         if kwargs["BT"] == 5:
             time.sleep(60)
         # what a compile sees of the device: the parent's, not a call to the GPU
-        (self.out / f"bt{kwargs['BT']}").write_text(json.dumps(
-            {"pid": os.getpid(), "args": list(args), "x": kwargs["x"], "device": driver.active.get_current_device(),
-             "stream": driver.active.get_current_stream(), "warps": kwargs["num_warps"], "grid": list(grid)}))
+        (self.out / f"bt{kwargs['BT']}").write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "args": list(args),
+                    "x": kwargs["x"],
+                    "device": driver.active.get_current_device(),
+                    "stream": driver.active.get_current_stream(),
+                    "warps": kwargs["num_warps"],
+                    "grid": list(grid),
+                }
+            )
+        )
 
 
 class _StandInConfig:

@@ -6,6 +6,7 @@ with a Triton that builds launchers per signature: kernels of many argument
 types give the same results through it as through Triton's own launchers,
 run in two processes, and a pool worker creates no per-signature launcher.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -44,22 +45,28 @@ def mod(tmp_path_factory):
             os.environ["TRITON_CACHE_DIR"] = old
 
 
-@pytest.mark.parametrize("signature,codes", [
-    (["*fp32", "*fp32", "i32", "constexpr"], b"PPiC"),
-    (["*bf16", "*kfp16", "i64", "fp32", "u1", "i1"], b"PPLfBb"),
-    (["i8", "i16", "u8", "u16", "u32", "u64", "fp16", "bf16", "f32", "fp64"], b"bhBHIKeEfd"),
-    ([("*fp32", "*fp32"), "i32", ("constexpr", ("i64", "fp32"))], b"(PP)i(C(Lf))"),
-])
+@pytest.mark.parametrize(
+    "signature,codes",
+    [
+        (["*fp32", "*fp32", "i32", "constexpr"], b"PPiC"),
+        (["*bf16", "*kfp16", "i64", "fp32", "u1", "i1"], b"PPLfBb"),
+        (["i8", "i16", "u8", "u16", "u32", "u64", "fp16", "bf16", "f32", "fp64"], b"bhBHIKeEfd"),
+        ([("*fp32", "*fp32"), "i32", ("constexpr", ("i64", "fp32"))], b"(PP)i(C(Lf))"),
+    ],
+)
 def test_codes_follow_the_signature(signature, codes):
     assert tl.launch_codes(signature) == codes
 
 
-@pytest.mark.parametrize("signature", [
-    ["tensordesc<fp32[64, 64]>", "i32"],  # descriptors keep Triton's launcher
-    ["*fp32", "nvTmaDesc"],
-    ["*fp32", "q7"],
-    ["*fp32"] * 257,
-])
+@pytest.mark.parametrize(
+    "signature",
+    [
+        ["tensordesc<fp32[64, 64]>", "i32"],  # descriptors keep Triton's launcher
+        ["*fp32", "nvTmaDesc"],
+        ["*fp32", "q7"],
+        ["*fp32"] * 257,
+    ],
+)
 def test_signatures_it_cannot_express_keep_tritons_launcher(signature):
     assert tl.launch_codes(signature) is None
 
@@ -78,8 +85,13 @@ def _slots(*parts):
 
 def test_pack_lays_out_parameters_as_the_kernel_reads_them(mod):
     got = mod.pack(b"PPiCLf", 0x7F00_0000_1000, _Ptr(0x7F00_0000_2000), -5, 1024, -(2**40), 1.5)
-    assert got == _slots(struct.pack("<Q", 0x7F00_0000_1000), struct.pack("<Q", 0x7F00_0000_2000),
-                         struct.pack("<i", -5), struct.pack("<q", -(2**40)), struct.pack("<f", 1.5))
+    assert got == _slots(
+        struct.pack("<Q", 0x7F00_0000_1000),
+        struct.pack("<Q", 0x7F00_0000_2000),
+        struct.pack("<i", -5),
+        struct.pack("<q", -(2**40)),
+        struct.pack("<f", 1.5),
+    )
     # a constexpr takes an argument and no slot; None is a null pointer
     assert mod.pack(b"CPC", "anything", None, 3) == _slots(b"")
     half = mod.pack(b"eEd", 0.1, 0.1, 0.1)
@@ -89,26 +101,30 @@ def test_pack_lays_out_parameters_as_the_kernel_reads_them(mod):
     assert mod.pack(b"BHIK", 257, -1, -1, 2**64 + 3) == _slots(b"\x01", b"\xff\xff", b"\xff" * 4, struct.pack("<Q", 3))
     # tuples are unpacked in place, nested too
     assert mod.pack(b"(PP)i(C(Lf))", (1, 2), 7, (None, [8, 2.0])) == _slots(
-        struct.pack("<Q", 1), struct.pack("<Q", 2), struct.pack("<i", 7), struct.pack("<q", 8), struct.pack("<f", 2.0))
+        struct.pack("<Q", 1), struct.pack("<Q", 2), struct.pack("<i", 7), struct.pack("<q", 8), struct.pack("<f", 2.0)
+    )
 
 
-@pytest.mark.parametrize("codes,args,error,text", [
-    (b"i", (2**31,), OverflowError, "signed integer is greater than maximum"),
-    (b"i", (-(2**31) - 1,), OverflowError, "signed integer is less than minimum"),
-    (b"b", (-1,), OverflowError, "unsigned byte integer is less than minimum"),  # i8 is PyArg's "b"
-    (b"h", (40000,), OverflowError, "signed short integer is greater than maximum"),
-    (b"L", (2**63,), OverflowError, "too (large|big)"),
-    (b"i", (1.5,), TypeError, "cannot be interpreted as an integer"),
-    (b"f", ("x",), TypeError, "must be real number"),
-    (b"P", (object(),), TypeError, "Pointer argument must be either uint64 or have data_ptr method"),
-    (b"P", (_Ptr(1.0),), TypeError, "data_ptr method of Pointer object must return 64-bit int"),
-    (b"PP", (1,), TypeError, "arguments"),
-    (b"P", (1, 2), TypeError, "arguments"),
-    (b"(PP)", ((1, 2, 3),), TypeError, "must be sequence of length 2, not 3"),
-    (b"(PP)", (5,), TypeError, "must be sequence"),
-    (b"(P", ((1,),), ValueError, "unbalanced"),
-    (b"Z", (1,), ValueError, "unknown argument code"),
-])
+@pytest.mark.parametrize(
+    "codes,args,error,text",
+    [
+        (b"i", (2**31,), OverflowError, "signed integer is greater than maximum"),
+        (b"i", (-(2**31) - 1,), OverflowError, "signed integer is less than minimum"),
+        (b"b", (-1,), OverflowError, "unsigned byte integer is less than minimum"),  # i8 is PyArg's "b"
+        (b"h", (40000,), OverflowError, "signed short integer is greater than maximum"),
+        (b"L", (2**63,), OverflowError, "too (large|big)"),
+        (b"i", (1.5,), TypeError, "cannot be interpreted as an integer"),
+        (b"f", ("x",), TypeError, "must be real number"),
+        (b"P", (object(),), TypeError, "Pointer argument must be either uint64 or have data_ptr method"),
+        (b"P", (_Ptr(1.0),), TypeError, "data_ptr method of Pointer object must return 64-bit int"),
+        (b"PP", (1,), TypeError, "arguments"),
+        (b"P", (1, 2), TypeError, "arguments"),
+        (b"(PP)", ((1, 2, 3),), TypeError, "must be sequence of length 2, not 3"),
+        (b"(PP)", (5,), TypeError, "must be sequence"),
+        (b"(P", ((1,),), ValueError, "unbalanced"),
+        (b"Z", (1,), ValueError, "unknown argument code"),
+    ],
+)
 def test_bad_arguments_raise_as_tritons_launcher_does(mod, codes, args, error, text):
     with pytest.raises(error, match=text):
         mod.pack(codes, *args)
@@ -127,9 +143,17 @@ def test_pointers_survive_a_data_ptr_that_changes_their_list(mod):
 
 
 # Triton 3.6's make_launcher: the PyArg_ParseTuple format of each argument type
-_TRITON_FORMAT = {"b": ("b", ctypes.c_uint8), "h": ("h", ctypes.c_int16), "i": ("i", ctypes.c_int32),
-                  "L": ("L", ctypes.c_int64), "B": ("B", ctypes.c_uint8), "H": ("H", ctypes.c_uint16),
-                  "I": ("I", ctypes.c_uint32), "K": ("K", ctypes.c_uint64), "d": ("d", ctypes.c_double)}
+_TRITON_FORMAT = {
+    "b": ("b", ctypes.c_uint8),
+    "h": ("h", ctypes.c_int16),
+    "i": ("i", ctypes.c_int32),
+    "L": ("L", ctypes.c_int64),
+    "B": ("B", ctypes.c_uint8),
+    "H": ("H", ctypes.c_uint16),
+    "I": ("I", ctypes.c_uint32),
+    "K": ("K", ctypes.c_uint64),
+    "d": ("d", ctypes.c_double),
+}
 
 
 class _Index:
@@ -153,13 +177,39 @@ def _ours(mod, code, ctype, value):
         raw = mod.pack(code.encode(), value)
     except Exception as exc:  # noqa: BLE001
         return (type(exc), str(exc))
-    return ctype.from_buffer_copy(raw[:ctypes.sizeof(ctype)]).value
+    return ctype.from_buffer_copy(raw[: ctypes.sizeof(ctype)]).value
 
 
 @pytest.mark.parametrize("code", sorted(_TRITON_FORMAT))
-@pytest.mark.parametrize("value", [0, 7, -1, 127, 128, 255, 256, -129, 32767, 32768, -32769, 2**31 - 1, 2**31,
-                                   -(2**31) - 1, 2**32 + 5, 2**63 - 1, 2**63, -(2**63) - 1, 2**64 + 3, True,
-                                   1.5, "3", None, _Index()])
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        7,
+        -1,
+        127,
+        128,
+        255,
+        256,
+        -129,
+        32767,
+        32768,
+        -32769,
+        2**31 - 1,
+        2**31,
+        -(2**31) - 1,
+        2**32 + 5,
+        2**63 - 1,
+        2**63,
+        -(2**63) - 1,
+        2**64 + 3,
+        True,
+        1.5,
+        "3",
+        None,
+        _Index(),
+    ],
+)
 def test_arguments_convert_as_cpythons_pyarg_parsetuple_does(mod, code, value):
     """Against the real thing: CPython's PyArg_ParseTuple with the format
     Triton's generated launcher uses for each type (called through ctypes)."""
@@ -197,9 +247,16 @@ def test_install_binds_the_code_string_or_leaves_tritons_launcher(mod, monkeypat
     assert tl.install() is False and _StandInLauncher.__init__ is original
     monkeypatch.delenv(tl.ENV)
     assert tl.install() is True and tl.install() is True  # once
-    meta = types.SimpleNamespace(num_ctas=2, global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
-                                 profile_scratch_align=1, launch_cooperative_grid=False, launch_pdl=True,
-                                 tensordesc_meta=None)
+    meta = types.SimpleNamespace(
+        num_ctas=2,
+        global_scratch_size=0,
+        global_scratch_align=1,
+        profile_scratch_size=0,
+        profile_scratch_align=1,
+        launch_cooperative_grid=False,
+        launch_pdl=True,
+        tensordesc_meta=None,
+    )
     plain = _StandInLauncher(types.SimpleNamespace(signature={"x": "*fp32", "n": "i32", "B": "constexpr"}), meta)
     assert isinstance(plain.launch, functools.partial)
     assert plain.launch.func is mod.launch and plain.launch.args == (b"PiC",)
@@ -210,7 +267,7 @@ def test_install_binds_the_code_string_or_leaves_tritons_launcher(mod, monkeypat
 
 # -- on a GPU: the same results as Triton's own launchers ------------------
 
-_PROBE = textwrap.dedent(r'''
+_PROBE = textwrap.dedent(r"""
     import json, os, sys
     import torch, triton, triton.language as tl
     from kernelsmith.backends.triton import launch as gl
@@ -271,7 +328,7 @@ _PROBE = textwrap.dedent(r'''
     res["launch_types"] = sorted(launchers)
     res["generic"] = generic
     print("RESULT " + json.dumps(res))
-''')
+""")
 
 
 def _gpu_triton_with_per_signature_launchers():
@@ -283,13 +340,17 @@ def _gpu_triton_with_per_signature_launchers():
 
 
 def _probe(mode: str, tmp_path: Path) -> dict:
-    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / mode), PYTHONPATH=str(Path(kernelsmith.__file__).resolve().parent.parent))
+    env = dict(
+        os.environ,
+        TRITON_CACHE_DIR=str(tmp_path / mode),
+        PYTHONPATH=str(Path(kernelsmith.__file__).resolve().parent.parent),
+    )
     script = tmp_path / "probe.py"  # @triton.jit needs its source in a file
     script.write_text(_PROBE)
     proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=300)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ own and not writable by others, only where the pool's children run under
 uids of their own (root) unless the user names one, and never with
 KERNELSMITH_HOST_CACHE=off. The build itself needs an NVIDIA driver; its
 effect on a cold eval is measured on the GPU (benchmarks/gpu_verify.sh latency)."""
+
 from __future__ import annotations
 
 import os

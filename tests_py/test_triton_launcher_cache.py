@@ -3,6 +3,7 @@ untrusted hints checked against a strict grammar, workers read launchers
 only from the trusted folder and only under Triton's own key, and on a GPU
 with a Triton that builds launchers per signature (3.6 and older) the second
 worker loads the launcher the trusted builder made."""
+
 from __future__ import annotations
 
 import os
@@ -18,27 +19,33 @@ from kernelsmith.backends.triton import cache as tc  # noqa: E402
 HERE = Path(__file__).parent
 
 
-@pytest.mark.parametrize("signature", [
-    ["*fp32", "*fp32", "i32", "constexpr"],
-    ["*bf16", "*kfp16", "i64", "fp32", "u1"],
-    [["*fp32", "*fp32"], "i32"],  # a tuple argument
-])
+@pytest.mark.parametrize(
+    "signature",
+    [
+        ["*fp32", "*fp32", "i32", "constexpr"],
+        ["*bf16", "*kfp16", "i64", "fp32", "u1"],
+        [["*fp32", "*fp32"], "i32"],  # a tuple argument
+    ],
+)
 def test_valid_signatures_round_trip(signature):
     assert tc.valid_signature(signature)
     assert tc.parse_request(tc.request_text(signature)) == signature
 
 
-@pytest.mark.parametrize("signature", [
-    [],
-    ["*fp32", "i32); system(\"id\"); //"],  # C injected through a type name
-    ["*fp32", "I32"],
-    ["tensordesc<fp32[64, 64]>"],  # descriptors depend on lowering metadata: not shared
-    ["*fp32"] * 129,
-    [[[["i32"]]]],  # nested too deep
-    ["*fp32", 3],
-    "*fp32,i32",
-    {"0": "*fp32"},
-])
+@pytest.mark.parametrize(
+    "signature",
+    [
+        [],
+        ["*fp32", 'i32); system("id"); //'],  # C injected through a type name
+        ["*fp32", "I32"],
+        ["tensordesc<fp32[64, 64]>"],  # descriptors depend on lowering metadata: not shared
+        ["*fp32"] * 129,
+        [[[["i32"]]]],  # nested too deep
+        ["*fp32", 3],
+        "*fp32,i32",
+        {"0": "*fp32"},
+    ],
+)
 def test_invalid_signatures_are_refused(signature):
     assert not tc.valid_signature(signature)
     assert tc.parse_request(tc.HEADER + "\n" + __import__("json").dumps({"signature": signature})) is None

@@ -2,6 +2,7 @@
 per-process compile set-up is done once before the fork, so children do not
 pay it, and it must not leave a thread or a device context behind (neither
 survives fork)."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ everything else reads it; and the shorter autotune benchmark
 (triton/autotune.py: shorten_benchmark). Triton's compiler needs a GPU, so the
 layer's reader is checked on a cache folder laid out as Triton writes one;
 scripts/run_inplace_fla.sh runs all of it on a GPU."""
+
 from __future__ import annotations
 
 import ast
@@ -78,9 +79,16 @@ def test_programs_keep_the_kernels_on_their_lines_in_the_file():
     lines = _def_lines(FILE)
     seed = insert_markers(FILE, ["block_kernel", "target"], "pkg/ops.py")
     cand = candidate_program(seed, module="pkg.ops", function="target", tree_paths=["/tree"])
-    ref = reference_program(FILE, "def make(shape, dtype):\n    return []\n", module="pkg.ops", function="target",
-                            tree_paths=["/tree"], inputs_function="make", shapes={"get_inputs": [4]},
-                            dtype="float32")
+    ref = reference_program(
+        FILE,
+        "def make(shape, dtype):\n    return []\n",
+        module="pkg.ops",
+        function="target",
+        tree_paths=["/tree"],
+        inputs_function="make",
+        shapes={"get_inputs": [4]},
+        dtype="float32",
+    )
     got_cand, got_ref = _def_lines(cand), _def_lines(ref)
     for name in ("block_kernel", "target", "after_kernel", "tail"):
         assert got_cand[name] == lines[name], (name, cand)
@@ -97,10 +105,17 @@ def test_programs_keep_the_kernels_on_their_lines_in_the_file():
 
 def test_a_block_that_starts_the_file_or_a_file_that_starts_with_a_def_still_works():
     """Nothing to align with: the old layout (header lines first)."""
-    starts_with_def = FILE[FILE.index("@triton.jit"):]
-    ref = reference_program(starts_with_def, "def make(s, d):\n    return []\n", module="ops", function="target",
-                            tree_paths=["/tree"], inputs_function="make", shapes={"get_inputs": [4]},
-                            dtype="float32")
+    starts_with_def = FILE[FILE.index("@triton.jit") :]
+    ref = reference_program(
+        starts_with_def,
+        "def make(s, d):\n    return []\n",
+        module="ops",
+        function="target",
+        tree_paths=["/tree"],
+        inputs_function="make",
+        shapes={"get_inputs": [4]},
+        dtype="float32",
+    )
     assert ref.startswith("import sys as _ks_sys\n")
     compile(ref, "<ref>", "exec")
     seed = insert_markers(starts_with_def, ["before_kernel", "target"], "ops.py")
@@ -110,7 +125,7 @@ def test_a_block_that_starts_the_file_or_a_file_that_starts_with_a_def_still_wor
 
 
 def test_more_statements_than_lines_go_on_one_line():
-    short = "import torch\nimport triton\n\n" + FILE[FILE.index("@triton.jit"):]
+    short = "import torch\nimport triton\n\n" + FILE[FILE.index("@triton.jit") :]
     seed = insert_markers(short, ["block_kernel", "target"], "ops.py")
     cand = candidate_program(seed, module="ops", function="target", tree_paths=["/tree"])
     assert _def_lines(cand)["block_kernel"] == _def_lines(short)["block_kernel"]
@@ -120,13 +135,19 @@ def test_more_statements_than_lines_go_on_one_line():
 def test_the_fla_like_annotation_keeps_the_kernels_in_place():
     """seed_program's annotation adds a line inside the block's function,
     after the kernels: the kernels stay where they are."""
-    annotated = seed_program(FILE, "target", ["block_kernel", "target"], "ops.py",
-                             [{"line": "return y", "replace": "Z = 1  # tune: [1, 2]\nreturn y"}])
+    annotated = seed_program(
+        FILE,
+        "target",
+        ["block_kernel", "target"],
+        "ops.py",
+        [{"line": "return y", "replace": "Z = 1  # tune: [1, 2]\nreturn y"}],
+    )
     cand = candidate_program(annotated, module="ops", function="target", tree_paths=["/tree"])
     assert _def_lines(cand)["block_kernel"] == _def_lines(FILE)["block_kernel"]
 
 
 # -- the layer's reader ------------------------------------------------------
+
 
 def _triton_layout(folder: Path, key: str, name: str = "k") -> dict[str, str]:
     """One compiled kernel as Triton's FileCacheManager lays it out."""
@@ -205,13 +226,29 @@ def test_tests_of_the_unmodified_tree_write_the_layer_and_a_candidates_read_it(t
     monkeypatch.setenv(tc.TRUSTED_ENV, str(layer_dir))
     tree = tmp_path / "tree"
     tree.mkdir()
-    probe = ("import os, sys; print(repr([os.environ.get(k) for k in ('TRITON_CACHE_DIR', 'TRITON_CACHE_MANAGER', "
-             f"'{tc.TRUSTED_ENV}')]))")
+    probe = (
+        "import os, sys; print(repr([os.environ.get(k) for k in ('TRITON_CACHE_DIR', 'TRITON_CACHE_MANAGER', "
+        f"'{tc.TRUSTED_ENV}')]))"
+    )
     (tree / "probe.py").write_text(probe + "\nimport _ks_triton_cache  # the site folder's copy imports\n")
-    config = InplaceConfig(name="t", tree=str(tree), target=TargetConfig(file="probe.py", function="f"),
-                           tests="python probe.py", inputs="x.py:make", benchmark=BenchmarkConfig(shapes=[[4]]))
-    spec = InplaceSpec(config=config, config_path=tmp_path / "t.yaml", base=tmp_path, tree=tree, original="",
-                       inputs_source="", inputs_function="make", module="probe")
+    config = InplaceConfig(
+        name="t",
+        tree=str(tree),
+        target=TargetConfig(file="probe.py", function="f"),
+        tests="python probe.py",
+        inputs="x.py:make",
+        benchmark=BenchmarkConfig(shapes=[[4]]),
+    )
+    spec = InplaceSpec(
+        config=config,
+        config_path=tmp_path / "t.yaml",
+        base=tmp_path,
+        tree=tree,
+        original="",
+        inputs_source="",
+        inputs_function="make",
+        module="probe",
+    )
     store = at.AutotuneStore(str(tmp_path / "records"), persist=None)
     store.site_dir = at.write_site_folder(str(tmp_path / "site"))
     monkeypatch.setenv(tc.USER_ENV, "off")
@@ -224,8 +261,7 @@ def test_tests_of_the_unmodified_tree_write_the_layer_and_a_candidates_read_it(t
     monkeypatch.setenv(tc.USER_ENV, str(users))
     seeded = run_tests(spec, tree, isolation="none", autotune=store, trusted=True)
     assert seeded["passed"], seeded["output"]
-    assert eval(seeded["output"].strip().splitlines()[-1]) == [str(layer_dir), at.SITE_SEEDING_MANAGER,
-                                                              str(layer_dir)]
+    assert eval(seeded["output"].strip().splitlines()[-1]) == [str(layer_dir), at.SITE_SEEDING_MANAGER, str(layer_dir)]
     other = run_tests(spec, tree, isolation="none", autotune=store, trusted=False)
     assert other["passed"], other["output"]
     cache, manager, layer_env = eval(other["output"].strip().splitlines()[-1])
@@ -300,6 +336,7 @@ def test_pool_workers_and_the_referee_read_the_layer(monkeypatch, tmp_path):
 
 
 # -- the autotune benchmark's budget -----------------------------------------
+
 
 class _Tuner:
     def __init__(self, **kw):

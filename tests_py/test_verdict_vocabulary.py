@@ -12,6 +12,7 @@ environment, the loop) re-derives it from the error's text.
 - A static scan keeps text parsing out of the consumers: no build-error
   marker list, no backend's error names, no ``... in result.error``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,8 +29,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "kernelsmith"
 HERE = Path(__file__).parent
 #: the modules that read results (not the evaluator, which writes them,
 #: nor the backends, which answer for their own errors)
-CONSUMERS = ("rewards", "export", "bench", "server", "env", "report", "evolve", "feedback.py", "kernelbench.py",
-             "prompts", "daemon", "commands", "inplace", "trajectory.py")
+CONSUMERS = (
+    "rewards",
+    "export",
+    "bench",
+    "server",
+    "env",
+    "report",
+    "evolve",
+    "feedback.py",
+    "kernelbench.py",
+    "prompts",
+    "daemon",
+    "commands",
+    "inplace",
+    "trajectory.py",
+)
 #: error names and texts of the backends' compilers: what a consumer would
 #: match if it parsed messages
 COMPILER_TEXTS = ("CompilationError", "InterpreterError", "CL_BUILD_PROGRAM_FAILURE", "clBuildProgram")
@@ -61,18 +76,30 @@ def text_parsing(source: str, filename: str = "<module>") -> list[str]:
     found: list[str] = []
     for node in ast.walk(tree):
         where = f"{filename}:{getattr(node, 'lineno', '?')}"
-        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
-                and any(_is_error_text(c) for c in node.comparators):
+        if (
+            isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            and any(_is_error_text(c) for c in node.comparators)
+        ):
             found.append(f"{where}: tests the error text: {ast.unparse(node)[:120]}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("startswith", "endswith", "find", "index", "count") \
-                and _is_error_text(node.func.value):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith", "find", "index", "count")
+            and _is_error_text(node.func.value)
+        ):
             found.append(f"{where}: searches the error text: {ast.unparse(node)[:120]}")
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("re.search", "re.match", "re.findall") \
-                and any(_is_error_text(a) for a in node.args):
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("re.search", "re.match", "re.findall")
+            and any(_is_error_text(a) for a in node.args)
+        ):
             found.append(f"{where}: searches the error text: {ast.unparse(node)[:120]}")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and any(t in node.value for t in COMPILER_TEXTS):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and any(t in node.value for t in COMPILER_TEXTS)
+        ):
             found.append(f"{where}: names a compiler's error: {node.value[:80]!r}")
         name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", getattr(node, "name", ""))
         if isinstance(name, str) and "marker" in name.lower() and "error" in name.lower():
@@ -83,7 +110,7 @@ def text_parsing(source: str, filename: str = "<module>") -> list[str]:
 def test_the_scan_finds_text_parsing():
     """The scan itself, on what rewards did before (a marker list and a
     test of the error's text)."""
-    before = '''
+    before = """
 def _build_error_markers(name):
     return get_backend(name).build_error_markers
 
@@ -92,7 +119,7 @@ def score(result):
         return "compile-failed"
     if "CompilationError" in result.error or result.error.startswith("x") or "y" in r["error"]:
         return "compile-failed"
-'''
+"""
     found = text_parsing(before)
     assert sum("marker" in f for f in found) >= 2, found
     assert sum("tests the error text" in f for f in found) == 3, found
@@ -101,8 +128,7 @@ def score(result):
 
 
 def test_no_consumer_of_a_result_parses_its_error_text():
-    found = [f for path in _consumer_files()
-             for f in text_parsing(path.read_text(), str(path.relative_to(PACKAGE)))]
+    found = [f for path in _consumer_files() for f in text_parsing(path.read_text(), str(path.relative_to(PACKAGE)))]
     assert not found, "read the result's category, not its text:\n" + "\n".join(found)
 
 
@@ -167,8 +193,10 @@ def test_a_compile_error_in_the_chain_is_compile():
     assert set(("compile", "runtime", "oom", "crash")) <= set(CATEGORIES)
 
 
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
-                    reason="runs a Triton candidate on the CPU (set TRITON_INTERPRET=1)")
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="runs a Triton candidate on the CPU (set TRITON_INTERPRET=1)",
+)
 def test_triton_compile_error_at_first_call_is_compile_from_the_evaluator():
     """An undefined name inside a @triton.jit kernel: Triton builds it at
     the first call, and the worker reports "compile" (not compiled) with

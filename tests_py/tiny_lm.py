@@ -1,6 +1,7 @@
 """A tiny causal LM and tokenizer built on the spot (no download) for tests
 that run real trainers on the CPU: a byte-level BPE trained on the texts
 given, a chat template, and a two-layer Llama with a few thousand weights."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,15 +22,29 @@ def build_tiny_lm(texts: Iterable[str], out: Path, vocab_size: int = 600, max_po
     core = Tokenizer(models.BPE(unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    core.train_from_iterator(list(texts), trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>",
-                                        eos_token="<|im_end|>")
+    core.train_from_iterator(
+        list(texts),
+        trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>"
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(out)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=max_positions,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         bos_token_id=None, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
     LlamaForCausalLM(config).save_pretrained(out)
     return out

@@ -4,6 +4,7 @@ The C++ core (``kernelsmith._core``) holds the evolution engine, the timing
 statistics, code edits and the OpenCL runtime; this package wraps it with task
 loading, backends, the evaluator, LLM clients, the evolve loop and data export.
 """
+
 from __future__ import annotations
 
 from . import _core

@@ -1,5 +1,6 @@
 """Small helpers over Python ASTs, shared by the static checks (evaluator,
 backends) and corpus curation."""
+
 from __future__ import annotations
 
 import ast

@@ -4,6 +4,7 @@ C++ records arrive on the ``kernelsmith.core`` logger. The C++ side only
 formats records at or above the level this logger had when the bridge was
 installed; call :func:`sync_core_log_level` after changing it.
 """
+
 from __future__ import annotations
 
 import atexit

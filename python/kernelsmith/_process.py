@@ -1,6 +1,7 @@
 """Small helpers for the processes kernelsmith starts (workers, the curation
 runner's workers, the evaluation daemon): the PYTHONPATH they import this
 package from, and how they are ended."""
+
 from __future__ import annotations
 
 import os

@@ -12,6 +12,7 @@ method as its "disabled" form (the attribute the wrapper caches it in), so
 the wrapper calls it as it is and imports nothing. The class keeps its
 wrapper object (the integrity snapshot sees no name replaced).
 """
+
 from __future__ import annotations
 
 from typing import Any, TypeVar

@@ -4,6 +4,7 @@ Each subcommand lives in ``kernelsmith.commands.<name>`` with two functions,
 ``add_arguments(parser)`` and ``run(args) -> int``; adding a command is a new
 module plus one line in ``COMMANDS``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ COMMANDS: dict[str, str] = {
     "export": "turn run directories into training data (SFT samples, RL rows for verl)",
     "serve": "HTTP evaluation and reward service for RL trainers (verl, TRL, OpenRLHF)",
     "task": "check a task for degenerate forms and the probes that judge it (task check); set up an in-place task: "
-            "a kernel in its own source tree, its tests, a patch (task init)",
+    "a kernel in its own source tree, its tests, a patch (task init)",
     "daemon": "the per-user evaluation daemon that keeps `eval` warm between calls (status, start, stop)",
 }
 
@@ -85,8 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         # Also after the command name, where people type it; SUPPRESS keeps
         # the top-level count when it is not given here.
-        command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                             help="more logging (-vv for debug); tracebacks on errors")
+        command.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=argparse.SUPPRESS,
+            help="more logging (-vv for debug); tracebacks on errors",
+        )
         command.set_defaults(_module=module, _parser=command)
     return parser
 
@@ -121,13 +127,13 @@ EXIT_FAILURE = 1
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
     from .config import ConfigError  # lazy: keeps 'kernelsmith --help' light (config is not loaded to build the parser)
+
     # lazy: keeps 'kernelsmith --help' light (evolve.rundir is not loaded to build the parser)
     from .evolve.rundir import RunDirError
     from .task import TaskError  # lazy: keeps 'kernelsmith --help' light (task is not loaded to build the parser)
 
     # A missing or misplaced input file or folder is the user's to fix.
-    return (UsageError, ConfigError, TaskError, RunDirError, FileNotFoundError, NotADirectoryError,
-            FileExistsError)
+    return (UsageError, ConfigError, TaskError, RunDirError, FileNotFoundError, NotADirectoryError, FileExistsError)
 
 
 def report_error(args: argparse.Namespace, exc: BaseException) -> int:

@@ -5,6 +5,7 @@ to the field. :func:`from_dict` builds one from a mapping, recursing into
 nested dataclasses, and fails on the first unknown key with the key's dotted
 path and the keys that are allowed there.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,10 +55,12 @@ def _check_type(dotted: str, hint: Any, value: Any) -> Any:
         except ValueError:
             pass
     if hint in _SCALARS:
-        ok = {int: isinstance(value, int) and not isinstance(value, bool),
-              float: isinstance(value, (int, float)) and not isinstance(value, bool),
-              bool: isinstance(value, bool),
-              str: isinstance(value, (str, os.PathLike))}[hint]
+        ok = {
+            int: isinstance(value, int) and not isinstance(value, bool),
+            float: isinstance(value, (int, float)) and not isinstance(value, bool),
+            bool: isinstance(value, bool),
+            str: isinstance(value, (str, os.PathLike)),
+        }[hint]
         what = _SCALARS[hint]
     elif (typing.get_origin(hint) or hint) is dict:
         ok, what = value is None or isinstance(value, Mapping), "a mapping of keys"

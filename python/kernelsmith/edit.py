@@ -7,6 +7,7 @@ syntax check and a plain record that the loop writes to the trajectory.
 Nothing here executes candidate code: ``compile()`` only parses and compiles
 to bytecode, which is safe for untrusted text.
 """
+
 from __future__ import annotations
 
 import dataclasses

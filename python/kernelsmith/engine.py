@@ -20,6 +20,7 @@ Typical loop::
         eng.tell(Program(source=child_src, metrics=result.metrics, status=result.status,
                          feedback=result.feedback), request_id=req.id)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -181,8 +182,9 @@ def _config_json(config: Union[EngineConfig, Mapping[str, Any], None]) -> str:
 class Engine:
     """Thread-safe steady-state evolution engine (see module docstring)."""
 
-    def __init__(self, config: Union[EngineConfig, Mapping[str, Any], None] = None, seed: int = 0,
-                 *, _impl: Any = None) -> None:
+    def __init__(
+        self, config: Union[EngineConfig, Mapping[str, Any], None] = None, seed: int = 0, *, _impl: Any = None
+    ) -> None:
         self._impl = _impl if _impl is not None else _core._Engine(_config_json(config), int(seed))
 
     # -- evolution -------------------------------------------------------
@@ -190,10 +192,17 @@ class Engine:
         """Add an initial program (island -1: a copy per island). Returns the ids."""
         return list(self._impl.add_seed(program))
 
-    def add_initial(self, source: str, metrics: Mapping[str, float], status: str = "correct",
-                    island: int = -1, feedback: Optional[dict[str, Any]] = None) -> list[int]:
-        return self.add_seed(Program(source=source, metrics=dict(metrics), status=status, island=island,
-                                     feedback=dict(feedback or {})))
+    def add_initial(
+        self,
+        source: str,
+        metrics: Mapping[str, float],
+        status: str = "correct",
+        island: int = -1,
+        feedback: Optional[dict[str, Any]] = None,
+    ) -> list[int]:
+        return self.add_seed(
+            Program(source=source, metrics=dict(metrics), status=status, island=island, feedback=dict(feedback or {}))
+        )
 
     def ask(self) -> Request:
         return self._impl.ask()
@@ -214,7 +223,7 @@ class Engine:
         self._impl.mark_seen(source)
 
     def should_stop(self) -> Optional[str]:
-        """"max_iterations", "target_score", "patience", or None."""
+        """ "max_iterations", "target_score", "patience", or None."""
         return self._impl.should_stop()
 
     # -- inspection ------------------------------------------------------

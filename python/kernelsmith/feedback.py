@@ -12,6 +12,7 @@ are ignored, so an evaluator that grows new fields never breaks a prompt.
 and the prompts call it, and it trims the error log to ``max_log_chars``.
 This module imports nothing from the package, so any layer may use it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-__all__ = ["RENDERED_CENSUS_KEYS", "RENDERED_TIMING_KEYS", "Feedback", "clip", "format_metrics", "render_feedback", "speed_of_light_line", "trim_log"]
+__all__ = [
+    "RENDERED_CENSUS_KEYS",
+    "RENDERED_TIMING_KEYS",
+    "Feedback",
+    "clip",
+    "format_metrics",
+    "render_feedback",
+    "speed_of_light_line",
+    "trim_log",
+]
 
 # Metric keys shown first and how to print them; anything else scalar follows.
 # sol_memory / sol_compute: the fraction of the device's peak for the bound
@@ -49,9 +59,7 @@ def format_metrics(metrics: Mapping[str, Any] | None) -> str:
     if not metrics:
         return "no metrics"
     parts: list[str] = []
-    keys = [k for k in _METRIC_ORDER if k in metrics] + sorted(
-        k for k in metrics if k not in _METRIC_ORDER
-    )
+    keys = [k for k in _METRIC_ORDER if k in metrics] + sorted(k for k in metrics if k not in _METRIC_ORDER)
     for key in keys:
         value = metrics[key]
         if value is None or isinstance(value, (dict, list, tuple)):
@@ -95,11 +103,16 @@ def speed_of_light_line(sol: Mapping[str, Any] | None) -> str:
     if bound in ("memory", "compute") and isinstance(sol.get("fraction"), (int, float)):
         ai = sol.get("arithmetic_intensity")
         ridge = sol.get("ridge_point")
-        where = (f"{ai:.3g} FLOP/byte {'>=' if bound == 'compute' else '<'} ridge point {ridge:.3g}"
-                 if isinstance(ai, (int, float)) and isinstance(ridge, (int, float)) else "")
+        where = (
+            f"{ai:.3g} FLOP/byte {'>=' if bound == 'compute' else '<'} ridge point {ridge:.3g}"
+            if isinstance(ai, (int, float)) and isinstance(ridge, (int, float))
+            else ""
+        )
         if bound == "compute":
-            rates = (f"{_rate(sol.get('achieved_flops_per_s'), 'FLOP/s')} of "
-                     f"{_rate(sol.get('peak_flops_per_s'), 'FLOP/s')} {sol.get('dtype', '')}")
+            rates = (
+                f"{_rate(sol.get('achieved_flops_per_s'), 'FLOP/s')} of "
+                f"{_rate(sol.get('peak_flops_per_s'), 'FLOP/s')} {sol.get('dtype', '')}"
+            )
             what = f"{device}'s {sol.get('dtype', '')} compute peak"
         else:
             rates = bw
@@ -151,7 +164,7 @@ def clip(text: str, max_chars: int, keep: str = "head") -> str:
         return text
     budget = max(1, max_chars - 4)
     if keep == "tail":
-        return "... " + text[_tail_start(text, budget):].lstrip()
+        return "... " + text[_tail_start(text, budget) :].lstrip()
     return text[: _head_end(text, budget)].rstrip() + " ..."
 
 
@@ -218,8 +231,11 @@ class Feedback:
     def to_dict(self) -> dict[str, Any]:
         """Only the fields that say something (the record stays small)."""
         defaults = Feedback()
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if getattr(self, f.name) != getattr(defaults, f.name)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name)
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Feedback":
@@ -280,14 +296,18 @@ def render_feedback(feedback: Any, max_log_chars: int = 6000) -> str:
         lines.append("The program was rejected as a shortcut (reward hack)" + (" because:" if fb.hack_reasons else "."))
         reasons = fb.hack_reasons if isinstance(fb.hack_reasons, (list, tuple)) else [fb.hack_reasons]
         lines += [f"- {r}" for r in reasons]
-        lines.append("Compute the result with your own kernels inside forward; do not fall back to PyTorch or game the measurement.")
+        lines.append(
+            "Compute the result with your own kernels inside forward; do not fall back to PyTorch or game the measurement."
+        )
     if fb.error:
         lines.append("Error:" if fb.category != "incorrect" else "Mismatch:")
         lines.append(trim_log(str(fb.error).rstrip(), max_log_chars))
     c = fb.correctness
     if c and fb.category in ("incorrect", "ok", ""):
         if c.get("max_abs_err") is not None:
-            text = f"max abs error {_fmt_number(c['max_abs_err'])}, max rel error {_fmt_number(c.get('max_rel_err', 0.0))}"
+            text = (
+                f"max abs error {_fmt_number(c['max_abs_err'])}, max rel error {_fmt_number(c.get('max_rel_err', 0.0))}"
+            )
             if c.get("atol") is not None or c.get("rtol") is not None:
                 text += f" (atol {c.get('atol')}, rtol {c.get('rtol')})"
             if c.get("trials") is not None:
@@ -336,8 +356,11 @@ def render_feedback(feedback: Any, max_log_chars: int = 6000) -> str:
                 if not isinstance(row, Mapping) or not isinstance(row.get("speedup"), (int, float)):
                     continue
                 ci = row.get("speedup_ci") or [None, None]
-                bounds = (f" [{ci[0]:.3g}-{ci[1]:.3g}]" if all(isinstance(c, (int, float)) for c in ci[:2])
-                          and len(ci) >= 2 else "")
+                bounds = (
+                    f" [{ci[0]:.3g}-{ci[1]:.3g}]"
+                    if all(isinstance(c, (int, float)) for c in ci[:2]) and len(ci) >= 2
+                    else ""
+                )
                 each.append(f"{row.get('shape')} {row['speedup']:.3g}x{bounds}")
             lines.append("Per timing shape (the speedup above is their weighted geometric mean): " + "; ".join(each))
         sol_line = speed_of_light_line(fb.speed_of_light) if fb.category in ("ok", "") else ""
@@ -347,8 +370,12 @@ def render_feedback(feedback: Any, max_log_chars: int = 6000) -> str:
     if fb.category == "ok" and census.get("foreign_us"):
         foreign = ", ".join(f"{k} {v / 1000:.3g} ms" for k, v in list(census["foreign_us"].items())[:4])
         cov = census.get("coverage")
-        lines.append(f"Coverage: your kernels did {cov:.0%} of forward's work ({census.get('time_basis', 'host')} time); "
-                     f"the rest ran outside them: {foreign}" if cov is not None else f"Foreign work in forward: {foreign}")
+        lines.append(
+            f"Coverage: your kernels did {cov:.0%} of forward's work ({census.get('time_basis', 'host')} time); "
+            f"the rest ran outside them: {foreign}"
+            if cov is not None
+            else f"Foreign work in forward: {foreign}"
+        )
     if not fb.timing_reliable and fb.unreliable_reasons:
         lines.append("The timing is unreliable (measured under load; not counted as the best):")
         lines += [f"- {r}" for r in fb.unreliable_reasons]

@@ -11,6 +11,7 @@ Records written before this class existed used per-backend keys (Triton:
 :meth:`HardwareInfo.from_dict` reads those too, so old run directories resume
 and report with the right device name.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -78,8 +79,10 @@ class HardwareInfo:
         if "schema_version" not in data:
             return cls._from_legacy(data)
         if data["schema_version"] > HARDWARE_SCHEMA_VERSION:
-            raise ValueError(f"HardwareInfo schema_version {data['schema_version']} is newer than this "
-                             f"kernelsmith ({HARDWARE_SCHEMA_VERSION})")
+            raise ValueError(
+                f"HardwareInfo schema_version {data['schema_version']} is newer than this "
+                f"kernelsmith ({HARDWARE_SCHEMA_VERSION})"
+            )
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -104,9 +107,24 @@ class HardwareInfo:
         if isinstance(cc, (tuple, list)):
             cc = ".".join(str(x) for x in cc)
         units = data.get("sm_count", data.get("max_compute_units"))
-        taken = {"backend", "name", "device", "type", "device_type", "interpreter", "vendor", "compute_capability",
-                 "capability", "arch", "gcn_arch", "sm_count", "max_compute_units", "memory_gb", "driver",
-                 *_LEGACY_VERSIONS}
+        taken = {
+            "backend",
+            "name",
+            "device",
+            "type",
+            "device_type",
+            "interpreter",
+            "vendor",
+            "compute_capability",
+            "capability",
+            "arch",
+            "gcn_arch",
+            "sm_count",
+            "max_compute_units",
+            "memory_gb",
+            "driver",
+            *_LEGACY_VERSIONS,
+        }
         return cls(
             backend=str(data.get("backend", "") or ""),
             name=str(data.get("name") or data.get("device") or ""),

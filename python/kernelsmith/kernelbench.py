@@ -8,6 +8,7 @@ What KernelBench has no field for (hack detection, the speedup's confidence
 interval, the timing verdict) is kept under ``metadata`` with kernelsmith's
 names rather than dropped.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
@@ -25,8 +26,9 @@ def _us(value: Any) -> float:
 def _stats(side: Mapping[str, Any], hardware: HardwareInfo, device: Optional[str]) -> dict[str, Any]:
     if not side:
         return {}
-    out: dict[str, Any] = {key: round(_us(side[key]), 3) for key in ("mean", "std", "min", "max", "median")
-                           if key in side}
+    out: dict[str, Any] = {
+        key: round(_us(side[key]), 3) for key in ("mean", "std", "min", "max", "median") if key in side
+    }
     if "n" in side:
         out["num_trials"] = int(side["n"])
     out["hardware"] = hardware.name
@@ -55,10 +57,15 @@ def to_kernelbench(result: Union[EvalResult, Mapping[str, Any]]) -> dict[str, An
         metadata["runtime_error_name"] = result.category
     elif not result.correct:
         metadata["correctness_issue"] = result.error
-    metadata["kernelsmith"] = {"category": result.category, "hacked": result.hacked,
-                               "hack_reasons": list(result.hack_reasons), "speedup": result.speedup,
-                               "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
-                               "timing_verdict": result.timing_verdict, "suspicious": result.suspicious}
+    metadata["kernelsmith"] = {
+        "category": result.category,
+        "hacked": result.hacked,
+        "hack_reasons": list(result.hack_reasons),
+        "speedup": result.speedup,
+        "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
+        "timing_verdict": result.timing_verdict,
+        "suspicious": result.suspicious,
+    }
     timing = result.timing or {}
     return {
         "compiled": bool(result.compiled),

@@ -43,6 +43,7 @@ whose function is missing, or whose reference is not a tensor function (the
 optimizer tasks return a ``torch.optim`` object) is not read:
 :func:`read_suite` lists it with the reason.
 """
+
 from __future__ import annotations
 
 import ast
@@ -58,8 +59,23 @@ from .config import from_dict, to_dict
 
 SEPARATOR = "#" * 146
 #: the suite's operator categories (its folders)
-CATEGORIES = ("Activation", "Convolution", "Fusion", "Index", "LinearAlgebra", "Loss", "Math", "MatrixMultiply",
-              "Normalization", "Optimizer", "Pooling", "Quantization", "Random", "Reduce", "SpatialOps")
+CATEGORIES = (
+    "Activation",
+    "Convolution",
+    "Fusion",
+    "Index",
+    "LinearAlgebra",
+    "Loss",
+    "Math",
+    "MatrixMultiply",
+    "Normalization",
+    "Optimizer",
+    "Pooling",
+    "Quantization",
+    "Random",
+    "Reduce",
+    "SpatialOps",
+)
 TASKS_DIR = ("data", "kernelbenchx")
 METADATA_FILE = ("data", "kernelbenchx_v1.json")
 PERF_DIR = ("metrics", "golden_metrics")
@@ -168,8 +184,11 @@ def discover(path: str | Path) -> list[TaskFile]:
         base = p.joinpath(TASKS_DIR[-1])
     else:
         base = p
-    folders = [base] if base.name in CATEGORIES else sorted(d for d in base.iterdir() if d.is_dir()
-                                                            and not d.name.startswith((".", "_")))
+    folders = (
+        [base]
+        if base.name in CATEGORIES
+        else sorted(d for d in base.iterdir() if d.is_dir() and not d.name.startswith((".", "_")))
+    )
     found = []
     for folder in folders:
         for f in sorted(folder.glob("*.py")):
@@ -186,17 +205,62 @@ def _task_file(path: Path) -> TaskFile:
 
 # -- static counting ----------------------------------------------------------
 
+
 class _Uncountable(Exception):
     pass
 
 
-_SAFE = {"range": range, "len": len, "zip": zip, "enumerate": enumerate, "list": list, "tuple": tuple,
-         "reversed": reversed, "sorted": sorted, "min": min, "max": max, "abs": abs, "int": int, "float": float,
-         "str": str, "bool": bool, "dict": dict, "set": set, "sum": sum, "True": True, "False": False, "None": None}
-_STATIC_NODES = (ast.Expression, ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Name, ast.Load,
-                 ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Subscript, ast.Slice, ast.Call,
-                 ast.keyword, ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.Attribute, ast.ListComp,
-                 ast.comprehension, ast.Store, ast.GeneratorExp)
+_SAFE = {
+    "range": range,
+    "len": len,
+    "zip": zip,
+    "enumerate": enumerate,
+    "list": list,
+    "tuple": tuple,
+    "reversed": reversed,
+    "sorted": sorted,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "dict": dict,
+    "set": set,
+    "sum": sum,
+    "True": True,
+    "False": False,
+    "None": None,
+}
+_STATIC_NODES = (
+    ast.Expression,
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    ast.Set,
+    ast.Dict,
+    ast.Name,
+    ast.Load,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Subscript,
+    ast.Slice,
+    ast.Call,
+    ast.keyword,
+    ast.operator,
+    ast.unaryop,
+    ast.boolop,
+    ast.cmpop,
+    ast.Attribute,
+    ast.ListComp,
+    ast.comprehension,
+    ast.Store,
+    ast.GeneratorExp,
+)
 _MISSING = object()
 
 
@@ -211,8 +275,11 @@ def _static(node: ast.AST, env: dict[str, Any]) -> Any:
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in env and sub.id not in _SAFE:
             raise _Uncountable(f"line {getattr(node, 'lineno', '?')}: '{sub.id}' is not known before running")
     try:
-        return eval(compile(ast.Expression(node), "<kbx static>", "eval"),  # noqa: S307 - whitelisted nodes/names
-                    {"__builtins__": {}, **_SAFE}, dict(env))
+        return eval(
+            compile(ast.Expression(node), "<kbx static>", "eval"),  # noqa: S307 - whitelisted nodes/names
+            {"__builtins__": {}, **_SAFE},
+            dict(env),
+        )
     except Exception as exc:  # noqa: BLE001
         raise _Uncountable(f"line {getattr(node, 'lineno', '?')}: {exc}") from None
 
@@ -245,11 +312,17 @@ def _forget_changed(node: ast.AST, env: dict[str, Any]) -> None:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
             env.pop(sub.id, None)
-        elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
-                and sub.attr not in ("items", "keys", "values"):
+        elif (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Name)
+            and sub.attr not in ("items", "keys", "values")
+        ):
             env.pop(sub.value.id, None)
-        elif isinstance(sub, ast.Subscript) and isinstance(sub.ctx, (ast.Store, ast.Del)) \
-                and isinstance(sub.value, ast.Name):
+        elif (
+            isinstance(sub, ast.Subscript)
+            and isinstance(sub.ctx, (ast.Store, ast.Del))
+            and isinstance(sub.value, ast.Name)
+        ):
             env.pop(sub.value.id, None)
 
 
@@ -266,8 +339,9 @@ class _Counter:
 
     def _has_target(self, node: ast.AST) -> bool:
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and (self.is_target(sub) or (
-                    isinstance(sub.func, ast.Name) and sub.func.id in self.defs)):
+            if isinstance(sub, ast.Call) and (
+                self.is_target(sub) or (isinstance(sub.func, ast.Name) and sub.func.id in self.defs)
+            ):
                 return True
         return False
 
@@ -350,8 +424,19 @@ class _Counter:
     def block(self, stmts: list[ast.stmt], env: dict[str, Any]) -> int:
         n = 0
         for st in stmts:
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
-                               ast.Pass, ast.Global, ast.Nonlocal)):
+            if isinstance(
+                st,
+                (
+                    ast.FunctionDef,
+                    ast.AsyncFunctionDef,
+                    ast.ClassDef,
+                    ast.Import,
+                    ast.ImportFrom,
+                    ast.Pass,
+                    ast.Global,
+                    ast.Nonlocal,
+                ),
+            ):
                 continue
             if isinstance(st, ast.For):
                 values = self._sequence(st.iter, env)
@@ -375,8 +460,9 @@ class _Counter:
                 except _Uncountable:
                     a, b = self.block(st.body, dict(env)), self.block(st.orelse, dict(env))
                     if a != b:
-                        raise _Uncountable(f"line {st.lineno}: the calls depend on a condition known only "
-                                           "when it runs") from None
+                        raise _Uncountable(
+                            f"line {st.lineno}: the calls depend on a condition known only when it runs"
+                        ) from None
                     n += a
                     _forget_changed(st, env)  # either branch may have run
                 continue
@@ -421,9 +507,14 @@ class _Counter:
         """``name.append(x)`` / ``.extend`` / ``.insert`` on a static list
         with static arguments: applied to the static value."""
         call = st.value if isinstance(st, ast.Expr) else None
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and isinstance(call.func.value, ast.Name) and call.func.value.id in env
-                and call.func.attr in ("append", "extend", "insert") and not call.keywords):
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in env
+            and call.func.attr in ("append", "extend", "insert")
+            and not call.keywords
+        ):
             return False
         target = env[call.func.value.id]
         if not isinstance(target, list):
@@ -437,8 +528,13 @@ class _Counter:
         return True
 
 
-def _count(tree: ast.Module, stem: str, is_target: Callable[[ast.Call], bool], entry: Optional[list[ast.stmt]] = None,
-           defs: Optional[dict[str, ast.FunctionDef]] = None) -> int:
+def _count(
+    tree: ast.Module,
+    stem: str,
+    is_target: Callable[[ast.Call], bool],
+    entry: Optional[list[ast.stmt]] = None,
+    defs: Optional[dict[str, ast.FunctionDef]] = None,
+) -> int:
     defs = defs if defs is not None else {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     counter = _Counter(is_target, stem, defs)
     return counter.block(entry if entry is not None else tree.body, {})
@@ -463,8 +559,14 @@ class _ToWorkerDevice(ast.NodeTransformer):
         self.generic_visit(node)
         f = node.func
         if isinstance(f, ast.Attribute) and f.attr == "cuda" and not node.args and not node.keywords:
-            return ast.copy_location(ast.Call(ast.Attribute(f.value, "to", ast.Load()),
-                                              [ast.Call(ast.Name("_kbx_device", ast.Load()), [], [])], []), node)
+            return ast.copy_location(
+                ast.Call(
+                    ast.Attribute(f.value, "to", ast.Load()),
+                    [ast.Call(ast.Name("_kbx_device", ast.Load()), [], [])],
+                    [],
+                ),
+                node,
+            )
         return node
 
     def visit_Expr(self, node: ast.Expr) -> Any:
@@ -659,8 +761,7 @@ def _load_metadata(root: Optional[Path]) -> dict[str, dict[str, Any]]:
     return {str(item.get("file", "")): item for item in data if isinstance(item, dict)}
 
 
-_CONTRACT_TEXT = re.compile(r"cosine_sim\s*>=\s*([0-9.]+).*?l1_relative\s*<=\s*([0-9.]+).*?rmse\s*<=\s*([0-9.]+)",
-                            re.S)
+_CONTRACT_TEXT = re.compile(r"cosine_sim\s*>=\s*([0-9.]+).*?l1_relative\s*<=\s*([0-9.]+).*?rmse\s*<=\s*([0-9.]+)", re.S)
 
 
 def _comparison(meta: dict[str, Any], reference: str) -> dict[str, float]:
@@ -685,8 +786,14 @@ def _dtype_of(stem: str) -> str:
 
 def _is_append_to_inputs(call: ast.Call) -> bool:
     f = call.func
-    return (isinstance(f, ast.Attribute) and f.attr == "append" and isinstance(f.value, ast.Attribute)
-            and f.value.attr == "input_tensors" and isinstance(f.value.value, ast.Name) and f.value.value.id == "self")
+    return (
+        isinstance(f, ast.Attribute)
+        and f.attr == "append"
+        and isinstance(f.value, ast.Attribute)
+        and f.value.attr == "input_tensors"
+        and isinstance(f.value.value, ast.Name)
+        and f.value.value.id == "self"
+    )
 
 
 def _perf_shapes(source: str, filename: str) -> int:
@@ -702,8 +809,9 @@ def _perf_shapes(source: str, filename: str) -> int:
     body = methods["get_input_tensors"].body
     # a list assigned at once: its length, when static
     for st in body:
-        if isinstance(st, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "input_tensors"
-                                              for t in st.targets):
+        if isinstance(st, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == "input_tensors" for t in st.targets
+        ):
             v = st.value
             if isinstance(v, (ast.List, ast.Tuple)) and v.elts:
                 return len(v.elts)
@@ -724,19 +832,24 @@ def read_task(path: str | Path, *, timing_shape: int = 0, backend: Optional[str]
     shape) is; ``backend`` and ``overrides`` (TaskConfig fields) as for
     :meth:`Task.load`. :class:`UnreadableTask` says why a file is not read."""
     tf = _task_file(Path(path))
-    return _read(tf, timing_shape=timing_shape, backend=backend, overrides=overrides,
-                 metadata=_load_metadata(tf.root))
+    return _read(tf, timing_shape=timing_shape, backend=backend, overrides=overrides, metadata=_load_metadata(tf.root))
 
 
-def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides: dict[str, Any],
-          metadata: dict[str, dict[str, Any]]) -> Task:
+def _read(
+    tf: TaskFile,
+    *,
+    timing_shape: int,
+    backend: Optional[str],
+    overrides: dict[str, Any],
+    metadata: dict[str, dict[str, Any]],
+) -> Task:
     name = str(tf.path)
     text = tf.path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     cut = next((i for i, line in enumerate(lines) if line.strip() == SEPARATOR), None)
     if cut is None:
         raise UnreadableTask(f"{name}: no separator line ({len(SEPARATOR)} '#'): not a KernelBench-X task file")
-    reference, harness = "".join(lines[:cut]).rstrip() + "\n", "".join(lines[cut + 1:])
+    reference, harness = "".join(lines[:cut]).rstrip() + "\n", "".join(lines[cut + 1 :])
     stem = tf.stem
     try:
         top = parse_source(reference, filename=name)
@@ -746,8 +859,10 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
     if fn is None:
         raise UnreadableTask(f"{name}: no function {stem}() above the separator (the suite's entry contract)")
     if "torch.optim." in reference:
-        raise UnreadableTask(f"{name}: {stem}() returns a torch.optim optimizer whose step() the harness runs, "
-                             "not tensors that a forward returns")
+        raise UnreadableTask(
+            f"{name}: {stem}() returns a torch.optim optimizer whose step() the harness runs, "
+            "not tensors that a forward returns"
+        )
     if any(isinstance(n, ast.Name) and n.id in ("Model", "get_inputs", "get_init_inputs") for n in ast.walk(top)):
         raise UnreadableTask(f"{name}: the reference uses the names Model/get_inputs, which the adapter defines")
     positional, kwonly = _params(fn, name)
@@ -764,8 +879,9 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
     try:
         n_cases = _count(htree, stem, is_call)
     except _Uncountable as exc:
-        raise UnreadableTask(f"{name}: the test harness's calls of {stem}() cannot be counted without running "
-                             f"it ({exc})") from None
+        raise UnreadableTask(
+            f"{name}: the test harness's calls of {stem}() cannot be counted without running it ({exc})"
+        ) from None
     if n_cases == 0:
         raise UnreadableTask(f"{name}: the test harness never calls {stem}()")
     harness_code = _rewrite(htree)
@@ -805,19 +921,24 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
     body.append(f"        return _kbx_real({result})" if complex_out else f"        return {result}")
     if complex_out:
         note += "; complex outputs as view_as_real"
-    source = reference + _ADAPTER.format(key=tf.key, stem=stem, params=tuple(params), harness=harness_code,
-                                         perf=perf_code)
+    source = reference + _ADAPTER.format(
+        key=tf.key, stem=stem, params=tuple(params), harness=harness_code, perf=perf_code
+    )
     if in_place or "inplace" in params:
-        source += ('\n\ndef _kbx_fresh(*values):\n'
-                   '    return tuple(v.clone() if isinstance(v, _kbx_torch.Tensor) else v for v in values)\n')
+        source += (
+            "\n\ndef _kbx_fresh(*values):\n"
+            "    return tuple(v.clone() if isinstance(v, _kbx_torch.Tensor) else v for v in values)\n"
+        )
     if complex_out:
-        source += ('\n\ndef _kbx_real(out):\n'
-                   '    if isinstance(out, _kbx_torch.Tensor):\n'
-                   '        return _kbx_torch.view_as_real(out) if out.is_complex() else out\n'
-                   '    if isinstance(out, (tuple, list)):\n'
-                   '        return type(out)(_kbx_real(o) for o in out) if isinstance(out, tuple) else '
-                   '[_kbx_real(o) for o in out]\n'
-                   '    return out\n')
+        source += (
+            "\n\ndef _kbx_real(out):\n"
+            "    if isinstance(out, _kbx_torch.Tensor):\n"
+            "        return _kbx_torch.view_as_real(out) if out.is_complex() else out\n"
+            "    if isinstance(out, (tuple, list)):\n"
+            "        return type(out)(_kbx_real(o) for o in out) if isinstance(out, tuple) else "
+            "[_kbx_real(o) for o in out]\n"
+            "    return out\n"
+        )
     source += _MODEL.format(key=tf.key, stem=stem, signature=signature, body="\n".join(body), note=note)
     cases = [f"{CASE_PREFIX}{i}" for i in range(n_cases)]
     shapes = [f"{SHAPE_PREFIX}{k}" for k in range(n_shapes)]
@@ -826,19 +947,29 @@ def _read(tf: TaskFile, *, timing_shape: int, backend: Optional[str], overrides:
     for k in range(n_shapes):
         source += f"\ndef {SHAPE_PREFIX}{k}():\n    return _kbx_shape({k})\n"
     timed = shapes[timing_shape] if shapes else cases[-1]
-    source += (f"\n\ndef get_inputs():\n    # the timed shape: {perf_note or f'performance shape {timing_shape}'}\n"
-               f"    return {timed}()\n\n\ndef get_init_inputs():\n    return []\n")
+    source += (
+        f"\n\ndef get_inputs():\n    # the timed shape: {perf_note or f'performance shape {timing_shape}'}\n"
+        f"    return {timed}()\n\n\ndef get_init_inputs():\n    return []\n"
+    )
 
     description = str(meta.get("description") or "").strip()
     preface = f"KernelBench-X task {tf.key} (category {tf.category})."
     if comparison:
-        preface += (" Accuracy contract (instead of atol/rtol): cosine similarity >= "
-                    f"{comparison.get('cosine_sim', 0.99)}, relative L1 <= {comparison.get('l1_relative', 0.01)}, "
-                    f"RMSE <= {comparison.get('rmse', 0.01)}.")
-    config = TaskConfig(name=stem, dtype=_dtype_of(stem), extra_inputs=cases, timing_shapes=timed_shapes(shapes),
-                        category=tf.category, comparison=comparison,
-                        description=(preface + (" " + description if description else "")).strip(),
-                        difficulty=str(meta.get("difficulty") or ""))
+        preface += (
+            " Accuracy contract (instead of atol/rtol): cosine similarity >= "
+            f"{comparison.get('cosine_sim', 0.99)}, relative L1 <= {comparison.get('l1_relative', 0.01)}, "
+            f"RMSE <= {comparison.get('rmse', 0.01)}."
+        )
+    config = TaskConfig(
+        name=stem,
+        dtype=_dtype_of(stem),
+        extra_inputs=cases,
+        timing_shapes=timed_shapes(shapes),
+        category=tf.category,
+        comparison=comparison,
+        description=(preface + (" " + description if description else "")).strip(),
+        difficulty=str(meta.get("difficulty") or ""),
+    )
     data = to_dict(config)
     if backend is not None:
         data["backend"] = backend
@@ -858,10 +989,18 @@ def read_suite(path: str | Path, **kwargs: Any) -> tuple[list[tuple[TaskFile, Ta
     read, unreadable = [], []
     for tf in files:
         try:
-            read.append((tf, _read(tf, timing_shape=int(kwargs.get("timing_shape", 0)),
-                                   backend=kwargs.get("backend"),
-                                   overrides={k: v for k, v in kwargs.items() if k not in ("timing_shape", "backend")},
-                                   metadata=metadata)))
+            read.append(
+                (
+                    tf,
+                    _read(
+                        tf,
+                        timing_shape=int(kwargs.get("timing_shape", 0)),
+                        backend=kwargs.get("backend"),
+                        overrides={k: v for k, v in kwargs.items() if k not in ("timing_shape", "backend")},
+                        metadata=metadata,
+                    ),
+                )
+            )
         except TaskError as exc:
             unreadable.append(Unreadable(tf.key, str(tf.path), str(exc).split(": ", 1)[-1]))
     return read, unreadable
@@ -880,5 +1019,17 @@ def write_task_dir(task: Task, folder: str | Path) -> Path:
     return folder
 
 
-__all__ = ["CATEGORIES", "SEPARATOR", "TaskFile", "Unreadable", "UnreadableTask", "discover", "find_root",
-           "is_suite", "is_task_file", "read_suite", "read_task", "write_task_dir"]
+__all__ = [
+    "CATEGORIES",
+    "SEPARATOR",
+    "TaskFile",
+    "Unreadable",
+    "UnreadableTask",
+    "discover",
+    "find_root",
+    "is_suite",
+    "is_task_file",
+    "read_suite",
+    "read_task",
+    "write_task_dir",
+]

@@ -38,6 +38,7 @@ Every OpenCL failure raises :class:`kernelsmith.OpenCLError` whose message
 names the CL status and the failing call (``.code`` holds the number); a
 build failure's message carries the compiler's full log.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,6 +62,7 @@ except ImportError:  # an older Backend interface without it
 
     def _census_launch(name: str, args: Any) -> Any:  # type: ignore[misc]
         return contextlib.nullcontext()
+
 
 __all__ = [
     "OpenCLError",
@@ -199,9 +201,7 @@ class Kernel:
         (``None`` lets the runtime choose). Host arrays are synchronized before
         this returns; a launch on device buffers only is asynchronous unless
         ``wait``. Returns the profiled :class:`Event`."""
-        return self._context.launch(
-            self, global_size, local_size, *args, offset=offset, inputs=inputs, wait=wait
-        )
+        return self._context.launch(self, global_size, local_size, *args, offset=offset, inputs=inputs, wait=wait)
 
     def __repr__(self) -> str:
         return f"<opencl.Kernel {self.name} ({self.num_args} args)>"

@@ -20,6 +20,7 @@ one (the whole EvalResult as the feedback).
 This module imports only the bottom layer (feedback, result), so any layer
 may use it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -73,22 +74,45 @@ class ProgramRecord:
     id: Optional[int] = None
 
     @classmethod
-    def evaluated(cls, source: str, result: Any, *, parent_id: int, island: int, iteration: int,
-                  eval_key: Optional[str]) -> "ProgramRecord":
+    def evaluated(
+        cls, source: str, result: Any, *, parent_id: int, island: int, iteration: int, eval_key: Optional[str]
+    ) -> "ProgramRecord":
         """A program the evaluator judged: its status, metrics and compact
         feedback from ``result``, and the key of the whole result."""
-        return cls(source=source, parent_id=parent_id, island=island, iteration=iteration,
-                   metrics=program_metrics(result), status=status_of(result), feedback=compact_feedback(result),
-                   eval_key=eval_key)
+        return cls(
+            source=source,
+            parent_id=parent_id,
+            island=island,
+            iteration=iteration,
+            metrics=program_metrics(result),
+            status=status_of(result),
+            feedback=compact_feedback(result),
+            eval_key=eval_key,
+        )
 
     @classmethod
-    def unevaluated(cls, source: str, status: str, feedback: Feedback, *, parent_id: int, island: int,
-                    iteration: int, metrics: Optional[dict[str, Any]] = None) -> "ProgramRecord":
+    def unevaluated(
+        cls,
+        source: str,
+        status: str,
+        feedback: Feedback,
+        *,
+        parent_id: int,
+        island: int,
+        iteration: int,
+        metrics: Optional[dict[str, Any]] = None,
+    ) -> "ProgramRecord":
         """A program told without an evaluation (a failed edit, the
         reference as start): score 0 unless ``metrics`` say otherwise."""
-        return cls(source=source, parent_id=parent_id, island=island, iteration=iteration,
-                   metrics=dict(metrics) if metrics is not None else {"score": 0.0}, status=status,
-                   feedback=feedback)
+        return cls(
+            source=source,
+            parent_id=parent_id,
+            island=island,
+            iteration=iteration,
+            metrics=dict(metrics) if metrics is not None else {"score": 0.0},
+            status=status,
+            feedback=feedback,
+        )
 
     @property
     def correct(self) -> bool:
@@ -105,8 +129,12 @@ class ProgramRecord:
         """The engine's Program fields (and the trajectory's ``child``), in
         the order the loop has always written them; ``id`` when known."""
         data: dict[str, Any] = {
-            "source": self.source, "parent_id": self.parent_id, "island": self.island,
-            "iteration": self.iteration, "metrics": dict(self.metrics), "status": self.status,
+            "source": self.source,
+            "parent_id": self.parent_id,
+            "island": self.island,
+            "iteration": self.iteration,
+            "metrics": dict(self.metrics),
+            "status": self.status,
             "feedback": self.feedback_dict(),
         }
         if self.id is not None:

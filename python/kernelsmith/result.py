@@ -5,6 +5,7 @@ A result is JSON-serialisable (:meth:`EvalResult.to_dict` /
 prompt (:meth:`EvalResult.render_feedback`, through the one renderer in
 :mod:`kernelsmith.feedback`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,16 +35,16 @@ _LEGACY_BUILD_ERROR_MARKERS: dict[str, tuple[str, ...]] = {
 
 #: error categories, from the earliest stage that failed
 CATEGORIES = (
-    "ok",         # compiled, correct, not hacked
-    "edit",       # the proposal could not be turned into a program (set by the loop, not the evaluator)
-    "compile",    # syntax error, no ModelNew, wrong signature, kernel compile error
-    "runtime",    # exception while running the candidate
-    "timeout",    # wall-clock or CPU-time limit hit; worker killed
-    "crash",      # the worker died (segfault, os._exit, illegal memory access)
-    "oom",        # out of memory (host or device)
+    "ok",  # compiled, correct, not hacked
+    "edit",  # the proposal could not be turned into a program (set by the loop, not the evaluator)
+    "compile",  # syntax error, no ModelNew, wrong signature, kernel compile error
+    "runtime",  # exception while running the candidate
+    "timeout",  # wall-clock or CPU-time limit hit; worker killed
+    "crash",  # the worker died (segfault, os._exit, illegal memory access)
+    "oom",  # out of memory (host or device)
     "incorrect",  # ran, but outputs differ from the reference
-    "hacked",     # reward hack detected (statically or at run time)
-    "harness",    # the task's reference or the machine failed: not the candidate's fault, not charged
+    "hacked",  # reward hack detected (statically or at run time)
+    "harness",  # the task's reference or the machine failed: not the candidate's fault, not charged
 )
 
 
@@ -182,8 +183,11 @@ def _normalise_legacy_category(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("category", "runtime") != "runtime":
         return data
     backend = str(data.get("backend") or "")
-    markers = (_LEGACY_BUILD_ERROR_MARKERS.get(backend, ()) if backend
-               else tuple(m for ms in _LEGACY_BUILD_ERROR_MARKERS.values() for m in ms))
+    markers = (
+        _LEGACY_BUILD_ERROR_MARKERS.get(backend, ())
+        if backend
+        else tuple(m for ms in _LEGACY_BUILD_ERROR_MARKERS.values() for m in ms)
+    )
     error = str(data.get("error") or "")
     if not any(marker in error for marker in markers):
         return data
@@ -233,8 +237,10 @@ def program_metrics(result: Any) -> dict[str, Any]:
     # (sol_memory or sol_compute): the prompt's history shows it next to the
     # speedup, exports and reports read it from the metrics
     sol = getattr(result, "speed_of_light", None) or {}
-    if isinstance(sol, dict) and sol.get("bound") in ("memory", "compute") \
-            and isinstance(sol.get("fraction"), (int, float)):
+    if (
+        isinstance(sol, dict)
+        and sol.get("bound") in ("memory", "compute")
+        and isinstance(sol.get("fraction"), (int, float))
+    ):
         metrics[f"sol_{sol['bound']}"] = float(sol["fraction"])
     return metrics
-

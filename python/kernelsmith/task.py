@@ -13,6 +13,7 @@ Three formats load through :meth:`Task.load`:
 The reference is only parsed here, never executed: it runs inside the
 evaluator's workers, next to the candidate.
 """
+
 from __future__ import annotations
 
 import ast
@@ -114,12 +115,25 @@ class TimingConfig:
         for key in ("warmup",):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ConfigError(f"timing.{key}: must be an integer >= 0, got {getattr(self, key)!r}")
-        for key in ("repeats", "gpu_min_pairs", "max_samples", "input_sets", "gpu_input_sets", "max_launches_per_sample",
-                    "cpu_max_samples", "cpu_finalist_max_samples"):
+        for key in (
+            "repeats",
+            "gpu_min_pairs",
+            "max_samples",
+            "input_sets",
+            "gpu_input_sets",
+            "max_launches_per_sample",
+            "cpu_max_samples",
+            "cpu_finalist_max_samples",
+        ):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ConfigError(f"timing.{key}: must be an integer >= 1, got {getattr(self, key)!r}")
-        for key in ("target_rel_half_width", "time_budget_s", "target_sample_s", "cpu_time_budget_s",
-                    "cpu_finalist_time_budget_s"):
+        for key in (
+            "target_rel_half_width",
+            "time_budget_s",
+            "target_sample_s",
+            "cpu_time_budget_s",
+            "cpu_finalist_time_budget_s",
+        ):
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"timing.{key}: must be a number > 0, got {value!r}")
@@ -130,7 +144,9 @@ class TimingConfig:
         if not isinstance(self.cpu_pin, bool):
             raise ConfigError(f"timing.cpu_pin: must be true or false, got {self.cpu_pin!r}")
         if self.repeats > self.max_samples:
-            raise ConfigError(f"timing.repeats ({self.repeats}) must not exceed timing.max_samples ({self.max_samples})")
+            raise ConfigError(
+                f"timing.repeats ({self.repeats}) must not exceed timing.max_samples ({self.max_samples})"
+            )
 
 
 @dataclass
@@ -221,8 +237,11 @@ class TaskConfig:
             raise ConfigError("allowed_torch_ops: must be a list of op names")
         if self.timeout_s <= 0:
             raise ConfigError("timeout_s: must be positive")
-        if not isinstance(self.memory_margin, (int, float)) or isinstance(self.memory_margin, bool) \
-                or self.memory_margin <= 0:
+        if (
+            not isinstance(self.memory_margin, (int, float))
+            or isinstance(self.memory_margin, bool)
+            or self.memory_margin <= 0
+        ):
             raise ConfigError(f"memory_margin: must be a number > 0, got {self.memory_margin!r}")
         if self.policy not in ("strict", "partial"):
             raise ConfigError(f"policy: must be 'strict' or 'partial', got {self.policy!r}")
@@ -236,7 +255,8 @@ class TaskConfig:
             raise ConfigError("timing_shapes: each shape once")
         weights = self.timing_weights
         if not isinstance(weights, list) or not all(
-                isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf") for w in weights):
+            isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf") for w in weights
+        ):
             raise ConfigError(f"timing_weights: must be a list of positive numbers, got {weights!r}")
         if weights and len(weights) != len(self.timing_shapes):
             raise ConfigError(f"timing_weights: one per timing shape ({len(self.timing_shapes)}), got {len(weights)}")
@@ -250,8 +270,7 @@ class TaskConfig:
 
     def tolerances(self) -> tuple[float, float]:
         atol, rtol = DEFAULT_TOLERANCES[self.dtype]
-        return (atol if self.atol is None else float(self.atol),
-                rtol if self.rtol is None else float(self.rtol))
+        return (atol if self.atol is None else float(self.atol), rtol if self.rtol is None else float(self.rtol))
 
 
 class TaskError(ValueError):
@@ -303,8 +322,11 @@ class Task:
     path: Optional[str] = None
 
     def __post_init__(self) -> None:
-        check_reference(self.reference_source, self.path or "<reference>",
-                        list(self.config.extra_inputs) + list(self.config.timing_shapes))
+        check_reference(
+            self.reference_source,
+            self.path or "<reference>",
+            list(self.config.extra_inputs) + list(self.config.timing_shapes),
+        )
 
     @property
     def name(self) -> str:

@@ -14,6 +14,7 @@ was not built for. A module with none (every size also shapes the model,
 or the sizes are literals) keeps ``get_inputs`` alone. Nothing here runs the
 module: the file is read as text (its AST).
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,10 @@ def _constants(tree: ast.Module) -> dict[str, int]:
 
 def _is_constant_assignment(node: ast.stmt) -> bool:
     value = getattr(node, "value", None)
-    return isinstance(node, ast.Assign) and (isinstance(value, ast.Constant) or (
-        isinstance(value, ast.Tuple) and all(isinstance(e, ast.Constant) for e in value.elts)))
+    return isinstance(node, ast.Assign) and (
+        isinstance(value, ast.Constant)
+        or (isinstance(value, ast.Tuple) and all(isinstance(e, ast.Constant) for e in value.elts))
+    )
 
 
 def _leading_sizes(fn: ast.FunctionDef) -> set[str]:
@@ -88,13 +91,15 @@ def with_half_shape(source: str) -> Optional[str]:
     names = halvable_sizes(source)
     if not names:
         return None
-    return (source.rstrip("\n") + "\n\n\n"
-            f"def {HALF}():\n"
-            f'    """kernelsmith bench: get_inputs with {", ".join(names)} halved, a second timing shape"""\n'
-            "    _ks_g = globals()\n"
-            f"    _ks_saved = {{_ks_k: _ks_g[_ks_k] for _ks_k in {tuple(names)!r}}}\n"
-            "    _ks_g.update({_ks_k: max(1, _ks_v // 2) for _ks_k, _ks_v in _ks_saved.items()})\n"
-            "    try:\n"
-            "        return get_inputs()\n"
-            "    finally:\n"
-            "        _ks_g.update(_ks_saved)\n")
+    return (
+        source.rstrip("\n") + "\n\n\n"
+        f"def {HALF}():\n"
+        f'    """kernelsmith bench: get_inputs with {", ".join(names)} halved, a second timing shape"""\n'
+        "    _ks_g = globals()\n"
+        f"    _ks_saved = {{_ks_k: _ks_g[_ks_k] for _ks_k in {tuple(names)!r}}}\n"
+        "    _ks_g.update({_ks_k: max(1, _ks_v // 2) for _ks_k, _ks_v in _ks_saved.items()})\n"
+        "    try:\n"
+        "        return get_inputs()\n"
+        "    finally:\n"
+        "        _ks_g.update(_ks_saved)\n"
+    )

@@ -28,6 +28,7 @@ child's feedback) still load: the result is kept as ``inline_eval``, which
 the missing fields at their defaults; unknown keys are ignored, so a reader
 never breaks on a field a newer writer added within the same schema version.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,23 +51,94 @@ STEP_SCHEMA_VERSION = 2
 KINDS = ("seed", "step")
 
 # Key order on disk, per kind (the order the loop has always written them in).
-_SEED_ORDER = ("schema_version", "kind", "step", "name", "child_id", "copy_ids", "child_source", "status",
-               "metrics", "eval_key", "child", "time", "episode")
-_STEP_ORDER = ("schema_version", "kind", "request_id", "iteration", "island", "mode", "parent_id",
-               "parent_metrics", "inspiration_ids", "prompt", "prompt_meta", "raw_response", "reasoning", "model",
-               "usage", "proposal_error", "llm_error", "latency_s", "edit", "child_source", "eval_key", "duplicate",
-               "child_id", "status", "metrics", "step", "time", "child", "episode")
+_SEED_ORDER = (
+    "schema_version",
+    "kind",
+    "step",
+    "name",
+    "child_id",
+    "copy_ids",
+    "child_source",
+    "status",
+    "metrics",
+    "eval_key",
+    "child",
+    "time",
+    "episode",
+)
+_STEP_ORDER = (
+    "schema_version",
+    "kind",
+    "request_id",
+    "iteration",
+    "island",
+    "mode",
+    "parent_id",
+    "parent_metrics",
+    "inspiration_ids",
+    "prompt",
+    "prompt_meta",
+    "raw_response",
+    "reasoning",
+    "model",
+    "usage",
+    "proposal_error",
+    "llm_error",
+    "latency_s",
+    "edit",
+    "child_source",
+    "eval_key",
+    "duplicate",
+    "child_id",
+    "status",
+    "metrics",
+    "step",
+    "time",
+    "child",
+    "episode",
+)
 # After an LLM failure the status sits right after latency_s: the loop sets it
 # when the request fails, before the apply adds child_id.
 _AFTER_LATENCY = _STEP_ORDER.index("latency_s") + 1
-_LLM_ERROR_ORDER = (*_STEP_ORDER[:_AFTER_LATENCY], "status",
-                    *(k for k in _STEP_ORDER[_AFTER_LATENCY:] if k != "status"))
+_LLM_ERROR_ORDER = (
+    *_STEP_ORDER[:_AFTER_LATENCY],
+    "status",
+    *(k for k in _STEP_ORDER[_AFTER_LATENCY:] if k != "status"),
+)
 # Keys written even when null.
-_SEED_ALWAYS = {"schema_version", "kind", "step", "name", "child_id", "child_source", "status", "metrics",
-                "eval_key", "time"}
-_STEP_ALWAYS = {"schema_version", "kind", "request_id", "iteration", "island", "mode", "parent_id",
-                "parent_metrics", "inspiration_ids", "prompt", "prompt_meta", "raw_response", "model", "latency_s",
-                "child_id", "status", "step", "time", "child"}
+_SEED_ALWAYS = {
+    "schema_version",
+    "kind",
+    "step",
+    "name",
+    "child_id",
+    "child_source",
+    "status",
+    "metrics",
+    "eval_key",
+    "time",
+}
+_STEP_ALWAYS = {
+    "schema_version",
+    "kind",
+    "request_id",
+    "iteration",
+    "island",
+    "mode",
+    "parent_id",
+    "parent_metrics",
+    "inspiration_ids",
+    "prompt",
+    "prompt_meta",
+    "raw_response",
+    "model",
+    "latency_s",
+    "child_id",
+    "status",
+    "step",
+    "time",
+    "child",
+}
 # Written for a step whose model answered (absent after an LLM failure).
 _ANSWERED = {"reasoning", "usage", "edit"}
 
@@ -196,8 +268,9 @@ class StepRecord:
         """From ``to_dict()`` or any older record; unknown keys are ignored."""
         version = data.get("schema_version", STEP_SCHEMA_VERSION)
         if not isinstance(version, int) or version > STEP_SCHEMA_VERSION:
-            raise ValueError(f"StepRecord schema_version {version} is newer than this kernelsmith "
-                             f"({STEP_SCHEMA_VERSION})")
+            raise ValueError(
+                f"StepRecord schema_version {version} is newer than this kernelsmith ({STEP_SCHEMA_VERSION})"
+            )
         names = {f.name for f in dataclasses.fields(cls)} - {"inline_eval"}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs.setdefault("kind", "step")

@@ -34,6 +34,7 @@ class ModelNew(nn.Module):
         n = x.shape[-1]
         x2 = x.contiguous().view(-1, n)
         y = torch.empty_like(x2)
-        layernorm_kernel[(x2.shape[0],)](x2, self.ln.weight, self.ln.bias, y, n, self.ln.eps,
-                                         BLOCK=triton.next_power_of_2(n))
+        layernorm_kernel[(x2.shape[0],)](
+            x2, self.ln.weight, self.ln.bias, y, n, self.ln.eps, BLOCK=triton.next_power_of_2(n)
+        )
         return y.view(x.shape)

@@ -28,6 +28,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         rows, cols = x.shape
         y = torch.empty_like(x)
-        softmax_rows_kernel[(triton.cdiv(rows, ROWS),)](x, y, rows, cols, x.stride(0), ROWS=ROWS,
-                                                        BLOCK=triton.next_power_of_2(cols), num_warps=4)
+        softmax_rows_kernel[(triton.cdiv(rows, ROWS),)](
+            x, y, rows, cols, x.stride(0), ROWS=ROWS, BLOCK=triton.next_power_of_2(cols), num_warps=4
+        )
         return y

@@ -13,18 +13,33 @@ NUM_STAGES = 4
 
 
 @triton.jit
-def linear_gelu_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def linear_gelu_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + rk
-        a = tl.load(x_ptr + rm[:, None] * stride_xm + ks[None, :],
-                    mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0)
-        b = tl.load(w_ptr + rn[None, :] * stride_wn + ks[:, None],
-                    mask=(rn[None, :] < N) & (ks[:, None] < K), other=0.0)
+        a = tl.load(
+            x_ptr + rm[:, None] * stride_xm + ks[None, :], mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            w_ptr + rn[None, :] * stride_wn + ks[:, None], mask=(rn[None, :] < N) & (ks[:, None] < K), other=0.0
+        )
         acc += tl.dot(a, b)
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     h = acc + bias[None, :]
@@ -44,7 +59,21 @@ class ModelNew(nn.Module):
         N = w.shape[0]
         y = torch.empty((M, N), device=x.device, dtype=x.dtype)
         grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
-        linear_gelu_kernel[grid](x, w, self.linear.bias, y, M, N, K, x.stride(0), w.stride(0), y.stride(0),
-                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-                                 num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+        linear_gelu_kernel[grid](
+            x,
+            w,
+            self.linear.bias,
+            y,
+            M,
+            N,
+            K,
+            x.stride(0),
+            w.stride(0),
+            y.stride(0),
+            BLOCK_M=BLOCK_M,
+            BLOCK_N=BLOCK_N,
+            BLOCK_K=BLOCK_K,
+            num_warps=NUM_WARPS,
+            num_stages=NUM_STAGES,
+        )
         return y

@@ -11,8 +11,9 @@ BLOCK_K = 32
 
 
 @triton.jit
-def linear_relu_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_xm, stride_wn, stride_ym,
-                           BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def linear_relu_row_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_xm, stride_wn, stride_ym, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr
+):
     row = tl.program_id(0)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -20,8 +21,9 @@ def linear_relu_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_xm, stride_w
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + rk
         xk = tl.load(x_ptr + row * stride_xm + ks, mask=ks < K, other=0.0)
-        w = tl.load(w_ptr + rn[:, None] * stride_wn + ks[None, :],
-                    mask=(rn[:, None] < N) & (ks[None, :] < K), other=0.0)
+        w = tl.load(
+            w_ptr + rn[:, None] * stride_wn + ks[None, :], mask=(rn[:, None] < N) & (ks[None, :] < K), other=0.0
+        )
         acc += tl.sum(w * xk[None, :], axis=1)
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     tl.store(y_ptr + row * stride_ym + rn, tl.maximum(acc + bias, 0.0), mask=rn < N)
@@ -38,7 +40,18 @@ class ModelNew(nn.Module):
         w = self.linear.weight
         N = w.shape[0]
         y = torch.empty((M, N), device=x.device, dtype=x.dtype)
-        linear_relu_row_kernel[(M, triton.cdiv(N, BLOCK_N))](x, w, self.linear.bias, y, N, K,
-                                                             x.stride(0), w.stride(0), y.stride(0),
-                                                             BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=4)
+        linear_relu_row_kernel[(M, triton.cdiv(N, BLOCK_N))](
+            x,
+            w,
+            self.linear.bias,
+            y,
+            N,
+            K,
+            x.stride(0),
+            w.stride(0),
+            y.stride(0),
+            BLOCK_N=BLOCK_N,
+            BLOCK_K=BLOCK_K,
+            num_warps=4,
+        )
         return y

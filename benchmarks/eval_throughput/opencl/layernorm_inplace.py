@@ -32,6 +32,7 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cols = x.shape[-1]
         rows = x.numel() // cols
-        ocl.build(SOURCE).layernorm_inplace(ocl.round_up(rows, 16), 16, x, self.weight, self.bias,
-                                            rows, cols, self.eps, inputs=[1, 2])
+        ocl.build(SOURCE).layernorm_inplace(
+            ocl.round_up(rows, 16), 16, x, self.weight, self.bias, rows, cols, self.eps, inputs=[1, 2]
+        )
         return x

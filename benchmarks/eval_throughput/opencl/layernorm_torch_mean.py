@@ -33,6 +33,7 @@ class ModelNew(nn.Module):
         rows = x.numel() // cols
         mean = x.view(rows, cols).mean(dim=1).contiguous()
         y = torch.empty_like(x)
-        ocl.build(SOURCE).normalise(ocl.round_up(rows, 16), 16, x, mean, self.weight, self.bias, y,
-                                    rows, cols, self.eps, inputs=[0, 1, 2, 3])
+        ocl.build(SOURCE).normalise(
+            ocl.round_up(rows, 16), 16, x, mean, self.weight, self.bias, y, rows, cols, self.eps, inputs=[0, 1, 2, 3]
+        )
         return y

@@ -38,6 +38,7 @@ class ModelNew(nn.Module):
         N = B.shape[1]
         C = torch.empty((M, N), dtype=A.dtype)
         program = ocl.build(SOURCE, options=f"-DTILE={TILE}")
-        program.matmul_tiled((ocl.round_up(N, TILE), ocl.round_up(M, TILE)), (TILE, TILE),
-                             A, B, C, M, N, K, inputs=[0, 1])
+        program.matmul_tiled(
+            (ocl.round_up(N, TILE), ocl.round_up(M, TILE)), (TILE, TILE), A, B, C, M, N, K, inputs=[0, 1]
+        )
         return C

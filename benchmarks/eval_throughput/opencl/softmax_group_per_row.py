@@ -48,6 +48,7 @@ class ModelNew(nn.Module):
         cols = x.shape[-1]
         rows = x.numel() // cols
         y = torch.empty_like(x)
-        ocl.build(SOURCE).softmax_rows(rows * WORK_GROUP, WORK_GROUP, x, y, cols,
-                                       ocl.LocalMemory(4 * WORK_GROUP), inputs=[0])
+        ocl.build(SOURCE).softmax_rows(
+            rows * WORK_GROUP, WORK_GROUP, x, y, cols, ocl.LocalMemory(4 * WORK_GROUP), inputs=[0]
+        )
         return y

@@ -2,6 +2,7 @@
 the ``kernelsmith.backends`` group) exposing a ``Backend`` subclass named
 ``BACKEND``; :func:`get_backend` finds it by name, so a new backend is a new
 file, not a change to the evaluator."""
+
 from __future__ import annotations
 
 from .base import Backend, LaunchRecord, StaticReport, available_backends, backend_internal, get_backend
@@ -10,5 +11,12 @@ from .base import Backend, LaunchRecord, StaticReport, available_backends, backe
 #: ``kernelsmith task init`` that name none
 DEFAULT_BACKEND = "triton"
 
-__all__ = ["DEFAULT_BACKEND", "Backend", "LaunchRecord", "StaticReport", "available_backends", "backend_internal",
-           "get_backend"]
+__all__ = [
+    "DEFAULT_BACKEND",
+    "Backend",
+    "LaunchRecord",
+    "StaticReport",
+    "available_backends",
+    "backend_internal",
+    "get_backend",
+]

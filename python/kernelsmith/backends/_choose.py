@@ -2,6 +2,7 @@
 present: for a command given a candidate and no ``--backend`` (a plain
 KernelBench file names none). Each backend's own static check decides, so a
 new backend is recognised without a change here."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ def choose_backend(source: str) -> Choice:
         return Choice(None, fitting, "the program's source passes no backend's static check")
     runnable = [name for name in fitting if get_backend(name).unavailable_reason() is None]
     if len(runnable) == 1:
-        return Choice(runnable[0], fitting, f"the program fits {', '.join(fitting)}; only {runnable[0]} can run "
-                                            "on this host")
+        return Choice(
+            runnable[0], fitting, f"the program fits {', '.join(fitting)}; only {runnable[0]} can run on this host"
+        )
     return Choice(None, fitting, f"the program fits {', '.join(fitting)}")

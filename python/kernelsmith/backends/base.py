@@ -7,6 +7,7 @@ it asks the backend to prepare the process, to load the candidate, to record
 which of its kernels really launched during ``forward``, to synchronize and
 time, and to describe the hardware. The full contract is in docs/evaluator.md.
 """
+
 from __future__ import annotations
 
 import abc
@@ -420,8 +421,9 @@ class Backend(abc.ABC):
         the backend knows better, e.g. that an interpreter runs them)."""
         return device_family(hardware)
 
-    def hardware_notes(self, hardware: HardwareInfo | None = None,
-                       templates: Optional[Mapping[str, str]] = None) -> str:
+    def hardware_notes(
+        self, hardware: HardwareInfo | None = None, templates: Optional[Mapping[str, str]] = None
+    ) -> str:
         """The hardware section of the system prompt: the text of the
         template :meth:`hardware_family` chooses, from ``templates`` (the
         prompt's templates by file name, a ``template_dir``'s overrides
@@ -476,8 +478,11 @@ def available_backends() -> list[str]:
     through the ``kernelsmith.backends`` entry point group."""
     from importlib.metadata import entry_points
 
-    names = {info.name for info in pkgutil.iter_modules(package_path)
-             if info.name != "base" and not info.name.startswith("_")}
+    names = {
+        info.name
+        for info in pkgutil.iter_modules(package_path)
+        if info.name != "base" and not info.name.startswith("_")
+    }
     try:
         names |= {ep.name for ep in entry_points(group="kernelsmith.backends")}
     except TypeError:  # Python 3.9
@@ -504,8 +509,6 @@ def get_backend(name: str, **options: Any) -> Backend:
             eps = entry_points().get("kernelsmith.backends", [])
         matches = [ep for ep in eps if ep.name == name]
         if not matches:
-            raise ValueError(
-                f"unknown backend '{name}'; available: {', '.join(available_backends())}"
-            ) from None
+            raise ValueError(f"unknown backend '{name}'; available: {', '.join(available_backends())}") from None
         cls = matches[0].load()
     return cls(**options)

@@ -12,6 +12,7 @@ kernel and transfer the call enqueued, from OpenCL profiling events), ``wall``
 (host clock around the call) or ``auto`` (default: events on GPUs, wall on
 CPU devices, where the reference's host time is the fair comparison).
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,9 +44,27 @@ FORBIDDEN_IMPORTS = {
 #: NumPy functions a forward may call: scalar types for kernel arguments and
 #: allocation. Anything else (np.exp, np.matmul, ...) computes on the host.
 NUMPY_ALLOWED = {
-    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-    "float16", "float32", "float64", "intc", "uintc", "single", "double",
-    "dtype", "empty", "empty_like", "zeros", "zeros_like", "ascontiguousarray",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "intc",
+    "uintc",
+    "single",
+    "double",
+    "dtype",
+    "empty",
+    "empty_like",
+    "zeros",
+    "zeros_like",
+    "ascontiguousarray",
 }
 
 #: tensor methods that move data to the host for Python-side computation
@@ -133,8 +152,10 @@ class OpenCLBackend(Backend):
                     report.hacks.append(f"import from {node.module} at {at(node)}: {FORBIDDEN_IMPORTS[top]}")
 
         kernel_sources = [
-            node for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
             and ("__kernel" in node.value or "kernel void" in node.value)
         ]
         if not uses_runtime:
@@ -192,7 +213,7 @@ class OpenCLBackend(Backend):
             head = text.split("\n", 3)
             if len(head) < 4 or not head[2].startswith("options="):
                 continue
-            options, source = head[2][len("options="):], head[3]
+            options, source = head[2][len("options=") :], head[3]
             # only builds for this very device and driver (the key says which)
             if ctx.cache_key_text(source, options) != text:
                 continue
@@ -277,9 +298,21 @@ class OpenCLBackend(Backend):
         d = ocl.context().device
         # OpenCL's own facts that the shared fields do not cover (prompt tips read them).
         keys = (
-            "type", "platform_name", "platform_version", "version", "opencl_c_version", "max_clock_mhz",
-            "max_work_group_size", "max_work_item_sizes", "local_mem_size", "local_mem_is_dedicated",
-            "global_mem_size", "preferred_vector_width_float", "preferred_vector_width_half", "has_fp64", "has_fp16",
+            "type",
+            "platform_name",
+            "platform_version",
+            "version",
+            "opencl_c_version",
+            "max_clock_mhz",
+            "max_work_group_size",
+            "max_work_item_sizes",
+            "local_mem_size",
+            "local_mem_is_dedicated",
+            "global_mem_size",
+            "preferred_vector_width_float",
+            "preferred_vector_width_half",
+            "has_fp64",
+            "has_fp16",
         )
         kind = str(d["type"]).lower()
         return HardwareInfo(
@@ -298,7 +331,8 @@ class OpenCLBackend(Backend):
         # a program build (kernelsmith.OpenCLError, or any runtime's error
         # carrying the CL status): the message holds the compiler's build log
         return type(exc).__name__ == "OpenCLError" and (
-            getattr(exc, "code", None) in OPENCL_BUILD_ERROR_CODES or "CL_BUILD_PROGRAM_FAILURE" in str(exc))
+            getattr(exc, "code", None) in OPENCL_BUILD_ERROR_CODES or "CL_BUILD_PROGRAM_FAILURE" in str(exc)
+        )
 
     def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
         return opencl_prompt_tips(HardwareInfo.of(hardware))

@@ -1,4 +1,5 @@
 """Reading a run directory (kernelsmith.evolve's format) into suite results."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,17 @@ def _speedup(record: StepRecord) -> Optional[float]:
 
 
 #: what a suite keeps of the best program's speed of light
-SOL_KEYS = ("counted", "reason", "device", "bound", "fraction", "bandwidth_fraction", "compute_fraction",
-            "arithmetic_intensity", "reference_fraction")
+SOL_KEYS = (
+    "counted",
+    "reason",
+    "device",
+    "bound",
+    "fraction",
+    "bandwidth_fraction",
+    "compute_fraction",
+    "arithmetic_intensity",
+    "reference_fraction",
+)
 
 
 def _sol_summary(evaluation: Any) -> dict[str, Any]:

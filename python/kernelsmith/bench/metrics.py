@@ -20,6 +20,7 @@ of its evolution). Over a set of N tasks:
   was counted of its fraction of the device's peak for the bound that
   applies (memory or compute); ``sol_counted`` how many such tasks there are.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -89,8 +90,16 @@ def compute_metrics(results: Sequence[TaskResult], fast_p: Iterable[float] = FAS
     n = len(results)
     out: dict[str, Any] = {"n": n}
     if n == 0:
-        out.update(correct_rate=None, avg_speedup=None, fast1_first=None, first_correct=None,
-                   geomean_speedup=None, median_sol=None, sol_counted=0, **{fast_key(p): None for p in fast_p})
+        out.update(
+            correct_rate=None,
+            avg_speedup=None,
+            fast1_first=None,
+            first_correct=None,
+            geomean_speedup=None,
+            median_sol=None,
+            sol_counted=0,
+            **{fast_key(p): None for p in fast_p},
+        )
         return out
     out["correct_rate"] = sum(r.correct for r in results) / n
     for p in fast_p:
@@ -100,8 +109,11 @@ def compute_metrics(results: Sequence[TaskResult], fast_p: Iterable[float] = FAS
     out["first_correct"] = sum(bool(r.first_correct) for r in results) / n
     logs = [math.log(r.best_speedup) for r in results if r.correct and r.best_speedup and r.best_speedup > 0]
     out["geomean_speedup"] = math.exp(sum(logs) / len(logs)) if logs else None
-    fractions = sorted(float(r.best_sol["fraction"]) for r in results if r.correct and r.best_sol
-                       and isinstance(r.best_sol.get("fraction"), (int, float)))
+    fractions = sorted(
+        float(r.best_sol["fraction"])
+        for r in results
+        if r.correct and r.best_sol and isinstance(r.best_sol.get("fraction"), (int, float))
+    )
     out["median_sol"] = _median(fractions)
     out["sol_counted"] = len(fractions)
     out["total_tokens"] = sum(r.total_tokens for r in results)

@@ -1,5 +1,6 @@
 """Figures (matplotlib, Agg backend, PNG): best score against step per
 configuration (the paper's figure 1) and speedup distributions."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -73,7 +74,7 @@ def plot_speedup_distribution(configs: dict[str, Sequence[TaskResult]], path: st
     values = [r.best_speedup for rs in configs.values() for r in rs if r.correct and r.best_speedup]
     lo = min([0.5] + [v for v in values if v > 0])
     hi = max([2.0] + values)
-    edges = [2 ** x for x in _frange(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 0.25, 0.25)]
+    edges = [2**x for x in _frange(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 0.25, 0.25)]
     for label, results in configs.items():
         good = [r.best_speedup for r in results if r.correct and r.best_speedup]
         missing = sum(1 for r in results if not r.correct)

@@ -12,6 +12,7 @@ Output folder::
     OUT/tasks.{md,csv}             per-task table
     OUT/plots/*.png                best score against step, per-task curves, speedup distribution
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -73,9 +74,15 @@ class ReferenceCache:
 
     def record(self, task_id: str, hardware: str, run_dir: str, ms: float, task: str = "") -> None:
         """Add one run's median reference runtime; the entry keeps the median over runs."""
-        entry = self.entries.setdefault(self.key(task_id, hardware), {
-            "task_id": task_id, "hardware": hardware, "task": task, "runs": {},
-        })
+        entry = self.entries.setdefault(
+            self.key(task_id, hardware),
+            {
+                "task_id": task_id,
+                "hardware": hardware,
+                "task": task,
+                "runs": {},
+            },
+        )
         entry["runs"][run_dir] = ms
         entry["ref_runtime_ms"] = statistics.median(entry["runs"].values())
         entry["updated"] = time.time()
@@ -126,8 +133,12 @@ def _task_source(task: SuiteTask, out: Path, seeds_dir: str | Path | None, timin
     directory made from them."""
     seed = seed_for(task, seeds_dir)
     half = None
-    if timing_shapes == "auto" and task.path.is_file() and task.path.suffix == ".py" \
-            and not kernelbenchx.is_task_file(task.path):
+    if (
+        timing_shapes == "auto"
+        and task.path.is_file()
+        and task.path.suffix == ".py"
+        and not kernelbenchx.is_task_file(task.path)
+    ):
         half = with_half_shape(task.path.read_text())
     if seed is None and half is None:
         return task.path
@@ -139,8 +150,10 @@ def _task_source(task: SuiteTask, out: Path, seeds_dir: str | Path | None, timin
         import yaml
 
         atomic_write_text(folder / "reference.py", half)
-        atomic_write_text(folder / "task.yaml", yaml.safe_dump(
-            {"name": task.path.stem, "timing_shapes": ["get_inputs", HALF]}, sort_keys=False))
+        atomic_write_text(
+            folder / "task.yaml",
+            yaml.safe_dump({"name": task.path.stem, "timing_shapes": ["get_inputs", HALF]}, sort_keys=False),
+        )
     if seed is not None:
         shutil.copy2(seed, folder / "seed.py")
     return folder
@@ -178,9 +191,12 @@ async def run_suite_async(
     unreadable = _unreadable(tasks, out, log)
     tasks = [t for t in tasks if t.key not in unreadable]
     manifest = {
-        "suite": str(Path(suite_dir).resolve()), "label": label, "levels": list(levels) if levels else None,
+        "suite": str(Path(suite_dir).resolve()),
+        "label": label,
+        "levels": list(levels) if levels else None,
         "timing_shapes": timing_shapes,
-        "config": dataclasses.asdict(config), "tasks": [t.to_dict() for t in tasks],
+        "config": dataclasses.asdict(config),
+        "tasks": [t.to_dict() for t in tasks],
     }
 
     atomic_write_text(out / "bench.json", json.dumps(redact_obj(manifest), indent=2))
@@ -199,11 +215,13 @@ async def run_suite_async(
             started = time.monotonic()
             try:
                 if state == "new":
-                    summary = await evolve(_task_source(task, out, seeds_dir, timing_shapes), config, run_dir,
-                                           evaluator=evaluator)
+                    summary = await evolve(
+                        _task_source(task, out, seeds_dir, timing_shapes), config, run_dir, evaluator=evaluator
+                    )
                 else:
-                    summary = await evolve(None, EvolveConfig(iterations=config.iterations), resume=run_dir,
-                                           evaluator=evaluator)
+                    summary = await evolve(
+                        None, EvolveConfig(iterations=config.iterations), resume=run_dir, evaluator=evaluator
+                    )
             except Exception as exc:  # noqa: BLE001 - one broken task must not stop the suite
                 log(f"[{index}/{len(tasks)}] {task.key}: FAILED: {type(exc).__name__}: {exc}")
                 _write_failure(run_dir, exc)
@@ -211,11 +229,17 @@ async def run_suite_async(
             ran.append(task.key)
 
             figure = BestFigure.from_dict(summary.best)
-            best = (f"{figure.figure()} ({'confirmed' if figure.confirmed else 'per-step'})"
-                    if summary.best_speedup is not None else
-                    "none reliably timed" if summary.correct_steps else "no correct program")
-            log(f"[{index}/{len(tasks)}] {task.key}: {'resumed, ' if state == 'resume' else ''}"
-                f"{summary.proposal_steps} steps after the seed, best {best} ({time.monotonic() - started:.0f} s)")
+            best = (
+                f"{figure.figure()} ({'confirmed' if figure.confirmed else 'per-step'})"
+                if summary.best_speedup is not None
+                else "none reliably timed"
+                if summary.correct_steps
+                else "no correct program"
+            )
+            log(
+                f"[{index}/{len(tasks)}] {task.key}: {'resumed, ' if state == 'resume' else ''}"
+                f"{summary.proposal_steps} steps after the seed, best {best} ({time.monotonic() - started:.0f} s)"
+            )
             if summary.stop_reason == "interrupted":
                 interrupted = True
                 break
@@ -258,8 +282,9 @@ def _write_failure(run_dir: Path, exc: BaseException) -> None:
     atomic_write_text(run_dir / "bench_error.txt", f"{type(exc).__name__}: {exc}\n")
 
 
-def load_results(out: str | Path, tasks: Sequence[SuiteTask] | None = None,
-                 reference_cache: str | Path | None = None) -> list[TaskResult]:
+def load_results(
+    out: str | Path, tasks: Sequence[SuiteTask] | None = None, reference_cache: str | Path | None = None
+) -> list[TaskResult]:
     """Per-task results of a bench folder, read from its run directories."""
     out = Path(out)
     if tasks is None:
@@ -272,9 +297,13 @@ def load_results(out: str | Path, tasks: Sequence[SuiteTask] | None = None,
         if (run_dir / "config.yaml").exists():
             result = collect_run(run_dir, key=task.key, level=task.level)
         else:
-            error = (run_dir / "bench_error.txt")
-            result = TaskResult(key=task.key, level=task.level, run_dir=str(run_dir),
-                                stop_reason=("error: " + error.read_text().strip()) if error.exists() else "not started")
+            error = run_dir / "bench_error.txt"
+            result = TaskResult(
+                key=task.key,
+                level=task.level,
+                run_dir=str(run_dir),
+                stop_reason=("error: " + error.read_text().strip()) if error.exists() else "not started",
+            )
         result.category = task.category
         if result.task_id:
             if result.ref_runtime_ms is not None and result.hardware:
@@ -291,8 +320,14 @@ def load_results(out: str | Path, tasks: Sequence[SuiteTask] | None = None,
     return results
 
 
-def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, label: Optional[str] = None,
-              reference_cache: str | Path | None = None, plots: bool = True) -> BenchReport:
+def summarize(
+    out: str | Path,
+    *,
+    tasks: Sequence[SuiteTask] | None = None,
+    label: Optional[str] = None,
+    reference_cache: str | Path | None = None,
+    plots: bool = True,
+) -> BenchReport:
     """Metrics, tables and plots of a bench folder (also after a partial run)."""
     out = Path(out)
     if label is None:
@@ -307,8 +342,12 @@ def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, labe
         files[name] = str(out / name)
 
     write("results.json", json.dumps([r.to_dict() for r in results], indent=2))
-    write("metrics.json", json.dumps({"label": label, "metrics": by_level,
-                                      **({"by_category": by_category} if by_category else {})}, indent=2))
+    write(
+        "metrics.json",
+        json.dumps(
+            {"label": label, "metrics": by_level, **({"by_category": by_category} if by_category else {})}, indent=2
+        ),
+    )
     write("metrics.md", tables.metrics_markdown(by_level))
     write("metrics.csv", tables.metrics_csv(by_level))
     if by_category:  # KernelBench-X: its 15 operator categories
@@ -320,7 +359,8 @@ def summarize(out: str | Path, *, tasks: Sequence[SuiteTask] | None = None, labe
         files["best_vs_step.png"] = str(figures.plot_best_vs_step({label: results}, out / "plots" / "best_vs_step.png"))
         files["task_curves.png"] = str(figures.plot_task_curves(results, out / "plots" / "task_curves.png"))
         files["speedup_distribution.png"] = str(
-            figures.plot_speedup_distribution({label: results}, out / "plots" / "speedup_distribution.png"))
+            figures.plot_speedup_distribution({label: results}, out / "plots" / "speedup_distribution.png")
+        )
     return BenchReport(out=str(out), label=label, results=results, metrics=by_level, files=files)
 
 
@@ -331,7 +371,11 @@ def compare(bench_dirs: Sequence[str | Path], out: str | Path, labels: Sequence[
     configs: dict[str, list[TaskResult]] = {}
     for i, folder in enumerate(bench_dirs):
         folder = Path(folder)
-        label = labels[i] if labels and i < len(labels) else json.loads((folder / "bench.json").read_text()).get("label", folder.name)
+        label = (
+            labels[i]
+            if labels and i < len(labels)
+            else json.loads((folder / "bench.json").read_text()).get("label", folder.name)
+        )
         if label in configs:
             label = f"{label} ({folder.name})"
         configs[label] = load_results(folder)

@@ -21,6 +21,7 @@ A plain file may get a seed program from ``--seeds DIR``: ``DIR/<stem>.py``
 (or ``DIR/levelN/<stem>.py``) defining ``ModelNew``; without one the run
 starts from the reference (a translation step).
 """
+
 from __future__ import annotations
 
 import re
@@ -168,7 +169,8 @@ def discover(suite_dir: str | Path, levels: Iterable[int] | None = None) -> list
     if not tasks:
         raise FileNotFoundError(
             f"{root}: no tasks found (expected levelN/ folders or *.py KernelBench files / task directories"
-            + (f" for levels {sorted(wanted)}" if wanted else "") + ")"
+            + (f" for levels {sorted(wanted)}" if wanted else "")
+            + ")"
         )
     return tasks
 
@@ -179,7 +181,9 @@ def seed_for(task: SuiteTask, seeds_dir: str | Path | None) -> Optional[Path]:
         return None
     root = Path(seeds_dir)
     stem = task.path.stem
-    for candidate in ([root / f"level{task.level}" / f"{stem}.py"] if task.level is not None else []) + [root / f"{stem}.py"]:
+    for candidate in ([root / f"level{task.level}" / f"{stem}.py"] if task.level is not None else []) + [
+        root / f"{stem}.py"
+    ]:
         if candidate.exists():
             return candidate
     return None

@@ -1,4 +1,5 @@
 """Metric and per-task tables as Markdown and CSV."""
+
 from __future__ import annotations
 
 import csv
@@ -7,11 +8,16 @@ from typing import Any, Optional, Sequence
 
 from .metrics import FAST_P, TaskResult, fast_key
 
-METRIC_COLUMNS = [("n", "tasks"), ("correct_rate", "correct"),
-                  *[(fast_key(p), fast_key(p)) for p in FAST_P],
-                  ("avg_speedup", "avg speedup (amsr)"), ("fast1_first", "fast1 (first round)"),
-                  ("geomean_speedup", "geomean speedup (correct)"),
-                  ("median_sol", "median speed of light (best)"), ("sol_counted", "speed of light counted")]
+METRIC_COLUMNS = [
+    ("n", "tasks"),
+    ("correct_rate", "correct"),
+    *[(fast_key(p), fast_key(p)) for p in FAST_P],
+    ("avg_speedup", "avg speedup (amsr)"),
+    ("fast1_first", "fast1 (first round)"),
+    ("geomean_speedup", "geomean speedup (correct)"),
+    ("median_sol", "median speed of light (best)"),
+    ("sol_counted", "speed of light counted"),
+]
 RATE_KEYS = {"correct_rate", "fast1_first", "first_correct", "median_sol", *(fast_key(p) for p in FAST_P)}
 
 
@@ -39,8 +45,9 @@ def _csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buffer.getvalue()
 
 
-def metrics_rows(by_level: dict[str, dict[str, Any]], label: Optional[str] = None,
-                 key: str = "level") -> tuple[list[str], list[list[Any]], list[list[str]]]:
+def metrics_rows(
+    by_level: dict[str, dict[str, Any]], label: Optional[str] = None, key: str = "level"
+) -> tuple[list[str], list[list[Any]], list[list[str]]]:
     """(header, raw rows for CSV, formatted rows for Markdown); ``key`` names
     the first column ("level", or "category" for KernelBench-X)."""
     header = (["config"] if label is not None else []) + [key] + [title for _, title in METRIC_COLUMNS]
@@ -73,8 +80,22 @@ def comparison_tables(configs: dict[str, dict[str, dict[str, Any]]]) -> tuple[st
     return _markdown(header, pretty_all), _csv(header, raw_all)
 
 
-TASK_COLUMNS = ["task", "level", "correct", "best speedup", "first candidate", "steps", "stop",
-                "reference ms", "hardware", "tokens", "cost USD", "category", "speed of light", "bound"]
+TASK_COLUMNS = [
+    "task",
+    "level",
+    "correct",
+    "best speedup",
+    "first candidate",
+    "steps",
+    "stop",
+    "reference ms",
+    "hardware",
+    "tokens",
+    "cost USD",
+    "category",
+    "speed of light",
+    "bound",
+]
 
 
 def sol_text(sol: dict[str, Any]) -> str:
@@ -94,10 +115,22 @@ def _task_row(r: TaskResult) -> list[Any]:
     first = "correct" if r.first_correct else "not correct"
     if r.first_correct and r.first_speedup is not None:
         first += f" ({r.first_speedup:.3f}x)"
-    return [r.key, r.level if r.level is not None else "", r.correct,
-            r.best_speedup, first, r.steps, r.stop_reason, r.ref_runtime_ms, r.hardware, r.total_tokens,
-            round(r.cost_usd, 6), r.category or "", (r.best_sol or {}).get("fraction"),
-            (r.best_sol or {}).get("bound", "")]
+    return [
+        r.key,
+        r.level if r.level is not None else "",
+        r.correct,
+        r.best_speedup,
+        first,
+        r.steps,
+        r.stop_reason,
+        r.ref_runtime_ms,
+        r.hardware,
+        r.total_tokens,
+        round(r.cost_usd, 6),
+        r.category or "",
+        (r.best_sol or {}).get("fraction"),
+        (r.best_sol or {}).get("bound", ""),
+    ]
 
 
 def tasks_markdown(results: Sequence[TaskResult]) -> str:

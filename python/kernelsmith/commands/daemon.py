@@ -3,6 +3,7 @@ that keeps a warm evaluator between ``kernelsmith eval`` calls (and the
 Python API's ``kernelsmith.daemon.evaluate``). It starts by itself on first
 use and stops after ``KERNELSMITH_DAEMON_IDLE`` seconds idle (default 600);
 these commands look at it, start it ahead of use or stop it now."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,21 +12,30 @@ import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("status", "start", "stop"),
-                        help="status: the daemons of this user; start: the one for this environment, now; "
-                             "stop: every daemon of this user")
-    parser.add_argument("--idle", type=float, default=None, metavar="SECONDS",
-                        help="start: stop after this long without a request (default: KERNELSMITH_DAEMON_IDLE, "
-                             "else 600)")
+    parser.add_argument(
+        "action",
+        choices=("status", "start", "stop"),
+        help="status: the daemons of this user; start: the one for this environment, now; "
+        "stop: every daemon of this user",
+    )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start: stop after this long without a request (default: KERNELSMITH_DAEMON_IDLE, else 600)",
+    )
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
 
 def _line(st: dict) -> str:
     pools = [f"{p['backend']}/{p['device'] or 'cpu'}" for ev in st.get("evaluators", []) for p in ev.get("pools", [])]
     up = time.time() - float(st.get("started", time.time()))
-    return (f"daemon {st['pid']} (environment {st['key']}, build {st['build']}): up {up:.0f} s, "
-            f"{st['served']} served, {st['failed']} failed, {st['in_flight']} in flight, idle {st['idle_for_s']:.0f} s "
-            f"of {st['idle_s']:g} s; pools: {', '.join(pools) or 'none yet'}")
+    return (
+        f"daemon {st['pid']} (environment {st['key']}, build {st['build']}): up {up:.0f} s, "
+        f"{st['served']} served, {st['failed']} failed, {st['in_flight']} in flight, idle {st['idle_for_s']:.0f} s "
+        f"of {st['idle_s']:g} s; pools: {', '.join(pools) or 'none yet'}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,8 +52,12 @@ def run(args: argparse.Namespace) -> int:
     current = daemon.Paths().key
     states = [st for paths in daemon.Paths.all() if (st := daemon.status(paths)) is not None]
     if args.json:
-        print(json.dumps({"environment": current, "dir": daemon.runtime_dir(), "build": daemon.build_id(),
-                          "daemons": states}, indent=2))
+        print(
+            json.dumps(
+                {"environment": current, "dir": daemon.runtime_dir(), "build": daemon.build_id(), "daemons": states},
+                indent=2,
+            )
+        )
         return 0
     if not states:
         print(f"no daemon running (folder {daemon.runtime_dir()})")

@@ -6,6 +6,7 @@ with a regular expression and scores their distance to a hidden optimum.
 A simple mutator perturbs the parent, crosses it with the inspirations and
 sometimes breaks the file, so repair requests show up too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,15 +49,17 @@ def evaluate(source: str):
     values = parse(source)
     missing = [n for n in PARAMS if n not in values]
     if missing:
-        return Program(source=source, status="compile-failed",
-                       feedback={"error": f"NameError: {missing[0]} is not defined", "missing": missing})
+        return Program(
+            source=source,
+            status="compile-failed",
+            feedback={"error": f"NameError: {missing[0]} is not defined", "missing": missing},
+        )
     penalty = 0.0
     for name, (lo, hi, opt, _) in PARAMS.items():
         penalty += ((values[name] - opt) / (hi - lo)) ** 2
     extras = source.count("PREFETCH_")
     score = round(100.0 * (1.0 - penalty) - 0.5 * extras, 4)
-    return Program(source=source, status="correct", metrics={"score": score},
-                   feedback={"penalty": round(penalty, 6)})
+    return Program(source=source, status="correct", metrics={"score": score}, feedback={"penalty": round(penalty, 6)})
 
 
 def mutate(request, rng: random.Random) -> str:
@@ -92,8 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=2000, help="evaluations to run (default 2000)")
     parser.add_argument("--islands", type=int, default=4, help="number of islands (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("-o", "--out", type=Path, default=Path("demo_run"),
-                        help="directory for the checkpoint (default ./demo_run)")
+    parser.add_argument(
+        "-o", "--out", type=Path, default=Path("demo_run"), help="directory for the checkpoint (default ./demo_run)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,8 +106,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.iterations < 1 or args.islands < 1:
         raise UsageError("--iterations and --islands must be >= 1")
-    config = EngineConfig(num_islands=args.islands, max_iterations=args.iterations, target_score=99.99,
-                          migration_interval=max(10, args.iterations // 20), feature_bins=8)
+    config = EngineConfig(
+        num_islands=args.islands,
+        max_iterations=args.iterations,
+        target_score=99.99,
+        migration_interval=max(10, args.iterations // 20),
+        feature_bins=8,
+    )
     eng = Engine(config, seed=args.seed)
     rng = random.Random(args.seed)
     start = {n: (lo if integer else lo) for n, (lo, _, _, integer) in PARAMS.items()}
@@ -127,24 +136,32 @@ def run(args: argparse.Namespace) -> int:
         eng.tell(evaluate(source), request_id=req.id)
         st = eng.stats()
         if st["tells"] % report_every == 0:
-            print(f"  iter {st['tells']:6d}  best {st['best_score']:8.3f}  programs {st['programs']:6d}"
-                  f"  migrations {st['migrations']:3d}  repairs {st['repairs']:4d}")
+            print(
+                f"  iter {st['tells']:6d}  best {st['best_score']:8.3f}  programs {st['programs']:6d}"
+                f"  migrations {st['migrations']:3d}  repairs {st['repairs']:4d}"
+            )
     elapsed = time.perf_counter() - t0
     st = eng.stats()
     best = eng.best()
-    print(f"\nstopped: {eng.should_stop() or 'attempt limit'} after {st['tells']} evaluations in {elapsed:.2f} s "
-          f"({skipped} duplicates skipped before evaluation)")
-    print(f"best score {best.metrics['score']:.3f} (program {best.id}, island {best.island}, "
-          f"iteration {best.iteration})")
+    print(
+        f"\nstopped: {eng.should_stop() or 'attempt limit'} after {st['tells']} evaluations in {elapsed:.2f} s "
+        f"({skipped} duplicates skipped before evaluation)"
+    )
+    print(
+        f"best score {best.metrics['score']:.3f} (program {best.id}, island {best.island}, iteration {best.iteration})"
+    )
     print("\n| island | population | cells filled | recent failures | best score |")
     print("| --- | --- | --- | --- | --- |")
     for i in range(args.islands):
         island_best = eng.elites(1, island=i)
         score = f"{island_best[0].metrics['score']:.3f}" if island_best else "-"
-        print(f"| {i} | {st['island_population'][i]} | {st['island_cells'][i]} | "
-              f"{st['island_failures'][i]} | {score} |")
-    print(f"\nmigrations {st['migrations']} ({st['migrants']} programs moved), repairs {st['repairs']}, "
-          f"evictions {st['evictions']}")
+        print(
+            f"| {i} | {st['island_population'][i]} | {st['island_cells'][i]} | {st['island_failures'][i]} | {score} |"
+        )
+    print(
+        f"\nmigrations {st['migrations']} ({st['migrants']} programs moved), repairs {st['repairs']}, "
+        f"evictions {st['evictions']}"
+    )
     path = eng.save(args.out)
     print(f"checkpoint: {path}")
     print("best program:\n" + best.source)

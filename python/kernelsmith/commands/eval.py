@@ -3,6 +3,7 @@
 Exit status: 0 when the candidate is correct (and not hacked), 1 otherwise,
 2 for bad input (task or candidate file missing, bad task config).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,13 +15,19 @@ from ..backends import available_backends
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", help="task directory (reference.py, task.yaml, seed.py), a KernelBench problem file "
-                                     "or a KernelBench-X task file")
+    parser.add_argument(
+        "task",
+        help="task directory (reference.py, task.yaml, seed.py), a KernelBench problem file "
+        "or a KernelBench-X task file",
+    )
     parser.add_argument("candidate", help="candidate program defining ModelNew ('seed' = the task's seed.py)")
-    parser.add_argument("--backend", default=None,
-                        help="evaluation backend: triton, opencl, cuda (default: the task's task.yaml; a task that "
-                             "names none, such as a plain KernelBench file, gets the backend the candidate's source "
-                             "is written for)")
+    parser.add_argument(
+        "--backend",
+        default=None,
+        help="evaluation backend: triton, opencl, cuda (default: the task's task.yaml; a task that "
+        "names none, such as a plain KernelBench file, gets the backend the candidate's source "
+        "is written for)",
+    )
     parser.add_argument("--trials", type=int, default=None, help="correctness trials, 1..100 (default: the task's, 5)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds (default: the task's)")
 
@@ -30,12 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_isolation_argument(parser)
     parser.add_argument("--device", default=None, help="CUDA_VISIBLE_DEVICES for the worker")
     parser.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
-    parser.add_argument("--no-daemon", action="store_true",
-                        help="evaluate in this process instead of the warm per-user evaluation daemon (also: "
-                             "KERNELSMITH_DAEMON=0); see `kernelsmith daemon`")
-    parser.add_argument("--kernelbench", action="store_true",
-                        help="with --json: KernelBench's KernelExecResult fields and units (correctness a bool, "
-                             "runtime and ref_runtime in us)")
+    parser.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="evaluate in this process instead of the warm per-user evaluation daemon (also: "
+        "KERNELSMITH_DAEMON=0); see `kernelsmith daemon`",
+    )
+    parser.add_argument(
+        "--kernelbench",
+        action="store_true",
+        help="with --json: KernelBench's KernelExecResult fields and units (correctness a bool, "
+        "runtime and ref_runtime in us)",
+    )
 
 
 def _task_names_backend(path: Path) -> bool:
@@ -63,8 +76,10 @@ def _pick_backend(args: argparse.Namespace, source: str) -> str | None:
 
     choice = choose_backend(source)
     if choice.name is not None:
-        print(f"kernelsmith eval: backend {choice.name} ({choice.reason}; the task names none; --backend NAME "
-              "to choose)", file=sys.stderr)
+        print(
+            f"kernelsmith eval: backend {choice.name} ({choice.reason}; the task names none; --backend NAME to choose)",
+            file=sys.stderr,
+        )
     return choice.name
 
 
@@ -81,11 +96,15 @@ def _backend_hint(args: argparse.Namespace, result, source: str) -> str | None:
         if args.backend is not None or _task_names_backend(Path(args.task)) or not result.hacked:
             return None
 
-        return (f"kernelsmith eval: hint: evaluated with backend {result.backend}, the default (the task names "
-                f"none and the candidate passes no backend's static check); for another: --backend NAME "
-                f"({', '.join(available_backends())})")
-    return (f"kernelsmith eval: hint: the candidate is written for {' or '.join(others)} (it passes that "
-            f"backend's static check) and was evaluated with backend {result.backend}: pass --backend {others[0]}")
+        return (
+            f"kernelsmith eval: hint: evaluated with backend {result.backend}, the default (the task names "
+            f"none and the candidate passes no backend's static check); for another: --backend NAME "
+            f"({', '.join(available_backends())})"
+        )
+    return (
+        f"kernelsmith eval: hint: the candidate is written for {' or '.join(others)} (it passes that "
+        f"backend's static check) and was evaluated with backend {result.backend}: pass --backend {others[0]}"
+    )
 
 
 def _from_a_run(source: str) -> bool:
@@ -102,12 +121,14 @@ def run(args: argparse.Namespace) -> int:
     # no torch and no evaluator here: with a warm daemon this process only
     # loads the task and talks to the daemon (kernelsmith/daemon)
     from .. import daemon  # lazy: keeps 'kernelsmith --help' light (daemon is not loaded to build the parser)
+
     # lazy: keeps 'kernelsmith --help' light (evaluator.probes is not loaded to build the parser)
     from ..evaluator.probes import warning
     from ..task import Task  # lazy: keeps 'kernelsmith --help' light (task is not loaded to build the parser)
 
-    task = Task.load(args.task, backend=args.backend, trials=args.trials, policy=args.policy,
-                     min_coverage=args.min_coverage)  # TaskError: exit 2 in the CLI
+    task = Task.load(
+        args.task, backend=args.backend, trials=args.trials, policy=args.policy, min_coverage=args.min_coverage
+    )  # TaskError: exit 2 in the CLI
     if args.candidate == "seed":
         if task.seed_source is None:
             raise UsageError(f"task {args.task} has no seed.py; give a CANDIDATE.py to evaluate")
@@ -119,8 +140,9 @@ def run(args: argparse.Namespace) -> int:
         source = path.read_text()
     backend = _pick_backend(args, source)
     if backend is not None and backend != task.config.backend:
-        task = Task.load(args.task, backend=backend, trials=args.trials, policy=args.policy,
-                         min_coverage=args.min_coverage)
+        task = Task.load(
+            args.task, backend=backend, trials=args.trials, policy=args.policy, min_coverage=args.min_coverage
+        )
     # lazy: keeps 'kernelsmith --help' light (evaluator.phases is not loaded to build the parser)
     from ..evaluator.phases import PhaseLine
 
@@ -128,9 +150,15 @@ def run(args: argparse.Namespace) -> int:
     # on a terminal; with -v each phase and its time as it ends (through the
     # daemon too: it streams the request's stages back)
     with PhaseLine("evaluating", lines=bool(getattr(args, "verbose", 0))):
-        result = daemon.evaluate(task, source, daemon=False if args.no_daemon else None, timeout_s=args.timeout,
-                                 timing=not args.no_timing, isolation=args.isolation,
-                                 devices=[args.device] if args.device is not None else None)
+        result = daemon.evaluate(
+            task,
+            source,
+            daemon=False if args.no_daemon else None,
+            timeout_s=args.timeout,
+            timing=not args.no_timing,
+            isolation=args.isolation,
+            devices=[args.device] if args.device is not None else None,
+        )
     # the trusted referee's finding on the task, carried by the result (no
     # second round trip): a degenerate task is judged on probe inputs too
     degenerate = warning(result.census) if isinstance(result.census, dict) else None
@@ -144,7 +172,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        print(f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s")
+        print(
+            f"task {task.name} ({task.id}), backend {result.backend}, isolation {result.isolation}, {result.wall_s:.1f} s"
+        )
         print(result.render_feedback())
         peaks = (result.speed_of_light or {}).get("peak_source")
         if peaks:  # the peaks' source, for a person (the model's feedback has the line above)
@@ -159,8 +189,11 @@ def run(args: argparse.Namespace) -> int:
     if _from_a_run(source) and result.speedup is not None and not args.json:
         # a run's best_program.py: its figure from the run next to this one
         run_figure = source.splitlines()[1].removeprefix("# ").strip()
-        print(f"kernelsmith eval: the run measured this program's {run_figure}; this evaluation is another "
-              "measurement, with its own CI (compare the intervals, not the points)", file=sys.stderr)
+        print(
+            f"kernelsmith eval: the run measured this program's {run_figure}; this evaluation is another "
+            "measurement, with its own CI (compare the intervals, not the points)",
+            file=sys.stderr,
+        )
     hint = _backend_hint(args, result, source)
     if hint:
         print(hint, file=sys.stderr)

@@ -1,4 +1,5 @@
 """kernelsmith evolve TASK: evolve faster kernels for a task."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,11 +17,17 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", nargs="?", help="task directory (reference.py [+ seed.py, task.yaml]) or KernelBench file")
+    parser.add_argument(
+        "task", nargs="?", help="task directory (reference.py [+ seed.py, task.yaml]) or KernelBench file"
+    )
     parser.add_argument("--backend", choices=None, help="backend (triton, opencl, ...); default: the task's")
-    parser.add_argument("--model", help="openai:NAME | anthropic:NAME | mutate | replay:RUN_DIR | llm (config's llm.models); default mutate")
-    parser.add_argument("--iterations", type=int,
-                        help="proposal steps (default 40); with --resume: this many steps more")
+    parser.add_argument(
+        "--model",
+        help="openai:NAME | anthropic:NAME | mutate | replay:RUN_DIR | llm (config's llm.models); default mutate",
+    )
+    parser.add_argument(
+        "--iterations", type=int, help="proposal steps (default 40); with --resume: this many steps more"
+    )
     parser.add_argument("--seed", type=int, help="random seed of the engine and proposers (default 0)")
     parser.add_argument("--trials", type=int, help="correctness trials per candidate (default: the task's)")
 
@@ -29,8 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--out", help="new run directory (default runs/<task>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run (nothing finished is redone)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON, no progress bar")
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="evaluate candidates in local worker processes or on a Ray cluster (RAY_ADDRESS)")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="evaluate candidates in local worker processes or on a Ray cluster (RAY_ADDRESS)",
+    )
 
 
 class Progress:
@@ -67,8 +78,12 @@ class Progress:
             # worker): said, not left silent
             self.close()
             self.enabled = True
-            print(f"kernelsmith evolve: re-timing the {snap['finalists']} fastest correct program(s) head to head "
-                  f"for the run's best figure... ({now - self.started:.0f}s)", file=sys.stderr, flush=True)
+            print(
+                f"kernelsmith evolve: re-timing the {snap['finalists']} fastest correct program(s) head to head "
+                f"for the run's best figure... ({now - self.started:.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
             # and what that re-timing's worker is doing, every 10 s without news
             self._ticker = StartLines(enabled=True)
             self._ticker.__enter__()
@@ -87,15 +102,19 @@ class Progress:
         width = 24
         frac = min(1.0, steps / max(1, snap["iterations"]))
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        line = f"[{bar}] {self._where(snap, steps)} | {self._figures(snap)} | {now - self.started:.0f}s" \
-            + self._eta(steps, snap["iterations"], now)
+        line = f"[{bar}] {self._where(snap, steps)} | {self._figures(snap)} | {now - self.started:.0f}s" + self._eta(
+            steps, snap["iterations"], now
+        )
         print(line, file=sys.stderr, flush=True)
 
     @staticmethod
     def _where(snap: dict[str, Any], steps: int) -> str:
         running = max(0, snap["asks"] - steps)
-        return f"step {steps}/{snap['iterations']}" + (" (the seed)" if steps == 0 and not running else "") \
+        return (
+            f"step {steps}/{snap['iterations']}"
+            + (" (the seed)" if steps == 0 and not running else "")
             + (f" ({running} running)" if running else "")
+        )
 
     @staticmethod
     def _figures(snap: dict[str, Any]) -> str:
@@ -108,8 +127,11 @@ class Progress:
             # every timing so far was under load: shown, marked, not yet a best
             best_text = f"{snap['best_unreliable']:.3f}x unreliable"
         failed = counts.get("llm-error", 0)
-        return (f"best per-step {best_text} | correct {counts.get('correct', 0)}"
-                + (f" | LLM errors {failed}" if failed else "") + f" | tokens {tokens}")
+        return (
+            f"best per-step {best_text} | correct {counts.get('correct', 0)}"
+            + (f" | LLM errors {failed}" if failed else "")
+            + f" | tokens {tokens}"
+        )
 
     def _rate(self, steps: int, now: float) -> float | None:
         """Steps per second in this part of the run (a resumed run counts from its resume), once it has one."""
@@ -131,8 +153,12 @@ class Progress:
             self._bar = _live_bar(self)
             self._bar.start()
             self._bar_task = self._bar.add_task("", total=snap["iterations"], completed=steps)
-        self._bar.update(self._bar_task, total=snap["iterations"], completed=steps,
-                         description=f"{self._where(snap, steps)} | {self._figures(snap)}")
+        self._bar.update(
+            self._bar_task,
+            total=snap["iterations"],
+            completed=steps,
+            description=f"{self._where(snap, steps)} | {self._figures(snap)}",
+        )
 
     def close(self) -> None:
         if self._bar is not None:
@@ -167,8 +193,14 @@ def _live_bar(progress: Progress) -> Any:
             eta = clock(left / rate) if rate and left > 0 else ("0:00" if left <= 0 else "-")
             return Text(f"| {per_min} | {clock(now - progress.started)} elapsed | ETA {eta}")
 
-    return RichProgress(BarColumn(bar_width=24), TextColumn("{task.description}"), RateAndTime(),
-                        console=Console(file=sys.stderr), refresh_per_second=2, redirect_stdout=False)
+    return RichProgress(
+        BarColumn(bar_width=24),
+        TextColumn("{task.description}"),
+        RateAndTime(),
+        console=Console(file=sys.stderr),
+        refresh_per_second=2,
+        redirect_stdout=False,
+    )
 
 
 class StartLines:
@@ -243,12 +275,16 @@ def _confirmation(conf: dict[str, Any], has_best: bool = True) -> str:
         why = f"{unreliable} timed unreliably" if unreliable else "none passed"
         return f"no ({len(rows)} finalist(s) re-timed, {why}){shown}"
     alone = best.get("alone") or {}
-    text = (f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
-            f"[{best.get('speedup_ci_low', 0):.3f}, {best.get('speedup_ci_high', 0):.3f}] "
-            f"(per-step {best.get('step_speedup', 0):.3f}x")
+    text = (
+        f"re-timed head to head with {len(rows) - 1} other finalist(s): {best['speedup']:.3f}x "
+        f"[{best.get('speedup_ci_low', 0):.3f}, {best.get('speedup_ci_high', 0):.3f}] "
+        f"(per-step {best.get('step_speedup', 0):.3f}x"
+    )
     if best.get("retimed_alone"):
-        text += (f"; its head-to-head reference moved with the others loaded "
-                 f"({best['head_to_head']['speedup']:.3f}x there): figure from its re-timing alone")
+        text += (
+            f"; its head-to-head reference moved with the others loaded "
+            f"({best['head_to_head']['speedup']:.3f}x there): figure from its re-timing alone"
+        )
     elif best.get("capped"):
         text += f"; capped to its alone re-timing, head to head {best['head_to_head']['speedup']:.3f}x"
     elif alone.get("speedup") is not None:
@@ -265,8 +301,11 @@ def _steps_text(summary: dict[str, Any]) -> str:
 def _best_program_text(summary: dict[str, Any], best: Any) -> str:
     if summary["best_program_id"] is None:
         return "-"
-    where = f"step {best.step}, program #{summary['best_program_id']}" if best.step is not None \
+    where = (
+        f"step {best.step}, program #{summary['best_program_id']}"
+        if best.step is not None
         else f"program #{summary['best_program_id']}"
+    )
     return f"{summary['run_dir']}/best_program.py ({where})"
 
 
@@ -287,8 +326,10 @@ def _table(summary: dict[str, Any]) -> str:
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items()))),
         ("tokens", summary["usage"].get("total_tokens", 0) if summary["usage"] else 0),
         ("cost (USD)", round(summary["usage"].get("cost_usd", 0.0), 4) if summary["usage"] else 0.0),
-        ("wall time", f"{summary['wall_time_s']:.1f} s"
-                      + (f" ({summary['parts']} parts)" if summary.get("parts", 1) > 1 else "")),
+        (
+            "wall time",
+            f"{summary['wall_time_s']:.1f} s" + (f" ({summary['parts']} parts)" if summary.get("parts", 1) > 1 else ""),
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
@@ -303,42 +344,70 @@ def _failure_line(summary: dict[str, Any]) -> str:
         "llm-not-found": "the LLM endpoint has no such model or path (check --model and the base URL)",
         "llm-failures": "too many LLM requests failed in a row (is the endpoint up?)",
         "llm-all-failed": "no proposal of the run came back (is the endpoint up? does the model answer?)",
-        "harness-error": ("the task's reference failed, or the task does not fit the device's memory (not the "
-                          "program's fault; nothing was charged to it; "
-                          f"a resumed run evaluates its own copy of the task, in {run_dir}/task)"),
+        "harness-error": (
+            "the task's reference failed, or the task does not fit the device's memory (not the "
+            "program's fault; nothing was charged to it; "
+            f"a resumed run evaluates its own copy of the task, in {run_dir}/task)"
+        ),
     }.get(reason, reason)
     # The failed steps used up the run's iterations: a plain resume would
     # have nothing left to do, so the way on asks for more steps.
     more = " --iterations N" if reason == "llm-all-failed" else ""
-    return (f"kernelsmith evolve: stopped: {what}: {detail} -- nothing is lost; "
-            f"fix it and continue with: kernelsmith evolve --resume {run_dir}{more}")
+    return (
+        f"kernelsmith evolve: stopped: {what}: {detail} -- nothing is lost; "
+        f"fix it and continue with: kernelsmith evolve --resume {run_dir}{more}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     # lazy: keeps 'kernelsmith --help' light (evolve is not loaded to build the parser)
     from ..evolve import load_evolve_config
+
     # lazy: keeps 'kernelsmith --help' light (evolve.session is not loaded to build the parser)
     from ..evolve.session import evolve
 
     if args.resume is None and args.task is None:
         raise UsageError("give a TASK directory, or --resume RUN_DIR to continue a run")
     if args.resume is not None and args.task is not None:
-        raise UsageError("give either a TASK or --resume RUN_DIR, not both (a resumed run uses its own copy "
-                         "of the task)")
+        raise UsageError(
+            "give either a TASK or --resume RUN_DIR, not both (a resumed run uses its own copy of the task)"
+        )
     if args.resume is not None:
-        ignored = [flag for flag, value in (("--config", args.config), ("--out", args.out), ("--model", args.model),
-                                            ("--backend", args.backend), ("--seed", args.seed),
-                                            ("--trials", args.trials), ("--policy", args.policy),
-                                            ("--min-coverage", args.min_coverage)) if value is not None]
+        ignored = [
+            flag
+            for flag, value in (
+                ("--config", args.config),
+                ("--out", args.out),
+                ("--model", args.model),
+                ("--backend", args.backend),
+                ("--seed", args.seed),
+                ("--trials", args.trials),
+                ("--policy", args.policy),
+                ("--min-coverage", args.min_coverage),
+            )
+            if value is not None
+        ]
         if ignored:
-            raise UsageError(f"{', '.join(ignored)} cannot change a resumed run (it keeps its own settings); "
-                             "only --iterations N (N more steps) can be given with --resume")
-    overrides = dict(iterations=args.iterations, seed=args.seed, model=args.model, backend=args.backend,
-                     trials=args.trials, policy=args.policy, min_coverage=args.min_coverage)
+            raise UsageError(
+                f"{', '.join(ignored)} cannot change a resumed run (it keeps its own settings); "
+                "only --iterations N (N more steps) can be given with --resume"
+            )
+    overrides = dict(
+        iterations=args.iterations,
+        seed=args.seed,
+        model=args.model,
+        backend=args.backend,
+        trials=args.trials,
+        policy=args.policy,
+        min_coverage=args.min_coverage,
+    )
     config = load_evolve_config(args.config, **overrides) if args.resume is None else None
     out = args.out
     if args.resume is None and out is None:
-        out = str(Path("runs") / f"{Path(args.task).name.removesuffix('.py').removesuffix('.yaml')}-{time.strftime('%Y%m%d-%H%M%S')}")
+        out = str(
+            Path("runs")
+            / f"{Path(args.task).name.removesuffix('.py').removesuffix('.yaml')}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
     # lazy: keeps 'kernelsmith --help' light (evaluator.phases is not loaded to build the parser)
     from ..evaluator.phases import PhaseLine
 
@@ -348,8 +417,11 @@ def run(args: argparse.Namespace) -> int:
     # first step's progress line takes over: on a terminal one line with the
     # phase and its time, elsewhere a plain line per stage (-v: each phase
     # with its time).
-    seed_phases = PhaseLine("kernelsmith evolve" if args.resume is None else "kernelsmith evolve (resuming)",
-                            live=False if args.json else None, lines=bool(getattr(args, "verbose", 0)))
+    seed_phases = PhaseLine(
+        "kernelsmith evolve" if args.resume is None else "kernelsmith evolve (resuming)",
+        live=False if args.json else None,
+        lines=bool(getattr(args, "verbose", 0)),
+    )
     start_lines = StartLines(enabled=not args.json and not seed_phases.live)
     progress = Progress(enabled=not args.json, before_first=lambda: (seed_phases.close(), start_lines.close()))
     run_dir = Path(args.resume if args.resume is not None else out)
@@ -367,14 +439,28 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2) if args.json else _table(data), flush=True)
         if summary.stop_reason == "interrupted":
             print(_interrupted_line(data), file=sys.stderr, flush=True)
-            print("kernelsmith evolve: stopping the evaluations in flight (killed; nothing is lost if you press "
-                  "Ctrl-C again)", file=sys.stderr, flush=True)
+            print(
+                "kernelsmith evolve: stopping the evaluations in flight (killed; nothing is lost if you press "
+                "Ctrl-C again)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         with seed_phases, start_lines:
-            summary = asyncio.run(evolve(args.task, config, out, resume=args.resume, extend=args.iterations
-                                         if args.resume is not None else None, progress=progress,
-                                         executor=args.executor, refuse_futile=True, on_interrupt=show))
+            summary = asyncio.run(
+                evolve(
+                    args.task,
+                    config,
+                    out,
+                    resume=args.resume,
+                    extend=args.iterations if args.resume is not None else None,
+                    progress=progress,
+                    executor=args.executor,
+                    refuse_futile=True,
+                    on_interrupt=show,
+                )
+            )
     except KeyboardInterrupt:
         progress.close()
         if not said:  # said already: a second Ctrl-C while the evaluations in flight stopped
@@ -393,9 +479,11 @@ def _interrupted_line(summary: dict[str, Any]) -> str:
     """What a Ctrl-C kept, and the way on."""
     run_dir = summary["run_dir"]
     steps = summary.get("proposal_steps", summary["steps"])
-    return (f"kernelsmith evolve: interrupted: kept the seed and {steps} step(s) in {run_dir} (trajectory, "
-            "checkpoint, best_program.py, summary.json; steps in flight are asked again, the finalists' "
-            f"re-timing runs at the end); continue with: kernelsmith evolve --resume {run_dir}")
+    return (
+        f"kernelsmith evolve: interrupted: kept the seed and {steps} step(s) in {run_dir} (trajectory, "
+        "checkpoint, best_program.py, summary.json; steps in flight are asked again, the finalists' "
+        f"re-timing runs at the end); continue with: kernelsmith evolve --resume {run_dir}"
+    )
 
 
 def _interrupted_early_line(run_dir: Path) -> str:
@@ -407,6 +495,8 @@ def _interrupted_early_line(run_dir: Path) -> str:
         return "kernelsmith evolve: interrupted before the run started; nothing was written"
     if RunDir(run_dir).started():
         return f"kernelsmith evolve: interrupted; continue with: kernelsmith evolve --resume {run_dir}"
-    return (f"kernelsmith evolve: interrupted before the seed's evaluation finished: no step was made; {run_dir} "
-            "keeps the run's config and its copy of the task; start it again with: kernelsmith evolve --resume "
-            f"{run_dir} (or remove the folder)")
+    return (
+        f"kernelsmith evolve: interrupted before the seed's evaluation finished: no step was made; {run_dir} "
+        "keeps the run's config and its copy of the task; start it again with: kernelsmith evolve --resume "
+        f"{run_dir} (or remove the folder)"
+    )

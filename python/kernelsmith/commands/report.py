@@ -1,4 +1,5 @@
 """kernelsmith report RUN_DIR: a self-contained HTML page of one run."""
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ uses a name the file does not define (a relative or same-repository import, a
 star import, a name bound at run time) cannot be made self-contained: it is
 counted with the reason and dropped.
 """
+
 from __future__ import annotations
 
 import ast
@@ -136,8 +137,12 @@ def strip_docstrings(tree: ast.AST) -> ast.AST:
     for n in ast.walk(tree):
         if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = n.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 n.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -206,8 +211,16 @@ def normalized_text(source: str) -> str:
 
 # submodules that files import in either form ("from torch import nn" /
 # "import torch.nn as nn"); one spelling keeps exact duplicates exact
-_CANONICAL_SUBMODULES = {"torch.nn", "torch.nn.functional", "torch.nn.init", "torch.fft", "torch.linalg",
-                         "torch.distributions", "torch.utils.checkpoint", "torch.nn.utils"}
+_CANONICAL_SUBMODULES = {
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.nn.init",
+    "torch.fft",
+    "torch.linalg",
+    "torch.distributions",
+    "torch.utils.checkpoint",
+    "torch.nn.utils",
+}
 
 
 def _canonical_import(stmt: ast.stmt, alias: ast.alias) -> str:
@@ -223,9 +236,11 @@ def _rewrite(node: ast.AST, mapping: dict[str, str], available: set[str]) -> Non
     """In place: rename classes per ``mapping`` and drop argument / return
     annotations naming something not in ``available`` (they would fail when
     the ``def`` runs). One pass of ``ast.walk``: far cheaper than a NodeTransformer."""
+
     def ok(ann: Optional[ast.AST]) -> bool:
-        return ann is None or all(n.id in available or n.id in mapping for n in ast.walk(ann)
-                                  if isinstance(n, ast.Name))
+        return ann is None or all(
+            n.id in available or n.id in mapping for n in ast.walk(ann) if isinstance(n, ast.Name)
+        )
 
     for n in ast.walk(node):
         if isinstance(n, ast.Name):
@@ -305,9 +320,17 @@ class FileAnalysis:
     """Top-level symbol table of one parsed file, resolved against the package
     it belongs to (``modname``) through a :class:`PackageIndex`."""
 
-    def __init__(self, tree: ast.Module, repo_modules: frozenset[str] = frozenset(), *, modname: str = "",
-                 is_pkg: bool = False, index: Optional[PackageIndex] = None,
-                 allowed: frozenset[str] = frozenset({"torch"}), mined: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        tree: ast.Module,
+        repo_modules: frozenset[str] = frozenset(),
+        *,
+        modname: str = "",
+        is_pkg: bool = False,
+        index: Optional[PackageIndex] = None,
+        allowed: frozenset[str] = frozenset({"torch"}),
+        mined: frozenset[str] = frozenset(),
+    ) -> None:
         self.tree = tree
         self.repo_modules = repo_modules
         self.modname = modname or "__curate_file__"
@@ -322,8 +345,9 @@ class FileAnalysis:
         self._plain_cache: dict[int, str] = {}
         self.last_normalized = ""
         self.max_variants = 6
-        self.future: list[str] = [ast.unparse(s) for s in self.stmts
-                                  if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
+        self.future: list[str] = [
+            ast.unparse(s) for s in self.stmts if isinstance(s, ast.ImportFrom) and s.module == "__future__"
+        ]
         self.defs: dict[str, list[int]] = {}
         self.imports: dict[str, tuple[int, ast.alias]] = {}  # bound name -> (statement index, alias)
         self.star_import = False
@@ -341,15 +365,18 @@ class FileAnalysis:
                 continue  # docstrings and calls for their side effects are not dependencies
             for name in _stmt_binds(s):
                 self.defs.setdefault(name, []).append(i)
-        self.module_classes = {s.name: s for s in self.stmts if isinstance(s, ast.ClassDef)
-                               and self.index.is_module_class(self.modname, s.name)}
+        self.module_classes = {
+            s.name: s
+            for s in self.stmts
+            if isinstance(s, ast.ClassDef) and self.index.is_module_class(self.modname, s.name)
+        }
 
     def has_forward(self, cls: ast.ClassDef) -> bool:
         return self.index.has_forward(self.modname, cls.name)
 
     # -- imports ---------------------------------------------------------------
     def _import_action(self, name: str) -> str:
-        """"keep" (an installed dependency), "absolute" (from the mined package,
+        """ "keep" (an installed dependency), "absolute" (from the mined package,
         allowed: imported from the installed package) or "cross" (needs code of
         another file of the repository)."""
         si, alias = self.imports[name]
@@ -384,7 +411,11 @@ class FileAnalysis:
                 continue
             seen.add(c.name)
             init = next((s for s in c.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
-            todo += [self.module_classes[d] for d in (dotted(b, through_subscripts=True) for b in c.bases) if d in self.module_classes]
+            todo += [
+                self.module_classes[d]
+                for d in (dotted(b, through_subscripts=True) for b in c.bases)
+                if d in self.module_classes
+            ]
         if init is None:
             init = self.inherited_method(cls, "__init__")
         if init is None:
@@ -406,8 +437,12 @@ class FileAnalysis:
                 # num_hidden_layers, a field of CLIPTextConfig and
                 # CLIPVisionConfig, not of the composite); then the longest
                 # shared name prefix (LlamaAttention -> LlamaConfig)
-                used = {n.attr for c in self._in_file_chain(cls) for n in ast.walk(c)
-                        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == p.arg}
+                used = {
+                    n.attr
+                    for c in self._in_file_chain(cls)
+                    for n in ast.walk(c)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == p.arg
+                }
                 if not used and ann_name in candidates:
                     return ann_name, init
 
@@ -416,6 +451,7 @@ class FileAnalysis:
                     while k < min(len(n), len(cls.name)) and n[k] == cls.name[k]:
                         k += 1
                     return len(used & set(self.config_fields(n))), int(n == ann_name), k, -len(n)
+
                 return max(candidates, key=score), init
             return None, init
         return None, init
@@ -496,11 +532,16 @@ class FileAnalysis:
                     unresolved.add(name)
         if cross:
             ex.status = "cross_file_import"
-            allowed_hint = sorted({(self.info.imports.get(n, (n, None))[0] or n).split(".")[0] for n in cross}
-                                  - {""})
-            ex.detail = ("uses names imported from the repository: " + ", ".join(sorted(cross))
-                         + (f" (allow importing them from the installed package: --allow-import "
-                            f"{','.join(allowed_hint)})" if any(_installed(t) for t in allowed_hint) else ""))
+            allowed_hint = sorted({(self.info.imports.get(n, (n, None))[0] or n).split(".")[0] for n in cross} - {""})
+            ex.detail = (
+                "uses names imported from the repository: "
+                + ", ".join(sorted(cross))
+                + (
+                    f" (allow importing them from the installed package: --allow-import {','.join(allowed_hint)})"
+                    if any(_installed(t) for t in allowed_hint)
+                    else ""
+                )
+            )
             return ex
         if unresolved:
             ex.status = "star_import" if self.star_import else "unresolved_name"
@@ -513,16 +554,23 @@ class FileAnalysis:
             ex.config_fields = {k: v for k, v in self.config_fields(config_name).items() if _plain_value(v)}
             ref = self.config_ref(config_name)
             if ref is not None:
-                ex.config_subs = {k: {**v, "fields": {f: d for f, d in v["fields"].items() if _plain_value(d)},
-                                      "init_kwargs": {f: d for f, d in v["init_kwargs"].items() if _plain_value(d)}}
-                                  for k, v in self.index.sub_configs(*ref).items()}
+                ex.config_subs = {
+                    k: {
+                        **v,
+                        "fields": {f: d for f, d in v["fields"].items() if _plain_value(d)},
+                        "init_kwargs": {f: d for f, d in v["init_kwargs"].items() if _plain_value(d)},
+                    }
+                    for k, v in self.index.sub_configs(*ref).items()
+                }
         ex.source = self._emit(cls.name, needed_stmts, needed_imports)
         ex.normalized = self.last_normalized
-        if not any(isinstance(s, ast.FunctionDef) and s.name == "__init__" for c in self._in_file_chain(cls)
-                   for s in c.body):
+        if not any(
+            isinstance(s, ast.FunctionDef) and s.name == "__init__" for c in self._in_file_chain(cls) for s in c.body
+        ):
             ex.ext_init = self.inherited_method(cls, "__init__")
-        if not any(isinstance(s, ast.FunctionDef) and s.name == "forward" for c in self._in_file_chain(cls)
-                   for s in c.body):
+        if not any(
+            isinstance(s, ast.FunctionDef) and s.name == "forward" for c in self._in_file_chain(cls) for s in c.body
+        ):
             ex.ext_forward = self.inherited_method(cls, "forward")
         # inputs are guessed here, while the file's syntax tree is at hand
         # (parsing every extracted program again costs more than extracting it)
@@ -530,8 +578,9 @@ class FileAnalysis:
         classes["Model"] = cls
         try:
             spec = ConfigSpec(ex.config_class, ex.config_fields, ex.config_subs) if ex.config_class else None
-            ex.variants = guess_inputs("", self.max_variants, config=spec, ext_init=ex.ext_init,
-                                       ext_forward=ex.ext_forward, classes=classes)
+            ex.variants = guess_inputs(
+                "", self.max_variants, config=spec, ext_init=ex.ext_init, ext_forward=ex.ext_forward, classes=classes
+            )
         except (GuessError, RecursionError) as exc:
             ex.inputs_error = str(exc) or type(exc).__name__
         ex.ext_init = ex.ext_forward = None  # signatures of other files: not needed any more
@@ -544,7 +593,11 @@ class FileAnalysis:
             if c in out:
                 continue
             out.append(c)
-            todo += [self.module_classes[d] for d in (dotted(b, through_subscripts=True) for b in c.bases) if d in self.module_classes]
+            todo += [
+                self.module_classes[d]
+                for d in (dotted(b, through_subscripts=True) for b in c.bases)
+                if d in self.module_classes
+            ]
         return out
 
     def _stmt_names(self, i: int) -> tuple[set[str], set[str]]:
@@ -611,8 +664,7 @@ class FileAnalysis:
                 # only statements that mention the renamed class or annotate with
                 # a missing name are rewritten (re-parsed: cheaper than a deep
                 # copy), once per distinct rewrite
-                key = (i, tuple(sorted((k, v) for k, v in mapping.items() if k in names)),
-                       frozenset(ann - available))
+                key = (i, tuple(sorted((k, v) for k, v in mapping.items() if k in names)), frozenset(ann - available))
                 got = self._rewrite_cache.get(key)
                 if got is None:
                     node = parse_source(self._text(i)).body[0]
@@ -634,10 +686,19 @@ class FileAnalysis:
         return t
 
 
-def extract_file(text: str, repo: str, path: str, repo_modules: frozenset[str] = frozenset(), *,
-                 modname: str = "", is_pkg: bool = False, index: Optional[PackageIndex] = None,
-                 allowed: frozenset[str] = frozenset({"torch"}), mined: frozenset[str] = frozenset(),
-                 tree: Optional[ast.Module] = None) -> tuple[list[Extracted], Optional[str]]:
+def extract_file(
+    text: str,
+    repo: str,
+    path: str,
+    repo_modules: frozenset[str] = frozenset(),
+    *,
+    modname: str = "",
+    is_pkg: bool = False,
+    index: Optional[PackageIndex] = None,
+    allowed: frozenset[str] = frozenset({"torch"}),
+    mined: frozenset[str] = frozenset(),
+    tree: Optional[ast.Module] = None,
+) -> tuple[list[Extracted], Optional[str]]:
     """All module classes of one file; (results, parse error or None).
 
     ``modname`` is the file's dotted module name (relative imports resolve
@@ -651,8 +712,7 @@ def extract_file(text: str, repo: str, path: str, repo_modules: frozenset[str] =
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return [], f"{type(exc).__name__}: {exc}"
     try:
-        fa = FileAnalysis(tree, repo_modules, modname=modname, is_pkg=is_pkg, index=index, allowed=allowed,
-                          mined=mined)
+        fa = FileAnalysis(tree, repo_modules, modname=modname, is_pkg=is_pkg, index=index, allowed=allowed, mined=mined)
     except RecursionError as exc:
         return [], f"RecursionError: {exc}"
     out = []
@@ -660,6 +720,9 @@ def extract_file(text: str, repo: str, path: str, repo_modules: frozenset[str] =
         try:
             out.append(fa.extract(repo, path, cls))
         except RecursionError as exc:  # pathological nesting
-            out.append(Extracted(repo=repo, path=path, class_name=cls.name, line=cls.lineno,
-                                 status="parse_error", detail=str(exc)))
+            out.append(
+                Extracted(
+                    repo=repo, path=path, class_name=cls.name, line=cls.lineno, status="parse_error", detail=str(exc)
+                )
+            )
     return out, None

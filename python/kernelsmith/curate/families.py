@@ -7,6 +7,7 @@ depth). Clusters come from :class:`sklearn.cluster.HDBSCAN`; a cluster's
 representative is its medoid (the member with the smallest summed distance to
 the others). Modules HDBSCAN leaves as noise form the family ``unclustered``.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,7 +51,7 @@ def feature_matrix(recs: Sequence[dict[str, Any]]) -> tuple[np.ndarray, list[str
         total = sum(ops.values()) or 1
         for k, v in ops.items():
             x[i, col[k]] = 2.0 * v / total  # composition weighs more than size
-        x[i, len(vocab):] = [
+        x[i, len(vocab) :] = [
             math.log1p(r.get("params") or 0) / 10.0,
             math.log1p(r.get("compute_ops") or 0) / 3.0,
             math.log1p(sum((r.get("leaf_modules") or {}).values())) / 2.0,

@@ -11,6 +11,7 @@ used (``b, c, h, w = x.shape`` -> 4 dimensions, ``x.shape[2]``,
 ``x.permute(0, 2, 1)``). The result is a short ordered list of variants; the
 execution filter keeps the first that runs.
 """
+
 from __future__ import annotations
 
 import ast
@@ -36,14 +37,26 @@ CHANNELS = 64
 # config fields a kernel engineer would size (regex on the field name, value);
 # every other field keeps the config class's own default
 CONFIG_SIZES: list[tuple[str, Any]] = [
-    (r"^(hidden_size|d_model|n_embd|embed_dim|hidden_dim|model_dim|emb_dim|d_embed|embedding_size|"
-     r"word_embed_proj_dim|projection_dim|text_embed_dim|vision_embed_dim|d_latents)$", 256),
-    (r"^(intermediate_size|d_ff|ffn_dim|encoder_ffn_dim|decoder_ffn_dim|n_inner|ff_dim|mlp_dim|inner_dim|"
-     r"feed_forward_size|intermediate_dim|ffn_hidden_size|moe_intermediate_size|shared_expert_intermediate_size)$", 1024),
-    (r"^(num_attention_heads|n_head|n_heads|num_heads|encoder_attention_heads|decoder_attention_heads|"
-     r"attention_heads|num_key_value_heads|n_kv_heads|num_kv_heads|n_kv_head)$", 4),
-    (r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_encoder_layers|"
-     r"num_decoder_layers|num_self_attends_per_block)$", 2),
+    (
+        r"^(hidden_size|d_model|n_embd|embed_dim|hidden_dim|model_dim|emb_dim|d_embed|embedding_size|"
+        r"word_embed_proj_dim|projection_dim|text_embed_dim|vision_embed_dim|d_latents)$",
+        256,
+    ),
+    (
+        r"^(intermediate_size|d_ff|ffn_dim|encoder_ffn_dim|decoder_ffn_dim|n_inner|ff_dim|mlp_dim|inner_dim|"
+        r"feed_forward_size|intermediate_dim|ffn_hidden_size|moe_intermediate_size|shared_expert_intermediate_size)$",
+        1024,
+    ),
+    (
+        r"^(num_attention_heads|n_head|n_heads|num_heads|encoder_attention_heads|decoder_attention_heads|"
+        r"attention_heads|num_key_value_heads|n_kv_heads|num_kv_heads|n_kv_head)$",
+        4,
+    ),
+    (
+        r"^(num_hidden_layers|n_layer|n_layers|num_layers|encoder_layers|decoder_layers|num_encoder_layers|"
+        r"num_decoder_layers|num_self_attends_per_block)$",
+        2,
+    ),
     (r"^(vocab_size|n_vocab)$", 1024),
     (r"^(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|max_seq_length)$", 4096),
     (r"^head_dim$", 64),
@@ -55,8 +68,14 @@ CONFIG_SIZES: list[tuple[str, Any]] = [
 # level too (the stage widths stay: a group norm's groups must divide them)
 STAGE_FIELDS = ("depths",)
 
-SUB_CONFIG_SIZES = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
-                    "num_key_value_heads": 4, "head_dim": 64}
+SUB_CONFIG_SIZES = {
+    "hidden_size": 256,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+}
 
 # (regex on the lower-cased argument name, value); first match wins
 NAME_RULES: list[tuple[str, Any]] = [
@@ -88,32 +107,96 @@ NAME_RULES: list[tuple[str, Any]] = [
     (r"seq|len|length|block_size|context|window|n_positions|max_pos", 1024),
     (r"layer|depth|num_blocks|n_block|blocks|n_layer", 2),
     (r"channel|_ch$|^ch$|^c_?in$|^c_?out$|^c$|planes|filters|^in_c|^out_c|^nc$|^ngf$|^ndf$", CHANNELS),
-    (r"dim|feature|hidden|embed|size|d_model|width|units|^n?f$|^ni$|^no$|^nh$|^d_|^d$|^n_?in$|^n_?out$|^in_|^out_",
-     DEFAULT_FEATURES),
+    (
+        r"dim|feature|hidden|embed|size|d_model|width|units|^n?f$|^ni$|^no$|^nh$|^d_|^d$|^n_?in$|^n_?out$|^in_|^out_",
+        DEFAULT_FEATURES,
+    ),
     (r"^num_|^n_|^n$|count", 2),
 ]
 
-LAYERS_RANK = {"Conv1d": 3, "Conv2d": 4, "Conv3d": 5, "ConvTranspose1d": 3, "ConvTranspose2d": 4, "ConvTranspose3d": 5,
-               "BatchNorm1d": 3, "BatchNorm2d": 4, "BatchNorm3d": 5, "InstanceNorm1d": 3, "InstanceNorm2d": 4,
-               "InstanceNorm3d": 5, "GroupNorm": 4, "LazyConv2d": 4, "MaxPool1d": 3, "MaxPool2d": 4, "MaxPool3d": 5,
-               "AvgPool1d": 3, "AvgPool2d": 4, "AvgPool3d": 5, "AdaptiveAvgPool1d": 3, "AdaptiveAvgPool2d": 4,
-               "AdaptiveAvgPool3d": 5, "AdaptiveMaxPool2d": 4, "Upsample": 4, "PixelShuffle": 4, "Dropout2d": 4,
-               "LayerNorm": 3, "MultiheadAttention": 3, "LSTM": 3, "GRU": 3, "RNN": 3, "Linear": 2,
-               "TransformerEncoderLayer": 3, "TransformerDecoderLayer": 3, "Conv2dNormActivation": 4}
+LAYERS_RANK = {
+    "Conv1d": 3,
+    "Conv2d": 4,
+    "Conv3d": 5,
+    "ConvTranspose1d": 3,
+    "ConvTranspose2d": 4,
+    "ConvTranspose3d": 5,
+    "BatchNorm1d": 3,
+    "BatchNorm2d": 4,
+    "BatchNorm3d": 5,
+    "InstanceNorm1d": 3,
+    "InstanceNorm2d": 4,
+    "InstanceNorm3d": 5,
+    "GroupNorm": 4,
+    "LazyConv2d": 4,
+    "MaxPool1d": 3,
+    "MaxPool2d": 4,
+    "MaxPool3d": 5,
+    "AvgPool1d": 3,
+    "AvgPool2d": 4,
+    "AvgPool3d": 5,
+    "AdaptiveAvgPool1d": 3,
+    "AdaptiveAvgPool2d": 4,
+    "AdaptiveAvgPool3d": 5,
+    "AdaptiveMaxPool2d": 4,
+    "Upsample": 4,
+    "PixelShuffle": 4,
+    "Dropout2d": 4,
+    "LayerNorm": 3,
+    "MultiheadAttention": 3,
+    "LSTM": 3,
+    "GRU": 3,
+    "RNN": 3,
+    "Linear": 2,
+    "TransformerEncoderLayer": 3,
+    "TransformerDecoderLayer": 3,
+    "Conv2dNormActivation": 4,
+}
 # layers whose first constructor argument is the input's channel dimension (1)
-CHANNEL_FIRST = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
-                 "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+CHANNEL_FIRST = {
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+}
 # layers whose first argument is the last dimension
-LAST_DIM = {"Linear", "LayerNorm", "MultiheadAttention", "LSTM", "GRU", "RNN", "TransformerEncoderLayer",
-            "TransformerDecoderLayer", "RMSNorm"}
+LAST_DIM = {
+    "Linear",
+    "LayerNorm",
+    "MultiheadAttention",
+    "LSTM",
+    "GRU",
+    "RNN",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "RMSNorm",
+}
 # (loss targets stay floating point: most torch losses take targets shaped and typed like the input)
 INT_INPUT_NAMES = re.compile(r"^(input_ids|ids|tokens?|token_ids|indices|idx|index|labels?|words?|src_tokens)$")
 PRIMARY_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "hidden_states", "x")
-_ND = re.compile(r"(?:^|_)(?:conv|conv_transpose|max_pool|avg_pool|lp_pool|adaptive_avg_pool|adaptive_max_pool|"
-                 r"batch_norm|instance_norm|max_unpool|fractional_max_pool|dropout|pad|interpolate)?([123])d$")
-KNOWN_BASE_INIT = {"Linear": ["256", "256"], "Conv1d": ["64", "64", "3"], "Conv2d": ["64", "64", "3"],
-                   "Conv3d": ["64", "64", "3"], "LayerNorm": ["256"], "Embedding": ["1024", "256"],
-                   "BatchNorm1d": ["64"], "BatchNorm2d": ["64"], "GroupNorm": ["8", "64"]}
+_ND = re.compile(
+    r"(?:^|_)(?:conv|conv_transpose|max_pool|avg_pool|lp_pool|adaptive_avg_pool|adaptive_max_pool|"
+    r"batch_norm|instance_norm|max_unpool|fractional_max_pool|dropout|pad|interpolate)?([123])d$"
+)
+KNOWN_BASE_INIT = {
+    "Linear": ["256", "256"],
+    "Conv1d": ["64", "64", "3"],
+    "Conv2d": ["64", "64", "3"],
+    "Conv3d": ["64", "64", "3"],
+    "LayerNorm": ["256"],
+    "Embedding": ["1024", "256"],
+    "BatchNorm1d": ["64"],
+    "BatchNorm2d": ["64"],
+    "GroupNorm": ["8", "64"],
+}
 
 
 @dataclass
@@ -122,6 +205,7 @@ class InputVariant:
     templates over the size-class dimensions (``torch.randn({N}, 256)``);
     ``pins`` fixes dimensions the module itself fixes (a learned positional
     table of 1024 rows pins ``S``)."""
+
     init_args: list[str]
     inputs: list[str]
     note: str = "heuristic"
@@ -150,22 +234,27 @@ class InputVariant:
         return [f"get_inputs_{o}" for o in SIZE_CLASSES if o != size]
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"init_args": list(self.init_args), "inputs": list(self.inputs), "note": self.note,
-             "pins": dict(self.pins)}
+        d = {"init_args": list(self.init_args), "inputs": list(self.inputs), "note": self.note, "pins": dict(self.pins)}
         if self.prelude:
             d["prelude"] = self.prelude
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "InputVariant":
-        return cls(init_args=list(d["init_args"]), inputs=list(d["inputs"]), note=str(d.get("note", "heuristic")),
-                   pins=dict(d.get("pins") or {}), prelude=str(d.get("prelude") or ""))
+        return cls(
+            init_args=list(d["init_args"]),
+            inputs=list(d["inputs"]),
+            note=str(d.get("note", "heuristic")),
+            pins=dict(d.get("pins") or {}),
+            prelude=str(d.get("prelude") or ""),
+        )
 
 
 @dataclass
 class ConfigSpec:
     """The constructor's config argument: the class (its name in the program)
     and its fields with their defaults (from the package's own source)."""
+
     class_name: str
     fields: dict[str, Any]
     # a composite config's sub-configs (``kernelsmith.curate.resolve.PackageIndex.sub_configs``)
@@ -175,8 +264,11 @@ class ConfigSpec:
     def overrides(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, default in self.fields.items():
-            if (name.endswith("_config") or name in self.subs) and default is None \
-                    and name not in ("quantization_config",):
+            if (
+                (name.endswith("_config") or name in self.subs)
+                and default is None
+                and name not in ("quantization_config",)
+            ):
                 # (T5Gemma's sub-configs are fields "encoder" / "decoder")
                 # a composite model's towers: built from these instead of their full-size defaults
                 out[name] = self._sub_config(name)
@@ -185,8 +277,12 @@ class ConfigSpec:
             # at the top level: ConvNext's 3-3-9-3 blocks at full width made
             # its probe forward outlast the module timeout); only a backbone's
             # widths shrink
-            if (self.backbone or name in STAGE_FIELDS) and isinstance(default, (list, tuple)) and default and \
-                    all(isinstance(x, int) and not isinstance(x, bool) for x in default):
+            if (
+                (self.backbone or name in STAGE_FIELDS)
+                and isinstance(default, (list, tuple))
+                and default
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in default)
+            ):
                 if name == "depths":  # one block per stage
                     out[name] = [1] * len(default)
                 elif self.backbone and name in ("hidden_sizes", "embed_dims", "widths") and max(default) > 256:
@@ -209,8 +305,13 @@ class ConfigSpec:
                 if not _TOKEN_ID.match(name):
                     continue
                 default = self.fields[name]
-                ids = [default] if isinstance(default, int) and not isinstance(default, bool) else \
-                    list(default) if isinstance(default, (list, tuple)) else None
+                ids = (
+                    [default]
+                    if isinstance(default, int) and not isinstance(default, bool)
+                    else list(default)
+                    if isinstance(default, (list, tuple))
+                    else None
+                )
                 if ids is None:
                     if default is None and name == "pad_token_id":
                         out[name] = 0
@@ -238,8 +339,11 @@ class ConfigSpec:
         # spec's init_kwargs are its defaults (a dict given replaces them)
         fields = {**sub["fields"], **sub.get("init_kwargs", {})}
         spec = ConfigSpec(name, fields, backbone=name == "backbone_config")
-        out = {k: v for k, v in sub.get("init_kwargs", {}).items()
-               if name == "backbone_config" or not isinstance(v, int) or isinstance(v, bool)}
+        out = {
+            k: v
+            for k, v in sub.get("init_kwargs", {}).items()
+            if name == "backbone_config" or not isinstance(v, int) or isinstance(v, bool)
+        }
         out.update(spec.overrides())
         if sub.get("auto") or name == "backbone_config":
             out = {"model_type": sub.get("model_type"), **out}
@@ -302,8 +406,14 @@ class _Eval:
             return self.env[n.id]
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
             return self.env[f"{n.value.id}.{n.attr}"]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) >= 2 \
-                and isinstance(n.args[0], ast.Name) and isinstance(n.args[1], ast.Constant):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "getattr"
+            and len(n.args) >= 2
+            and isinstance(n.args[0], ast.Name)
+            and isinstance(n.args[1], ast.Constant)
+        ):
             key = f"{n.args[0].id}.{n.args[1].value}"
             if self.env.get(key) is not None:
                 return self.env[key]
@@ -314,9 +424,15 @@ class _Eval:
             return -self._ev(n.operand)
         if isinstance(n, ast.BinOp):
             a, b = self._ev(n.left), self._ev(n.right)
-            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
-                   ast.FloorDiv: lambda: a // b, ast.Div: lambda: a / b, ast.Mod: lambda: a % b,
-                   ast.Pow: lambda: a ** b}
+            ops = {
+                ast.Add: lambda: a + b,
+                ast.Sub: lambda: a - b,
+                ast.Mult: lambda: a * b,
+                ast.FloorDiv: lambda: a // b,
+                ast.Div: lambda: a / b,
+                ast.Mod: lambda: a % b,
+                ast.Pow: lambda: a**b,
+            }
             return ops[type(n.op)]()
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "max", "min", "round"):
             fn = {"int": int, "max": max, "min": min, "round": round}[n.func.id]
@@ -326,8 +442,9 @@ class _Eval:
         raise KeyError(ast.dump(n))
 
 
-def _find_method(classes: dict[str, ast.ClassDef], cls: ast.ClassDef, name: str, seen: Optional[set[str]] = None
-                 ) -> tuple[Optional[ast.FunctionDef], Optional[str]]:
+def _find_method(
+    classes: dict[str, ast.ClassDef], cls: ast.ClassDef, name: str, seen: Optional[set[str]] = None
+) -> tuple[Optional[ast.FunctionDef], Optional[str]]:
     """(method, None) if defined in the file's hierarchy, else (None, torch base name or None)."""
     seen = seen or set()
     seen.add(cls.name)
@@ -367,8 +484,11 @@ def _usage_rank(forward: ast.FunctionDef, param: str) -> int:
             src = ast.unparse(v)
             if src in (f"{param}.shape", f"{param}.size()", f"{param}.shape[:]"):
                 rank = max(rank, len(n.targets[0].elts))
-        elif isinstance(n, ast.Subscript) and ast.unparse(n.value) == f"{param}.shape" \
-                and isinstance(n.slice, (ast.Constant, ast.UnaryOp)):
+        elif (
+            isinstance(n, ast.Subscript)
+            and ast.unparse(n.value) == f"{param}.shape"
+            and isinstance(n.slice, (ast.Constant, ast.UnaryOp))
+        ):
             try:
                 i = ast.literal_eval(n.slice)
                 rank = max(rank, i + 1 if i >= 0 else -i)
@@ -378,7 +498,10 @@ def _usage_rank(forward: ast.FunctionDef, param: str) -> int:
             consts = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
             if n.func.attr == "permute" and n.args:
                 rank = max(rank, len(n.args))
-            elif n.func.attr in ("size", "transpose", "flatten", "unsqueeze", "squeeze", "mean", "sum", "softmax") and consts:
+            elif (
+                n.func.attr in ("size", "transpose", "flatten", "unsqueeze", "squeeze", "mean", "sum", "softmax")
+                and consts
+            ):
                 rank = max(rank, max(c + 1 if c >= 0 else -c for c in consts))
     return rank
 
@@ -410,9 +533,14 @@ def _optional(ann: str) -> bool:
     return "None" in ann or ann.startswith("Optional")
 
 
-def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec] = None,
-                 ext_init: Optional[ast.FunctionDef] = None, ext_forward: Optional[ast.FunctionDef] = None,
-                 classes: Optional[dict[str, ast.ClassDef]] = None) -> list[InputVariant]:
+def guess_inputs(
+    source: str,
+    max_variants: int = 6,
+    config: Optional[ConfigSpec] = None,
+    ext_init: Optional[ast.FunctionDef] = None,
+    ext_forward: Optional[ast.FunctionDef] = None,
+    classes: Optional[dict[str, ast.ClassDef]] = None,
+) -> list[InputVariant]:
     """Ordered input variants for class ``Model`` of ``source``; raises GuessError.
 
     ``config``: the constructor's config class (its argument is built from the
@@ -445,8 +573,11 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         for p, d in zip(params, defaults):
             if d is None:
                 ann = ast.unparse(p.annotation) if p.annotation is not None else ""
-                is_config = p.arg.lower() in ("config", "cfg", "configuration") or p.arg.lower().endswith("_config") \
+                is_config = (
+                    p.arg.lower() in ("config", "cfg", "configuration")
+                    or p.arg.lower().endswith("_config")
                     or ann.split("|")[0].strip().strip("\"'").endswith("Config")
+                )
                 if is_config:
                     if config is None:
                         raise GuessError(f"cannot build constructor argument {p.arg!r}: no config class found")
@@ -462,9 +593,14 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
                     env[p.arg] = ast.literal_eval(d)
                 except (ValueError, SyntaxError, TypeError):
                     pass
-        feature_like = [env[p.arg] for p in params if isinstance(env.get(p.arg), int) and not isinstance(env.get(p.arg), bool)
-                        and re.search(r"dim|feature|hidden|embed|channel|size|d_model|planes|shape", p.arg.lower())
-                        and not re.search(r"output_size|out_size|kernel", p.arg.lower())]
+        feature_like = [
+            env[p.arg]
+            for p in params
+            if isinstance(env.get(p.arg), int)
+            and not isinstance(env.get(p.arg), bool)
+            and re.search(r"dim|feature|hidden|embed|channel|size|d_model|planes|shape", p.arg.lower())
+            and not re.search(r"output_size|out_size|kernel", p.arg.lower())
+        ]
         if feature_like:
             features = int(feature_like[0])
         elif isinstance(cfg_values.get("hidden_size"), int):
@@ -483,17 +619,33 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
                         env[key] = v
         # a constructor argument that sizes a sequence (max_len, seq_len) pins S
         for p in params:
-            if re.search(r"seq|len|length|block_size|context|n_positions|max_pos", p.arg.lower()) \
-                    and isinstance(env.get(p.arg), int) and env[p.arg] > 0 and p.arg in numeric:
+            if (
+                re.search(r"seq|len|length|block_size|context|n_positions|max_pos", p.arg.lower())
+                and isinstance(env.get(p.arg), int)
+                and env[p.arg] > 0
+                and p.arg in numeric
+            ):
                 pins["S"] = int(env[p.arg])
     forward, fbase = _find_method(classes, model, "forward")
     forward = forward or ext_forward
     if forward is None:
         if fbase in LAYERS_RANK or fbase in LAST_DIM:
             r = LAYERS_RANK.get(fbase, 2)
-            return [InputVariant(init_args, [_randn(_shape(r, CHANNELS if fbase in CHANNEL_FIRST else None,
-                                                             DEFAULT_FEATURES if fbase in LAST_DIM else None,
-                                                             DEFAULT_FEATURES))])]
+            return [
+                InputVariant(
+                    init_args,
+                    [
+                        _randn(
+                            _shape(
+                                r,
+                                CHANNELS if fbase in CHANNEL_FIRST else None,
+                                DEFAULT_FEATURES if fbase in LAST_DIM else None,
+                                DEFAULT_FEATURES,
+                            )
+                        )
+                    ],
+                )
+            ]
         raise GuessError("no forward found")
     fa = forward.args
     if fa.kwonlyargs and any(d is None for d in fa.kw_defaults):
@@ -517,8 +669,11 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     ev = _Eval(env)
     head_dim = cfg_values.get("head_dim") or (
         cfg_values["hidden_size"] // cfg_values["num_attention_heads"]
-        if isinstance(cfg_values.get("hidden_size"), int) and isinstance(cfg_values.get("num_attention_heads"), int)
-        and cfg_values["num_attention_heads"] else 64)
+        if isinstance(cfg_values.get("hidden_size"), int)
+        and isinstance(cfg_values.get("num_attention_heads"), int)
+        and cfg_values["num_attention_heads"]
+        else 64
+    )
     vocab = cfg_values.get("vocab_size") if isinstance(cfg_values.get("vocab_size"), int) else None
     # layers anywhere in the program (also inside custom submodules the input
     # goes through) hint at the input's rank: Conv2d -> 4 dimensions
@@ -538,11 +693,19 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
             # a multiple-choice head reads its choices from dimension 1
             # (``num_choices = input_ids.shape[1]``): (batch, choices, sequence)
             choices = any(isinstance(n, ast.Name) and n.id == "num_choices" for n in ast.walk(forward))
-            per_param.append([f"torch.randint(0, {vocab or 10}, ({{B}}, 4, {{S}}))" if choices
-                              else f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"])
+            per_param.append(
+                [
+                    f"torch.randint(0, {vocab or 10}, ({{B}}, 4, {{S}}))"
+                    if choices
+                    else f"torch.randint(0, {vocab or 10}, ({{B}}, {{S}}))"
+                ]
+            )
             continue
-        if k_param >= n_required and p.arg not in primary or (_optional(ann) and re.search(r"mask|cache|past|state|ids|position", p.arg.lower())
-                                     and k_param > 0):
+        if (
+            k_param >= n_required
+            and p.arg not in primary
+            or (_optional(ann) and re.search(r"mask|cache|past|state|ids|position", p.arg.lower()) and k_param > 0)
+        ):
             per_param.append(["None"])
             continue
         if ann == "int":
@@ -617,7 +780,7 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
         for r in ranks:
             for f in (features, CHANNELS, DEFAULT_FEATURES):
                 # rank 3 is (batch, sequence, features) or (batch, channels, length)
-                for sh in ([_shape(3, f, f, f), _shape(3, f, None, f)] if r == 3 else [_shape(r, f, None, f)]):
+                for sh in [_shape(3, f, f, f), _shape(3, f, None, f)] if r == 3 else [_shape(r, f, None, f)]:
                     if sh not in shapes:
                         shapes.append(sh)
         if shared is None:
@@ -628,8 +791,7 @@ def guess_inputs(source: str, max_variants: int = 6, config: Optional[ConfigSpec
     # layer takes ``attention_mask`` without a default and accepts None: the
     # unmasked kernel; a random boolean mask shaped like the hidden states is
     # no attention mask at all), then the variants with masks
-    masks = [i for i, p in enumerate(passed) if i > 0 and re.search("mask", p.arg.lower())
-             and per_param[i] != ["None"]]
+    masks = [i for i, p in enumerate(passed) if i > 0 and re.search("mask", p.arg.lower()) and per_param[i] != ["None"]]
     combos = [[opts[min(k, len(opts) - 1)] for opts in per_param] for k in range(max_variants)]
     if masks and combos:
         combos.insert(0, ["None" if i in masks else x for i, x in enumerate(combos[0])])
@@ -680,11 +842,19 @@ def _class_rank(model: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> int:
                 m = _ND.search(fname)
                 if m and fname != "pad" and not fname.endswith("_2d_pad"):
                     ranks.append(int(m.group(1)) + 2)
-            elif isinstance(n, ast.Compare) and len(n.comparators) == 1 and isinstance(n.comparators[0], ast.Constant) \
-                    and isinstance(n.comparators[0].value, int) and not isinstance(n.comparators[0].value, bool):
+            elif (
+                isinstance(n, ast.Compare)
+                and len(n.comparators) == 1
+                and isinstance(n.comparators[0], ast.Constant)
+                and isinstance(n.comparators[0].value, int)
+                and not isinstance(n.comparators[0].value, bool)
+            ):
                 left = ast.unparse(n.left)
-                if left.endswith((".dim()", ".ndim", ".ndimension()")) and isinstance(n.ops[0], (ast.Eq, ast.NotEq)) \
-                        and 3 <= n.comparators[0].value <= 5:
+                if (
+                    left.endswith((".dim()", ".ndim", ".ndimension()"))
+                    and isinstance(n.ops[0], (ast.Eq, ast.NotEq))
+                    and 3 <= n.comparators[0].value <= 5
+                ):
                     ranks.append(n.comparators[0].value)
         todo += [classes[d] for d in (ast.unparse(b) for b in c.bases) if d in classes]
     return max(ranks) if ranks and len(set(ranks)) == 1 else 0
@@ -726,8 +896,10 @@ def _numeric_uses(fn: ast.FunctionDef) -> set[str]:
 # kept only if it passes every check, exactly as written.
 _RANDN = re.compile(r"^(\(?)torch\.randn\((.*?)\)( > 0\))?$")
 _SIZE_DIMS = ("{B}", "{S}", "{N}", "{P}", "{Q}", "{L}")
-_RE_NORM = re.compile(r"normalized_shape=\[([\d, ]+)\], expected input with shape \[\*, [\d, ]+\], but got input of "
-                      r"size\s?\[([\d, ]+)\]")
+_RE_NORM = re.compile(
+    r"normalized_shape=\[([\d, ]+)\], expected input with shape \[\*, [\d, ]+\], but got input of "
+    r"size\s?\[([\d, ]+)\]"
+)
 _RE_MM = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _RE_CONV = re.compile(r"weight of size \[([\d, ]+)\], expected input\[([\d, ]+)\] to have (\d+) channels")
 _RE_CONV_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to conv")
@@ -778,8 +950,10 @@ def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
     if _RE_TUPLE_OPERAND.search(error):
         # a (cos, sin) pair given where the module adds a tensor (DETR's
         # position_embeddings are added to the hidden states): shaped like them
-        new = [inputs[tensor_ix[0]] if t.startswith("(torch.randn(") and t.endswith(")") and "), torch.randn(" in t
-               else t for t in inputs]
+        new = [
+            inputs[tensor_ix[0]] if t.startswith("(torch.randn(") and t.endswith(")") and "), torch.randn(" in t else t
+            for t in inputs
+        ]
         return [new] if new != inputs else []
 
     def change(i: int, dims: list[str], follow: bool = True) -> None:
@@ -842,8 +1016,10 @@ def repair_inputs(inputs: list[str], error: str) -> list[list[str]]:
         want = int(m.group(2))
         if 2 <= want <= 5 and len(dims0) != want:
             width = dims0[-1] if dims0[-1].isdigit() else None
-            change(first, _rank_shape(want, width, dims0[1] if want >= 4 and len(dims0) >= 3 and dims0[1].isdigit()
-                                      else None))
+            change(
+                first,
+                _rank_shape(want, width, dims0[1] if want >= 4 and len(dims0) >= 3 and dims0[1].isdigit() else None),
+            )
     m = _RE_MATCH.search(error)
     if m:
         a, b = m.group(1), m.group(2)
@@ -869,31 +1045,37 @@ def init_prelude(params: list[tuple[str, float]]) -> str:
     real weights. ``functools.wraps`` keeps the constructor's signature (the
     evaluator compares ``ModelNew``'s with it)."""
     body = "".join(f"        _curated_fill(self.get_parameter({n!r}), {float(s)!r})\n" for n, s in params)
-    return (f"{PRELUDE_MARK} (torch.empty):\n"
-            "# drawn after construction, scaled like the module's other weights\n"
-            "import functools as _curated_functools\n"
-            "import torch as _curated_torch\n\n"
-            "_curated_model_init = Model.__init__\n\n\n"
-            "def _curated_fill(p, std):\n"
-            "    if std > 0:\n"
-            "        _curated_torch.nn.init.normal_(p, 0.0, std)\n"
-            "    else:\n"
-            "        _curated_torch.nn.init.zeros_(p)\n\n\n"
-            "@_curated_functools.wraps(_curated_model_init)\n"
-            "def _curated_init(self, *args, **kwargs):\n"
-            "    _curated_model_init(self, *args, **kwargs)\n"
-            "    with _curated_torch.no_grad():\n"
-            f"{body}\n\n"
-            "Model.__init__ = _curated_init\n")
+    return (
+        f"{PRELUDE_MARK} (torch.empty):\n"
+        "# drawn after construction, scaled like the module's other weights\n"
+        "import functools as _curated_functools\n"
+        "import torch as _curated_torch\n\n"
+        "_curated_model_init = Model.__init__\n\n\n"
+        "def _curated_fill(p, std):\n"
+        "    if std > 0:\n"
+        "        _curated_torch.nn.init.normal_(p, 0.0, std)\n"
+        "    else:\n"
+        "        _curated_torch.nn.init.zeros_(p)\n\n\n"
+        "@_curated_functools.wraps(_curated_model_init)\n"
+        "def _curated_init(self, *args, **kwargs):\n"
+        "    _curated_model_init(self, *args, **kwargs)\n"
+        "    with _curated_torch.no_grad():\n"
+        f"{body}\n\n"
+        "Model.__init__ = _curated_init\n"
+    )
 
 
 # init errors that name the config value they expected (transformers' config
 # validation, attention classes looked up by a config that no model resolved)
-_MUST_EQUAL = re.compile(r"`?([A-Za-z_][\w.]*)`? \((-?\d+)\) must (?:equal|match|be equal to) (?:the )?(?:backbone )?"
-                         r"`?([A-Za-z_][\w.]*)`?(?: // \d+)? \((-?\d+)\)")
+_MUST_EQUAL = re.compile(
+    r"`?([A-Za-z_][\w.]*)`? \((-?\d+)\) must (?:equal|match|be equal to) (?:the )?(?:backbone )?"
+    r"`?([A-Za-z_][\w.]*)`?(?: // \d+)? \((-?\d+)\)"
+)
 _LAYER_TYPES = re.compile(r"`num_hidden_layers` \((\d+)\) must be equal to the number of `layer_types` \((\d+)\)")
 _OUT_INDICES = re.compile(r"out_indices must be valid indices for stage_names \[([^\]]*)\], got \[([\d, ]+)\]")
-_MROPE = re.compile(r"mrope_section` must contain three sections whose sum equals half of `head_dim`, got \[([\d, ]+)\]")
+_MROPE = re.compile(
+    r"mrope_section` must contain three sections whose sum equals half of `head_dim`, got \[([\d, ]+)\]"
+)
 
 
 def _config_call(arg: str) -> Optional[ast.Call]:
@@ -928,7 +1110,9 @@ def _fields_of(call: ast.Call) -> list[tuple[str, ast.AST, Any]]:
 
 def _set(setter: Any, value: Any) -> None:
     obj, i = setter
-    node = ast.Constant(value) if not isinstance(value, list) else ast.List([ast.Constant(x) for x in value], ast.Load())
+    node = (
+        ast.Constant(value) if not isinstance(value, list) else ast.List([ast.Constant(x) for x in value], ast.Load())
+    )
     if i is None:
         obj.value = node
     else:
@@ -999,8 +1183,11 @@ def repair_init(init_args: list[str], error: str) -> Optional[list[str]]:
                 where = [node for name, node, _ in fields if name == prefix and isinstance(node, ast.Dict)]
                 if not where and prefix is None:
                     other = m.group(3).rsplit(".", 1)[-1]
-                    beside = [setter[0] for name, node, setter in fields if name == other
-                              and isinstance(node, ast.Constant) and node.value == want]
+                    beside = [
+                        setter[0]
+                        for name, node, setter in fields
+                        if name == other and isinstance(node, ast.Constant) and node.value == want
+                    ]
                     where = beside if len(beside) == 1 else []
                     if not where and not any(kw.arg == target for kw in call.keywords):
                         call.keywords.append(ast.keyword(target, ast.Constant(want)))
@@ -1011,8 +1198,7 @@ def repair_init(init_args: list[str], error: str) -> Optional[list[str]]:
                         d.keys.append(ast.Constant(target))
                         d.values.append(ast.Constant(want))
                         changed = True
-                elif where and isinstance(where[0], ast.keyword) and \
-                        not any(kw.arg == target for kw in call.keywords):
+                elif where and isinstance(where[0], ast.keyword) and not any(kw.arg == target for kw in call.keywords):
                     call.keywords.append(ast.keyword(target, ast.Constant(want)))
                     changed = True
         if changed:
@@ -1023,10 +1209,14 @@ def repair_init(init_args: list[str], error: str) -> Optional[list[str]]:
     return None
 
 
-_EXPERT_INDEX = re.compile(r"^(top_k_index|top_k_indices|router_indices|selected_experts|expert_indices|topk_idx|"
-                           r"topk_ids|expert_ids)$")
-_EXPERT_WEIGHTS = re.compile(r"^(top_k_weights|routing_weights|router_weights|topk_weight|topk_weights|"
-                             r"expert_weights|router_scores)$")
+_EXPERT_INDEX = re.compile(
+    r"^(top_k_index|top_k_indices|router_indices|selected_experts|expert_indices|topk_idx|"
+    r"topk_ids|expert_ids)$"
+)
+_EXPERT_WEIGHTS = re.compile(
+    r"^(top_k_weights|routing_weights|router_weights|topk_weight|topk_weights|"
+    r"expert_weights|router_scores)$"
+)
 
 
 def _experts_inputs(names: list[str], cfg: dict[str, Any]) -> Optional[list[str]]:
@@ -1044,5 +1234,8 @@ def _experts_inputs(names: list[str], cfg: dict[str, Any]) -> Optional[list[str]
     hidden = num("hidden_size", "d_model", default=DEFAULT_FEATURES)
     n_exp = num("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=4)
     top_k = min(n_exp, num("num_experts_per_tok", "top_k", "moe_topk", "moe_k", default=2))
-    return [_randn(["{N}", hidden]), f"torch.randint(0, {n_exp}, ({{N}}, {top_k}))",
-            f"torch.softmax(torch.randn({{N}}, {top_k}), dim=-1)"]
+    return [
+        _randn(["{N}", hidden]),
+        f"torch.randint(0, {n_exp}, ({{N}}, {top_k}))",
+        f"torch.softmax(torch.randn({{N}}, {top_k}), dim=-1)",
+    ]

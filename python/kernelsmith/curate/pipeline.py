@@ -13,6 +13,7 @@ inputs) -> families (HDBSCAN), medoids, difficulty -> task directories.
 Verdicts are appended to ``OUT_DIR/work/verdicts.jsonl`` as they arrive; a
 rerun with the same settings only checks what is not there yet.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -109,8 +110,19 @@ def _extract_range(bounds: tuple[int, int]) -> list[tuple[list[Extracted], Optio
     out = []
     for i in range(*bounds):
         f, (modname, is_pkg) = st["files"][i], st["mods"][i]
-        out.append(extract_file(f.text, f.repo, f.path, st["repo_names"][f.repo], modname=modname, is_pkg=is_pkg,
-                                index=st["index"], allowed=st["allowed"], mined=st["mined"]))
+        out.append(
+            extract_file(
+                f.text,
+                f.repo,
+                f.path,
+                st["repo_names"][f.repo],
+                modname=modname,
+                is_pkg=is_pkg,
+                index=st["index"],
+                allowed=st["allowed"],
+                mined=st["mined"],
+            )
+        )
     return out
 
 
@@ -160,10 +172,15 @@ class Report:
         return dict(self.stages)[stage]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": INDEX_SCHEMA_VERSION, "stages": [{"stage": s, "count": c} for s, c in self.stages],
-                "counts": dict(self.stages), "dropped": {k: dict(v) for k, v in self.dropped.items()},
-                "elapsed_s": round(self.elapsed_s, 3), "stage_s": {k: round(v, 2) for k, v in self.stage_s.items()},
-                "isolation": self.isolation}
+        return {
+            "schema_version": INDEX_SCHEMA_VERSION,
+            "stages": [{"stage": s, "count": c} for s, c in self.stages],
+            "counts": dict(self.stages),
+            "dropped": {k: dict(v) for k, v in self.dropped.items()},
+            "elapsed_s": round(self.elapsed_s, 3),
+            "stage_s": {k: round(v, 2) for k, v in self.stage_s.items()},
+            "isolation": self.isolation,
+        }
 
     def table(self) -> str:
         w = max(len(s) for s, _ in self.stages) if self.stages else 5
@@ -199,8 +216,12 @@ def _prov(c: Candidate) -> str:
 
 def task_text(c: Candidate, inputs_code: str) -> str:
     """The reference file exactly as it is checked and written."""
-    return (f"# Curated by kernelsmith from {c.ex.repo}/{c.ex.path}:{c.ex.line} (class {c.ex.class_name})\n"
-            + c.ex.source + "\n\n" + inputs_code)
+    return (
+        f"# Curated by kernelsmith from {c.ex.repo}/{c.ex.path}:{c.ex.line} (class {c.ex.class_name})\n"
+        + c.ex.source
+        + "\n\n"
+        + inputs_code
+    )
 
 
 class Progress:
@@ -230,8 +251,10 @@ class Progress:
         width = 24
         filled = int(width * self.done / max(1, self.total))
         drops = ", ".join(f"{k} {v}" for k, v in self.status.most_common() if k != "ok")[:120]
-        line = (f"[{'#' * filled}{'.' * (width - filled)}] runnable: checked {self.done}/{self.total} | "
-                f"ok {self.status.get('ok', 0)} | {drops} | {rate:.1f}/s | eta {eta / 60:.1f} min")
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] runnable: checked {self.done}/{self.total} | "
+            f"ok {self.status.get('ok', 0)} | {drops} | {rate:.1f}/s | eta {eta / 60:.1f} min"
+        )
         if self.tty:
             sys.stderr.write("\r" + line[:200].ljust(200))
             if self.done == self.total:
@@ -241,8 +264,13 @@ class Progress:
         sys.stderr.flush()
 
 
-def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
-           log: Callable[[str], None] = lambda s: None, progress: bool = False) -> Report:
+def curate(
+    src: Path,
+    out: Path,
+    cfg: Optional[CurateConfig] = None,
+    log: Callable[[str], None] = lambda s: None,
+    progress: bool = False,
+) -> Report:
     cfg = cfg or CurateConfig()
     cfg.validate()
     started = time.monotonic()
@@ -262,19 +290,45 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
 
     def dropped(c: Candidate, stage: str, reason: str, detail: str) -> None:
         rep.drop(stage, reason)
-        dropped_rows.append({"stage": stage, "reason": reason, "detail": detail, "repo": c.ex.repo,
-                             "path": c.ex.path, "class_name": c.ex.class_name, "line": c.ex.line})
+        dropped_rows.append(
+            {
+                "stage": stage,
+                "reason": reason,
+                "detail": detail,
+                "repo": c.ex.repo,
+                "path": c.ex.path,
+                "class_name": c.ex.class_name,
+                "line": c.ex.line,
+            }
+        )
 
     def dropped_file(stage: str, reason: str, detail: str, repo: str, path: str) -> None:
         rep.drop(stage, reason)
-        dropped_rows.append({"stage": stage, "reason": reason, "detail": detail, "repo": repo, "path": path,
-                             "class_name": None, "line": None})
+        dropped_rows.append(
+            {
+                "stage": stage,
+                "reason": reason,
+                "detail": detail,
+                "repo": repo,
+                "path": path,
+                "class_name": None,
+                "line": None,
+            }
+        )
 
     # 1. walk, resolve packages, extract
     allowed = frozenset({"torch", *cfg.allow_import})
     wstats = WalkStats()
-    files = list(walk(src, skip_tests=cfg.skip_tests, max_file_kb=cfg.max_file_kb, stats=wstats,
-                      follow_symlinks=cfg.follow_symlinks, max_files=cfg.max_files))
+    files = list(
+        walk(
+            src,
+            skip_tests=cfg.skip_tests,
+            max_file_kb=cfg.max_file_kb,
+            stats=wstats,
+            follow_symlinks=cfg.follow_symlinks,
+            max_files=cfg.max_files,
+        )
+    )
     for sk in wstats.skipped:
         dropped_file("files", sk["reason"], sk["detail"], sk["repo"], sk["path"])
     index = PackageIndex()
@@ -296,8 +350,7 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
             repo_names[f.repo] = frozenset(repo_module_names(root)) if f.repo != "." else frozenset()
     cands: list[Candidate] = []
     n_classes = 0
-    state = {"files": files, "mods": mods, "repo_names": repo_names, "index": index, "allowed": allowed,
-             "mined": mined}
+    state = {"files": files, "mods": mods, "repo_names": repo_names, "index": index, "allowed": allowed, "mined": mined}
     for f, (exs, err) in zip(files, _extract_all(state, cfg)):
         if cfg.max_modules is not None and n_classes >= cfg.max_modules:
             break
@@ -319,7 +372,9 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
             dropped(c, "self_contained", c.ex.status, c.ex.detail)
     rep.add("self_contained", len(kept))
     lap("extract")
-    log(f"{wstats.files} files, {n_classes} module classes, {len(kept)} self-contained ({rep.stage_s['extract']:.0f} s)")
+    log(
+        f"{wstats.files} files, {n_classes} module classes, {len(kept)} self-contained ({rep.stage_s['extract']:.0f} s)"
+    )
 
     # 2. exact duplicates (normalized AST hash), before paying for any execution
     by_hash: dict[str, Candidate] = {}
@@ -384,6 +439,7 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
             bar.update(known[c.key])
     deadline = started + cfg.time_limit_s if cfg.time_limit_s else None
     with open(verdict_path, "a") as vf:
+
         def on_result(key: str, verdict: dict[str, Any]) -> None:
             vf.write(json.dumps({"key": key, "verdict": verdict}) + "\n")
             vf.flush()
@@ -392,13 +448,23 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         runner_cfg = cfg.runner
         if cfg.allow_import and not runner_cfg.preload:
             runner_cfg = RunnerConfig(**{**asdict(runner_cfg), "preload": sorted(cfg.allow_import)})
-        verdicts = run_checks([{"id": c.key, "variants": c.texts,
-                                "same_init": all(v.init_args == c.variants[0].init_args for v in c.variants),
-                                "specs": [v.to_dict() for v in c.variants], "size": cfg.size,
-                                "max_repairs": cfg.max_repairs}
-                               for c in todo], runner_cfg, seed=cfg.seed,
-                              on_result=on_result,
-                              should_stop=(lambda: time.monotonic() > deadline) if deadline else (lambda: False))
+        verdicts = run_checks(
+            [
+                {
+                    "id": c.key,
+                    "variants": c.texts,
+                    "same_init": all(v.init_args == c.variants[0].init_args for v in c.variants),
+                    "specs": [v.to_dict() for v in c.variants],
+                    "size": cfg.size,
+                    "max_repairs": cfg.max_repairs,
+                }
+                for c in todo
+            ],
+            runner_cfg,
+            seed=cfg.seed,
+            on_result=on_result,
+            should_stop=(lambda: time.monotonic() > deadline) if deadline else (lambda: False),
+        )
     known.update(verdicts)
     for c in with_inputs:
         c.verdict = known.get(c.key) or {"status": "time_limit", "detail": "not checked before --time-limit"}
@@ -408,10 +474,15 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         retry = [c for c in uniq if c.verdict.get("status") in LLM_RETRY_STATUSES][: cfg.llm_max_modules]
         if retry:
             log(f"asking {cfg.model} for inputs of {len(retry)} modules")
-            answers = ask_inputs(cfg.model, [(c.key, c.ex.source, c.verdict.get("detail", "")) for c in retry],
-                                 base_url=cfg.llm_base_url, api_key_env=cfg.llm_api_key_env)
-            items = [{"id": c.key, "variants": [task_text(c, answers[c.key] or "")]} for c in retry
-                     if answers.get(c.key)]
+            answers = ask_inputs(
+                cfg.model,
+                [(c.key, c.ex.source, c.verdict.get("detail", "")) for c in retry],
+                base_url=cfg.llm_base_url,
+                api_key_env=cfg.llm_api_key_env,
+            )
+            items = [
+                {"id": c.key, "variants": [task_text(c, answers[c.key] or "")]} for c in retry if answers.get(c.key)
+            ]
             rep.add("llm_inputs_proposed", len(items))
             if items:
                 verdicts = run_checks(items, cfg.runner, seed=cfg.seed)
@@ -432,8 +503,9 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     log(f"{len(runnable)} runnable ({rep.stage_s['execute']:.0f} s)")
 
     # 5. near duplicates: MinHash LSH (C++ core) proposes, the behaviour decides
-    lsh = _core.MinHashLSH(num_perm=cfg.num_perm, bands=cfg.bands, shingle=cfg.shingle,
-                           seed=1, threshold=cfg.near_threshold)
+    lsh = _core.MinHashLSH(
+        num_perm=cfg.num_perm, bands=cfg.bands, shingle=cfg.shingle, seed=1, threshold=cfg.near_threshold
+    )
     lsh.add_many([c.ex.normalized or normalized_text(c.ex.source) for c in runnable])
     near_unique = []
     kept_in_group: dict[int, list[int]] = {}
@@ -444,8 +516,13 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         if same is not None:
             rep_c = runnable[same]
             rep_c.near_duplicates.append(_prov(c))
-            dropped(c, "near_dedupe", "near_duplicate", f"MinHash near-duplicate of {_prov(rep_c)} "
-                    f"(estimated Jaccard {lsh.estimate(same, i):.2f}) with the same operator graph or outputs")
+            dropped(
+                c,
+                "near_dedupe",
+                "near_duplicate",
+                f"MinHash near-duplicate of {_prov(rep_c)} "
+                f"(estimated Jaccard {lsh.estimate(same, i):.2f}) with the same operator graph or outputs",
+            )
             continue
         kept_in_group.setdefault(g, []).append(i)
         near_unique.append(c)
@@ -503,8 +580,11 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
         default_bytes = (sizes.get("default") or {}).get("bytes")
         (out / rel).mkdir(parents=True, exist_ok=True)
         (out / rel / "reference.py").write_text(text)
-        tcfg: dict[str, Any] = {"name": name, "difficulty": level,
-                                "description": f"{c.ex.class_name} from {c.ex.repo}/{c.ex.path}:{c.ex.line}"}
+        tcfg: dict[str, Any] = {
+            "name": name,
+            "difficulty": level,
+            "description": f"{c.ex.class_name} from {c.ex.repo}/{c.ex.path}:{c.ex.line}",
+        }
         if variant is not None:
             tcfg["extra_inputs"] = variant.extra_input_functions(cfg.size)
             other = timing_shape_for(cfg.size, sizes)
@@ -513,25 +593,47 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
                 # a kernel fast on one size only is not rewarded as fast
                 tcfg["timing_shapes"] = ["get_inputs", f"get_inputs_{other}"]
         (out / rel / "task.yaml").write_text(yaml.safe_dump(tcfg, sort_keys=False))
-        rows.append({
-            "schema_version": INDEX_SCHEMA_VERSION, "name": name, "task_path": rel.as_posix(), "family": family,
-            "cluster": lab, "is_medoid": meds.get(lab) == i, "difficulty": level,
-            "repo": c.ex.repo, "path": c.ex.path, "class_name": c.ex.class_name, "line": c.ex.line,
-            "inlined": c.ex.inlined, "imports_from_package": c.ex.imported, "config_class": c.ex.config_class,
-            "initialised": v.get("initialised") or [],
-            "ast_hash": c.ast_hash, "op_graph_hash": v.get("op_graph_hash"), "fingerprint": v.get("fingerprint"),
-            "trace": v.get("trace"), "inputs_source": c.inputs_source,
-            "init_args": variant.init_args if variant else None,
-            "inputs": variant.inputs_for(cfg.size) if variant else None,
-            "size": cfg.size, "size_class": size_class_of(default_bytes) if default_bytes else None,
-            "bytes_moved": {k: s.get("bytes") for k, s in sizes.items()},
-            "size_checked": {k: s.get("ok") for k, s in sizes.items()},
-            "output_shapes": v.get("output_shapes"), "params": v.get("params"), "compute_ops": v.get("compute_ops"),
-            "leaf_modules": v.get("leaf_modules"), "custom_submodules": v.get("custom_submodules"),
-            "depth": v.get("depth"), "forward_ms_cpu": v.get("forward_ms"), "ops": v.get("ops"),
-            "exact_duplicates": c.exact_duplicates, "near_duplicates": c.near_duplicates,
-            "structural_duplicates": c.structural_duplicates,
-        })
+        rows.append(
+            {
+                "schema_version": INDEX_SCHEMA_VERSION,
+                "name": name,
+                "task_path": rel.as_posix(),
+                "family": family,
+                "cluster": lab,
+                "is_medoid": meds.get(lab) == i,
+                "difficulty": level,
+                "repo": c.ex.repo,
+                "path": c.ex.path,
+                "class_name": c.ex.class_name,
+                "line": c.ex.line,
+                "inlined": c.ex.inlined,
+                "imports_from_package": c.ex.imported,
+                "config_class": c.ex.config_class,
+                "initialised": v.get("initialised") or [],
+                "ast_hash": c.ast_hash,
+                "op_graph_hash": v.get("op_graph_hash"),
+                "fingerprint": v.get("fingerprint"),
+                "trace": v.get("trace"),
+                "inputs_source": c.inputs_source,
+                "init_args": variant.init_args if variant else None,
+                "inputs": variant.inputs_for(cfg.size) if variant else None,
+                "size": cfg.size,
+                "size_class": size_class_of(default_bytes) if default_bytes else None,
+                "bytes_moved": {k: s.get("bytes") for k, s in sizes.items()},
+                "size_checked": {k: s.get("ok") for k, s in sizes.items()},
+                "output_shapes": v.get("output_shapes"),
+                "params": v.get("params"),
+                "compute_ops": v.get("compute_ops"),
+                "leaf_modules": v.get("leaf_modules"),
+                "custom_submodules": v.get("custom_submodules"),
+                "depth": v.get("depth"),
+                "forward_ms_cpu": v.get("forward_ms"),
+                "ops": v.get("ops"),
+                "exact_duplicates": c.exact_duplicates,
+                "near_duplicates": c.near_duplicates,
+                "structural_duplicates": c.structural_duplicates,
+            }
+        )
     write_index(out, rows, cfg.format)
     with open(out / "dropped.jsonl", "w") as fh:
         for r in dropped_rows:
@@ -540,7 +642,7 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
     lap("write")
 
     use_bwrap, note = bwrap_status()
-    rep.isolation = ("bwrap" if use_bwrap and cfg.runner.isolation != "process" else "process")
+    rep.isolation = "bwrap" if use_bwrap and cfg.runner.isolation != "process" else "process"
     rep.elapsed_s = time.monotonic() - started
     report = rep.to_dict()
     report["config"] = {k: v for k, v in asdict(cfg).items() if k != "runner"} | {"runner": asdict(cfg.runner)}
@@ -551,8 +653,11 @@ def curate(src: Path, out: Path, cfg: Optional[CurateConfig] = None,
 
 
 _CONFIG_READ = re.compile(r"\b(?:config|cfg)\.(\w+)")
-_DEF = re.compile(r"^(?:class|def|async def)\s+(\w+)|^(\w+)\s*[:=]|^from\s+\S+\s+import\s+(\w+)(?:\s+as\s+(\w+))?"
-                  r"|^import\s+\S+\s+as\s+(\w+)", re.M)
+_DEF = re.compile(
+    r"^(?:class|def|async def)\s+(\w+)|^(\w+)\s*[:=]|^from\s+\S+\s+import\s+(\w+)(?:\s+as\s+(\w+))?"
+    r"|^import\s+\S+\s+as\s+(\w+)",
+    re.M,
+)
 
 
 def _adopt_repair(c: Candidate, size: str) -> None:
@@ -564,8 +669,11 @@ def _adopt_repair(c: Candidate, size: str) -> None:
     v = InputVariant.from_dict(rep)
     text = task_text(c, v.render(size))
     if hashlib.sha256(text.encode()).hexdigest()[:16] != c.verdict.get("text_sha"):
-        c.verdict = {**c.verdict, "status": "harness_error",
-                     "detail": "the repaired inputs do not render to the file that was checked"}
+        c.verdict = {
+            **c.verdict,
+            "status": "harness_error",
+            "detail": "the repaired inputs do not render to the file that was checked",
+        }
         return
     c.variants.append(v)
     c.texts.append(text)

@@ -9,6 +9,7 @@ class whose fields and defaults build the constructor's ``config`` argument.
 from an installed package's folder (found with ``importlib.util.find_spec``
 on the top-level name, which imports nothing), and follows re-exports.
 """
+
 from __future__ import annotations
 
 import ast
@@ -82,15 +83,33 @@ def _slim(cls: ast.ClassDef) -> ast.ClassDef:
     body: list[ast.stmt] = []
     for s in cls.body:
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            body.append(ast.FunctionDef(name=s.name, args=s.args, body=[ast.Pass()], decorator_list=[],
-                                        returns=None, type_comment=None, lineno=s.lineno, col_offset=0))
+            body.append(
+                ast.FunctionDef(
+                    name=s.name,
+                    args=s.args,
+                    body=[ast.Pass()],
+                    decorator_list=[],
+                    returns=None,
+                    type_comment=None,
+                    lineno=s.lineno,
+                    col_offset=0,
+                )
+            )
         elif isinstance(s, ast.AnnAssign):
             body.append(s)
-        elif isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id in CONFIG_CLASS_ATTRS
-                                               for t in s.targets):
+        elif isinstance(s, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in CONFIG_CLASS_ATTRS for t in s.targets
+        ):
             body.append(s)  # a config's model_type and its sub-config classes
-    return ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=body, decorator_list=[],
-                        lineno=cls.lineno, col_offset=0)
+    return ast.ClassDef(
+        name=cls.name,
+        bases=cls.bases,
+        keywords=cls.keywords,
+        body=body,
+        decorator_list=[],
+        lineno=cls.lineno,
+        col_offset=0,
+    )
 
 
 class ModuleInfo:
@@ -272,7 +291,7 @@ class PackageIndex:
                 elif isinstance(s, ast.FunctionDef) and s.name == "__init__":
                     a = s.args
                     params = (a.posonlyargs + a.args)[1:]
-                    for p, d in zip(params[len(params) - len(a.defaults):], a.defaults):
+                    for p, d in zip(params[len(params) - len(a.defaults) :], a.defaults):
                         fields[p.arg] = _literal(d)
                     for p, d in zip(a.kwonlyargs, a.kw_defaults):
                         if d is not None:
@@ -361,9 +380,12 @@ class PackageIndex:
                             mt = _literal(mtn[1]) if mtn is not None else None
                 elif isinstance(mt, str):
                     ref = self.model_type_class(modname.split(".")[0], mt)
-                out[k.value] = {"model_type": mt if isinstance(mt, str) else None, "auto": auto,
-                                "init_kwargs": init_kwargs,
-                                "fields": dict(self.config_fields(*ref)) if ref is not None else {}}
+                out[k.value] = {
+                    "model_type": mt if isinstance(mt, str) else None,
+                    "auto": auto,
+                    "init_kwargs": init_kwargs,
+                    "fields": dict(self.config_fields(*ref)) if ref is not None else {},
+                }
         self._subs[key] = out
         return out
 
@@ -384,12 +406,16 @@ def _literal(node: Optional[ast.AST]) -> Any:
 
 def is_torch_nn_name(modname: str, name: str) -> bool:
     """A torch.nn layer class (or torch's ``Module``), by where it is imported from."""
-    return (modname == "torch.nn" or modname.startswith("torch.nn.")) and name[:1].isupper() \
+    return (
+        (modname == "torch.nn" or modname.startswith("torch.nn."))
+        and name[:1].isupper()
         and not modname.startswith(("torch.nn.functional", "torch.nn.init", "torch.nn.parameter"))
+    )
 
 
-def dotted_ref(node: ast.AST, modname: str, imports: dict[str, tuple[str, Optional[str]]],
-               local_classes: set[str]) -> Optional[tuple[str, str]]:
+def dotted_ref(
+    node: ast.AST, modname: str, imports: dict[str, tuple[str, Optional[str]]], local_classes: set[str]
+) -> Optional[tuple[str, str]]:
     """(absolute module, class name) of a base expression such as ``nn.Module``,
     ``Module``, ``torch.nn.Linear`` or a class of the same module."""
     if isinstance(node, ast.Subscript):

@@ -14,6 +14,7 @@ fresh worker takes the next module. Workers are recycled after
 bounded. Every verdict is handed to ``on_result`` as it arrives (the pipeline
 appends it to disk, so an interrupted run resumes where it stopped).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,25 +58,47 @@ class _Worker:
         self.workdir = tempfile.mkdtemp(prefix="ks-curate-")
         self.log_path = os.path.join(self.workdir, "worker.log")
         env = scrub_env(dict(os.environ))
-        env.update(HOME=self.workdir, TMPDIR=self.workdir, PYTHONPATH=package_python_path(), PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(cfg.threads),
-                   TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+        env.update(
+            HOME=self.workdir,
+            TMPDIR=self.workdir,
+            PYTHONPATH=package_python_path(),
+            PYTHONDONTWRITEBYTECODE="1",
+            PYTHONUNBUFFERED="1",
+            CUDA_VISIBLE_DEVICES="",
+            OMP_NUM_THREADS=str(cfg.threads),
+            TRANSFORMERS_OFFLINE="1",
+            HF_HUB_OFFLINE="1",
+            TOKENIZERS_PARALLELISM="false",
+        )
         # read-only host, private writable temp dir, no network, no device nodes (CPU only)
         prefix, use_bwrap, _note = sandbox_prefix(cfg.isolation, self.workdir, devices=False)
         self.isolation = "bwrap" if use_bwrap else "process"
         cmd = prefix + [sys.executable, "-m", "kernelsmith.curate.worker"]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         cwd=self.workdir, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
+            )
         self.sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
         self.buf = b""
         self.done = 0
-        job = {"module_timeout_s": cfg.module_timeout_s, "seeds": list(seeds), "streaming": True,
-               "memory_limit_mb": cfg.memory_limit_mb or None, "threads": cfg.threads, "preload": cfg.preload,
-               "trivial_atol": cfg.trivial_atol,
-               "cpu_limit_s": (cfg.startup_s + cfg.module_timeout_s * 2) * max(1, cfg.modules_per_worker)}
+        job = {
+            "module_timeout_s": cfg.module_timeout_s,
+            "seeds": list(seeds),
+            "streaming": True,
+            "memory_limit_mb": cfg.memory_limit_mb or None,
+            "threads": cfg.threads,
+            "preload": cfg.preload,
+            "trivial_atol": cfg.trivial_atol,
+            "cpu_limit_s": (cfg.startup_s + cfg.module_timeout_s * 2) * max(1, cfg.modules_per_worker),
+        }
         self._send(job)
         self.ready = False
         self.startup_s = cfg.startup_s
@@ -131,8 +154,11 @@ class _Worker:
         else:
             if rc is not None and rc > 128:
                 rc = -(rc - 128)  # bwrap's init reports signal deaths as 128 + n
-            why = f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0 and -rc in signal.valid_signals() \
+            why = (
+                f"signal {signal.Signals(-rc).name}"
+                if rc is not None and rc < 0 and -rc in signal.valid_signals()
                 else f"exit status {rc}"
+            )
             status, detail = "crash", f"the worker died ({why}) {when}"
         if not started:
             status = "worker_error"
@@ -170,13 +196,18 @@ POISONED_IMPORT = re.compile(r"is already registered|partially initialized modul
 
 
 def _poisoned(res: dict[str, Any]) -> bool:
-    return res.get("status") in ("import_error", "missing_import", "init_error", "forward_error") and \
-        bool(POISONED_IMPORT.search(str(res.get("detail", ""))))
+    return res.get("status") in ("import_error", "missing_import", "init_error", "forward_error") and bool(
+        POISONED_IMPORT.search(str(res.get("detail", "")))
+    )
 
 
-def run_checks(items: list[dict[str, Any]], cfg: RunnerConfig, seed: Optional[int] = None,
-               on_result: Optional[Callable[[str, dict[str, Any]], None]] = None,
-               should_stop: Callable[[], bool] = lambda: False) -> dict[str, dict[str, Any]]:
+def run_checks(
+    items: list[dict[str, Any]],
+    cfg: RunnerConfig,
+    seed: Optional[int] = None,
+    on_result: Optional[Callable[[str, dict[str, Any]], None]] = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> dict[str, dict[str, Any]]:
     """Check every item ``{"id", "variants": [task file text, ...]}``; id -> verdict.
 
     Items not started when ``should_stop()`` turns true get no verdict."""

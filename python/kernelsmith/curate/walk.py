@@ -5,6 +5,7 @@ directly under SRC_DIR belong to a repository named ``.``. Virtual
 environments, VCS folders, caches and (optionally) test folders are skipped, so
 are files that are too large or cannot be read as text.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".mypy_cache", ".pytest_cache", "node_modules",
-             "site-packages", "dist", "build", ".eggs", ".ipynb_checkpoints"}
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    "node_modules",
+    "site-packages",
+    "dist",
+    "build",
+    ".eggs",
+    ".ipynb_checkpoints",
+}
 TEST_DIRS = {"test", "tests", "testing"}
 
 
@@ -56,8 +71,15 @@ def repo_module_names(root: Path) -> set[str]:
     return names
 
 
-def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: WalkStats | None = None,
-         follow_symlinks: bool = True, max_files: int | None = None) -> Iterator[SourceFile]:
+def walk(
+    src: Path,
+    *,
+    skip_tests: bool = True,
+    max_file_kb: int = 512,
+    stats: WalkStats | None = None,
+    follow_symlinks: bool = True,
+    max_files: int | None = None,
+) -> Iterator[SourceFile]:
     """Yield readable Python files in a stable (sorted) order.
 
     Symlinked folders and files are followed (each real folder once, so a
@@ -110,10 +132,10 @@ def walk(src: Path, *, skip_tests: bool = True, max_file_kb: int = 512, stats: W
                 return
             p = here / f
             repo, inner = split(p)
-            if f.startswith("modular_") and f"modeling_{f[len('modular_'):]}" in filenames:
+            if f.startswith("modular_") and f"modeling_{f[len('modular_') :]}" in filenames:
                 # transformers' "modular" sources: modeling_<x>.py is generated from
                 # them and holds the same classes, written out
-                skip(p, "generated_from", f"the source modeling_{f[len('modular_'):]} is generated from; read instead")
+                skip(p, "generated_from", f"the source modeling_{f[len('modular_') :]} is generated from; read instead")
                 continue
             try:
                 if p.is_symlink() and not follow_symlinks:

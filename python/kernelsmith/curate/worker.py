@@ -15,6 +15,7 @@ tensors, finite, equal on equal inputs (deterministic) and different on
 different inputs. The passing run is also traced (aten operator names through
 a TorchDispatchMode) for the structural hash and the family features.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,13 +65,61 @@ def _set_cpu_limit(seconds: Optional[float]) -> None:
     soft = int(used.ru_utime + used.ru_stime + seconds) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
 
+
 # operators that only move or view data; not counted as compute for difficulty
-VIEW_OPS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze",
-            "detach", "clone", "contiguous", "alias", "slice", "select", "split", "split_with_sizes", "chunk",
-            "unbind", "as_strided", "lift_fresh", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
-            "full", "full_like", "arange", "_to_copy", "copy_", "to", "flatten", "expand_as", "view_as", "new_empty",
-            "new_zeros", "new_ones", "scalar_tensor", "sym_size", "sym_stride", "size", "stride", "is_same_size",
-            "index_select", "cat", "stack", "_reshape_alias", "fill_", "zero_"}
+VIEW_OPS = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "detach",
+    "clone",
+    "contiguous",
+    "alias",
+    "slice",
+    "select",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "as_strided",
+    "lift_fresh",
+    "empty",
+    "empty_like",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "arange",
+    "_to_copy",
+    "copy_",
+    "to",
+    "flatten",
+    "expand_as",
+    "view_as",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "scalar_tensor",
+    "sym_size",
+    "sym_stride",
+    "size",
+    "stride",
+    "is_same_size",
+    "index_select",
+    "cat",
+    "stack",
+    "_reshape_alias",
+    "fill_",
+    "zero_",
+}
 CONTAINER_MODULES = {"Sequential", "ModuleList", "ModuleDict", "Identity"}
 
 
@@ -193,8 +242,9 @@ def _equals_an_input(outs: list[Any], ins: list[Any]) -> bool:
         for i in _flat_tensors(ins):
             if o.numel() == i.numel() and o.numel() > 0 and o.dtype == i.dtype:
                 a, b = o.reshape(-1), i.reshape(-1)
-                if (a.is_floating_point() and torch.allclose(a, b, rtol=1e-5, atol=1e-6)) or \
-                        (not a.is_floating_point() and torch.equal(a, b)):
+                if (a.is_floating_point() and torch.allclose(a, b, rtol=1e-5, atol=1e-6)) or (
+                    not a.is_floating_point() and torch.equal(a, b)
+                ):
                     return True
     return False
 
@@ -283,8 +333,10 @@ def _size_checks(mod: Any, fns: list[tuple[str, str]], built: Any = None) -> dic
         if any((first.get(label) or {}).get("detail") == _OVER["detail"] for _, label in again):
             return {label: first.get(label) or dict(_OVER) for _, label in fns}
         rest = _size_checks(mod, again)
-        return {label: (first[label] if (first.get(label) or {}).get("ok") is True else rest.get(label, dict(_OVER)))
-                for _, label in fns}
+        return {
+            label: (first[label] if (first.get(label) or {}).get("ok") is True else rest.get(label, dict(_OVER)))
+            for _, label in fns
+        }
     return _size_checks_on(mod, fns, None)
 
 
@@ -313,8 +365,11 @@ def _size_checks_on(mod: Any, fns: list[tuple[str, str]], model: Any) -> dict[st
             with torch.device("meta"), torch.no_grad():
                 ins = getattr(mod, fn)()
                 outs = _tensors(model(*ins))
-            out[label] = {"ok": True, "bytes": _nbytes(ins) + _nbytes(outs) + params,
-                          "output_shapes": [list(t.shape) for t in outs]}
+            out[label] = {
+                "ok": True,
+                "bytes": _nbytes(ins) + _nbytes(outs) + params,
+                "output_shapes": [list(t.shape) for t in outs],
+            }
         except ModuleTimeout:  # this set and the rest stay unverified
             for _, rest in fns:
                 out.setdefault(rest, dict(over))
@@ -332,8 +387,7 @@ def _unverified(exc: BaseException) -> dict[str, Any]:
     msg = f"{type(exc).__name__}: {exc}"
     # only a shape error says the size class is wrong; anything else (an
     # operator the meta device lacks, dtype handling) leaves it unverified
-    if not isinstance(exc, (NotImplementedError, TypeError)) and _SHAPE_ERROR.search(msg) \
-            and "meta" not in msg.lower():
+    if not isinstance(exc, (NotImplementedError, TypeError)) and _SHAPE_ERROR.search(msg) and "meta" not in msg.lower():
         return {"ok": False, "detail": msg[:300]}
     return {"ok": None, "detail": msg[:200]}
 
@@ -368,22 +422,35 @@ def _fill_plan(model: Any, names: list[str]) -> list[tuple[str, float]]:
             break
     if std is None:
         skip = set(names)
-        spreads = [float(p.detach().float().std()) for n, p in model.named_parameters()
-                   if n not in skip and p.dim() >= 2 and p.is_floating_point() and p.numel() > 1
-                   and not isinstance(p, torch.nn.parameter.UninitializedParameter)
-                   and bool(torch.isfinite(p).all())]
+        spreads = [
+            float(p.detach().float().std())
+            for n, p in model.named_parameters()
+            if n not in skip
+            and p.dim() >= 2
+            and p.is_floating_point()
+            and p.numel() > 1
+            and not isinstance(p, torch.nn.parameter.UninitializedParameter)
+            and bool(torch.isfinite(p).all())
+        ]
         spreads = [x for x in spreads if x > 0]
         std = sum(spreads) / len(spreads) if spreads else 0.02
     params = dict(model.named_parameters())
-    return [(n, 0.0 if (n.rsplit(".", 1)[-1].startswith("bias") and params[n].dim() == 1) else round(std, 6))
-            for n in names]
+    return [
+        (n, 0.0 if (n.rsplit(".", 1)[-1].startswith("bias") and params[n].dim() == 1) else round(std, 6)) for n in names
+    ]
 
 
 SIZE_BUDGET_S = 2.0  # seconds for the meta-device size checks of one module
 
 
-def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float, workdir: str = ".",
-                 trivial_atol: float = 1e-3, size_budget_s: float = SIZE_BUDGET_S) -> dict[str, Any]:
+def check_module(
+    item: dict[str, Any],
+    seeds: tuple[int, int],
+    timeout_s: float,
+    workdir: str = ".",
+    trivial_atol: float = 1e-3,
+    size_budget_s: float = SIZE_BUDGET_S,
+) -> dict[str, Any]:
     """Verdict on one module: each variant is a complete task file, loaded as a
     plain module; the first variant that passes wins."""
     import torch
@@ -426,8 +493,13 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
         # limit, which kills the worker: a fresh one re-imports everything)
         left_cpu, left_wall = cpu_deadline - time.process_time(), wall_deadline - time.monotonic()
         if left_cpu <= 0 or left_wall <= 0:
-            last = {"status": "timeout", "detail": f"over {timeout_s:g} s of CPU before variant {vi}" if left_cpu <= 0
-                    else f"over {timeout_s * WALL_FACTOR:g} s of wall-clock time before variant {vi}", "variant": vi}
+            last = {
+                "status": "timeout",
+                "detail": f"over {timeout_s:g} s of CPU before variant {vi}"
+                if left_cpu <= 0
+                else f"over {timeout_s * WALL_FACTOR:g} s of wall-clock time before variant {vi}",
+                "variant": vi,
+            }
             break
         _arm(left_cpu, left_wall)
         try:
@@ -466,8 +538,10 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                     vi -= 1
                     continue
                 if empty:
-                    raise _Drop("non_finite", "parameters left uninitialised by the constructor (torch.empty): "
-                                + ", ".join(empty[:5]))
+                    raise _Drop(
+                        "non_finite",
+                        "parameters left uninitialised by the constructor (torch.empty): " + ", ".join(empty[:5]),
+                    )
             # lazy layers take their shapes from the first input: never reused,
             # and traced after a first forward has materialised them (as Conv)
             lazy = any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters())
@@ -510,15 +584,26 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 floats = [t for t in out1 + out2 if t.is_floating_point() or t.is_complex()]
                 if any(not bool(torch.isfinite(t).all()) for t in floats):
                     empty = _uninitialised(model)
-                    raise _Drop("non_finite", "output has NaN or Inf" + (
-                        f"; parameters left uninitialised by the constructor (torch.empty): {', '.join(empty[:5])}"
-                        if empty else ""))
+                    raise _Drop(
+                        "non_finite",
+                        "output has NaN or Inf"
+                        + (
+                            f"; parameters left uninitialised by the constructor (torch.empty): {', '.join(empty[:5])}"
+                            if empty
+                            else ""
+                        ),
+                    )
                 if not _same(out1, out1b):
                     raise _Drop("nondeterministic", "different outputs for the same inputs")
-                if floats and all(t.numel() == 0 or float(t.abs().max()) <= trivial_atol for t in floats) \
-                        and len(floats) == len(out1 + out2):
-                    raise _Drop("trivial_output", f"every output is within {trivial_atol:g} of zero: zeros would "
-                                "pass the correctness tolerance")
+                if (
+                    floats
+                    and all(t.numel() == 0 or float(t.abs().max()) <= trivial_atol for t in floats)
+                    and len(floats) == len(out1 + out2)
+                ):
+                    raise _Drop(
+                        "trivial_output",
+                        f"every output is within {trivial_atol:g} of zero: zeros would pass the correctness tolerance",
+                    )
                 if _same(out1, out2):
                     raise _Drop("input_independent", "the same outputs for different inputs")
                 if _equals_an_input(out1, in1):
@@ -548,16 +633,30 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
                 except Exception:
                     trace_method, ops = "none", []
             stage = _enter("size")
-            sizes = {"small": {"ok": True, "bytes": _nbytes(in1) + _nbytes(out1) + int(
-                sum(p.numel() * p.element_size() for p in model.parameters()))}}
-            fns = [(fn, label) for fn, label in (("get_inputs", "default"), ("get_inputs_large", "large"),
-                                                 ("get_inputs_medium", "medium"))
-                   if hasattr(mod, fn) and fn != probe_fn]
+            sizes = {
+                "small": {
+                    "ok": True,
+                    "bytes": _nbytes(in1)
+                    + _nbytes(out1)
+                    + int(sum(p.numel() * p.element_size() for p in model.parameters())),
+                }
+            }
+            fns = [
+                (fn, label)
+                for fn, label in (
+                    ("get_inputs", "default"),
+                    ("get_inputs_large", "large"),
+                    ("get_inputs_medium", "medium"),
+                )
+                if hasattr(mod, fn) and fn != probe_fn
+            ]
             # the meta-device check is bookkeeping, not a check of the module:
             # its own short budget (an einsum on meta tensors of the large set
             # took 76 s for XLNet); over it, the sizes stay unverified
-            _arm(min(cpu_deadline - time.process_time(), size_budget_s),
-                 min(wall_deadline - time.monotonic(), size_budget_s * WALL_FACTOR))
+            _arm(
+                min(cpu_deadline - time.process_time(), size_budget_s),
+                min(wall_deadline - time.monotonic(), size_budget_s * WALL_FACTOR),
+            )
             checked = _size_checks(mod, fns, built=model)
             for fn, label in fns:
                 got = checked.get(label)
@@ -569,10 +668,19 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             _disarm()
             compute = [o for o in ops if o not in VIEW_OPS]
             last = {
-                "status": "ok", "detail": "", "variant": vi, "forward_ms": round(forward_s * 1000, 3),
-                "ops": dict(Counter(ops)), "compute_ops": len(compute), "trace": trace_method,
-                "op_graph_hash": graph, "fingerprint": _fingerprint(out1), "sizes": sizes, "trace_error": trace_error,
-                "output_shapes": [list(t.shape) for t in out1], **_module_stats(model),
+                "status": "ok",
+                "detail": "",
+                "variant": vi,
+                "forward_ms": round(forward_s * 1000, 3),
+                "ops": dict(Counter(ops)),
+                "compute_ops": len(compute),
+                "trace": trace_method,
+                "op_graph_hash": graph,
+                "fingerprint": _fingerprint(out1),
+                "sizes": sizes,
+                "trace_error": trace_error,
+                "output_shapes": [list(t.shape) for t in out1],
+                **_module_stats(model),
             }
             break
         except _Drop as d:
@@ -580,10 +688,14 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             if d.reason not in ("size_error",):
                 break  # other input shapes will not change what the module computes
         except ModuleTimeout as exc:
-            last = {"status": "timeout", "variant": vi,
-                    "detail": f"over {timeout_s * WALL_FACTOR:g} s of wall-clock time during {stage} (budget "
-                              f"{timeout_s:g} s of CPU)" if str(exc) == "wall" else
-                              f"over {timeout_s:g} s of CPU during {stage}"}
+            last = {
+                "status": "timeout",
+                "variant": vi,
+                "detail": f"over {timeout_s * WALL_FACTOR:g} s of wall-clock time during {stage} (budget "
+                f"{timeout_s:g} s of CPU)"
+                if str(exc) == "wall"
+                else f"over {timeout_s:g} s of CPU during {stage}",
+            }
             break
         except ModuleNotFoundError as exc:
             last = {"status": "missing_import", "detail": str(exc), "variant": vi}
@@ -595,8 +707,10 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             last = {"status": f"{stage}_error", "detail": tb[:500], "variant": vi}
             errors.append(f"v{vi} {stage}: {tb[:300]}")
-            config_caused = stage == "init" or (stage == "forward" and (
-                "can only be called on Attention layers" in tb or tb.strip() == "KeyError: None"))
+            config_caused = stage == "init" or (
+                stage == "forward"
+                and ("can only be called on Attention layers" in tb or tb.strip() == "KeyError: None")
+            )
             if config_caused and specs and init_repairs_left > 0:
                 # a config validation error that names the value it expected:
                 # the constructor arguments are repaired and this variant (and
@@ -629,8 +743,11 @@ def check_module(item: dict[str, Any], seeds: tuple[int, int], timeout_s: float,
             _disarm()
             sys.modules.pop(name, None)
             _enter("import")
-    if last.get("status") == "ok" and specs and (specs[last["variant"]].get("note") == "repaired"
-                                                 or specs[last["variant"]].get("prelude")):
+    if (
+        last.get("status") == "ok"
+        and specs
+        and (specs[last["variant"]].get("note") == "repaired" or specs[last["variant"]].get("prelude"))
+    ):
         last["repaired"] = specs[last["variant"]]
         last["text_sha"] = hashlib.sha256(texts[last["variant"]].encode()).hexdigest()[:16]
     if initialised and last.get("status") == "ok":
@@ -708,14 +825,21 @@ def main() -> None:
             continue
         item = json.loads(line)
         try:
-            res = check_module(item, seeds, float(job["module_timeout_s"]), workdir=os.getcwd(),
-                               trivial_atol=float(job.get("trivial_atol", 1e-3)))
+            res = check_module(
+                item,
+                seeds,
+                float(job["module_timeout_s"]),
+                workdir=os.getcwd(),
+                trivial_atol=float(job.get("trivial_atol", 1e-3)),
+            )
         except BaseException as exc:  # a module broke the harness itself; still report
             res = {"status": "runtime_error", "detail": f"{type(exc).__name__}: {exc}"[:500]}
         try:
             chan.send(type="module", id=item["id"], result=res)
         except (TypeError, ValueError):
-            chan.send(type="module", id=item["id"], result={"status": "runtime_error", "detail": "unserialisable result"})
+            chan.send(
+                type="module", id=item["id"], result={"status": "runtime_error", "detail": "unserialisable result"}
+            )
     sys.stderr.flush()
     os._exit(0)
 

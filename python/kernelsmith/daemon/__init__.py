@@ -21,6 +21,7 @@ evaluates in the calling process instead.
 This module imports nothing heavy (no torch, no evaluator): a client whose
 daemon is warm pays only the socket round trip.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,13 +49,46 @@ START_TIMEOUT_S = 60.0
 #: the largest request or answer line (a task plus a candidate; a result)
 MAX_MESSAGE_BYTES = 64 << 20
 #: Evaluator options a request may carry (the daemon keys its evaluators by them)
-EVALUATOR_OPTIONS = ("backend", "workers", "devices", "timeout_s", "cpu_limit_s", "memory_limit_mb", "isolation",
-                     "timing", "spares", "cpu_threads")
+EVALUATOR_OPTIONS = (
+    "backend",
+    "workers",
+    "devices",
+    "timeout_s",
+    "cpu_limit_s",
+    "memory_limit_mb",
+    "isolation",
+    "timing",
+    "spares",
+    "cpu_threads",
+)
 #: variables that change what an evaluation does: a daemon serves one set of values
-_ENV_NAMES = ("PATH", "PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "CC", "CXX", "TMPDIR",
-              "XDG_CACHE_HOME")
-_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "POCL_", "PYOPENCL_", "OCL_", "TORCH", "PYTORCH_", "OMP_", "MKL_",
-                 "HIP_", "ROCR_", "KS_", "KERNELSMITH_")
+_ENV_NAMES = (
+    "PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "CC",
+    "CXX",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+)
+_ENV_PREFIXES = (
+    "CUDA_",
+    "NVIDIA_",
+    "TRITON_",
+    "POCL_",
+    "PYOPENCL_",
+    "OCL_",
+    "TORCH",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "HIP_",
+    "ROCR_",
+    "KS_",
+    "KERNELSMITH_",
+)
 
 
 class DaemonError(RuntimeError):
@@ -122,16 +156,21 @@ def runtime_dir() -> str:
         found = _private_dir(path)
         if found is not None:
             return found
-    raise DaemonError(f"{candidates[-1]}: not a 0700 folder of uid {os.getuid()} (someone else's?); remove it or "
-                      "set KERNELSMITH_DAEMON_DIR")
+    raise DaemonError(
+        f"{candidates[-1]}: not a 0700 folder of uid {os.getuid()} (someone else's?); remove it or "
+        "set KERNELSMITH_DAEMON_DIR"
+    )
 
 
 def environment_key(env: Optional[dict[str, str]] = None) -> str:
     """A short hash of what makes evaluations differ between callers: the
     Python executable and the variables above (without the daemon's own)."""
     env = dict(os.environ if env is None else env)
-    picked = sorted((k, v) for k, v in env.items()
-                    if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not k.startswith("KERNELSMITH_DAEMON"))
+    picked = sorted(
+        (k, v)
+        for k, v in env.items()
+        if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not k.startswith("KERNELSMITH_DAEMON")
+    )
     blob = json.dumps([sys.executable, picked])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -150,7 +189,9 @@ def build_id() -> str:
                     st = os.stat(os.path.join(dirpath, name))
                 except OSError:
                     continue
-                h.update(f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+                h.update(
+                    f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns};".encode()
+                )
     return f"{__version__}+{h.hexdigest()[:12]}"
 
 
@@ -167,8 +208,11 @@ class Paths:
     def all(cls) -> list["Paths"]:
         """Every daemon's files in the folder (any environment)."""
         directory = runtime_dir()
-        keys = sorted(n[len("daemon-"):-len(".sock")] for n in os.listdir(directory)
-                      if n.startswith("daemon-") and n.endswith(".sock"))
+        keys = sorted(
+            n[len("daemon-") : -len(".sock")]
+            for n in os.listdir(directory)
+            if n.startswith("daemon-") and n.endswith(".sock")
+        )
         return [cls(k, directory) for k in keys]
 
 
@@ -241,8 +285,9 @@ def request(paths: Paths, msg: dict[str, Any], timeout_s: Optional[float] = 10.0
                 phases.report(str(answer["stage"]))
                 answer = _read_line(reader)
         except (OSError, ValueError) as exc:  # reset, broken pipe, timeout, garbage
-            raise DaemonError(f"the evaluation daemon gave no answer ({type(exc).__name__}: {exc})"
-                              + _log_hint(paths)) from exc
+            raise DaemonError(
+                f"the evaluation daemon gave no answer ({type(exc).__name__}: {exc})" + _log_hint(paths)
+            ) from exc
     if answer is None:
         raise DaemonError("the evaluation daemon hung up without an answer (it died?)" + _log_hint(paths))
     return answer
@@ -306,8 +351,9 @@ def stop(paths: Optional[Paths] = None, timeout_s: float = 30.0) -> Optional[int
     return pid or None
 
 
-def start(paths: Optional[Paths] = None, idle_s: Optional[float] = None,
-          timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
+def start(
+    paths: Optional[Paths] = None, idle_s: Optional[float] = None, timeout_s: float = START_TIMEOUT_S
+) -> dict[str, Any]:
     """Start a daemon for ``paths`` unless one answers; its status. Two
     clients starting at once are fine: the second daemon finds the lock
     taken and leaves, both clients talk to the first."""
@@ -326,9 +372,24 @@ def start(paths: Optional[Paths] = None, idle_s: Optional[float] = None,
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelsmith.daemon.server", "--key", paths.key, "--dir", paths.dir,
-             "--idle", str(idle)],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env, cwd=paths.dir, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "kernelsmith.daemon.server",
+                "--key",
+                paths.key,
+                "--dir",
+                paths.dir,
+                "--idle",
+                str(idle),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            env=env,
+            cwd=paths.dir,
+            start_new_session=True,
+        )
     finally:
         os.close(fd)
     # reap it when it ends while this (long-lived) caller still runs
@@ -345,8 +406,13 @@ def start(paths: Optional[Paths] = None, idle_s: Optional[float] = None,
     raise DaemonError(f"the evaluation daemon did not listen within {timeout_s:.0f} s" + _log_hint(paths))
 
 
-def evaluate_remote(task_dict: dict[str, Any], source: str, trials: Optional[int] = None,
-                    options: Optional[dict[str, Any]] = None, paths: Optional[Paths] = None) -> dict[str, Any]:
+def evaluate_remote(
+    task_dict: dict[str, Any],
+    source: str,
+    trials: Optional[int] = None,
+    options: Optional[dict[str, Any]] = None,
+    paths: Optional[Paths] = None,
+) -> dict[str, Any]:
     """Evaluate through the daemon, starting it (or replacing one of another
     build) as needed. The answer: ``{"result": EvalResult dict, "pid": n,
     "wall_s": s}``. RemoteError when the evaluation itself raised; DaemonError
@@ -357,8 +423,15 @@ def evaluate_remote(task_dict: dict[str, Any], source: str, trials: Optional[int
     if unknown:
         raise ValueError(f"not evaluator options: {', '.join(unknown)}")
     build = build_id()
-    msg = {"op": "eval", "build": build, "task": task_dict, "source": source, "trials": trials, "options": options,
-           "stream": True}
+    msg = {
+        "op": "eval",
+        "build": build,
+        "task": task_dict,
+        "source": source,
+        "trials": trials,
+        "options": options,
+        "stream": True,
+    }
     for attempt in range(3):
         try:
             answer = request(paths, msg, timeout_s=None)
@@ -378,8 +451,9 @@ def evaluate_remote(task_dict: dict[str, Any], source: str, trials: Optional[int
     raise DaemonError("could not reach an evaluation daemon of this build after 3 tries" + _log_hint(paths))
 
 
-def evaluate(task: Any, source: str, trials: Optional[int] = None, *, daemon: Optional[bool] = None,
-             **options: Any) -> Any:
+def evaluate(
+    task: Any, source: str, trials: Optional[int] = None, *, daemon: Optional[bool] = None, **options: Any
+) -> Any:
     """Evaluate ``source`` against ``task`` (a Task or a task path), through
     the warm daemon when enabled (see :func:`enabled`), else, or when the
     daemon cannot be reached or died, in this process with a one-off
@@ -396,8 +470,11 @@ def evaluate(task: Any, source: str, trials: Optional[int] = None, *, daemon: Op
         try:
             answer = evaluate_remote(task.to_dict(), source, trials, options)
         except (DaemonError, OSError) as exc:  # OSError: e.g. the log or socket folder not writable
-            log.warning("the evaluation daemon failed (%s); evaluating in this process instead "
-                        "(KERNELSMITH_DAEMON=0 or --no-daemon skips the daemon)", exc)
+            log.warning(
+                "the evaluation daemon failed (%s); evaluating in this process instead "
+                "(KERNELSMITH_DAEMON=0 or --no-daemon skips the daemon)",
+                exc,
+            )
         except RemoteError as exc:
             raise RuntimeError(f"evaluation failed in the daemon: {exc}") from None
         else:
@@ -415,6 +492,21 @@ def evaluate_local(task: Any, source: str, trials: Optional[int] = None, **optio
         return ev.evaluate(task, source, trials)
 
 
-__all__ = ["DEFAULT_IDLE_S", "DaemonError", "EVALUATOR_OPTIONS", "Paths", "RemoteError", "build_id", "enabled",
-           "environment_key", "evaluate", "evaluate_local", "evaluate_remote", "idle_seconds", "runtime_dir",
-           "start", "status", "stop"]
+__all__ = [
+    "DEFAULT_IDLE_S",
+    "DaemonError",
+    "EVALUATOR_OPTIONS",
+    "Paths",
+    "RemoteError",
+    "build_id",
+    "enabled",
+    "environment_key",
+    "evaluate",
+    "evaluate_local",
+    "evaluate_remote",
+    "idle_seconds",
+    "runtime_dir",
+    "start",
+    "status",
+    "stop",
+]

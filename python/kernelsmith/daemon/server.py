@@ -25,6 +25,7 @@ Protocol: one JSON line each way per connection.
   {"op": "status"} -> {"ok": true, "pid": n, "build": id, "served": n, "evaluators": [...], ...}
   {"op": "stop"}   -> {"ok": true, "pid": n}, then the daemon closes its pools and exits
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,8 +111,11 @@ class Daemon:
 
     def serve(self) -> None:
         assert self.listener is not None
-        print(f"kernelsmith daemon {self.pid} (build {self.build}) listening on {self.paths.socket}, "
-              f"idle stop after {self.idle_s:g} s", flush=True)
+        print(
+            f"kernelsmith daemon {self.pid} (build {self.build}) listening on {self.paths.socket}, "
+            f"idle stop after {self.idle_s:g} s",
+            flush=True,
+        )
         while not self._stop.is_set():
             try:
                 conn, _ = self.listener.accept()
@@ -158,8 +162,14 @@ class Daemon:
             uid = peer_uid(conn)
             if uid != os.getuid():
                 print(f"refused a connection from uid {uid}", flush=True)
-                send_message(conn, {"ok": False, "code": "refused",
-                                    "error": f"uid {uid} may not use the evaluation daemon of uid {os.getuid()}"})
+                send_message(
+                    conn,
+                    {
+                        "ok": False,
+                        "code": "refused",
+                        "error": f"uid {uid} may not use the evaluation daemon of uid {os.getuid()}",
+                    },
+                )
                 return
             with self._lock:
                 self._in_flight += 1
@@ -191,8 +201,13 @@ class Daemon:
             # an upgrade or an edit of the package: serve none of that build's
             # clients with this code; leave so the client starts its own
             self._stop.set()
-            return {"ok": False, "code": "build", "pid": self.pid, "build": self.build,
-                    "error": f"daemon of build {self.build}, request of build {msg.get('build')}"}
+            return {
+                "ok": False,
+                "code": "build",
+                "pid": self.pid,
+                "build": self.build,
+                "error": f"daemon of build {self.build}, request of build {msg.get('build')}",
+            }
         return self._evaluate(msg, conn if msg.get("stream") else None)
 
     def _evaluate(self, msg: dict[str, Any], stream: Optional[socket.socket] = None) -> dict[str, Any]:
@@ -223,8 +238,11 @@ class Daemon:
             traceback.print_exc()
             return {"ok": False, "code": "remote", "error": f"{type(exc).__name__}: {exc}"}
         self.served += 1
-        print(f"served task {task.id}: {result.category} in {time.monotonic() - started:.2f} s "
-              f"(daemon up {time.time() - self.started:.1f} s)", flush=True)
+        print(
+            f"served task {task.id}: {result.category} in {time.monotonic() - started:.2f} s "
+            f"(daemon up {time.time() - self.started:.1f} s)",
+            flush=True,
+        )
         return {"ok": True, "pid": self.pid, "result": result.to_dict(), "wall_s": round(time.monotonic() - started, 4)}
 
     def _evaluator(self, options: dict[str, Any]) -> Any:
@@ -250,16 +268,32 @@ class Daemon:
         with self._lock:
             evaluators = []
             for key, ev in self._evaluators.items():
-                pools = [{"backend": b, "device": d, "zygote_pid": p.zygote.proc.pid, "alive": p.zygote.alive(),
-                          "zygote_warm_s": p.zygote.warm_s}
-                         for (b, d), p in ev._device_pools.items()]
+                pools = [
+                    {
+                        "backend": b,
+                        "device": d,
+                        "zygote_pid": p.zygote.proc.pid,
+                        "alive": p.zygote.alive(),
+                        "zygote_warm_s": p.zygote.warm_s,
+                    }
+                    for (b, d), p in ev._device_pools.items()
+                ]
                 evaluators.append({"options": json.loads(key), "pools": pools})
             idle_for = time.monotonic() - self._last
-        return {"ok": True, "pid": self.pid, "build": self.build, "key": self.paths.key, "socket": self.paths.socket,
-                "started": self.started, "idle_s": self.idle_s, "idle_for_s": round(idle_for, 3),
-                "in_flight": self._in_flight - 1,  # not counting this status request
-                "served": self.served, "failed": self.failed,
-                "evaluators": evaluators}
+        return {
+            "ok": True,
+            "pid": self.pid,
+            "build": self.build,
+            "key": self.paths.key,
+            "socket": self.paths.socket,
+            "started": self.started,
+            "idle_s": self.idle_s,
+            "idle_for_s": round(idle_for, 3),
+            "in_flight": self._in_flight - 1,  # not counting this status request
+            "served": self.served,
+            "failed": self.failed,
+            "evaluators": evaluators,
+        }
 
 
 def _preload() -> None:

@@ -24,6 +24,7 @@ no speedup reward. Returns are discounted: ``G_t = sum_k gamma^(k-t) r_k``.
 The environment knows no trainer; adapters live in their own modules
 (:mod:`.trl_rollout`, :mod:`.verl_agent`, :mod:`.verifiers_env`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -161,15 +162,21 @@ class EpisodeStart:
         return cls(task=task, source=task.seed_source, metrics={}, name="seed")
 
     @classmethod
-    def from_run(cls, run_dir: Union[str, Path], program: Union[str, int] = "best",
-                 top_programs: int = 3) -> "EpisodeStart":
+    def from_run(
+        cls, run_dir: Union[str, Path], program: Union[str, int] = "best", top_programs: int = 3
+    ) -> "EpisodeStart":
         """A parent from a run's archive (its trajectory): ``program`` "best"
         (the fastest reliably timed correct program), "seed", or a program id."""
         run = load_run(run_dir)
         task = task_from_spec(run.task.to_dict())
-        correct = [p for p in run.programs.values()
-                   if p.status == "correct" and not p.is_reference and not p.metrics.get("unreliable")
-                   and not p.metrics.get("suspicious")]
+        correct = [
+            p
+            for p in run.programs.values()
+            if p.status == "correct"
+            and not p.is_reference
+            and not p.metrics.get("unreliable")
+            and not p.metrics.get("suspicious")
+        ]
         if program == "best":
             if not correct:
                 raise ValueError(f"{run_dir}: no reliably timed correct program to start from")
@@ -184,15 +191,23 @@ class EpisodeStart:
             chosen = run.programs[int(program)]
         if chosen.is_reference:
             return cls(task=task, name=f"{Path(run_dir).name}:reference")
-        tops = sorted((p for p in correct if p.id != chosen.id),
-                      key=lambda p: -float(p.metrics.get("speedup") or 0.0))[:top_programs]
+        tops = sorted((p for p in correct if p.id != chosen.id), key=lambda p: -float(p.metrics.get("speedup") or 0.0))[
+            :top_programs
+        ]
         top = [{"id": p.id, "source": p.source, "metrics": dict(p.metrics), "status": p.status} for p in tops]
         # The run's last attempts, as the loop shows an island's recent history.
-        history = [history_entry(s.record, s.record.child) for s in run.steps
-                   if s.status != "llm-error"][-HISTORY_PER_PROMPT:]
-        return cls(task=task, source=chosen.source, metrics=dict(chosen.metrics),
-                   name=f"{Path(run_dir).name}:{chosen.id}", top_programs=top, history=history,
-                   program_id=chosen.id)
+        history = [history_entry(s.record, s.record.child) for s in run.steps if s.status != "llm-error"][
+            -HISTORY_PER_PROMPT:
+        ]
+        return cls(
+            task=task,
+            source=chosen.source,
+            metrics=dict(chosen.metrics),
+            name=f"{Path(run_dir).name}:{chosen.id}",
+            top_programs=top,
+            history=history,
+            program_id=chosen.id,
+        )
 
 
 @dataclass
@@ -238,8 +253,9 @@ class Episode:
 
     _ids = itertools.count(1)
 
-    def __init__(self, start: EpisodeStart, messages: list[dict[str, str]], prompt_meta: dict[str, Any],
-                 max_turns: int) -> None:
+    def __init__(
+        self, start: EpisodeStart, messages: list[dict[str, str]], prompt_meta: dict[str, Any], max_turns: int
+    ) -> None:
         self.id = next(Episode._ids)
         self.start = start
         self.task = start.task
@@ -296,8 +312,15 @@ class KernelEnv:
     evolve loop's trajectory format, so ``kernelsmith export`` reads them.
     """
 
-    def __init__(self, tasks: Any, evaluator: Any = None, config: Optional[EnvConfig] = None, *,
-                 record_dir: Union[str, Path, None] = None, model: str = "policy") -> None:
+    def __init__(
+        self,
+        tasks: Any,
+        evaluator: Any = None,
+        config: Optional[EnvConfig] = None,
+        *,
+        record_dir: Union[str, Path, None] = None,
+        model: str = "policy",
+    ) -> None:
         self.config = config or EnvConfig()
         items = tasks if isinstance(tasks, (list, tuple)) else [tasks]
         self.starts = [EpisodeStart.of(t) for t in items]
@@ -331,8 +354,9 @@ class KernelEnv:
             for start in self.starts:
                 if which in (start.task.id, start.task.name, start.name):
                     return start
-            raise KeyError(f"no task or start named '{which}'; known: "
-                           f"{', '.join(s.name or s.task.name for s in self.starts)}")
+            raise KeyError(
+                f"no task or start named '{which}'; known: {', '.join(s.name or s.task.name for s in self.starts)}"
+            )
         return EpisodeStart.of(which)
 
     def builder(self, task: Task) -> PromptBuilder:
@@ -342,10 +366,15 @@ class KernelEnv:
         if builder is None:
             backend = self.evaluator.backend_for(task)
             hardware = backend.hardware_info()
-            builder = PromptBuilder(self.config.prompt, reference_source=task.reference_source,
-                                    backend=backend.name, backend_tips=backend.prompt_tips(hardware),
-                                    hardware=hardware, task_name=task.name,
-                                    task_description=task.config.description or "")
+            builder = PromptBuilder(
+                self.config.prompt,
+                reference_source=task.reference_source,
+                backend=backend.name,
+                backend_tips=backend.prompt_tips(hardware),
+                hardware=hardware,
+                task_name=task.name,
+                task_description=task.config.description or "",
+            )
             with self._lock:
                 self._builders.setdefault(task.id, builder)
         return builder
@@ -353,11 +382,18 @@ class KernelEnv:
     def first_prompt(self, start: EpisodeStart) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """The prompt the evolve loop builds for a request whose parent is the start program."""
         current = ProgramRecord.unevaluated(
-            start.program_source(), "correct", Feedback() if start.source else Feedback(note=REFERENCE_NOTE),
-            parent_id=-1, island=0, iteration=0, metrics=dict(start.metrics) if start.source else None)
+            start.program_source(),
+            "correct",
+            Feedback() if start.source else Feedback(note=REFERENCE_NOTE),
+            parent_id=-1,
+            island=0,
+            iteration=0,
+            metrics=dict(start.metrics) if start.source else None,
+        )
         current.id = start.program_id if start.program_id is not None else 0
-        request = SimpleNamespace(island=0, parent=current.to_child(), inspirations=[], mode=self.config.mode,
-                                  iteration=1)
+        request = SimpleNamespace(
+            island=0, parent=current.to_child(), inspirations=[], mode=self.config.mode, iteration=1
+        )
         prompt = self.builder(start.task).build(request, history=start.history, top_programs=start.top_programs)
         return prompt.messages, prompt.meta
 
@@ -408,8 +444,10 @@ class KernelEnv:
         if todo:
             evaluated = self.evaluator.evaluate_many([(task, src) for _, task, src in todo], trials=self.config.trials)
             results = {i: r for (i, _, _), r in zip(todo, evaluated)}
-        return [self._finish(ep, text, edit, results.get(i))
-                for i, ((ep, _), (edit, text)) in enumerate(zip(pairs, prepared))]
+        return [
+            self._finish(ep, text, edit, results.get(i))
+            for i, ((ep, _), (edit, text)) in enumerate(zip(pairs, prepared))
+        ]
 
     async def step_async(self, episode: Episode, response: Any) -> StepResult:
         """One turn of one episode from asyncio code; concurrent calls share the pool."""
@@ -420,7 +458,9 @@ class KernelEnv:
         return self._finish(episode, text, edit, result)
 
     # -- reward ---------------------------------------------------------
-    def turn_reward(self, episode: Episode, edit: EditResult, result: Optional[EvalResult]) -> tuple[float, str, dict[str, Any]]:
+    def turn_reward(
+        self, episode: Episode, edit: EditResult, result: Optional[EvalResult]
+    ) -> tuple[float, str, dict[str, Any]]:
         """(reward, status, terms) of one turn; see the module docstring."""
         cfg = self.config.reward
         if not edit.ok or result is None:
@@ -430,8 +470,9 @@ class KernelEnv:
         baseline = episode.baseline_speedup
         if baseline is None and not episode.baseline_runtime_ms:
             baseline = 1.0  # a start never timed (e.g. a task's seed): measured against the reference
-        base = compute_reward(result, parent_runtime_ms=episode.baseline_runtime_ms, config=plain,
-                              parent_speedup=baseline)
+        base = compute_reward(
+            result, parent_runtime_ms=episode.baseline_runtime_ms, config=plain, parent_speedup=baseline
+        )
         if base.status != "correct":
             if base.status == "untimed":
                 return cfg.untimed + cfg.correct_bonus, "untimed", {"bonus": cfg.correct_bonus}
@@ -445,7 +486,9 @@ class KernelEnv:
             s_prev, s_ref = min(s_prev, 1.0), min(s_ref, 1.0)
         terms = {
             "bonus": cfg.correct_bonus,
-            "speedup_prev": s_prev, "speedup_ref": s_ref, "reliable": reliable,
+            "speedup_prev": s_prev,
+            "speedup_ref": s_ref,
+            "reliable": reliable,
             "prev_term": self.config.w_prev * shape(s_prev, cfg),
             "ref_term": self.config.w_ref * shape(s_ref, cfg),
         }
@@ -456,9 +499,17 @@ class KernelEnv:
         reward, status, terms = self.turn_reward(episode, edit, result)
         index = len(episode.turns)
         parent_id, parent_metrics = episode.current_id, dict(episode.current_metrics)
-        turn = Turn(index=index, response=text, edit=edit, result=result, reward=reward, status=status,
-                    info=terms, source=edit.source if edit.ok else "",
-                    program=self._program(episode, edit, result, parent_id, index))
+        turn = Turn(
+            index=index,
+            response=text,
+            edit=edit,
+            result=result,
+            reward=reward,
+            status=status,
+            info=terms,
+            source=edit.source if edit.ok else "",
+            program=self._program(episode, edit, result, parent_id, index),
+        )
         prompt_before = episode.observation
         episode.turns.append(turn)
         # What the next answer edits: this turn's program (a repair when it
@@ -473,8 +524,12 @@ class KernelEnv:
         if status == "correct" and result is not None and terms.get("reliable"):
             episode.baseline_speedup = float(result.speedup) if result.speedup else episode.baseline_speedup
             episode.baseline_runtime_ms = result.runtime_ms or episode.baseline_runtime_ms
-        reached = (self.config.stop_speedup is not None and status == "correct" and terms.get("reliable")
-                   and float(result.speedup or 0.0) >= self.config.stop_speedup)
+        reached = (
+            self.config.stop_speedup is not None
+            and status == "correct"
+            and terms.get("reliable")
+            and float(result.speedup or 0.0) >= self.config.stop_speedup
+        )
         episode.done = len(episode.turns) >= episode.max_turns or bool(reached)
         observation = "" if episode.done else self.feedback_message(episode, turn)
         episode.messages = episode.messages + [{"role": "assistant", "content": text}]
@@ -485,16 +540,29 @@ class KernelEnv:
             info["returns"] = episode.returns(self.config.gamma)
             info["stop"] = "stop_speedup" if reached else "max_turns"
         if self.recorder is not None:
-            child_id = self.recorder.turn(episode, turn, parent_id=parent_id, parent_metrics=parent_metrics,
-                                          prompt=prompt_before, model=self.model)
+            child_id = self.recorder.turn(
+                episode,
+                turn,
+                parent_id=parent_id,
+                parent_metrics=parent_metrics,
+                prompt=prompt_before,
+                model=self.model,
+            )
             if edit.ok or edit.error_kind == "syntax":
                 episode.current_id = child_id
-        return StepResult(observation=observation, reward=reward, done=episode.done, result=result, info=info,
-                          messages=episode.observation)
+        return StepResult(
+            observation=observation,
+            reward=reward,
+            done=episode.done,
+            result=result,
+            info=info,
+            messages=episode.observation,
+        )
 
     @staticmethod
-    def _program(episode: Episode, edit: EditResult, result: Optional[EvalResult], parent_id: Optional[int],
-                 index: int) -> ProgramRecord:
+    def _program(
+        episode: Episode, edit: EditResult, result: Optional[EvalResult], parent_id: Optional[int], index: int
+    ) -> ProgramRecord:
         """The turn's program, its metrics computed here once: the evaluated
         one, or after a failed edit the model's text when it only failed to
         parse, else the program unchanged."""
@@ -510,18 +578,23 @@ class KernelEnv:
         (the loop's renderer), then the program the next answer edits."""
         cfg = self.config
         if turn.result is None:
-            feedback = Feedback(category="edit", edit_error=turn.edit.error if turn.edit else "no program",
-                                compiled=False)
+            feedback = Feedback(
+                category="edit", edit_error=turn.edit.error if turn.edit else "no program", compiled=False
+            )
         else:
             feedback = Feedback.of(turn.result)
-        lines = [f"## Result of your answer (turn {turn.index + 1} of {episode.max_turns})",
-                 render_feedback(feedback, cfg.prompt.max_log_chars)]
+        lines = [
+            f"## Result of your answer (turn {turn.index + 1} of {episode.max_turns})",
+            render_feedback(feedback, cfg.prompt.max_log_chars),
+        ]
         if turn.status == "correct":
             s_ref = turn.info.get("speedup_ref")
             lines.append("")
-            lines.append(f"Correct. Speedup over the reference as paid: {s_ref:.3g}x"
-                         + ("" if turn.info.get("reliable") else " (timing not reliable: paid at most 1x)")
-                         + ". Make it faster.")
+            lines.append(
+                f"Correct. Speedup over the reference as paid: {s_ref:.3g}x"
+                + ("" if turn.info.get("reliable") else " (timing not reliable: paid at most 1x)")
+                + ". Make it faster."
+            )
         elif turn.status == "untimed":
             lines.append("")
             lines.append("Correct (not timed). Make it faster.")
@@ -532,8 +605,14 @@ class KernelEnv:
             lines.append("")
             lines.append("Fix the program below so that it compiles and matches the reference, then make it fast.")
         if cfg.show_program:
-            lines += ["", "## Current program", "Your next answer edits this program:", "```python",
-                      episode.current_source.rstrip("\n"), "```"]
+            lines += [
+                "",
+                "## Current program",
+                "Your next answer edits this program:",
+                "```python",
+                episode.current_source.rstrip("\n"),
+                "```",
+            ]
         lines += ["", "Answer in the same format as before."]
         return "\n".join(lines) + "\n"
 

@@ -12,6 +12,7 @@ reward and its terms; the returns on the last turn). ``kernelsmith export
 sft|rl`` and :func:`kernelsmith.export.load_run` read these directories as
 they read runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,9 +64,13 @@ class EpisodeRecorder:
             raise FileExistsError(f"{run_dir.path} already holds a run; record episodes into a new folder")
         snapshot = {
             "task": {"path": str(task.path or ""), "id": task.id, "name": task.name},
-            "config": {"backend": task.config.backend, "trials": self.config.trials or task.config.trials,
-                       "edit_mode": self.config.edit_mode, "source": "kernelsmith.env",
-                       "environment": self.config.to_dict()},
+            "config": {
+                "backend": task.config.backend,
+                "trials": self.config.trials or task.config.trials,
+                "edit_mode": self.config.edit_mode,
+                "source": "kernelsmith.env",
+                "environment": self.config.to_dict(),
+            },
         }
         run_dir.path.mkdir(parents=True, exist_ok=True)
         staging = run_dir.path / ".task"
@@ -95,22 +100,36 @@ class EpisodeRecorder:
                 run.seeds[key] = pid
                 reference = start.from_reference
                 record = StepRecord(
-                    kind="seed", step=run.steps, name="reference" if reference else (start.name or "start"),
-                    child_id=pid, copy_ids=[pid], child_source=source,
+                    kind="seed",
+                    step=run.steps,
+                    name="reference" if reference else (start.name or "start"),
+                    child_id=pid,
+                    copy_ids=[pid],
+                    child_source=source,
                     status="reference" if reference else "correct",
-                    metrics={"score": 0.0} if reference else dict(start.metrics), eval_key=None,
+                    metrics={"score": 0.0} if reference else dict(start.metrics),
+                    eval_key=None,
                     time=time.time(),
                 )
                 if reference:
-                    record.child = ProgramRecord.unevaluated(source, "correct", Feedback(note=REFERENCE_NOTE),
-                                                             parent_id=-1, island=0, iteration=0)
+                    record.child = ProgramRecord.unevaluated(
+                        source, "correct", Feedback(note=REFERENCE_NOTE), parent_id=-1, island=0, iteration=0
+                    )
                     record.child.id = pid
                 run.run_dir.append_step(record)
                 run.steps += 1
         episode.current_id = pid
 
-    def turn(self, episode: Episode, turn: Turn, *, parent_id: Optional[int], parent_metrics: dict[str, Any],
-             prompt: list[dict[str, str]], model: str) -> int:
+    def turn(
+        self,
+        episode: Episode,
+        turn: Turn,
+        *,
+        parent_id: Optional[int],
+        parent_metrics: dict[str, Any],
+        prompt: list[dict[str, str]],
+        model: str,
+    ) -> int:
         """Record one turn as a step; returns the child's program id. The
         turn's whole result goes to the run's evaluations.jsonl, the record
         and its child keep its key."""
@@ -123,26 +142,44 @@ class EpisodeRecorder:
             run.next_id += 1
             request_id = run.next_request
             run.next_request += 1
-            eval_key = (run.run_dir.append_evaluation(source_key(turn.source), result.to_dict())
-                        if result is not None else None)
+            eval_key = (
+                run.run_dir.append_evaluation(source_key(turn.source), result.to_dict()) if result is not None else None
+            )
             child = dataclasses.replace(turn.program, eval_key=eval_key, id=child_id)
             status, metrics = child.status, child.metrics
             record = StepRecord(
-                kind="step", request_id=request_id, iteration=turn.index + 1, island=0,
+                kind="step",
+                request_id=request_id,
+                iteration=turn.index + 1,
+                island=0,
                 mode=self.config.mode if turn.index == 0 else "repair" if status != "correct" else "exploit",
-                parent_id=parent_id if parent_id is not None else -1, parent_metrics=parent_metrics,
-                inspiration_ids=[], prompt=prompt,
+                parent_id=parent_id if parent_id is not None else -1,
+                parent_metrics=parent_metrics,
+                inspiration_ids=[],
+                prompt=prompt,
                 prompt_meta=episode.prompt_meta if turn.index == 0 else {"episode_turn": turn.index},
-                raw_response=turn.response, reasoning=None, model=model, usage={}, latency_s=None,
+                raw_response=turn.response,
+                reasoning=None,
+                model=model,
+                usage={},
+                latency_s=None,
                 edit=edit,
                 child_source=turn.source if result is not None else None,
                 eval_key=eval_key,
-                child_id=child_id, status=status, metrics=metrics, step=run.steps, time=time.time(),
+                child_id=child_id,
+                status=status,
+                metrics=metrics,
+                step=run.steps,
+                time=time.time(),
                 child=child,
-                episode={"id": episode.id, "turn": turn.index, "reward": turn.reward,
-                         "reward_status": turn.status,
-                         "terms": {k: v for k, v in turn.info.items() if k != "edit_error"},
-                         "done": episode.done},
+                episode={
+                    "id": episode.id,
+                    "turn": turn.index,
+                    "reward": turn.reward,
+                    "reward_status": turn.status,
+                    "terms": {k: v for k, v in turn.info.items() if k != "edit_error"},
+                    "done": episode.done,
+                },
             )
             if episode.done:
                 record.episode["returns"] = episode.returns(self.config.gamma)

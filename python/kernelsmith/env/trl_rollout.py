@@ -21,6 +21,7 @@ episode of the batch turn by turn; all the turn's programs are evaluated at
 once on the evaluator's pool (:meth:`KernelEnv.step_many`). ``logprobs`` is
 None: TRL then computes the old log-probabilities itself (no vLLM here).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,8 +51,9 @@ def trl_dataset(env: KernelEnv, repeat: int = 1) -> Any:
     return Dataset.from_list(rows)
 
 
-def episode_return(prompts: Any = None, completions: Any = None, ks_return: Optional[list] = None,
-                   **_: Any) -> list[float]:
+def episode_return(
+    prompts: Any = None, completions: Any = None, ks_return: Optional[list] = None, **_: Any
+) -> list[float]:
     """The reward function to pass to GRPOTrainer: each episode's discounted return."""
     if ks_return is None:
         raise ValueError("episode_return needs the ks_return field: pass rollout_func=make_rollout_func(env)")
@@ -66,29 +68,34 @@ def _ids(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _feedback_ids(tokenizer: Any, messages: list[dict[str, str]], answer: str, feedback: str,
-                  answer_ids: list[int]) -> list[int]:
+def _feedback_ids(
+    tokenizer: Any, messages: list[dict[str, str]], answer: str, feedback: str, answer_ids: list[int]
+) -> list[int]:
     """Tokens between the model's answer and its next answer: the end of the
     assistant turn (unless the model already ended it), the feedback as a
     user turn, and the next assistant header -- as the chat template renders them."""
     closed = _render(tokenizer, messages + [{"role": "assistant", "content": answer}], False)
-    following = _render(tokenizer, messages + [{"role": "assistant", "content": answer},
-                                               {"role": "user", "content": feedback}], True)
+    following = _render(
+        tokenizer, messages + [{"role": "assistant", "content": answer}, {"role": "user", "content": feedback}], True
+    )
     if not following.startswith(closed):
-        raise ValueError("the chat template renders a conversation differently once a turn follows; "
-                         "multi-turn rollouts need a template that only appends")
+        raise ValueError(
+            "the chat template renders a conversation differently once a turn follows; "
+            "multi-turn rollouts need a template that only appends"
+        )
     at = closed.rfind(answer) if answer else len(_render(tokenizer, messages, True))
     if at < 0:
         raise ValueError("the chat template changes the assistant's text; cannot place the feedback tokens")
-    close_ids = _ids(tokenizer, closed[at + len(answer):])
+    close_ids = _ids(tokenizer, closed[at + len(answer) :])
     eos = tokenizer.eos_token_id
     if answer_ids and close_ids and answer_ids[-1] == eos and close_ids[0] == eos:
         close_ids = close_ids[1:]  # the model ended its turn itself
-    return close_ids + _ids(tokenizer, following[len(closed):])
+    return close_ids + _ids(tokenizer, following[len(closed) :])
 
 
-def make_rollout_func(env: KernelEnv, *, max_new_tokens: Optional[int] = None,
-                      temperature: Optional[float] = None) -> Callable[[list, Any], dict[str, Any]]:
+def make_rollout_func(
+    env: KernelEnv, *, max_new_tokens: Optional[int] = None, temperature: Optional[float] = None
+) -> Callable[[list, Any], dict[str, Any]]:
     """``rollout_func`` for GRPOTrainer: every prompt of the batch (its rows
     made by :func:`trl_dataset`, TRL repeats each ``num_generations`` times)
     becomes an episode of ``env.config.max_turns`` turns. ``max_new_tokens``
@@ -107,7 +114,9 @@ def make_rollout_func(env: KernelEnv, *, max_new_tokens: Optional[int] = None,
         for prompt in prompts:
             index = by_prompt.get(_key(prompt))
             if index is None:
-                raise ValueError("a prompt that is no start of this environment: build the dataset with trl_dataset(env)")
+                raise ValueError(
+                    "a prompt that is no start of this environment: build the dataset with trl_dataset(env)"
+                )
             episodes.append(env.new_episode(index))
         prompt_ids = [_ids(tokenizer, _render(tokenizer, ep.observation, True)) for ep in episodes]
         completion_ids: list[list[int]] = [[] for _ in episodes]
@@ -123,9 +132,15 @@ def make_rollout_func(env: KernelEnv, *, max_new_tokens: Optional[int] = None,
             input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
             mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
             with torch.no_grad():
-                out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=new_tokens,
-                                     do_sample=True, temperature=temp, pad_token_id=pad,
-                                     eos_token_id=tokenizer.eos_token_id)
+                out = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    max_new_tokens=new_tokens,
+                    do_sample=True,
+                    temperature=temp,
+                    pad_token_id=pad,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
             answers = []
             for row, i in enumerate(active):
                 ids = out[row, width:].tolist()

@@ -24,6 +24,7 @@ vf.MultiTurnEnv``). Usage::
     vf_env = load_environment(KernelEnv(tasks, evaluator, EnvConfig(max_turns=3)))
     results = await vf_env.evaluate(client=AsyncOpenAI(base_url=...), model="...", num_examples=-1)
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -52,8 +53,7 @@ class KernelMultiTurnEnv(vf.MultiTurnEnv):
         rubric = vf.Rubric(funcs=[self.episode_return], weights=[1.0])
         for metric in (self.turns_correct, self.best_speedup):
             rubric.add_metric(metric)
-        super().__init__(dataset=dataset, eval_dataset=dataset, rubric=rubric, max_turns=env.config.max_turns,
-                         **kwargs)
+        super().__init__(dataset=dataset, eval_dataset=dataset, rubric=rubric, max_turns=env.config.max_turns, **kwargs)
 
     def episode(self, state: Any) -> Episode:
         return self._episodes[state["trajectory_id"]]
@@ -77,9 +77,11 @@ class KernelMultiTurnEnv(vf.MultiTurnEnv):
                 break
         step = await self.kernel_env.step_async(self.episode(state), text or "")
         trajectory_step["reward"] = step.reward
-        trajectory_step["extras"] = {**(trajectory_step.get("extras") or {}),
-                                     "ks_status": step.info["status"], "ks_terms": {
-                                         k: v for k, v in step.info.items() if isinstance(v, (int, float, str, bool))}}
+        trajectory_step["extras"] = {
+            **(trajectory_step.get("extras") or {}),
+            "ks_status": step.info["status"],
+            "ks_terms": {k: v for k, v in step.info.items() if isinstance(v, (int, float, str, bool))},
+        }
         state["trajectory"].append(trajectory_step)
         # Plain values in the state: the rubric scores from them after the episode object is dropped.
         state["ks_rewards"] = state["ks_rewards"] + [step.reward]
@@ -111,8 +113,14 @@ class KernelMultiTurnEnv(vf.MultiTurnEnv):
 
     async def best_speedup(self, state: Any, **_: Any) -> float:
         """The best speedup over the reference paid in the episode (0: none correct and timed)."""
-        return max((s for s, status in zip(state.get("ks_speedups") or [], state.get("ks_statuses") or [])
-                    if status == "correct"), default=0.0)
+        return max(
+            (
+                s
+                for s, status in zip(state.get("ks_speedups") or [], state.get("ks_statuses") or [])
+                if status == "correct"
+            ),
+            default=0.0,
+        )
 
 
 def load_environment(env: KernelEnv, **kwargs: Any) -> KernelMultiTurnEnv:

@@ -25,6 +25,7 @@ Agent loop config (YAML)::
       gamma: 0.4
       eval_workers: 4
 """
+
 from __future__ import annotations
 
 import threading
@@ -60,8 +61,9 @@ def start_from_row(extra_info: dict[str, Any]) -> EpisodeStart:
     parent = extra_info.get("parent") or {}
     if parent.get("is_reference") or not parent.get("source"):
         return EpisodeStart(task=task, name="reference")
-    metrics = {k: float(parent[src]) for k, src in (("speedup", "speedup"), ("runtime_ms", "runtime_ms"))
-               if parent.get(src)}
+    metrics = {
+        k: float(parent[src]) for k, src in (("speedup", "speedup"), ("runtime_ms", "runtime_ms")) if parent.get(src)
+    }
     return EpisodeStart(task=task, source=parent["source"], metrics=metrics, name=f"parent {parent.get('id')}")
 
 
@@ -69,9 +71,17 @@ def start_from_row(extra_info: dict[str, Any]) -> EpisodeStart:
 class KernelAgentLoop(AgentLoopBase):
     """verl agent loop over :class:`KernelEnv` episodes."""
 
-    def __init__(self, *args: Any, max_turns: int = 3, gamma: float = 0.4, eval_workers: Optional[int] = None,
-                 trials: Optional[int] = None, evaluator: Any = None, record_dir: Optional[str] = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        max_turns: int = 3,
+        gamma: float = 0.4,
+        eval_workers: Optional[int] = None,
+        trials: Optional[int] = None,
+        evaluator: Any = None,
+        record_dir: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.response_length = self.rollout_config.response_length
         key = (max_turns, gamma, eval_workers, trials, id(evaluator), record_dir)
@@ -81,8 +91,9 @@ class KernelAgentLoop(AgentLoopBase):
                 owned = evaluator is None
                 if owned:
                     evaluator = Evaluator(workers=eval_workers)
-                env = KernelEnv([], evaluator, EnvConfig(max_turns=max_turns, gamma=gamma, trials=trials),
-                                record_dir=record_dir)
+                env = KernelEnv(
+                    [], evaluator, EnvConfig(max_turns=max_turns, gamma=gamma, trials=trials), record_dir=record_dir
+                )
                 env._own_evaluator = owned  # closed by close_shared()
                 _shared[key] = env
         self.env = env
@@ -95,12 +106,16 @@ class KernelAgentLoop(AgentLoopBase):
         response_mask: list[int] = []
         logprobs: Optional[list[float]] = None
         while True:
-            output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime_ids,
-                                                        sampling_params=sampling_params)
+            output = await self.server_manager.generate(
+                request_id=uuid4().hex, prompt_ids=runtime_ids, sampling_params=sampling_params
+            )
             merged, response_mask, logprobs = await self.ct_merge_assistant_token(
-                runtime_ids, output.token_ids, response_mask,
+                runtime_ids,
+                output.token_ids,
+                response_mask,
                 logprobs if (logprobs or output.log_probs) else None,
-                assistant_logprobs=output.log_probs or None)
+                assistant_logprobs=output.log_probs or None,
+            )
             runtime_ids = merged.token_ids
             answer = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
             step = await self.env.step_async(episode, answer)
@@ -108,10 +123,11 @@ class KernelAgentLoop(AgentLoopBase):
                 break
             before = messages + [{"role": "assistant", "content": answer}]
             messages = before + [{"role": "user", "content": step.observation}]
-            merged, response_mask, logprobs = await self.ct_merge_context_msg(before, messages, runtime_ids,
-                                                                              response_mask, logprobs)
+            merged, response_mask, logprobs = await self.ct_merge_context_msg(
+                before, messages, runtime_ids, response_mask, logprobs
+            )
             runtime_ids = merged.token_ids
-        response_ids = runtime_ids[len(runtime_ids) - len(response_mask):] if response_mask else []
+        response_ids = runtime_ids[len(runtime_ids) - len(response_mask) :] if response_mask else []
         prompt_ids = runtime_ids[: len(runtime_ids) - len(response_mask)]
         returns = episode.returns(self.env.config.gamma)
         return AgentLoopOutput(
@@ -122,6 +138,9 @@ class KernelAgentLoop(AgentLoopBase):
             reward_score=returns[0] if returns else None,
             num_turns=1 + 2 * len(episode.turns) - (1 if episode.done else 0),
             metrics={},
-            extra_fields={"turn_scores": episode.rewards, "tool_rewards": [],
-                          "turn_statuses": [t.status for t in episode.turns]},
+            extra_fields={
+                "turn_scores": episode.rewards,
+                "tool_rewards": [],
+                "turn_statuses": [t.status for t in episode.turns],
+            },
         )

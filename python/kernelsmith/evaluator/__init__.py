@@ -1,5 +1,6 @@
 """The evaluation service: static checks, sandboxed workers, the correctness
 protocol and reward-hack guards. See docs/evaluator.md."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -10,8 +11,7 @@ from .service import Evaluator
 from .ray_executor import RayEvaluator
 
 
-def make_evaluator(executor: str = "local", workers: Optional[int] = None,
-                   ray_address: Optional[str] = None) -> Any:
+def make_evaluator(executor: str = "local", workers: Optional[int] = None, ray_address: Optional[str] = None) -> Any:
     """The evaluator an evolve or bench run uses: the local worker pool
     (``workers`` None: one worker per local GPU, one on a CPU-only host) or
     Ray (one task per candidate; ``workers`` caps the candidates in flight)."""

@@ -16,6 +16,7 @@ with and without the pin (benchmarks/bench_cpu_pinning.py --busy 1); a
 neighbour pinned to the timing's cores is host load to the gate
 (contention.DeviceGate), which judges the timing as before.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,7 @@ def _current_cpu() -> Optional[int]:
     try:
         with open("/proc/thread-self/stat") as f:
             text = f.read()
-        return int(text[text.rindex(")") + 2:].split()[36])  # field 39; fields after comm start at 3
+        return int(text[text.rindex(")") + 2 :].split()[36])  # field 39; fields after comm start at 3
     except (OSError, ValueError, IndexError):
         return None
 

@@ -9,6 +9,7 @@ writes the entry. A request is only a hint: the entry is built from the
 request's source by this process, so no worker can plant a binary another
 candidate would load. Stops when its parent (the pool) closes stdin.
 """
+
 from __future__ import annotations
 
 import os

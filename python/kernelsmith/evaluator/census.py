@@ -29,6 +29,7 @@ reports the **coverage**: the share of the call's time spent in the
 candidate's own kernels (device time on a GPU, host time on a CPU), which
 must reach the task's ``min_coverage``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,8 +45,15 @@ from .policy import Policy
 KERNEL_RANGE = "ks::kernel::"
 #: profiler ranges of compiled code run in forward (torch.compile/inductor,
 #: AOT autograd, TorchScript): their own time is foreign work
-JIT_MARKERS = ("Torch-Compiled Region", "CompiledFxGraph", "CompiledFunction", "TorchDynamo",
-               "## Call CompiledFxGraph", "inductor", "TorchScript")
+JIT_MARKERS = (
+    "Torch-Compiled Region",
+    "CompiledFxGraph",
+    "CompiledFunction",
+    "TorchDynamo",
+    "## Call CompiledFxGraph",
+    "inductor",
+    "TorchScript",
+)
 #: CUDA runtime/driver calls: the launching side, judged by their kernels
 _RUNTIME_PREFIXES = ("cuda", "cu", "nccl", "Runtime")
 #: a scalar read (``.item()``) is allowed; bulk copies to the host are not
@@ -59,8 +67,10 @@ POLICIES = ("strict", "partial")
 #: ``FillFunctor`` kernel was "launched outside any torch op"), so an
 #: unlinked kernel of one of these kinds is housekeeping when as many of the
 #: ops ran on the host in that call (and the ops are allowed)
-_HOUSEKEEPING_KERNELS = (("FillFunctor", ("fill_", "zero_")),
-                         ("copy_kernel", ("copy_", "_to_copy", "_copy_from", "clone", "contiguous")))
+_HOUSEKEEPING_KERNELS = (
+    ("FillFunctor", ("fill_", "zero_")),
+    ("copy_kernel", ("copy_", "_to_copy", "_copy_from", "clone", "contiguous")),
+)
 
 
 @dataclass
@@ -86,23 +96,32 @@ class CallCensus:
         return own / (own + foreign)
 
     def merge(self, other: "CallCensus") -> None:
-        for mine, theirs in ((self.own, other.own), (self.housekeeping, other.housekeeping),
-                             (self.foreign, other.foreign)):
+        for mine, theirs in (
+            (self.own, other.own),
+            (self.housekeeping, other.housekeeping),
+            (self.foreign, other.foreign),
+        ):
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0.0) + v
-        for mine_l, theirs_l in ((self.host_reads, other.host_reads), (self.other_streams, other.other_streams),
-                                 (self.forged_ranges, other.forged_ranges)):
+        for mine_l, theirs_l in (
+            (self.host_reads, other.host_reads),
+            (self.other_streams, other.other_streams),
+            (self.forged_ranges, other.forged_ranges),
+        ):
             mine_l.extend(x for x in theirs_l if x not in mine_l)
         self.device_level = self.device_level or other.device_level
 
     def summary(self) -> dict[str, Any]:
         cov = self.coverage()
-        return {"coverage": None if cov is None else round(cov, 4),
-                "time_basis": "device" if self.device_level else "host",
-                "own_us": {k: round(v, 1) for k, v in sorted(self.own.items(), key=lambda kv: -kv[1])},
-                "foreign_us": {k: round(v, 1) for k, v in sorted(self.foreign.items(), key=lambda kv: -kv[1])},
-                "housekeeping_us": round(sum(self.housekeeping.values()), 1),
-                "host_reads": list(self.host_reads), "other_streams": list(self.other_streams)}
+        return {
+            "coverage": None if cov is None else round(cov, 4),
+            "time_basis": "device" if self.device_level else "host",
+            "own_us": {k: round(v, 1) for k, v in sorted(self.own.items(), key=lambda kv: -kv[1])},
+            "foreign_us": {k: round(v, 1) for k, v in sorted(self.foreign.items(), key=lambda kv: -kv[1])},
+            "housekeeping_us": round(sum(self.housekeeping.values()), 1),
+            "host_reads": list(self.host_reads),
+            "other_streams": list(self.other_streams),
+        }
 
 
 @contextlib.contextmanager
@@ -138,8 +157,9 @@ class Census:
     """Profiles calls of the candidate and attributes their work. One per
     evaluation; ``watch()`` around each checked call."""
 
-    def __init__(self, allowed_ops: set[str], *, cuda: bool, host_memory: bool, enabled: bool = True,
-                 policy: Any = None) -> None:
+    def __init__(
+        self, allowed_ops: set[str], *, cuda: bool, host_memory: bool, enabled: bool = True, policy: Any = None
+    ) -> None:
         #: False only to measure what the census costs (KS_BENCH_NO_CENSUS=1
         #: in the throughput benchmark): nothing is profiled or judged then
         self.enabled = enabled
@@ -150,10 +170,14 @@ class Census:
         # the worker passes the copy it took before the program was loaded;
         # the module globals below are read only when none is given
         if policy is None:
-            policy = Policy(allowed_ops=frozenset(allowed_ops),
-                            housekeeping_kernels=tuple(_HOUSEKEEPING_KERNELS), kernel_range=KERNEL_RANGE,
-                            jit_markers=tuple(JIT_MARKERS), runtime_prefixes=tuple(_RUNTIME_PREFIXES),
-                            scalar_read_ops=frozenset(_SCALAR_READ_OPS))
+            policy = Policy(
+                allowed_ops=frozenset(allowed_ops),
+                housekeeping_kernels=tuple(_HOUSEKEEPING_KERNELS),
+                kernel_range=KERNEL_RANGE,
+                jit_markers=tuple(JIT_MARKERS),
+                runtime_prefixes=tuple(_RUNTIME_PREFIXES),
+                scalar_read_ops=frozenset(_SCALAR_READ_OPS),
+            )
         self.policy = policy
         #: kept for readers; the attribution reads self.policy (a frozen dataclass)
         self.allowed = policy.allowed_ops
@@ -202,8 +226,11 @@ class Census:
         prof = self._profiler()
         with prof:
             yield
-        self.timed_streams = {getattr(e, "device_resource_id", None) for e in self._events(prof)
-                              if _is_device(e) and not e.name.startswith("Mem")}
+        self.timed_streams = {
+            getattr(e, "device_resource_id", None)
+            for e in self._events(prof)
+            if _is_device(e) and not e.name.startswith("Mem")
+        }
         self.timed_streams.discard(None)
 
     @contextlib.contextmanager
@@ -285,7 +312,7 @@ class Census:
         # program's ranges too: Triton's autotuner clears the L2 with zero_)
         for e in events:
             if not _is_device(e) and e.name.startswith("aten::"):
-                op = normalize_op(e.name[len("aten::"):])
+                op = normalize_op(e.name[len("aten::") :])
                 for kind, ops in self.policy.housekeeping_kernels:
                     if op in ops and op in self.policy.allowed_ops:
                         budget[kind] = budget.get(kind, 0) + 1
@@ -304,7 +331,7 @@ class Census:
         opened in this call (its prefix and this call's token), else None."""
         # (no token: attribution called outside watch(), on recorded events)
         prefix = self.policy.kernel_range + (self._token + "::" if self._token else "")
-        return name[len(prefix):] if name.startswith(prefix) else None
+        return name[len(prefix) :] if name.startswith(prefix) else None
 
     def _inside_kernel(self, e: Any, record: CallCensus) -> float:
         """Torch ops inside a kernel range are judged like those outside it
@@ -315,15 +342,18 @@ class Census:
         for child in e.cpu_children:
             name = child.name
             if name.startswith("aten::"):
-                if normalize_op(name[len("aten::"):]) not in self.policy.allowed_ops:
+                if normalize_op(name[len("aten::") :]) not in self.policy.allowed_ops:
                     self._host_event(child, record)
                     foreign += _duration(child)
             elif any(m in name for m in self.policy.jit_markers):
                 self._host_event(child, record)
                 foreign += _duration(child)
             else:
-                if name.startswith(self.policy.kernel_range) and self._own_range(name) is None \
-                        and name[:80] not in record.forged_ranges:
+                if (
+                    name.startswith(self.policy.kernel_range)
+                    and self._own_range(name) is None
+                    and name[:80] not in record.forged_ranges
+                ):
                     record.forged_ranges.append(name[:80])
                 foreign += self._inside_kernel(child, record)
         return foreign
@@ -342,8 +372,7 @@ class Census:
             if not record.device_level:
                 record.own[key] = record.own.get(key, 0.0) + max(0.0, _duration(e) - foreign)
             return
-        if (name.startswith("ks::") or name.startswith(self.policy.runtime_prefixes)
-                or name.startswith("[memory]")):
+        if name.startswith("ks::") or name.startswith(self.policy.runtime_prefixes) or name.startswith("[memory]"):
             # runtime calls and markers do no work of their own, but a
             # program can name its own range like one: what ran inside it
             # is judged all the same
@@ -351,7 +380,7 @@ class Census:
                 self._host_event(child, record)
             return
         if name.startswith("aten::"):
-            op = normalize_op(name[len("aten::"):])
+            op = normalize_op(name[len("aten::") :])
             bucket = record.housekeeping if op in self.policy.allowed_ops else record.foreign
             if not record.device_level or bucket is record.housekeeping:
                 bucket[name] = bucket.get(name, 0.0) + _duration(e)
@@ -366,8 +395,9 @@ class Census:
         for child in e.cpu_children:
             self._host_event(child, record)
 
-    def _device_event(self, e: Any, by_id: dict, runtime_by_id: dict, record: CallCensus,
-                      budget: dict[str, int]) -> None:
+    def _device_event(
+        self, e: Any, by_id: dict, runtime_by_id: dict, record: CallCensus, budget: dict[str, int]
+    ) -> None:
         name = e.name
         front = by_id.get(getattr(e, "linked_correlation_id", 0) or -1)
         if front is None:
@@ -404,7 +434,11 @@ class Census:
             owner = self._own_range(owner)
         op = next((n for n in chain if n.startswith("aten::")), None)
         if name.startswith("Memcpy"):
-            if "DtoH" in name and owner is None and normalize_op((op or "aten::?")[6:]) not in self.policy.scalar_read_ops:
+            if (
+                "DtoH" in name
+                and owner is None
+                and normalize_op((op or "aten::?")[6:]) not in self.policy.scalar_read_ops
+            ):
                 record.host_reads.append(f"{name} (from {op or 'outside any torch op'})")
             else:
                 record.housekeeping[name] = record.housekeeping.get(name, 0.0) + _duration(e)
@@ -432,7 +466,11 @@ class Census:
                 budget[kind] -= 1
                 record.housekeeping[kind] = record.housekeeping.get(kind, 0.0) + _duration(e)
                 return
-        label = f"kernel {name[:80]} (from {op})" if op else f"kernel {name[:80]} (launched outside any torch op: a library or a JIT)"
+        label = (
+            f"kernel {name[:80]} (from {op})"
+            if op
+            else f"kernel {name[:80]} (launched outside any torch op: a library or a JIT)"
+        )
         record.foreign[label] = record.foreign.get(label, 0.0) + _duration(e)
 
     # -- provenance -----------------------------------------------------
@@ -448,8 +486,7 @@ class Census:
         for t in outputs:
             s = _spans(t)
             if s is not None:
-                self._derived.append((s[0], s[1], crc_of(s[2]) if self.host_memory else None,
-                                      len(_Census.launches)))
+                self._derived.append((s[0], s[1], crc_of(s[2]) if self.host_memory else None, len(_Census.launches)))
 
     def _written(self) -> list[tuple[int, int, Optional[int]]]:
         """Every span the program's kernels wrote (or an allowed op derived
@@ -499,13 +536,22 @@ class Census:
             start, n, view = s
             touching = [w for w in written if start < w[0] + w[1] and w[0] < start + n]
             if not touching:
-                problems.append(f"output #{i} was not written by any of the program's kernels (its memory was "
-                                "passed to none of them): the result was computed by something else")
+                problems.append(
+                    f"output #{i} was not written by any of the program's kernels (its memory was "
+                    "passed to none of them): the result was computed by something else"
+                )
                 continue
             last = touching[-1]
-            if self.host_memory and last[2] is not None and (last[0], last[1]) == (start, n) and crc_of(view) != last[2]:
-                problems.append(f"output #{i} changed after the program's kernel last wrote it: the result was "
-                                "written by host code or a library, not by the kernel")
+            if (
+                self.host_memory
+                and last[2] is not None
+                and (last[0], last[1]) == (start, n)
+                and crc_of(view) != last[2]
+            ):
+                problems.append(
+                    f"output #{i} changed after the program's kernel last wrote it: the result was "
+                    "written by host code or a library, not by the kernel"
+                )
         self._derived = []
         return problems
 
@@ -521,33 +567,46 @@ def _declared(kernel: str) -> bool:
 
     # demangled ("relu_kernel(float const*, ...)", "void k<float>(...)") or,
     # where the profiler leaves it mangled, "_Z11relu_kernelPKfPfl"
-    return any(re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", kernel) or f"{len(n)}{n}" in kernel
-               for n in _Census.kernel_names)
+    return any(
+        re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", kernel) or f"{len(n)}{n}" in kernel
+        for n in _Census.kernel_names
+    )
 
 
 def judge(record: CallCensus, policy: str, min_coverage: float) -> list[str]:
     """Hack reasons for one call's census under a policy."""
     reasons = []
     if record.forged_ranges:
-        reasons.append("forward opened profiler range(s) named like the evaluator's kernel range ("
-                       + ", ".join(record.forged_ranges[:3]) + ") that the harness did not open: only the harness "
-                       "marks a kernel's work, and what ran inside them is judged as the program's own code")
+        reasons.append(
+            "forward opened profiler range(s) named like the evaluator's kernel range ("
+            + ", ".join(record.forged_ranges[:3])
+            + ") that the harness did not open: only the harness "
+            "marks a kernel's work, and what ran inside them is judged as the program's own code"
+        )
     if record.host_reads:
-        reasons.append("forward copied data to the host (" + "; ".join(record.host_reads[:3])
-                       + "): the work must be done on the device by the program's kernels")
+        reasons.append(
+            "forward copied data to the host ("
+            + "; ".join(record.host_reads[:3])
+            + "): the work must be done on the device by the program's kernels"
+        )
     if record.other_streams:
         reasons.append("; ".join(record.other_streams[:3]) + ": launch every kernel on the current stream")
     foreign = {k: v for k, v in record.foreign.items()}
     if policy == "strict" and foreign:
-        named = ", ".join(f"{k} ({v / 1000:.3f} ms)" if v else k
-                          for k, v in sorted(foreign.items(), key=lambda kv: -kv[1])[:4])
-        reasons.append(f"forward's work was done outside the program's own kernels: {named}. Under the strict "
-                       "policy only allocation, view and copy ops (and the task's allowed ops) may run besides them")
+        named = ", ".join(
+            f"{k} ({v / 1000:.3f} ms)" if v else k for k, v in sorted(foreign.items(), key=lambda kv: -kv[1])[:4]
+        )
+        reasons.append(
+            f"forward's work was done outside the program's own kernels: {named}. Under the strict "
+            "policy only allocation, view and copy ops (and the task's allowed ops) may run besides them"
+        )
     elif policy == "partial" and foreign:
         cov = record.coverage()
         if cov is not None and cov < min_coverage:
-            reasons.append(f"the program's own kernels did {cov:.0%} of forward's work, below the task's minimum "
-                           f"coverage {min_coverage:.0%} (partial policy)")
+            reasons.append(
+                f"the program's own kernels did {cov:.0%} of forward's work, below the task's minimum "
+                f"coverage {min_coverage:.0%} (partial policy)"
+            )
     return reasons
 
 
@@ -559,8 +618,9 @@ def _kineto_profiler() -> Any:
     evaluation); the autograd profiler underneath does not."""
     import torch
 
-    return torch.autograd.profiler.profile(use_cpu=True, use_device="cuda", use_kineto=True, record_shapes=False,
-                                           with_stack=False, profile_memory=False)
+    return torch.autograd.profiler.profile(
+        use_cpu=True, use_device="cuda", use_kineto=True, record_shapes=False, with_stack=False, profile_memory=False
+    )
 
 
 def warm_up() -> None:

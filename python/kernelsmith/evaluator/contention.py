@@ -28,6 +28,7 @@ short back-off); if every attempt was bad the result is marked
 ``timing_reliable=False`` with the reasons, and it can never become a run's
 best (the loop and the finalists' re-timing see to that).
 """
+
 from __future__ import annotations
 
 import os
@@ -157,8 +158,10 @@ def clock_verdict(samples: list[int], device_max: int, tolerance: float, low_sha
     low = sum(1 for s in samples if s < floor)
     if low / len(samples) <= low_share:
         return None
-    return (f"GPU clock throttled: SM clock below {floor:.0f} MHz for {100.0 * low / len(samples):.0f}% of the "
-            f"timing (min {min(samples)} MHz, highest seen on this device {device_max} MHz)")
+    return (
+        f"GPU clock throttled: SM clock below {floor:.0f} MHz for {100.0 * low / len(samples):.0f}% of the "
+        f"timing (min {min(samples)} MHz, highest seen on this device {device_max} MHz)"
+    )
 
 
 #: how a finalist's reason starts when its paired reference moved with it
@@ -276,9 +279,11 @@ class TimingTicket:
         self.gate._release(self)
 
     def result_fields(self) -> dict[str, Any]:
-        return {"load": {"attempts": list(self.attempts), "slots": [list(s) for s in self.slots]}
-                if self.attempts else {},
-                "timing_reliable": self.reliable, "unreliable_reasons": list(self.reasons)}
+        return {
+            "load": {"attempts": list(self.attempts), "slots": [list(s) for s in self.slots]} if self.attempts else {},
+            "timing_reliable": self.reliable,
+            "unreliable_reasons": list(self.reasons),
+        }
 
     def stopped_s(self) -> float:
         return round(self.stood_still(), 4)
@@ -287,8 +292,12 @@ class TimingTicket:
 class DeviceGate:
     """The timing slot of one device, shared by every worker on it."""
 
-    def __init__(self, device: Optional[str], policy: Optional[TimingPolicy] = None,
-                 baselines: Optional["ReferenceBaselines"] = None) -> None:
+    def __init__(
+        self,
+        device: Optional[str],
+        policy: Optional[TimingPolicy] = None,
+        baselines: Optional["ReferenceBaselines"] = None,
+    ) -> None:
         self.device = device
         self.policy = policy or TimingPolicy()
         self.baselines = baselines or ReferenceBaselines()
@@ -298,8 +307,9 @@ class DeviceGate:
         self._holder: Optional[TimingTicket] = None
         self.max_sm_clock = 0  # the highest SM clock seen while timing on this device (MHz)
 
-    def join(self, signal_fn: Any, *, key: str = "", pids: Optional[set] = None,
-             timed_on_cpu: bool = True) -> TimingTicket:
+    def join(
+        self, signal_fn: Any, *, key: str = "", pids: Optional[set] = None, timed_on_cpu: bool = True
+    ) -> TimingTicket:
         ticket = TimingTicket(self, signal_fn, set(pids or ()), key, timed_on_cpu)
         with self._lock:
             self._members.append(ticket)
@@ -385,18 +395,30 @@ class DeviceGate:
         ticket.attempts.append(attempt)
         return self._settle(ticket, report.get("ref_ms"), comparison, shape, key, reasons)
 
-    def _judge_host(self, ticket: TimingTicket, report: dict[str, Any], window: dict[str, Any],
-                    attempt: dict[str, Any], reasons: list[str]) -> None:
+    def _judge_host(
+        self,
+        ticket: TimingTicket,
+        report: dict[str, Any],
+        window: dict[str, Any],
+        attempt: dict[str, Any],
+        reasons: list[str],
+    ) -> None:
         """The host's load while the timing ran, less the worker's own."""
         own = float(report.get("cpu_s") or 0.0) / max(float(report.get("wall_s") or 0.0), 1e-9)
         others = max(0.0, window["busy_cores"] - own)
-        attempt.update(host_busy_cores=window["busy_cores"], own_cores=round(own, 3),
-                       other_cores=round(others, 3), cores=window["cores"])
+        attempt.update(
+            host_busy_cores=window["busy_cores"],
+            own_cores=round(own, 3),
+            other_cores=round(others, 3),
+            cores=window["cores"],
+        )
         threads = int(report.get("threads") or 1)
         needed = (threads + self.policy.free_core_headroom) * self.policy.free_core_share
         if ticket.timed_on_cpu and window["cores"] - others < needed:
-            reasons.append(f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
-                           f"while the timing needed {threads}")
+            reasons.append(
+                f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
+                f"while the timing needed {threads}"
+            )
 
     def _judge_gpu(self, clock: list, attempt: dict[str, Any], reasons: list[str]) -> None:
         """Other processes on the GPU, and its clock while the timing ran."""
@@ -411,15 +433,29 @@ class DeviceGate:
             with self._lock:
                 self.max_sm_clock = max(self.max_sm_clock, max(clock))
                 device_max = self.max_sm_clock
-            attempt.update(sm_clock_mhz={"min": min(clock), "median": int(statistics.median(clock)),
-                                         "max": max(clock), "samples": len(clock), "device_max": device_max})
-            throttled = clock_verdict(clock, device_max, self.policy.clock_drop_tolerance,
-                                      self.policy.clock_low_share)
+            attempt.update(
+                sm_clock_mhz={
+                    "min": min(clock),
+                    "median": int(statistics.median(clock)),
+                    "max": max(clock),
+                    "samples": len(clock),
+                    "device_max": device_max,
+                }
+            )
+            throttled = clock_verdict(clock, device_max, self.policy.clock_drop_tolerance, self.policy.clock_low_share)
             if throttled:
                 reasons.append(throttled)
 
-    def _judge_reference(self, ticket: TimingTicket, ref_ms: Any, comparison: Optional[str], shape: Optional[str],
-                         key: Optional[str], attempt: dict[str, Any], reasons: list[str]) -> None:
+    def _judge_reference(
+        self,
+        ticket: TimingTicket,
+        ref_ms: Any,
+        comparison: Optional[str],
+        shape: Optional[str],
+        key: Optional[str],
+        attempt: dict[str, Any],
+        reasons: list[str],
+    ) -> None:
         """The paired reference's time against what it should be: a
         finalist's against the reference alone (same worker, same inputs,
         moments earlier), a step's against the task's running baseline."""
@@ -428,24 +464,43 @@ class DeviceGate:
         if against is None or not isinstance(ref_ms, (int, float)) or not ref_ms > 0:
             return
         ratio = float(ref_ms) / against
-        attempt.update({"reference_alone_ms" if alone is not None else "reference_baseline_ms": round(against, 6),
-                        "reference_ratio": round(ratio, 4)})
-        tol = (self.policy.gpu_drift_tolerance if not ticket.timed_on_cpu else
-               self.policy.side_effect_tolerance if alone is not None else self.policy.drift_tolerance)
+        attempt.update(
+            {
+                "reference_alone_ms" if alone is not None else "reference_baseline_ms": round(against, 6),
+                "reference_ratio": round(ratio, 4),
+            }
+        )
+        tol = (
+            self.policy.gpu_drift_tolerance
+            if not ticket.timed_on_cpu
+            else self.policy.side_effect_tolerance
+            if alone is not None
+            else self.policy.drift_tolerance
+        )
         if alone is not None and not 1 / (1 + tol) <= ratio <= 1 + tol:
-            reasons.append(f"{SIDE_EFFECT}: {ref_ms:.4g} ms paired with {comparison}, "
-                           f"{alone:.4g} ms alone before any finalist was loaded ({ratio:.2f}x): a side effect "
-                           "of the program (threads it left, spinning, caches) or the machine changed")
+            reasons.append(
+                f"{SIDE_EFFECT}: {ref_ms:.4g} ms paired with {comparison}, "
+                f"{alone:.4g} ms alone before any finalist was loaded ({ratio:.2f}x): a side effect "
+                "of the program (threads it left, spinning, caches) or the machine changed"
+            )
         elif not 1 / (1 + tol) <= ratio <= 1 + tol:
-            reasons.append(f"reference drifted: {ref_ms:.4g} ms against a running baseline of "
-                           f"{against:.4g} ms ({ratio:.2f}x)")
+            reasons.append(
+                f"reference drifted: {ref_ms:.4g} ms against a running baseline of {against:.4g} ms ({ratio:.2f}x)"
+            )
             if len(reasons) == 1 and key:
                 # drift alone: if the machine has moved for good, the
                 # baseline follows after a few agreeing results
                 self.baselines.note_drift(key, self.device, float(ref_ms), tol)
 
-    def _settle(self, ticket: TimingTicket, ref_ms: Any, comparison: Optional[str], shape: Optional[str],
-                key: Optional[str], reasons: list[str]) -> bool:
+    def _settle(
+        self,
+        ticket: TimingTicket,
+        ref_ms: Any,
+        comparison: Optional[str],
+        shape: Optional[str],
+        key: Optional[str],
+        reasons: list[str],
+    ) -> bool:
         """The attempt's verdict: reliable (the slot freed, the baselines
         fed), or time again (True) while retries remain."""
         if not reasons:
@@ -489,7 +544,7 @@ class ReferenceBaselines:
         with self._lock:
             values = self._values.setdefault((key, device), [])
             values.append(ref_ms)
-            del values[:-self.keep]
+            del values[: -self.keep]
             self._drifted.pop((key, device), None)
 
     def note_drift(self, key: str, device: Optional[str], ref_ms: float, tolerance: float) -> bool:
@@ -503,7 +558,7 @@ class ReferenceBaselines:
         with self._lock:
             drifted = self._drifted.setdefault((key, device), [])
             drifted.append(ref_ms)
-            del drifted[:-self.min_values]
+            del drifted[: -self.min_values]
             if len(drifted) < self.min_values or max(drifted) > min(drifted) * (1 + tolerance):
                 return False
             self._values[(key, device)] = list(drifted)
@@ -516,5 +571,15 @@ class ReferenceBaselines:
             return statistics.median(values) if len(values) >= self.min_values else None
 
 
-__all__ = ["SIDE_EFFECT", "ClockWatch", "DeviceGate", "clock_verdict", "HostLoadWindow", "ReferenceBaselines", "TimingPolicy", "TimingTicket",
-           "foreign_gpu_processes", "host_cpu_count"]
+__all__ = [
+    "SIDE_EFFECT",
+    "ClockWatch",
+    "DeviceGate",
+    "clock_verdict",
+    "HostLoadWindow",
+    "ReferenceBaselines",
+    "TimingPolicy",
+    "TimingTicket",
+    "foreign_gpu_processes",
+    "host_cpu_count",
+]

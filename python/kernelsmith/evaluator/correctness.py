@@ -1,4 +1,5 @@
 """Output comparison for the correctness protocol (runs in workers)."""
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,9 @@ CHUNK = 1 << 24
 _SLICE = 1 << 16
 
 
-def _errors_if_within(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float,
-                      chunk: int) -> Optional[tuple[float, float]]:
+def _errors_if_within(
+    g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, chunk: int
+) -> Optional[tuple[float, float]]:
     """(max_abs_err, max_rel_err) of ``g`` against ``e`` when every element
     is within tolerance (then every difference is finite), else None: the
     full pass below then finds and names the mismatch. The same float64
@@ -47,16 +49,17 @@ def _errors_if_within(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float
     step = chunk if gf.is_cuda else _SLICE
     oks, abs_max, rel_max = [], [], []
     for start in range(0, gf.numel(), step):
-        gd = gf[start:start + step].to(torch.float64)
-        ed = ef[start:start + step].to(torch.float64)
+        gd = gf[start : start + step].to(torch.float64)
+        ed = ef[start : start + step].to(torch.float64)
         diff = torch.sub(gd, ed).abs_()
         scale = ed.abs()
         oks.append((diff <= scale * rtol + atol).all())
         abs_max.append(diff.max())
         rel_max.append(diff.div_(scale.clamp_min_(1e-12)).masked_fill_(ed == 0, 0.0).max())
     # one device-to-host read (each read waits for the device)
-    values = torch.stack([torch.stack(oks).all().to(torch.float64), torch.stack(abs_max).max(),
-                          torch.stack(rel_max).max()]).tolist()
+    values = torch.stack(
+        [torch.stack(oks).all().to(torch.float64), torch.stack(abs_max).max(), torch.stack(rel_max).max()]
+    ).tolist()
     # an infinite expected value gives an infinite tolerance: the full pass
     # leaves such elements out of the error figures
     return (values[1], values[2]) if values[0] and math.isfinite(values[1]) else None
@@ -93,10 +96,18 @@ def precision_metrics(got: torch.Tensor, expected: torch.Tensor) -> dict[str, fl
     return {"cosine_sim": cosine, "l1_relative": l1, "rmse": rmse}
 
 
-def _compare_contract(got: list[torch.Tensor], expected: list[torch.Tensor],
-                      contract: dict[str, float]) -> dict[str, Any]:
-    res: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "message": "", "first_mismatch": None,
-                           "contract": dict(contract), "metrics": []}
+def _compare_contract(
+    got: list[torch.Tensor], expected: list[torch.Tensor], contract: dict[str, float]
+) -> dict[str, Any]:
+    res: dict[str, Any] = {
+        "ok": True,
+        "max_abs_err": 0.0,
+        "max_rel_err": 0.0,
+        "message": "",
+        "first_mismatch": None,
+        "contract": dict(contract),
+        "metrics": [],
+    }
     for k, (g, e) in enumerate(zip(got, expected)):
         m = precision_metrics(g, e) if g.numel() else {"cosine_sim": 1.0, "l1_relative": 0.0, "rmse": 0.0}
         res["metrics"].append(m)
@@ -105,14 +116,29 @@ def _compare_contract(got: list[torch.Tensor], expected: list[torch.Tensor],
             finite = torch.isfinite(d)
             res["max_abs_err"] = max(res["max_abs_err"], float(torch.where(finite, d, 0.0).max()))
         res["max_rel_err"] = max(res["max_rel_err"], m["l1_relative"])
-        failed = [f"cosine similarity {m['cosine_sim']:.6g} < {contract['cosine_sim']}"
-                  for _ in [0] if "cosine_sim" in contract and not m["cosine_sim"] >= contract["cosine_sim"]]
-        failed += [f"{name} {m[key]:.6g} > {contract[key]}" for key, name in
-                   (("l1_relative", "relative L1"), ("rmse", "RMSE")) if key in contract and not m[key] <= contract[key]]
+        failed = [
+            f"cosine similarity {m['cosine_sim']:.6g} < {contract['cosine_sim']}"
+            for _ in [0]
+            if "cosine_sim" in contract and not m["cosine_sim"] >= contract["cosine_sim"]
+        ]
+        failed += [
+            f"{name} {m[key]:.6g} > {contract[key]}"
+            for key, name in (("l1_relative", "relative L1"), ("rmse", "RMSE"))
+            if key in contract and not m[key] <= contract[key]
+        ]
         if failed:
-            res.update(ok=False, message=f"output {k} misses the task's accuracy contract: {', '.join(failed)}",
-                       first_mismatch={"output": k, "index": [], "got": None, "expected": None, "count": g.numel(),
-                                       "metrics": m})
+            res.update(
+                ok=False,
+                message=f"output {k} misses the task's accuracy contract: {', '.join(failed)}",
+                first_mismatch={
+                    "output": k,
+                    "index": [],
+                    "got": None,
+                    "expected": None,
+                    "count": g.numel(),
+                    "metrics": m,
+                },
+            )
             return res
     return res
 
@@ -128,8 +154,7 @@ def _unravel(flat: int, shape: tuple) -> list[int]:
     return idx[::-1]
 
 
-def within(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float,
-           chunk: int = CHUNK) -> bool:
+def within(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float, chunk: int = CHUNK) -> bool:
     """Whether :func:`compare` would pass ``got``, without the full pass
     that counts and locates the mismatches (the trivial-output check asks
     this of zeros, a constant and each input: the full pass over a 4M-element
@@ -149,8 +174,9 @@ def within(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, r
     return True
 
 
-def _out_of_tolerance(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, chunk: int,
-                      res: dict[str, Any]) -> tuple[int, Optional[tuple[int, float, float]], bool, bool]:
+def _out_of_tolerance(
+    g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, chunk: int, res: dict[str, Any]
+) -> tuple[int, Optional[tuple[int, float, float]], bool, bool]:
     """How many elements of ``g`` are out of tolerance against ``e``, the
     first of them (flat index, got, expected), and whether ``g`` has NaN or
     Inf the reference lacks; ``res``'s largest errors updated."""
@@ -160,8 +186,8 @@ def _out_of_tolerance(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float
     gf, ef = g.detach().reshape(-1), e.detach().reshape(-1)
     n_bad, first, has_nan, has_inf = 0, None, False, False
     for lo in range(0, gf.numel(), chunk):
-        gd = gf[lo:lo + chunk].to(torch.float64)
-        ed = ef[lo:lo + chunk].to(torch.float64)
+        gd = gf[lo : lo + chunk].to(torch.float64)
+        ed = ef[lo : lo + chunk].to(torch.float64)
         diff = (gd - ed).abs()
         same_special = (gd == ed) | (torch.isnan(gd) & torch.isnan(ed))
         bad = ~((diff <= atol + rtol * ed.abs()) | same_special)
@@ -172,10 +198,15 @@ def _out_of_tolerance(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float
         # one device-to-host read per chunk (each read waits for the
         # device): the errors (0 where nothing is finite), how many
         # elements are out of tolerance, NaN/Inf the reference lacks
-        max_abs, max_rel, bad_count, nan_here, inf_here = torch.stack([
-            fdiff.max(), rel.max(), bad.sum().to(fdiff.dtype),
-            (torch.isnan(gd) & ~torch.isnan(ed)).any().to(fdiff.dtype),
-            (torch.isinf(gd) & ~torch.isinf(ed)).any().to(fdiff.dtype)]).tolist()
+        max_abs, max_rel, bad_count, nan_here, inf_here = torch.stack(
+            [
+                fdiff.max(),
+                rel.max(),
+                bad.sum().to(fdiff.dtype),
+                (torch.isnan(gd) & ~torch.isnan(ed)).any().to(fdiff.dtype),
+                (torch.isinf(gd) & ~torch.isinf(ed)).any().to(fdiff.dtype),
+            ]
+        ).tolist()
         res["max_abs_err"] = max(res["max_abs_err"], max_abs)
         res["max_rel_err"] = max(res["max_rel_err"], max_rel)
         if bad_count:
@@ -187,8 +218,9 @@ def _out_of_tolerance(g: torch.Tensor, e: torch.Tensor, atol: float, rtol: float
     return n_bad, first, has_nan, has_inf
 
 
-def compare(got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float,
-            chunk: int = CHUNK) -> dict[str, Any]:
+def compare(
+    got: list[torch.Tensor], expected: list[torch.Tensor], atol: float, rtol: float, chunk: int = CHUNK
+) -> dict[str, Any]:
     """Compare candidate outputs with the reference.
 
     Returns {"ok", "max_abs_err", "max_rel_err", "message", "first_mismatch"}.
@@ -248,9 +280,12 @@ def identical(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     seconds per trial (most of a KernelBench level-1 correctness phase)."""
     if len(a) != len(b):
         return False
-    return all(x.shape == y.shape and x.dtype == y.dtype
-               and (torch.equal(x, y) if x.device == y.device else torch.equal(x.cpu(), y.cpu()))
-               for x, y in zip(a, b))
+    return all(
+        x.shape == y.shape
+        and x.dtype == y.dtype
+        and (torch.equal(x, y) if x.device == y.device else torch.equal(x.cpu(), y.cpu()))
+        for x, y in zip(a, b)
+    )
 
 
 def fingerprint(tensors: list[torch.Tensor], chunk: int = CHUNK) -> list[tuple]:
@@ -270,11 +305,11 @@ def fingerprint(tensors: list[torch.Tensor], chunk: int = CHUNK) -> list[tuple]:
             prints.append((tuple(t.shape), str(t.dtype), zlib.crc32(data), zlib.adler32(data), "host"))
             continue
         words = raw[: raw.numel() // 4 * 4].view(torch.int32)
-        tail = tuple(raw[words.numel() * 4:].tolist())
+        tail = tuple(raw[words.numel() * 4 :].tolist())
         plain = torch.zeros((), dtype=torch.int64, device=t.device)
         weighted = torch.zeros((), dtype=torch.int64, device=t.device)
         for lo in range(0, words.numel(), chunk):
-            part = words[lo:lo + chunk].to(torch.int64)
+            part = words[lo : lo + chunk].to(torch.int64)
             plain += part.sum()
             weighted += (part * torch.arange(lo + 1, lo + 1 + part.numel(), device=t.device, dtype=torch.int64)).sum()
         prints.append((tuple(t.shape), str(t.dtype), int(plain), int(weighted), tail))
@@ -285,8 +320,10 @@ def inputs_equal(a: list[Any], b: list[Any]) -> Optional[int]:
     """Index of the first input that differs (tensors compared bitwise), else None."""
     for k, (x, y) in enumerate(zip(a, b)):
         if isinstance(x, torch.Tensor):
-            if x.shape != y.shape or not torch.equal(x, y) and not (
-                torch.isnan(x).any() and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y))
+            if (
+                x.shape != y.shape
+                or not torch.equal(x, y)
+                and not (torch.isnan(x).any() and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)))
             ):
                 return k
     return None
@@ -310,8 +347,19 @@ def layout(values: list[Any]) -> list[Optional[tuple]]:
         if not isinstance(v, torch.Tensor):
             rec.append(None)
             continue
-        rec.append((type(v), tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.dtype, v.device,
-                    v.data_ptr(), v.untyped_storage().nbytes(), v.requires_grad))
+        rec.append(
+            (
+                type(v),
+                tuple(v.shape),
+                tuple(v.stride()),
+                v.storage_offset(),
+                v.dtype,
+                v.device,
+                v.data_ptr(),
+                v.untyped_storage().nbytes(),
+                v.requires_grad,
+            )
+        )
     return rec
 
 
@@ -332,8 +380,17 @@ def layout_change(before: list[Optional[tuple]], values: list[Any]) -> Optional[
         if now == rec:
             continue
         what = []
-        names = ("class", "shape", "strides", "storage offset", "dtype", "device", "data pointer",
-                 "storage size", "requires_grad")
+        names = (
+            "class",
+            "shape",
+            "strides",
+            "storage offset",
+            "dtype",
+            "device",
+            "data pointer",
+            "storage size",
+            "requires_grad",
+        )
         for i, label in enumerate(names):
             if i == 0 or rec[i] == now[i]:
                 continue

@@ -11,6 +11,7 @@ the parent is memory on GPU 0 and breaks fork-based tools), so it reads:
    ``MIG-...`` UUIDs when a GPU is split into MIG instances;
 3. otherwise none: a CPU-only host gets one worker.
 """
+
 from __future__ import annotations
 
 import os

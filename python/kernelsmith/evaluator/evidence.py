@@ -14,6 +14,7 @@ counts, dtypes and sizes are checked before anything is read. Used by all
 three processes (worker, parent, referee); it imports nothing of the
 package.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,7 @@ from typing import Any, Optional
 #: limits on an outputs file (written by untrusted code)
 MAX_TENSORS = 64
 MAX_BYTES = 1 << 31
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
-          "complex64")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64")
 
 
 def evidence_limit(outputs_bytes: int = 0) -> int:
@@ -150,7 +150,7 @@ def read_outputs(path: str, limit: int = MAX_BYTES) -> dict[str, list[Any]]:
                 raw = bytearray(nbytes)  # read into, not read and copy: one copy of a large output
                 view, got = memoryview(raw), 0
                 while got < nbytes:
-                    n = f.readinto(view[got:got + (1 << 30)])
+                    n = f.readinto(view[got : got + (1 << 30)])
                     if not n:
                         raise ValueError("outputs file is truncated")
                     got += n
@@ -177,16 +177,22 @@ def take_evidence(store: dict[str, Any], trials: Any) -> None:
     if "trials" in store:
         store["repeated"] = True
         return
-    if not isinstance(trials, list) or len(trials) > int(store.get("max_trials") or 16) \
-            or not all(isinstance(e, dict) for e in trials):
+    if (
+        not isinstance(trials, list)
+        or len(trials) > int(store.get("max_trials") or 16)
+        or not all(isinstance(e, dict) for e in trials)
+    ):
         store["trials"] = trials  # the referee check says what is wrong with it
         return
     taken = []
     for entry in trials:
         entry = dict(entry)
         try:
-            copy = copy_regular(os.path.join(store["src"], os.path.basename(str(entry.get("file")))), store["dir"],
-                                int(store.get("max_bytes") or MAX_BYTES))
+            copy = copy_regular(
+                os.path.join(store["src"], os.path.basename(str(entry.get("file")))),
+                store["dir"],
+                int(store.get("max_bytes") or MAX_BYTES),
+            )
             entry["file"] = os.path.basename(copy)
         except (OSError, ValueError) as exc:
             entry["not_handed_over"] = f"{type(exc).__name__}: {exc}"[:300]

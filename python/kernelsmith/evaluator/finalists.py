@@ -18,6 +18,7 @@ usual 9.5-10 ms to 45-51 ms and confirmed a program at 3.8x that shows
 1.07x alone; with no verdict on the finalists' timing that figure became
 the run's best.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -46,8 +47,11 @@ def apply_verdicts(entries: list[dict[str, Any]], load: dict[str, Any]) -> None:
         # a task timed on several shapes: each shape's last attempt decides for it
         lasts = {a.get("shape"): a for a in mine}
         last = mine[-1]
-        reasons = [(f"timing shape {shape}: {r}" if shape is not None and len(lasts) > 1 else r)
-                   for shape, a in lasts.items() for r in (a.get("reasons") or [])]
+        reasons = [
+            (f"timing shape {shape}: {r}" if shape is not None and len(lasts) > 1 else r)
+            for shape, a in lasts.items()
+            for r in (a.get("reasons") or [])
+        ]
         if reference and reference[-1].get("reasons") and "reference_alone_ms" not in last:
             # the reference alone was never timed reliably: a finalist is
             # judged against the running baseline, where there is one
@@ -63,8 +67,11 @@ def check_reference_spread(entries: list[dict[str, Any]], tolerance: float) -> N
     finalists: one that moved with one program (further than ``tolerance``,
     ratio - 1) is that program's side effect, whatever the reference alone
     showed (it is timed once, and may itself have been unreliable)."""
-    refs = [e["ref_runtime_ms"] for e in entries
-            if e.get("speedup") is not None and isinstance(e.get("ref_runtime_ms"), (int, float))]
+    refs = [
+        e["ref_runtime_ms"]
+        for e in entries
+        if e.get("speedup") is not None and isinstance(e.get("ref_runtime_ms"), (int, float))
+    ]
     if len(refs) < 3:  # the median of two is no majority
         return
     middle = statistics.median(refs)
@@ -77,17 +84,21 @@ def check_reference_spread(entries: list[dict[str, Any]], tolerance: float) -> N
             entry["timing_reliable"] = False
             entry["unreliable_reasons"] = list(entry.get("unreliable_reasons") or []) + [
                 f"{SIDE_EFFECT}: {ref:.4g} ms paired with it, {middle:.4g} ms the median "
-                f"paired with the {len(refs)} finalists ({ratio:.2f}x)"]
+                f"paired with the {len(refs)} finalists ({ratio:.2f}x)"
+            ]
 
 
 def reliable(entry: dict[str, Any]) -> bool:
     """A finalist whose confirmed figure may become a run's best."""
-    return bool(entry.get("correct")) and entry.get("speedup") is not None and not entry.get("suspicious") \
+    return (
+        bool(entry.get("correct"))
+        and entry.get("speedup") is not None
+        and not entry.get("suspicious")
         and entry.get("timing_reliable", False) is True
+    )
 
 
-def hold_to_alone(entries: list[dict[str, Any]],
-                  retime_alone: Callable[[int], Optional[dict[str, Any]]]) -> list[int]:
+def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], Optional[dict[str, Any]]]) -> list[int]:
     """Re-time the reliable winner alone (``retime_alone(index)``: its row
     from a worker with no other finalist, verdicts applied) until the
     winner's head-to-head figure is no higher than its alone figure's CI:
@@ -100,8 +111,15 @@ def hold_to_alone(entries: list[dict[str, Any]],
     # reference with five fused finalists, each 1.3-1.45x alone): the one
     # with the lowest own time is re-timed alone, where nothing else of
     # theirs is loaded, and that figure, if reliable, is its confirmed one.
-    moved = [e for e in entries if e.get("correct") and e.get("speedup") is not None and not e.get("suspicious")
-             and e.get("unreliable_reasons") and all(r.startswith(SIDE_EFFECT) for r in e["unreliable_reasons"])]
+    moved = [
+        e
+        for e in entries
+        if e.get("correct")
+        and e.get("speedup") is not None
+        and not e.get("suspicious")
+        and e.get("unreliable_reasons")
+        and all(r.startswith(SIDE_EFFECT) for r in e["unreliable_reasons"])
+    ]
     if moved and not any(reliable(e) for e in entries):
         entry = min(moved, key=lambda e: e.get("runtime_ms") or float("inf"))
         checked.append(entry["index"])
@@ -122,8 +140,10 @@ def hold_to_alone(entries: list[dict[str, Any]],
         alone = retime_alone(top["index"]) or {}
         if not reliable(alone):
             why = alone.get("error") or "; ".join(alone.get("unreliable_reasons") or []) or "no figure"
-            top.update(timing_reliable=False,
-                       unreliable_reasons=list(top.get("unreliable_reasons") or []) + [f"re-timed alone: {why}"])
+            top.update(
+                timing_reliable=False,
+                unreliable_reasons=list(top.get("unreliable_reasons") or []) + [f"re-timed alone: {why}"],
+            )
             top["alone"] = {k: alone.get(k) for k in FIGURES if k in alone}
             continue
         top["alone"] = {k: alone[k] for k in FIGURES if k in alone}
@@ -131,9 +151,11 @@ def hold_to_alone(entries: list[dict[str, Any]],
         if isinstance(high, (int, float)) and top["speedup"] > high:
             # faster next to the others than alone, beyond the alone CI: the
             # pairing flattered it; the alone figures are the ones to believe
-            top["capped"] = (f"head to head {top['speedup']:.3f}x [{top.get('speedup_ci_low', 0):.3f}, "
-                             f"{top.get('speedup_ci_high', 0):.3f}] is above its alone re-timing "
-                             f"{alone['speedup']:.3f}x [{alone.get('speedup_ci_low', 0):.3f}, {high:.3f}]")
+            top["capped"] = (
+                f"head to head {top['speedup']:.3f}x [{top.get('speedup_ci_low', 0):.3f}, "
+                f"{top.get('speedup_ci_high', 0):.3f}] is above its alone re-timing "
+                f"{alone['speedup']:.3f}x [{alone.get('speedup_ci_low', 0):.3f}, {high:.3f}]"
+            )
             top["head_to_head"] = {k: top.get(k) for k in FIGURES}
             top.update({k: alone[k] for k in FIGURES if k in alone})
 

@@ -7,6 +7,7 @@ copy memory are allowed; any other op is the candidate computing with PyTorch
 instead of its own kernels. Ops issued by the backend's launch machinery
 (see ``backends.base.backend_internal``) are ignored.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
@@ -37,7 +38,7 @@ def normalize_op(name: str) -> str:
     name = name.strip()
     for prefix in ("aten.", "torch.ops.aten.", "torch."):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
             break
     return name.split(".")[0]
 
@@ -66,14 +67,19 @@ class TorchOpGuard(TorchDispatchMode):
     op (a copy, a view) made from what: the kernel census follows the
     candidate's results through them (census.Census.note_derived)."""
 
-    def __init__(self, allowed: Iterable[str] = (), tracker: Optional[Callable[[list, list], None]] = None,
-                 frozen: Optional[frozenset] = None) -> None:
+    def __init__(
+        self,
+        allowed: Iterable[str] = (),
+        tracker: Optional[Callable[[list, list], None]] = None,
+        frozen: Optional[frozenset] = None,
+    ) -> None:
         super().__init__()
         #: ``frozen``: the whole allowed set, frozen before the program was
         #: loaded (evaluator/policy.py); then DEFAULT_ALLOWED_OPS, a module
         #: global the program can rebind, is not read
-        self.allowed = (frozenset(frozen) if frozen is not None
-                        else DEFAULT_ALLOWED_OPS | {normalize_op(a) for a in allowed})
+        self.allowed = (
+            frozenset(frozen) if frozen is not None else DEFAULT_ALLOWED_OPS | {normalize_op(a) for a in allowed}
+        )
         self.seen: list[str] = []
         self.forbidden: list[str] = []
         self.tracker = tracker

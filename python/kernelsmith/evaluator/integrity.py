@@ -13,6 +13,7 @@ This closes the in-process route; it does not make the worker a trusted
 place (a candidate can still corrupt memory through ctypes). What a
 candidate cannot reach at all is listed in docs/evaluator.md ("Integrity").
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,15 +21,33 @@ from typing import Any
 
 #: modules whose functions and classes the verdict rests on
 WATCHED = (
-    "builtins", "time", "math", "statistics", "random", "zlib",
-    "torch", "torch.cuda", "torch.autograd.profiler", "torch.profiler", "torch.utils._python_dispatch",
+    "builtins",
+    "time",
+    "math",
+    "statistics",
+    "random",
+    "zlib",
+    "torch",
+    "torch.cuda",
+    "torch.autograd.profiler",
+    "torch.profiler",
+    "torch.utils._python_dispatch",
     "numpy",
-    "kernelsmith.timing", "kernelsmith._core",
+    "kernelsmith.timing",
+    "kernelsmith._core",
     "kernelsmith.backends.base",
-    "kernelsmith.evaluator.worker", "kernelsmith.evaluator.timing", "kernelsmith.evaluator.correctness",
-    "kernelsmith.evaluator.census", "kernelsmith.evaluator.guards", "kernelsmith.evaluator.integrity",
-    "kernelsmith.evaluator.tracebacks", "kernelsmith.evaluator.probes", "kernelsmith.evaluator.protocol",
-    "kernelsmith.evaluator.trials", "kernelsmith.evaluator.worker_timing", "kernelsmith.evaluator.checks",
+    "kernelsmith.evaluator.worker",
+    "kernelsmith.evaluator.timing",
+    "kernelsmith.evaluator.correctness",
+    "kernelsmith.evaluator.census",
+    "kernelsmith.evaluator.guards",
+    "kernelsmith.evaluator.integrity",
+    "kernelsmith.evaluator.tracebacks",
+    "kernelsmith.evaluator.probes",
+    "kernelsmith.evaluator.protocol",
+    "kernelsmith.evaluator.trials",
+    "kernelsmith.evaluator.worker_timing",
+    "kernelsmith.evaluator.checks",
 )
 #: packages every loaded module of which is watched too: the backends (whichever language) and the hack checks
 PACKAGES = ("kernelsmith.backends.", "kernelsmith.evaluator.checks.")
@@ -91,8 +110,9 @@ class Snapshot:
             by_owner.setdefault(owner, []).append((attr, obj, code))
         for owner, entries in by_owner.items():
             holder = self.modules[owner]
-            self._groups.append((owner, vars(holder) if isinstance(holder, type) else getattr(holder, "__dict__", {}),
-                                 entries))
+            self._groups.append(
+                (owner, vars(holder) if isinstance(holder, type) else getattr(holder, "__dict__", {}), entries)
+            )
 
     def _add(self, owner: str, attr: str, obj: Any) -> None:
         self.items[(owner, attr)] = (obj, getattr(obj, "__code__", None))
@@ -148,8 +168,10 @@ _MISSING = object()
 
 def reason(names: list[str]) -> str:
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return (f"the program replaced {shown}: code the evaluator's checks and timing rely on must not be patched "
-            "(the verdict is not the program's to write)")
+    return (
+        f"the program replaced {shown}: code the evaluator's checks and timing rely on must not be patched "
+        "(the verdict is not the program's to write)"
+    )
 
 
 __all__ = ["PACKAGES", "Snapshot", "WATCHED", "reason"]

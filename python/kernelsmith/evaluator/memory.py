@@ -22,6 +22,7 @@ charged to the candidate. This module is the parent's side of the fix:
   harness's (``harness``, never charged, the footprints in the message), and
   the evaluator retries it once alone before it reports it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,21 +98,29 @@ class Footprint:
         parameters, its input and output copies, the reference's transient
         memory during forward."""
         transient = max(0, self.peak_bytes - self.outputs_bytes)
-        return (2 * self.params_bytes + WORKER_INPUT_COPIES * self.inputs_bytes
-                + WORKER_OUTPUT_COPIES * self.outputs_bytes + transient)
+        return (
+            2 * self.params_bytes
+            + WORKER_INPUT_COPIES * self.inputs_bytes
+            + WORKER_OUTPUT_COPIES * self.outputs_bytes
+            + transient
+        )
 
     def worker_bytes(self, margin: float) -> int:
         """A worker's need: the harness's memory plus the candidate's allowance."""
         return self.harness_bytes() + self.allowance(margin)
 
     def describe(self, margin: Optional[float] = None) -> str:
-        text = (f"reference footprint: parameters {fmt_bytes(self.params_bytes)}, inputs "
-                f"{fmt_bytes(self.inputs_bytes)}, outputs {fmt_bytes(self.outputs_bytes)}, peak during forward "
-                f"{fmt_bytes(self.peak_bytes)} ({self.measured})")
+        text = (
+            f"reference footprint: parameters {fmt_bytes(self.params_bytes)}, inputs "
+            f"{fmt_bytes(self.inputs_bytes)}, outputs {fmt_bytes(self.outputs_bytes)}, peak during forward "
+            f"{fmt_bytes(self.peak_bytes)} ({self.measured})"
+        )
         if margin is not None:
-            text += (f"; a worker needs {fmt_bytes(self.worker_bytes(margin))} (the harness's "
-                     f"{fmt_bytes(self.harness_bytes())} + the candidate's allowance {fmt_bytes(self.allowance(margin))}"
-                     f" = memory_margin {margin:g} x the peak)")
+            text += (
+                f"; a worker needs {fmt_bytes(self.worker_bytes(margin))} (the harness's "
+                f"{fmt_bytes(self.harness_bytes())} + the candidate's allowance {fmt_bytes(self.allowance(margin))}"
+                f" = memory_margin {margin:g} x the peak)"
+            )
         return text
 
 
@@ -144,6 +153,7 @@ def model_bytes(model: Any) -> int:
 
 
 # -- worker side -----------------------------------------------------------------------
+
 
 def _proc_bytes(path: str, key: str) -> Optional[int]:
     """A ``key:  n kB`` line of a /proc file, in bytes."""
@@ -233,6 +243,7 @@ class CallMeter:
 
 # -- free memory sources (parent side: never a CUDA context) -----------------------
 
+
 class DeviceMemory:
     """Where the admission reads a device's free memory. ``free_bytes()``
     returns None when it cannot tell (no limit is applied then)."""
@@ -265,9 +276,13 @@ class NvidiaSmiMemory(DeviceMemory):
         if exe is None or self.device.startswith("MIG-"):
             return None  # a MIG instance's memory is not queried this way
         try:
-            text = subprocess.run([exe, "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i",
-                                   self.device], capture_output=True, text=True, timeout=self.timeout_s,
-                                  check=True).stdout
+            text = subprocess.run(
+                [exe, "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", self.device],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=True,
+            ).stdout
             return int(float(text.strip().splitlines()[0])) * MiB
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             return None
@@ -288,6 +303,7 @@ def default_memory_source(device: Optional[str]) -> DeviceMemory:
 
 # -- admission -------------------------------------------------------------------------
 
+
 @dataclass
 class Grant:
     """One admission: what it reserved, whether it had the device alone."""
@@ -298,8 +314,12 @@ class Grant:
     free_bytes: Optional[int] = None  # the device's free memory the admission counted on
 
     def to_dict(self) -> dict[str, Any]:
-        return {"need_bytes": self.need, "alone": self.alone, "waited_s": round(self.waited_s, 4),
-                "device_free_bytes": self.free_bytes}
+        return {
+            "need_bytes": self.need,
+            "alone": self.alone,
+            "waited_s": round(self.waited_s, 4),
+            "device_free_bytes": self.free_bytes,
+        }
 
 
 class MemoryAdmission:
@@ -381,8 +401,19 @@ class MemoryAdmission:
 # -- attribution -------------------------------------------------------------------------
 
 _TRIED = re.compile(r"tried to allocate\s+([0-9.]+)\s*(bytes|b|kib|mib|gib|tib|kb|mb|gb|tb)?", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 1 << 10, "kb": 1 << 10, "mib": MiB, "mb": MiB, "gib": GiB, "gb": GiB,
-          "tib": 1 << 40, "tb": 1 << 40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "bytes": 1,
+    "kib": 1 << 10,
+    "kb": 1 << 10,
+    "mib": MiB,
+    "mb": MiB,
+    "gib": GiB,
+    "gb": GiB,
+    "tib": 1 << 40,
+    "tb": 1 << 40,
+}
 
 
 def tried_bytes(message: str) -> Optional[int]:
@@ -393,8 +424,6 @@ def tried_bytes(message: str) -> Optional[int]:
     if not match:
         return None
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
-
-
 
 
 @dataclass
@@ -408,8 +437,9 @@ class Attribution:
     reason: str = ""
 
 
-def attribute_memory_fault(facts: Any, footprint: Optional[Footprint], margin: float,
-                           grant: Optional[Grant]) -> Attribution:
+def attribute_memory_fault(
+    facts: Any, footprint: Optional[Footprint], margin: float, grant: Optional[Grant]
+) -> Attribution:
     """Who ran the device out of memory, from what the worker saw at the
     fault (``facts``: result.memory: ``fault`` "candidate" or "harness",
     ``candidate_bytes`` the failing call's own demand, ``held_bytes`` what the
@@ -430,8 +460,12 @@ def attribute_memory_fault(facts: Any, footprint: Optional[Footprint], margin: f
     if not isinstance(facts, dict) or facts.get("fault") not in ("candidate", "harness"):
         return Attribution("")
     alone = grant is not None and grant.alone
-    room = (alone and grant.free_bytes is not None and grant.need is not None  # type: ignore[union-attr]
-            and grant.free_bytes >= grant.need)  # type: ignore[union-attr]
+    room = (
+        alone
+        and grant.free_bytes is not None
+        and grant.need is not None  # type: ignore[union-attr]
+        and grant.free_bytes >= grant.need
+    )  # type: ignore[union-attr]
     free_text = f"; the device had {fmt_bytes(grant.free_bytes)} free when it started" if alone else ""  # type: ignore[union-attr]
     allowance = footprint.allowance(margin) if footprint is not None else None
     fp_text = (footprint.describe(margin) if footprint is not None else "reference footprint: not measured") + free_text
@@ -439,31 +473,60 @@ def attribute_memory_fault(facts: Any, footprint: Optional[Footprint], margin: f
     if facts["fault"] == "candidate":
         demand = _int(facts.get("candidate_bytes"))
         if allowance is not None and demand is not None and demand > allowance:
-            return Attribution("oom", reason=(
-                f"the program's own allocations in one call reached {fmt_bytes(demand)}, more than its allowance of "
-                f"{fmt_bytes(allowance)} (memory_margin {margin:g} x the reference's peak of "
-                f"{fmt_bytes(footprint.peak_bytes)}); use less device memory"))  # type: ignore[union-attr]
+            return Attribution(
+                "oom",
+                reason=(
+                    f"the program's own allocations in one call reached {fmt_bytes(demand)}, more than its allowance of "
+                    f"{fmt_bytes(allowance)} (memory_margin {margin:g} x the reference's peak of "
+                    f"{fmt_bytes(footprint.peak_bytes)}); use less device memory"
+                ),
+            )  # type: ignore[union-attr]
         if room:
-            return Attribution("oom", reason=(
-                "the program ran out of device memory while it had the device to itself with the task's needs "
-                f"free ({fp_text}): its own allocations exhausted it; use less device memory"))
-        setting = "on a shared device" if not alone else "alone on a device too small for the task" \
-            if grant.free_bytes is not None else "alone on a device whose free memory is unknown"  # type: ignore[union-attr]
-        return Attribution("harness", retry_alone=not alone, reason=(
-            f"the program ran out of device memory asking for {fmt_bytes(demand)}, within its allowance, "
-            f"{setting} ({fp_text})"))
+            return Attribution(
+                "oom",
+                reason=(
+                    "the program ran out of device memory while it had the device to itself with the task's needs "
+                    f"free ({fp_text}): its own allocations exhausted it; use less device memory"
+                ),
+            )
+        setting = (
+            "on a shared device"
+            if not alone
+            else "alone on a device too small for the task"
+            if grant.free_bytes is not None
+            else "alone on a device whose free memory is unknown"
+        )  # type: ignore[union-attr]
+        return Attribution(
+            "harness",
+            retry_alone=not alone,
+            reason=(
+                f"the program ran out of device memory asking for {fmt_bytes(demand)}, within its allowance, "
+                f"{setting} ({fp_text})"
+            ),
+        )
     held = _int(facts.get("held_bytes"))
     if footprint is not None and held is not None and held > footprint.harness_bytes() + allowance:  # type: ignore[operator]
-        return Attribution("oom", reason=(
-            f"the harness ran out of device memory ({where}) while the worker held {fmt_bytes(held)}, more than "
-            f"the harness's own {fmt_bytes(footprint.harness_bytes())} plus the program's allowance of "
-            f"{fmt_bytes(allowance)}: the program kept the memory"))
+        return Attribution(
+            "oom",
+            reason=(
+                f"the harness ran out of device memory ({where}) while the worker held {fmt_bytes(held)}, more than "
+                f"the harness's own {fmt_bytes(footprint.harness_bytes())} plus the program's allowance of "
+                f"{fmt_bytes(allowance)}: the program kept the memory"
+            ),
+        )
     if alone:
-        return Attribution("harness", reason=(
-            f"the harness ran out of device memory ({where}) with the device to itself: the task does not fit "
-            f"this device ({fp_text})"))
-    return Attribution("harness", retry_alone=True, reason=(
-        f"the harness ran out of device memory ({where}) on a shared device ({fp_text})"))
+        return Attribution(
+            "harness",
+            reason=(
+                f"the harness ran out of device memory ({where}) with the device to itself: the task does not fit "
+                f"this device ({fp_text})"
+            ),
+        )
+    return Attribution(
+        "harness",
+        retry_alone=True,
+        reason=(f"the harness ran out of device memory ({where}) on a shared device ({fp_text})"),
+    )
 
 
 def _int(value: Any) -> Optional[int]:
@@ -484,8 +547,11 @@ def apply_attribution(result: Any, decision: Attribution, grant: Grant, retried:
         memory["attributed"] = decision.category
         memory["reason"] = decision.reason
         # feedback heads an oom with OUT OF MEMORY; a harness fault says whose it is
-        head = "" if decision.category == "oom" else "Out of device memory, not the program's fault (nothing was " \
-            "charged): "
+        head = (
+            ""
+            if decision.category == "oom"
+            else "Out of device memory, not the program's fault (nothing was charged): "
+        )
         retry = " It was run again alone on the device and ran out again." if retried else ""
         result.error = f"{head}{decision.reason}.{retry}\n{result.error}".strip()
         result.category = decision.category
@@ -495,8 +561,13 @@ def apply_attribution(result: Any, decision: Attribution, grant: Grant, retried:
     result.memory = memory
 
 
-def run_admitted(admission: MemoryAdmission, footprint: Callable[[], Optional[Footprint]], known: bool,
-                 margin: float, run: Callable[[], Any]) -> Any:
+def run_admitted(
+    admission: MemoryAdmission,
+    footprint: Callable[[], Optional[Footprint]],
+    known: bool,
+    margin: float,
+    run: Callable[[], Any],
+) -> Any:
     """One evaluation under the device's memory admission, the one place
     every way of evaluating goes through (Evaluator._evaluate: pool, fresh,
     serve, the RL environment, Ray's node): the task's footprint (measured
@@ -535,12 +606,16 @@ def summary_line(memory: Any) -> str:
     parts = []
     fp = Footprint.from_dict(memory.get("footprint"))
     if fp is not None:
-        parts.append(f"reference params {fmt_bytes(fp.params_bytes)}, inputs {fmt_bytes(fp.inputs_bytes)}, outputs "
-                     f"{fmt_bytes(fp.outputs_bytes)}, peak {fmt_bytes(fp.peak_bytes)}")
+        parts.append(
+            f"reference params {fmt_bytes(fp.params_bytes)}, inputs {fmt_bytes(fp.inputs_bytes)}, outputs "
+            f"{fmt_bytes(fp.outputs_bytes)}, peak {fmt_bytes(fp.peak_bytes)}"
+        )
     grant = memory.get("admission") if isinstance(memory.get("admission"), dict) else {}
     if grant:
-        parts.append(f"worker need {fmt_bytes(grant.get('need_bytes'))} "
-                     f"({'alone' if grant.get('alone') else 'shared'}, device free {fmt_bytes(grant.get('device_free_bytes'))})")
+        parts.append(
+            f"worker need {fmt_bytes(grant.get('need_bytes'))} "
+            f"({'alone' if grant.get('alone') else 'shared'}, device free {fmt_bytes(grant.get('device_free_bytes'))})"
+        )
     if memory.get("peak_bytes") is not None:
         parts.append(f"worker peak {fmt_bytes(memory['peak_bytes'])}")
     if memory.get("retried_alone"):
@@ -549,6 +624,7 @@ def summary_line(memory: Any) -> str:
 
 
 # -- per-process device memory (for benchmarks) -------------------------------------------
+
 
 def compute_apps(text: Optional[str] = None) -> dict[int, int]:
     """Device memory per process (pid -> bytes) from
@@ -559,8 +635,13 @@ def compute_apps(text: Optional[str] = None) -> dict[int, int]:
         if exe is None:
             return {}
         try:
-            text = subprocess.run([exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                                  capture_output=True, text=True, timeout=10, check=True).stdout
+            text = subprocess.run(
+                [exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return {}
     used: dict[int, int] = {}
@@ -648,6 +729,25 @@ class ProcessMemorySampler:
         return dict(self._peaks)
 
 
-__all__ = ["Attribution", "CallMeter", "DeviceMemory", "Footprint", "Grant", "HostMemory", "MemoryAdmission", "NvidiaSmiMemory",
-           "ProcessMemorySampler", "StandInMemory", "apply_attribution", "attribute_memory_fault", "compute_apps",
-           "default_memory_source", "fmt_bytes", "run_admitted", "is_out_of_memory", "process_role", "summary_line", "tried_bytes"]
+__all__ = [
+    "Attribution",
+    "CallMeter",
+    "DeviceMemory",
+    "Footprint",
+    "Grant",
+    "HostMemory",
+    "MemoryAdmission",
+    "NvidiaSmiMemory",
+    "ProcessMemorySampler",
+    "StandInMemory",
+    "apply_attribution",
+    "attribute_memory_fault",
+    "compute_apps",
+    "default_memory_source",
+    "fmt_bytes",
+    "run_admitted",
+    "is_out_of_memory",
+    "process_role",
+    "summary_line",
+    "tried_bytes",
+]

@@ -18,6 +18,7 @@ streams each request's stages back to its client) routes them with
 threads inherit (``Evaluator.submit`` runs each evaluation in a copy of the
 caller's context).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,9 @@ _listeners: list[Callable[[str], None]] = []
 #: context, so that evaluations side by side (an in-place task's dtypes, the
 #: loop's concurrent proposals) each keep their own
 _outer: "contextvars.ContextVar[tuple[str, ...]]" = contextvars.ContextVar("ks_phase_outer", default=())
-_route: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar("ks_phase_route",
-                                                                                          default=None)
+_route: "contextvars.ContextVar[Optional[Callable[[str], None]]]" = contextvars.ContextVar(
+    "ks_phase_route", default=None
+)
 
 
 def report(stage: str) -> None:
@@ -96,9 +98,17 @@ class PhaseLine:
     phase printed with its duration when it ends. :attr:`durations` keeps
     (phase, seconds) in order either way."""
 
-    def __init__(self, label: str, *, stream: Optional[TextIO] = None, live: Optional[bool] = None,
-                 lines: bool = False, lines_stream: Optional[TextIO] = None, every_s: float = 1.0,
-                 indent: str = "  ") -> None:
+    def __init__(
+        self,
+        label: str,
+        *,
+        stream: Optional[TextIO] = None,
+        live: Optional[bool] = None,
+        lines: bool = False,
+        lines_stream: Optional[TextIO] = None,
+        every_s: float = 1.0,
+        indent: str = "  ",
+    ) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.live = self.stream.isatty() if live is None else live
@@ -138,8 +148,10 @@ class PhaseLine:
         self._current = None
 
     def _draw(self, now: float) -> None:
-        text = (f"{self.label}: {self._current or 'starting'} {_seconds(now - self._since)} "
-                f"(total {_seconds(now - self._started)})")
+        text = (
+            f"{self.label}: {self._current or 'starting'} {_seconds(now - self._since)} "
+            f"(total {_seconds(now - self._started)})"
+        )
         pad = " " * max(0, self._width - len(text))
         self._width = len(text)
         self.stream.write("\r" + text + pad)

@@ -21,6 +21,7 @@ integrity snapshot (integrity.py) watches only callables. Three parts:
   (``import``, ``__import__`` or ``importlib`` under a computed name,
   ``sys.modules``): honest programs never touch the evaluator.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,7 +61,9 @@ def freeze(extra_allowed: Iterable[str] = (), policy: str = "strict", min_covera
         jit_markers=tuple(census.JIT_MARKERS),
         runtime_prefixes=tuple(census._RUNTIME_PREFIXES),
         scalar_read_ops=frozenset(census._SCALAR_READ_OPS),
-        policy=str(policy), min_coverage=float(min_coverage))
+        policy=str(policy),
+        min_coverage=float(min_coverage),
+    )
 
 
 def _fingerprint(value: Any, depth: int = 0) -> Any:
@@ -74,8 +77,10 @@ def _fingerprint(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(_fingerprint(v, depth + 1) for v in value))
     if isinstance(value, dict):
-        return ("dict", tuple(sorted(((repr(k), _fingerprint(v, depth + 1)) for k, v in value.items()),
-                                     key=lambda kv: kv[0])))
+        return (
+            "dict",
+            tuple(sorted(((repr(k), _fingerprint(v, depth + 1)) for k, v in value.items()), key=lambda kv: kv[0])),
+        )
     return ("object", id(value))
 
 
@@ -88,7 +93,9 @@ def _has_object(fp: Any) -> bool:
 def _what(before: Any, now: Any) -> str:
     if isinstance(before, (set, frozenset)) and isinstance(now, (set, frozenset)):
         added, gone = sorted(map(str, set(now) - set(before))), sorted(map(str, set(before) - set(now)))
-        parts = ([f"added {', '.join(added[:5])}"] if added else []) + ([f"removed {', '.join(gone[:5])}"] if gone else [])
+        parts = ([f"added {', '.join(added[:5])}"] if added else []) + (
+            [f"removed {', '.join(gone[:5])}"] if gone else []
+        )
         if parts:
             return " (" + "; ".join(parts) + ")"
     return ""
@@ -151,8 +158,10 @@ def checker_drift(policy: Policy, guard: Any = None, census: Any = None) -> list
 
 def drift_reason(names: list[str]) -> str:
     shown = "; ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return (f"the program changed the evaluator's policy values: {shown}. What the checks allow is not the "
-            "program's to change")
+    return (
+        f"the program changed the evaluator's policy values: {shown}. What the checks allow is not the "
+        "program's to change"
+    )
 
 
 class _Fenced(types.ModuleType):
@@ -243,8 +252,11 @@ class ModuleFence:
             # not uses; ``__dict__`` and every write or delete are
             name = types.ModuleType.__getattribute__(mod, "__name__")
             api = how == "read" and (f"{name}.{attr}" in self.api or (name in self.api and not attr.startswith("_")))
-            frame = (None if api or (how == "read" and attr.startswith("__") and attr != "__dict__")
-                     else self._program_frame())
+            frame = (
+                None
+                if api or (how == "read" and attr.startswith("__") and attr != "__dict__")
+                else self._program_frame()
+            )
             if frame is not None:
                 note = f"{how} {name}.{attr} (line {frame.f_lineno})"
                 if note not in self.touched and len(self.touched) < 50:
@@ -256,8 +268,10 @@ class ModuleFence:
         if not self.touched:
             return None
         shown = ", ".join(self.touched[:4]) + (f" and {len(self.touched) - 4} more" if len(self.touched) > 4 else "")
-        return (f"the program reached into the evaluator's own modules ({shown}): a program may not import or "
-                "use kernelsmith's modules, whatever the spelling (import, __import__, importlib, sys.modules)")
+        return (
+            f"the program reached into the evaluator's own modules ({shown}): a program may not import or "
+            "use kernelsmith's modules, whatever the spelling (import, __import__, importlib, sys.modules)"
+        )
 
 
 __all__ = ["Constants", "ModuleFence", "Policy", "checker_drift", "drift_reason", "freeze"]

@@ -24,6 +24,7 @@ Isolation of a child, outermost first:
 * its own session (the pool signals the group), killed when the zygote dies,
   rlimits, a scrubbed environment (no keys), private HOME/TMPDIR/caches.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,10 +46,8 @@ from ..result import EvalResult
 from . import phases
 from .contention import DeviceGate
 from .referee import Referee
-from .protocol import (EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse, pass_credentials,
-                       read_with_sender)
-from .sandbox import (Limits, _merge_ticket, finish_result, make_job, sandbox_prefix,
-                      worker_environment, write_job_files)
+from .protocol import EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse, pass_credentials, read_with_sender
+from .sandbox import Limits, _merge_ticket, finish_result, make_job, sandbox_prefix, worker_environment, write_job_files
 from .trusted import trusted_checks
 
 #: first uid handed to children when the pool runs as root
@@ -106,8 +105,15 @@ class _UidPool:
 class Zygote:
     """The zygote process of one device and its control channel."""
 
-    def __init__(self, backend: Any, device: Optional[str], isolation: str, cpu_threads: Optional[int],
-                 root: str, start_timeout_s: float = 180.0) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        device: Optional[str],
+        isolation: str,
+        cpu_threads: Optional[int],
+        root: str,
+        start_timeout_s: float = 180.0,
+    ) -> None:
         self.root = root
         self.device = device
         ours, theirs = socket.socketpair()
@@ -118,8 +124,14 @@ class Zygote:
         self.log_path = os.path.join(root, "zygote.log")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                prefix + [sys.executable, "-m", "kernelsmith.evaluator.zygote"], stdin=subprocess.DEVNULL,
-                stdout=log, stderr=log, env=env, cwd=root, pass_fds=(theirs.fileno(),), start_new_session=True,
+                prefix + [sys.executable, "-m", "kernelsmith.evaluator.zygote"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=root,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
             )
         theirs.close()
         self.sock = ours
@@ -193,8 +205,15 @@ class Zygote:
         # carry no pid)
         pass_credentials(ours)
         try:
-            self._send(fds=[theirs.fileno()], type=SPAWN, job=job, workdir=workdir, uid=uid, netns=netns,
-                       cache_dir=os.path.join(self.root, "cache"))
+            self._send(
+                fds=[theirs.fileno()],
+                type=SPAWN,
+                job=job,
+                workdir=workdir,
+                uid=uid,
+                netns=netns,
+                cache_dir=os.path.join(self.root, "cache"),
+            )
         finally:
             theirs.close()
         pid = self._box(self._spawned, job).get()
@@ -261,8 +280,9 @@ class Child:
         # context stands still during a timing like any other worker, and
         # its pid (with a device context) is ours, not a foreign process.
         self.gate = gate
-        self.ticket = gate.join(self.signal, pids={self.pid} if not zygote.bwrap else set(),
-                                timed_on_cpu=zygote.device is None)
+        self.ticket = gate.join(
+            self.signal, pids={self.pid} if not zygote.bwrap else set(), timed_on_cpu=zygote.device is None
+        )
         self.sock.settimeout(None)
         self.reader = self.sock.makefile("rb")
         #: the worker's pid as the kernel names its writes (this process's pid
@@ -361,8 +381,17 @@ class Child:
 class DevicePool:
     """A zygote and its spare children for one device."""
 
-    def __init__(self, backend: Any, device: Optional[str], *, isolation: str, cpu_threads: Optional[int],
-                 spares: int, gate: DeviceGate, uids: Optional[_UidPool]) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        device: Optional[str],
+        *,
+        isolation: str,
+        cpu_threads: Optional[int],
+        spares: int,
+        gate: DeviceGate,
+        uids: Optional[_UidPool],
+    ) -> None:
         self.backend = backend
         self.device = device
         self.isolation = isolation
@@ -401,8 +430,15 @@ class DevicePool:
         self._builder: Optional[subprocess.Popen] = None
         self._builder_ticket: Any = None
         self.netns = uids is not None and not self.zygote.bwrap
-        self.label = "+".join(x for x in ("bwrap" if self.zygote.bwrap else "process",
-                                          "uid" if uids is not None else "", "netns" if self.netns else "") if x)
+        self.label = "+".join(
+            x
+            for x in (
+                "bwrap" if self.zygote.bwrap else "process",
+                "uid" if uids is not None else "",
+                "netns" if self.netns else "",
+            )
+            if x
+        )
         self._spares: "queue.Queue[Any]" = queue.Queue()
         self._want = max(0, int(spares))
         self._closed = False
@@ -486,18 +522,33 @@ class DevicePool:
         prefix, _bwrap, _note = sandbox_prefix(self.isolation, workdir, writable=[self.cache_dir, self.requests_dir])
         with open(os.path.join(self.root, "builder.log"), "ab") as log:
             self._builder = subprocess.Popen(
-                prefix + [sys.executable, "-m", "kernelsmith.evaluator.cache_builder", self.backend.name,
-                          self.requests_dir, self.cache_dir],
-                stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=workdir, start_new_session=True)
+                prefix
+                + [
+                    sys.executable,
+                    "-m",
+                    "kernelsmith.evaluator.cache_builder",
+                    self.backend.name,
+                    self.requests_dir,
+                    self.cache_dir,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=workdir,
+                start_new_session=True,
+            )
         builder = self._builder
         if self._builder_ticket is not None:
             self.gate.leave(self._builder_ticket)
         # it compiles on the host: it stands still while the device times
-        self._builder_ticket = self.gate.join(lambda sig: os.killpg(builder.pid, sig), pids={builder.pid},
-                                              timed_on_cpu=True)
+        self._builder_ticket = self.gate.join(
+            lambda sig: os.killpg(builder.pid, sig), pids={builder.pid}, timed_on_cpu=True
+        )
 
-    def run(self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits,
-            finalists: Sequence[str] = ()) -> EvalResult:
+    def run(
+        self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits, finalists: Sequence[str] = ()
+    ) -> EvalResult:
         phases.report("waiting for a worker")
         child, waited = self.take()
         evidence: dict[str, Any] = {}
@@ -506,8 +557,9 @@ class DevicePool:
             if child.uid is not None:
                 for path in [cand_path, ref_path, *finalist_paths]:
                     os.chown(path, child.uid, child.uid)
-            job = make_job(task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads,
-                           finalist_paths)
+            job = make_job(
+                task, self.backend, cand_path, ref_path, trials, timing, limits, self.cpu_threads, finalist_paths
+            )
             if not finalists:
                 job.update(self.referee.job_facts(task, limits.timeout_s))  # degenerate forms, probes
             if self.autotune is not None:  # autotuning done once per kernel and key (triton/autotune.py)
@@ -518,8 +570,10 @@ class DevicePool:
             ticket.reset_clock()  # standing still as a spare is not this job's time
             seeds: list[int] = []
             # the trial outputs the worker hands over, copied where it cannot write
-            evidence["src"], evidence["dir"] = child.workdir, tempfile.mkdtemp(prefix="evidence-",
-                                                                             dir=self.referee.workdir)
+            evidence["src"], evidence["dir"] = (
+                child.workdir,
+                tempfile.mkdtemp(prefix="evidence-", dir=self.referee.workdir),
+            )
             evidence["max_bytes"] = self.referee.evidence_limit(task)  # sized by the task's outputs
             evidence["max_trials"] = self.referee.most_trials(task)
             raw, stage, timed_out = converse(child, job, limits.timeout_s, ticket, seeds, evidence)
@@ -527,14 +581,21 @@ class DevicePool:
                 self.autotune.absorb(job["autotune"]["new"])  # type: ignore[union-attr]
             if isinstance(raw, dict):
                 raw.pop("referee", None)  # the referee takes only what was handed over
-            result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=child.returncode(),
-                                   log_text=child.log_text(), cand_path=cand_path, timeout_s=limits.timeout_s,
-                                   isolation=self.label, note=self.zygote.note)
+            result = finish_result(
+                raw,
+                stage=stage,
+                timed_out=timed_out,
+                returncode=child.returncode(),
+                log_text=child.log_text(),
+                cand_path=cand_path,
+                timeout_s=limits.timeout_s,
+                isolation=self.label,
+                note=self.zygote.note,
+            )
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
             refereed = time.monotonic()
             if not finalists:
-                trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee,
-                               ticket.slots)
+                trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, ticket.slots)
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             if not finalists:

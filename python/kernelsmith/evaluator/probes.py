@@ -24,6 +24,7 @@ none: a log or a square root of negative values), where it raises, where the
 task has no floating-point input to draw, or where it tells none of the
 trivial forms apart.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -33,7 +34,7 @@ PREFIX = "probe:"
 #: probe name -> what its inputs are (reports, feedback)
 PROBES = {
     "normal": "every floating-point input drawn from a standard normal distribution (torch.randn_like: "
-              "negative values too), same shapes and dtypes; other inputs unchanged",
+    "negative values too), same shapes and dtypes; other inputs unchanged",
 }
 
 
@@ -43,7 +44,7 @@ def set_names() -> list[str]:
 
 
 def is_probe(set_name: str) -> bool:
-    return set_name.startswith(PREFIX) and set_name[len(PREFIX):] in PROBES
+    return set_name.startswith(PREFIX) and set_name[len(PREFIX) :] in PROBES
 
 
 def _draw(values: list[Any], probe: str) -> list[Any]:
@@ -63,7 +64,7 @@ def input_generator(ref: Any, set_name: str) -> Optional[Callable[[], list[Any]]
     if is_probe(set_name):
         if not hasattr(ref, "get_inputs"):
             return None
-        probe = set_name[len(PREFIX):]
+        probe = set_name[len(PREFIX) :]
         return lambda: _draw(list(ref.get_inputs()), probe)
     gen = getattr(ref, set_name, None)
     return gen if callable(gen) else None
@@ -75,8 +76,15 @@ def _finite(tensors: list[Any]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point() or t.is_complex())
 
 
-def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: list[Any], atol: float, rtol: float,
-           synchronize: Callable[[], None]) -> dict[str, Any]:
+def assess(
+    model: Any,
+    forms: list[str],
+    own_inputs: list[Any],
+    own_outputs: list[Any],
+    atol: float,
+    rtol: float,
+    synchronize: Callable[[], None],
+) -> dict[str, Any]:
     """Which probes judge a degenerate task: ``forms`` are the trivial
     outputs that pass its tolerance on its own inputs (``own_inputs``, on
     the device, and the reference's ``own_outputs`` for them), ``model`` the
@@ -89,6 +97,7 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
 
     # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.probes does not load on its own
     from . import correctness as cmp
+
     # lazy: cycle evaluator.probes -> evaluator.checks -> evaluator.checks.replay -> evaluator.probes
     from .checks.trivial_output import trivial_outputs
 
@@ -105,8 +114,9 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
         inputs = _draw(own_inputs, name)
         try:
             with torch.no_grad():
-                outputs = cmp.snapshot(cmp.flatten_outputs(model(*[v.clone() if isinstance(v, torch.Tensor) else v
-                                                                   for v in inputs])))
+                outputs = cmp.snapshot(
+                    cmp.flatten_outputs(model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]))
+                )
             synchronize()
         except Exception as exc:  # noqa: BLE001 - the reference may refuse other values in any way
             out["skipped"][name] = f"the reference raised on it ({type(exc).__name__}: {str(exc)[:200]})"
@@ -114,14 +124,17 @@ def assess(model: Any, forms: list[str], own_inputs: list[Any], own_outputs: lis
         if own_finite and not _finite(outputs):
             bad = sum(int((~torch.isfinite(t)).sum()) for t in outputs if t.is_floating_point() or t.is_complex())
             total = sum(t.numel() for t in outputs)
-            out["skipped"][name] = (f"the reference is undefined on it: {bad} of {total} output values are NaN or "
-                                    "inf, where the task's own inputs give none")
+            out["skipped"][name] = (
+                f"the reference is undefined on it: {bad} of {total} output values are NaN or "
+                "inf, where the task's own inputs give none"
+            )
             continue
         still = set(trivial_outputs(cmp, outputs, inputs, atol, rtol))
         told = sorted(set(forms) - still)
         if not told:
-            out["skipped"][name] = (f"it tells none of the trivial forms apart ({', '.join(sorted(still))} "
-                                    "pass on it too)")
+            out["skipped"][name] = (
+                f"it tells none of the trivial forms apart ({', '.join(sorted(still))} pass on it too)"
+            )
             continue
         out["sets"].append(PREFIX + name)
         decided.update(told)
@@ -136,14 +149,18 @@ def describe(forms: list[str], probes: dict[str, Any]) -> str:
     if not forms:
         return "not degenerate: no trivial output (zeros, a constant, an input passed through) passes its tolerance"
     text = f"degenerate task: {', '.join(sorted(forms))} pass(es) this task's tolerance on its own inputs"
-    applied = [s[len(PREFIX):] for s in probes.get("sets", [])]
+    applied = [s[len(PREFIX) :] for s in probes.get("sets", [])]
     if applied:
-        text += (f"; judged on probe inputs too ({', '.join(applied)}), on which "
-                 f"{', '.join(probes.get('decided', []))} fail(s) the tolerance")
+        text += (
+            f"; judged on probe inputs too ({', '.join(applied)}), on which "
+            f"{', '.join(probes.get('decided', []))} fail(s) the tolerance"
+        )
     kept = probes.get("kept", [])
     if kept:
-        text += (f"; {', '.join(kept)} still cannot be told apart: a program returning it is rejected, and the "
-                 "task should be tightened")
+        text += (
+            f"; {', '.join(kept)} still cannot be told apart: a program returning it is rejected, and the "
+            "task should be tightened"
+        )
     for name, why in sorted((probes.get("skipped") or {}).items()):
         text += f"; probe {name} skipped: {why}"
     return text

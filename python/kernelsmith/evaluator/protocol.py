@@ -25,6 +25,7 @@ worker writes on its original stdout, which it moves to a private
 descriptor at start (:meth:`Channel.stdio`) so that anything the candidate
 prints goes to stderr (the log) and cannot corrupt the protocol.
 """
+
 from __future__ import annotations
 
 import json
@@ -163,7 +164,6 @@ class Channel:
         self.last_stage = stage
         self.send(type=STAGE, stage=stage)
 
-
     @property
     def seeds_received(self) -> int:
         return len(self.seeds)
@@ -225,7 +225,7 @@ def read_with_sender(sock: socket.socket, size: int = 1 << 16) -> tuple[bytes, O
     sender = None
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _CREDS.size:
-            sender = _CREDS.unpack(payload[:_CREDS.size])[0]
+            sender = _CREDS.unpack(payload[: _CREDS.size])[0]
     return data, sender
 
 
@@ -241,13 +241,20 @@ def foreign_sender(sender: Optional[int], worker: Optional[int]) -> str:
         return "a message on the evaluator's channel came without its sender's credentials"
     if sender == worker:
         return ""
-    return (f"a process other than the worker wrote on the evaluator's channel (pid {sender}; the worker is pid "
-            f"{worker}): a process the program started forged protocol messages")
+    return (
+        f"a process other than the worker wrote on the evaluator's channel (pid {sender}; the worker is pid "
+        f"{worker}): a process the program started forged protocol messages"
+    )
 
 
-def converse(link: Any, job: dict[str, Any], timeout_s: float,
-             ticket: Any = None, seeds: Optional[list[Any]] = None,
-             evidence: Optional[dict[str, Any]] = None) -> tuple[Optional[dict[str, Any]], str, bool]:
+def converse(
+    link: Any,
+    job: dict[str, Any],
+    timeout_s: float,
+    ticket: Any = None,
+    seeds: Optional[list[Any]] = None,
+    evidence: Optional[dict[str, Any]] = None,
+) -> tuple[Optional[dict[str, Any]], str, bool]:
     """Send the job, answer seed and timing-slot requests, take the trial
     outputs the worker hands over for the referee (into ``evidence``:
     evidence.take_evidence), return (result, last stage, timed_out). The
@@ -279,8 +286,13 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
                 # worker's; whatever came after it is not looked at)
                 link.kill()
                 link.wait_exit(5)
-                return hacked([refused], correct=False, error=f"{refused}. Only the worker itself may speak to the "
-                                                              "evaluator.").fields, stage, False
+                return (
+                    hacked(
+                        [refused], correct=False, error=f"{refused}. Only the worker itself may speak to the evaluator."
+                    ).fields,
+                    stage,
+                    False,
+                )
             if not chunk:  # worker gone
                 link.wait_exit(max(0.1, min(5.0, deadline + stood() - time.monotonic())))
                 return None, stage, False
@@ -305,8 +317,14 @@ def converse(link: Any, job: dict[str, Any], timeout_s: float,
         link.close()
 
 
-def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Optional[list[Any]],
-            evidence: Optional[dict[str, Any]]) -> tuple[str, Optional[dict[str, Any]]]:
+def _answer(
+    msg: dict[str, Any],
+    link: Any,
+    stage: str,
+    ticket: Any,
+    seeds: Optional[list[Any]],
+    evidence: Optional[dict[str, Any]],
+) -> tuple[str, Optional[dict[str, Any]]]:
     """One message of the worker answered (:func:`converse`'s loop): the
     stage the worker is in now, and its result once it sends one."""
     kind = msg.get("type")
@@ -343,5 +361,27 @@ def _answer(msg: dict[str, Any], link: Any, stage: str, ticket: Any, seeds: Opti
     return stage, None
 
 
-__all__ = ["Channel", "converse", "pass_credentials", "read_with_sender", "foreign_sender", "STAGE", "SEED_REQUEST", "TIMING_REQUEST", "TIMING_DONE", "EVIDENCE", "RESULT",
-           "SEED", "GO", "RETIME", "TAKEN", "INIT", "HELLO", "SPAWN", "SPAWNED", "SIGNAL", "EXIT", "READY"]
+__all__ = [
+    "Channel",
+    "converse",
+    "pass_credentials",
+    "read_with_sender",
+    "foreign_sender",
+    "STAGE",
+    "SEED_REQUEST",
+    "TIMING_REQUEST",
+    "TIMING_DONE",
+    "EVIDENCE",
+    "RESULT",
+    "SEED",
+    "GO",
+    "RETIME",
+    "TAKEN",
+    "INIT",
+    "HELLO",
+    "SPAWN",
+    "SPAWNED",
+    "SIGNAL",
+    "EXIT",
+    "READY",
+]

@@ -13,6 +13,7 @@ for it, and the Ray task hands that device to the sandboxed worker, so two
 candidates never share a GPU. Without GPUs in the cluster it asks for one
 CPU instead.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,9 @@ from .service import Evaluator, TaskBackends
 TaskLike = Union[Task, str, os.PathLike]
 
 
-def _evaluate_on_node(task_data: dict[str, Any], source: str, trials: Optional[int],
-                      options: dict[str, Any]) -> dict[str, Any]:
+def _evaluate_on_node(
+    task_data: dict[str, Any], source: str, trials: Optional[int], options: dict[str, Any]
+) -> dict[str, Any]:
     """Body of the Ray task (module level, so Ray pickles it by reference)."""
     devices = None
     if options.pop("use_gpu", False):
@@ -94,8 +96,13 @@ class RayEvaluator(TaskBackends):
         if num_gpus is None:
             num_gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         self.num_gpus = num_gpus
-        self.options = dict(timeout_s=timeout_s, cpu_limit_s=cpu_limit_s, memory_limit_mb=memory_limit_mb,
-                            isolation=isolation, timing=timing)
+        self.options = dict(
+            timeout_s=timeout_s,
+            cpu_limit_s=cpu_limit_s,
+            memory_limit_mb=memory_limit_mb,
+            isolation=isolation,
+            timing=timing,
+        )
         resources = {"num_gpus": num_gpus} if num_gpus else {"num_cpus": num_cpus}
         # Ray retries a task whose node died; a candidate that crashes its
         # sandboxed worker is a verdict, not a Ray failure, so no retries.
@@ -123,7 +130,9 @@ class RayEvaluator(TaskBackends):
         return EvalResult.from_dict(data)
 
     # -- API --------------------------------------------------------------------
-    def submit(self, task: TaskLike, source: str, trials: Optional[int] = None) -> "concurrent.futures.Future[EvalResult]":
+    def submit(
+        self, task: TaskLike, source: str, trials: Optional[int] = None
+    ) -> "concurrent.futures.Future[EvalResult]":
         ref = self._submit_ref(task, source, trials)
         future: concurrent.futures.Future[EvalResult] = concurrent.futures.Future()
         inner = ref.future()
@@ -151,7 +160,9 @@ class RayEvaluator(TaskBackends):
         futures = [self.submit(task, source, trials) for task, source in items]
         return [f.result() for f in futures]
 
-    async def evaluate_many_async(self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None) -> list[EvalResult]:
+    async def evaluate_many_async(
+        self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
+    ) -> list[EvalResult]:
         return list(await asyncio.gather(*(self.evaluate_async(t, s, trials) for t, s in items)))
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ outputs. What a result's verdict becomes from the answers is the parent's
 trusted checks' (trusted/); the outputs files they hand over are
 evidence.py's.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,15 +27,17 @@ from .sandbox import sandbox_prefix, worker_environment
 
 def prime_key(task: Any) -> str:
     """What a priming depends on: the reference, its input sets, the tolerance."""
-    return json.dumps([task.reference_source, list(task.config.extra_inputs), list(task.config.tolerances()),
-                       task.config.dtype])
+    return json.dumps(
+        [task.reference_source, list(task.config.extra_inputs), list(task.config.tolerances()), task.config.dtype]
+    )
 
 
 class Referee:
     """Parent side: the referee process of one device pool."""
 
-    def __init__(self, backend: Any, device: Optional[str], isolation: str, cpu_threads: Optional[int],
-                 root: str, gate: Any) -> None:
+    def __init__(
+        self, backend: Any, device: Optional[str], isolation: str, cpu_threads: Optional[int], root: str, gate: Any
+    ) -> None:
         import threading
 
         workdir = os.path.join(root, "referee")
@@ -69,13 +72,17 @@ class Referee:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 prefix + command,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.workdir,
-                start_new_session=True)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
         self._ready = False
         proc = self.proc
         # it computes on the device: it stands still while a worker times
-        self.ticket = self.gate.join(lambda sig: os.killpg(proc.pid, sig), pids={proc.pid},
-                                     timed_on_cpu=device is None)
+        self.ticket = self.gate.join(lambda sig: os.killpg(proc.pid, sig), pids={proc.pid}, timed_on_cpu=device is None)
 
     def _restart(self) -> None:
         """A request that got no answer in time leaves its answer in the pipe

@@ -26,6 +26,7 @@ trusted/referee_check.py's.
 
 Protocol: JSON lines on stdin (requests) and stdout (answers).
 """
+
 from __future__ import annotations
 
 import json
@@ -132,8 +133,12 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
                     probes = assess(model, degenerate, inputs, outputs, atol, rtol, backend.synchronize)
             del inputs, outputs
     backend.synchronize()
-    return {"primed": sets, "degenerate": degenerate, "footprint": footprint.to_dict(),
-            **({"probes": probes} if degenerate else {})}
+    return {
+        "primed": sets,
+        "degenerate": degenerate,
+        "footprint": footprint.to_dict(),
+        **({"probes": probes} if degenerate else {}),
+    }
 
 
 def load(req: dict[str, Any]) -> dict[str, Any]:
@@ -226,8 +231,10 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         shapes = [g.of if isinstance(g, Sampled) else list(g.shape) for g in host]
         sampled = [isinstance(g, Sampled) for g in host]
         if shapes != shapes_wanted or sampled != sampled_wanted:
-            answer[name] = f"{len(host)} outputs of shapes {shapes} (sampled {sampled}), expected " \
-                           f"{shapes_wanted} (sampled {sampled_wanted})"
+            answer[name] = (
+                f"{len(host)} outputs of shapes {shapes} (sampled {sampled}), expected "
+                f"{shapes_wanted} (sampled {sampled_wanted})"
+            )
             continue
         # one group on the device at a time, compared in chunks
         got = [(g.values if isinstance(g, Sampled) else g).to(device) for g in host]
@@ -256,8 +263,7 @@ def main() -> None:
     for line in sys.stdin:
         try:
             req = json.loads(line)
-            answer = prime(req, backend) if req.get("prime") else load(req) if req.get("load") else \
-                check(req, backend)
+            answer = prime(req, backend) if req.get("prime") else load(req) if req.get("load") else check(req, backend)
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device

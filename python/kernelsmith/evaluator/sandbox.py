@@ -15,6 +15,7 @@ Isolation, outermost first:
   pointing into the temporary directory, ``CUDA_VISIBLE_DEVICES`` set to the
   worker's device.
 """
+
 from __future__ import annotations
 
 import glob
@@ -37,12 +38,38 @@ from .checks.base import hacked
 from .protocol import converse, pass_credentials, read_with_sender
 from ..llm.redact import SECRET_ENV_VARS
 
-_SECRET = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE)
+_SECRET_PREFIX = (
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_",
+    "GCP_",
+    "GCLOUD_",
+    "HF_",
+    "HUGGING",
+    "OPENAI",
+    "ANTHROPIC",
+    "WANDB",
+    "GITHUB",
+    "GH_",
+    "GITLAB",
+    "SSH_",
+    "GPG_",
+    "NETRC",
+    "DOCKER",
+    "KUBE",
+    "NPM_",
+    "PYPI",
+    "TWINE",
+    "MISTRAL",
+    "GEMINI",
+    "COHERE",
+    "TOGETHER",
+    "DEEPSEEK",
+    "GROQ",
+    "XAI_",
+    "OPENROUTER",
 )
-_SECRET_PREFIX = ("AWS_", "AZURE_", "GOOGLE_", "GCP_", "GCLOUD_", "HF_", "HUGGING", "OPENAI", "ANTHROPIC",
-                  "WANDB", "GITHUB", "GH_", "GITLAB", "SSH_", "GPG_", "NETRC", "DOCKER", "KUBE", "NPM_", "PYPI",
-                  "TWINE", "MISTRAL", "GEMINI", "COHERE", "TOGETHER", "DEEPSEEK", "GROQ", "XAI_", "OPENROUTER")
 
 
 def scrub_env(env: dict[str, str]) -> dict[str, str]:
@@ -51,8 +78,11 @@ def scrub_env(env: dict[str, str]) -> dict[str, str]:
     workers, curation's execution filter, in-place test runs) and the one
     the LLM package re-exports."""
     return {
-        k: v for k, v in env.items()
-        if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIX) and k not in SECRET_ENV_VARS
+        k: v
+        for k, v in env.items()
+        if not _SECRET.search(k)
+        and not k.upper().startswith(_SECRET_PREFIX)
+        and k not in SECRET_ENV_VARS
         and not k.endswith(("_API_KEY", "_AUTH_TOKEN"))
     }
 
@@ -71,10 +101,25 @@ _BWRAP_PROBE: dict[str, tuple[bool, str]] = {}
 
 def _bwrap_args(workdir: str, devices: bool = True) -> list[str]:
     args = [
-        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--bind", workdir, workdir, "--chdir", workdir,
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--die-with-parent", "--new-session",
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--bind",
+        workdir,
+        workdir,
+        "--chdir",
+        workdir,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--new-session",
     ]
     # GPU device nodes (the minimal /dev has none)
     for node in (sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri"))) if devices else []:
@@ -109,7 +154,10 @@ def _describe_signal(returncode: int) -> tuple[str, str]:
     except ValueError:
         name = f"signal {sig}"
     if sig == signal.SIGSEGV:
-        return "crash", f"the worker crashed with a segmentation fault ({name}): invalid memory access, e.g. an out-of-bounds pointer or unmasked load/store"
+        return (
+            "crash",
+            f"the worker crashed with a segmentation fault ({name}): invalid memory access, e.g. an out-of-bounds pointer or unmasked load/store",
+        )
     if sig == signal.SIGXCPU:
         return "timeout", f"CPU time limit exceeded ({name}): the program runs too long or loops forever"
     if sig == signal.SIGKILL:
@@ -119,17 +167,25 @@ def _describe_signal(returncode: int) -> tuple[str, str]:
     return "crash", f"the worker died from {name}"
 
 
-def worker_environment(backend: Any, workdir: str, device: Optional[str],
-                       cpu_threads: Optional[int] = None) -> dict[str, str]:
+def worker_environment(
+    backend: Any, workdir: str, device: Optional[str], cpu_threads: Optional[int] = None
+) -> dict[str, str]:
     """The environment of a worker (fresh process or pool zygote): no
     credentials, caches and home inside ``workdir``, pinned to ``device``."""
     env = scrub_env(dict(os.environ))
     env.update(backend.worker_env(workdir, cpu_threads))
-    env.update(HOME=workdir, TMPDIR=workdir, PYTHONPATH=package_python_path(), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1",
-               # a pool child runs under a uid with no passwd entry: getpass
-               # (torch.compile's cache folder, among others) reads these first
-               USER="kernelsmith-worker", LOGNAME="kernelsmith-worker")
+    env.update(
+        HOME=workdir,
+        TMPDIR=workdir,
+        PYTHONPATH=package_python_path(),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONFAULTHANDLER="1",
+        # a pool child runs under a uid with no passwd entry: getpass
+        # (torch.compile's cache folder, among others) reads these first
+        USER="kernelsmith-worker",
+        LOGNAME="kernelsmith-worker",
+    )
     # glibc's allocator with fixed thresholds: by default it moves its mmap
     # threshold as blocks are freed and gives heap memory back to the
     # system, so an eager reference that allocates a few MB per op either
@@ -150,8 +206,9 @@ def worker_environment(backend: Any, workdir: str, device: Optional[str],
     return env
 
 
-def sandbox_prefix(isolation: str, workdir: str, read_only: Sequence[str] = (),
-                   writable: Sequence[str] = (), devices: bool = True) -> tuple[list[str], bool, str]:
+def sandbox_prefix(
+    isolation: str, workdir: str, read_only: Sequence[str] = (), writable: Sequence[str] = (), devices: bool = True
+) -> tuple[list[str], bool, str]:
     """(command prefix, bwrap used, note) for ``isolation``; under bwrap,
     ``read_only`` folders inside ``workdir`` stay read-only and ``writable``
     ones outside it become writable; ``devices=False`` leaves the GPU device
@@ -174,8 +231,17 @@ def sandbox_prefix(isolation: str, workdir: str, read_only: Sequence[str] = (),
     return args + ["--"], True, note
 
 
-def make_job(task: Any, backend: Any, cand_path: str, ref_path: str, trials: Optional[int], timing: bool,
-             limits: Limits, cpu_threads: Optional[int], finalists: Sequence[str] = ()) -> dict[str, Any]:
+def make_job(
+    task: Any,
+    backend: Any,
+    cand_path: str,
+    ref_path: str,
+    trials: Optional[int],
+    timing: bool,
+    limits: Limits,
+    cpu_threads: Optional[int],
+    finalists: Sequence[str] = (),
+) -> dict[str, Any]:
     cpu_limit = limits.cpu_limit_s if limits.cpu_limit_s is not None else 2 * limits.timeout_s
     return {
         "task": task.to_dict(),
@@ -191,8 +257,7 @@ def make_job(task: Any, backend: Any, cand_path: str, ref_path: str, trials: Opt
     }
 
 
-def write_job_files(workdir: str, task: Any, source: str,
-                    finalists: Sequence[str] = ()) -> tuple[str, str, list[str]]:
+def write_job_files(workdir: str, task: Any, source: str, finalists: Sequence[str] = ()) -> tuple[str, str, list[str]]:
     """candidate.py, reference.py and, for a finalists' job, candidate_<i>.py."""
     cand_path = os.path.join(workdir, "candidate.py")
     ref_path = os.path.join(workdir, "reference.py")
@@ -205,16 +270,29 @@ def write_job_files(workdir: str, task: Any, source: str,
     return cand_path, ref_path, paths
 
 
-def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncode: Optional[int],
-                  log_text: str, cand_path: str, timeout_s: float, isolation: str, note: str) -> EvalResult:
+def finish_result(
+    raw: Optional[dict],
+    *,
+    stage: str,
+    timed_out: bool,
+    returncode: Optional[int],
+    log_text: str,
+    cand_path: str,
+    timeout_s: float,
+    isolation: str,
+    note: str,
+) -> EvalResult:
     """The EvalResult of one conversation: the worker's own report, or what
     its death says (signal, exit status, timeout, the stage it was in)."""
     refused = _filter_reason(log_text, returncode)
     if refused:
         # the worker ended itself over its channel (protocol.Channel.check, the
         # C++ filter's supervisor): whatever it sent before does not count
-        raw = hacked([refused], correct=False, error=f"{refused}. The evaluator's channel and other processes are "
-                                                     "not the program's to touch.").fields
+        raw = hacked(
+            [refused],
+            correct=False,
+            error=f"{refused}. The evaluator's channel and other processes are not the program's to touch.",
+        ).fields
     if raw is None:
         if timed_out:
             category, error = "timeout", f"wall-clock limit of {timeout_s:g} s exceeded (worker killed) during: {stage}"
@@ -223,8 +301,10 @@ def finish_result(raw: Optional[dict], *, stage: str, timed_out: bool, returncod
             error += f" (during: {stage})"
         else:
             category = "crash"
-            error = (f"the worker exited with status {returncode} before reporting a result (during: {stage}); "
-                     "the program must not call os._exit, sys.exit or kill its process")
+            error = (
+                f"the worker exited with status {returncode} before reporting a result (during: {stage}); "
+                "the program must not call os._exit, sys.exit or kill its process"
+            )
         fault = _candidate_fault_lines(log_text, cand_path)
         if fault:
             error += "\n" + fault
@@ -250,10 +330,12 @@ def _filter_reason(log_text: str, returncode: Optional[int]) -> str:
     """Why the worker's filter ended it (its last line on the log), or ""."""
     at = log_text.rfind("\n" + FILTER_PREFIX)
     if at >= 0:
-        return log_text[at + 1 + len(FILTER_PREFIX):].split("\n", 1)[0].strip()[:500]
+        return log_text[at + 1 + len(FILTER_PREFIX) :].split("\n", 1)[0].strip()[:500]
     if returncode == -signal.SIGSYS:  # SECCOMP_RET_KILL_PROCESS: the only other way the filter ends a process
-        return ("the program was killed by the evaluator's system-call filter (SIGSYS): a system call of another "
-                "ABI (int 0x80, x32)")
+        return (
+            "the program was killed by the evaluator's system-call filter (SIGSYS): a system call of another "
+            "ABI (int 0x80, x32)"
+        )
     return ""
 
 
@@ -298,8 +380,9 @@ def run_worker(
         try:
             credentials = pass_credentials(ours)
             with open(log_path, "wb") as log:
-                proc = subprocess.Popen(cmd, stdin=theirs, stdout=theirs, stderr=log, cwd=workdir, env=env,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    cmd, stdin=theirs, stdout=theirs, stderr=log, cwd=workdir, env=env, start_new_session=True
+                )
         except BaseException:
             ours.close()
             raise
@@ -320,9 +403,17 @@ def run_worker(
                 gate.leave(ticket)
         if isinstance(raw, dict):
             raw.pop("referee", None)  # the referee takes only what was handed over
-        result = finish_result(raw, stage=stage, timed_out=timed_out, returncode=link.returncode(),
-                               log_text=Path(log_path).read_text(errors="replace"), cand_path=cand_path,
-                               timeout_s=limits.timeout_s, isolation="bwrap" if use_bwrap else "process", note=note)
+        result = finish_result(
+            raw,
+            stage=stage,
+            timed_out=timed_out,
+            returncode=link.returncode(),
+            log_text=Path(log_path).read_text(errors="replace"),
+            cand_path=cand_path,
+            timeout_s=limits.timeout_s,
+            isolation="bwrap" if use_bwrap else "process",
+            note=note,
+        )
         if ticket is not None:
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
         if referee is not None:
@@ -330,8 +421,9 @@ def run_worker(
             # lazy: the parent's checks, loaded only where a referee judges
             from .trusted import trusted_checks
 
-            trusted_checks(result, evidence, seeds, task, private, referee,
-                           ticket.slots if ticket is not None else None)
+            trusted_checks(
+                result, evidence, seeds, task, private, referee, ticket.slots if ticket is not None else None
+            )
         result.wall_s = round(time.monotonic() - started, 3)
         return result
     finally:
@@ -365,8 +457,9 @@ class ProcessLink:
     program is loaded), and a later message from another process is refused
     by converse (protocol.foreign_sender), as in the pool."""
 
-    def __init__(self, proc: subprocess.Popen, sock: socket.socket, bwrap: bool = False,
-                 credentials: bool = False) -> None:
+    def __init__(
+        self, proc: subprocess.Popen, sock: socket.socket, bwrap: bool = False, credentials: bool = False
+    ) -> None:
         self.proc = proc
         self.sock = sock
         self.bwrap = bwrap

@@ -13,6 +13,7 @@ Either way, compile and correctness of several candidates overlap, and each
 device has one timing slot (evaluator/contention.py): the worker that times
 has the device to itself while the device's other workers stand still.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -141,8 +142,9 @@ class Evaluator(TaskBackends):
         self.gates = {d: DeviceGate(d, timing_policy, baselines) for d in self.devices}
         # device memory, scheduled (evaluator/memory.py): one admission per device
         source = device_memory or default_memory_source
-        self.memory = {d: MemoryAdmission(source(d), per_job_bytes=CONTEXT_BYTES if d is not None else 0)
-                       for d in self.devices}
+        self.memory = {
+            d: MemoryAdmission(source(d), per_job_bytes=CONTEXT_BYTES if d is not None else 0) for d in self.devices
+        }
         self._slots: "queue.Queue[Optional[str]]" = queue.Queue()
         for i in range(self.workers):
             self._slots.put(self.devices[i % len(self.devices)])
@@ -169,8 +171,15 @@ class Evaluator(TaskBackends):
                 if self._uids is None and hasattr(os, "geteuid") and os.geteuid() == 0:
                     # one uid per child that can exist at once, across devices and backends
                     self._uids = _UidPool(UID_BASE, 4 * (self.workers + self.spares * len(self.devices)) + 8)
-                pool = DevicePool(backend, device, isolation=self.isolation, cpu_threads=self.cpu_threads,
-                                  spares=self.spares, gate=self.gates[device], uids=self._uids)
+                pool = DevicePool(
+                    backend,
+                    device,
+                    isolation=self.isolation,
+                    cpu_threads=self.cpu_threads,
+                    spares=self.spares,
+                    gate=self.gates[device],
+                    uids=self._uids,
+                )
                 self._device_pools[key] = pool
             return pool
 
@@ -202,8 +211,9 @@ class Evaluator(TaskBackends):
                 self._referees[key] = ref
             return ref
 
-    def _evaluate(self, task: Task, source: str, trials: Optional[int], submitted: float,
-                  finalists: Sequence[str] = ()) -> EvalResult:
+    def _evaluate(
+        self, task: Task, source: str, trials: Optional[int], submitted: float, finalists: Sequence[str] = ()
+    ) -> EvalResult:
         started = time.monotonic()
         backend = self.backend_for(task)
         if trials is not None and not 1 <= int(trials) <= MAX_TRIALS:
@@ -211,10 +221,17 @@ class Evaluator(TaskBackends):
         report = backend.static_check(source)
         common = dict(task_id=task.id, backend=backend.name, warnings=list(report.warnings))
         if report.errors:
-            return EvalResult(category="compile", error="\n".join(report.errors), isolation="none (static check)", **common)
+            return EvalResult(
+                category="compile", error="\n".join(report.errors), isolation="none (static check)", **common
+            )
         if report.hacks:
-            return EvalResult(category="hacked", hacked=True, hack_reasons=list(report.hacks),
-                              isolation="none (static check)", **common)
+            return EvalResult(
+                category="hacked",
+                hacked=True,
+                hack_reasons=list(report.hacks),
+                isolation="none (static check)",
+                **common,
+            )
         limits = Limits(
             timeout_s=self.timeout_s or task.config.timeout_s,
             cpu_limit_s=self.cpu_limit_s,
@@ -226,28 +243,40 @@ class Evaluator(TaskBackends):
         def run() -> EvalResult:
             if self.mode == "pool":
                 try:
-                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
-                                                                  finalists)
+                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits, finalists)
                 except PoolError:
                     # the pool itself failed (its zygote was killed from outside):
                     # a harness fault, not the candidate's; once more on a new pool
-                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits,
-                                                                  finalists)
-            return run_worker(task=task, source=source, backend=backend, trials=trials, timing=self.timing,
-                              limits=limits, device=device, isolation=self.isolation,
-                              gate=self.gates[device], cpu_threads=self.cpu_threads, finalists=finalists,
-                              referee=None if finalists else self._referee(backend, device))
+                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits, finalists)
+            return run_worker(
+                task=task,
+                source=source,
+                backend=backend,
+                trials=trials,
+                timing=self.timing,
+                limits=limits,
+                device=device,
+                isolation=self.isolation,
+                gate=self.gates[device],
+                cpu_threads=self.cpu_threads,
+                finalists=finalists,
+                referee=None if finalists else self._referee(backend, device),
+            )
 
         try:
             try:
-                referee = self._pool_referee(backend, device) if self.mode == "pool" else \
-                    self._referee(backend, device)
+                referee = self._pool_referee(backend, device) if self.mode == "pool" else self._referee(backend, device)
             except PoolError:  # as in run(): once more on a new pool
                 referee = self._pool_referee(backend, device)
             if not referee.primed(task):  # the footprint below primes it: the reference on every input set
                 phases.report("the referee runs the reference")
-            result = run_admitted(self.memory[device], lambda: referee.footprint(task, limits.timeout_s),
-                                  referee.primed(task), task.config.memory_margin, run)
+            result = run_admitted(
+                self.memory[device],
+                lambda: referee.footprint(task, limits.timeout_s),
+                referee.primed(task),
+                task.config.memory_margin,
+                run,
+            )
         finally:
             self._slots.put(device)
         result.task_id = task.id
@@ -259,12 +288,15 @@ class Evaluator(TaskBackends):
         return result
 
     # -- API ------------------------------------------------------------
-    def submit(self, task: TaskLike, source: str, trials: Optional[int] = None) -> "concurrent.futures.Future[EvalResult]":
+    def submit(
+        self, task: TaskLike, source: str, trials: Optional[int] = None
+    ) -> "concurrent.futures.Future[EvalResult]":
         # in a copy of the caller's context: a listener routed there
         # (phases.routed, the daemon's per-request stage stream) hears this
         # evaluation's stages from the pool thread that runs it
-        return self._pool.submit(contextvars.copy_context().run, self._evaluate, self._task(task), source, trials,
-                                 time.monotonic())
+        return self._pool.submit(
+            contextvars.copy_context().run, self._evaluate, self._task(task), source, trials, time.monotonic()
+        )
 
     def evaluate(self, task: TaskLike, source: str, trials: Optional[int] = None) -> EvalResult:
         """Evaluate one candidate (blocking)."""
@@ -273,15 +305,14 @@ class Evaluator(TaskBackends):
     async def evaluate_async(self, task: TaskLike, source: str, trials: Optional[int] = None) -> EvalResult:
         return await asyncio.wrap_future(self.submit(task, source, trials))
 
-    def evaluate_many(
-        self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
-    ) -> list[EvalResult]:
+    def evaluate_many(self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None) -> list[EvalResult]:
         """Evaluate (task, source) pairs over the pool; results in input order."""
         futures = [self.submit(task, source, trials) for task, source in items]
         return [f.result() for f in futures]
 
-    def stream(self, items: Iterable[tuple[TaskLike, str]],
-               trials: Optional[int] = None) -> Iterator[tuple[int, EvalResult]]:
+    def stream(
+        self, items: Iterable[tuple[TaskLike, str]], trials: Optional[int] = None
+    ) -> Iterator[tuple[int, EvalResult]]:
         """Evaluate a batch (e.g. one GRPO group) over every device and yield
         ``(index, result)`` as each finishes."""
         futures = {self.submit(task, source, trials): i for i, (task, source) in enumerate(items)}
@@ -300,8 +331,12 @@ class Evaluator(TaskBackends):
         started = time.monotonic()
         if self.mode != "pool":
             return 0.0
-        backends = {b.name: b for b in ([self._backend] if self._backend is not None else
-                                       [self.backend_for(self._task(t)) for t in tasks])}
+        backends = {
+            b.name: b
+            for b in (
+                [self._backend] if self._backend is not None else [self.backend_for(self._task(t)) for t in tasks]
+            )
+        }
         pools = [self._device_pool(b, d) for b in backends.values() for d in self.devices]
         if wait:
             for pool in pools:
@@ -330,8 +365,7 @@ class Evaluator(TaskBackends):
     def _trusted_referee(self, task: Task, device: Optional[str]) -> Any:
         """The referee of ``device`` for ``task``'s backend (the pool's own, or fresh mode's)."""
         backend = self.backend_for(task)
-        return self._device_pool(backend, device).referee if self.mode == "pool" else \
-            self._referee(backend, device)
+        return self._device_pool(backend, device).referee if self.mode == "pool" else self._referee(backend, device)
 
     def footprint(self, task: TaskLike, device: Optional[str] = "first") -> Any:
         """The task's footprint (evaluator/memory.py ``Footprint``: bytes of
@@ -350,8 +384,9 @@ class Evaluator(TaskBackends):
         ``{"error": ...}`` when the reference could not be run. Cached per
         task; the pool's first candidates of the task would prime it anyway."""
         task = self._task(task)
-        return self._trusted_referee(task, self.devices[0]).prime(task, timeout_s or self.timeout_s
-                                                                 or task.config.timeout_s)
+        return self._trusted_referee(task, self.devices[0]).prime(
+            task, timeout_s or self.timeout_s or task.config.timeout_s
+        )
 
     def confirm_best(self, task: TaskLike, sources: Sequence[str], alone: bool = True) -> dict[str, Any]:
         """Re-time finalists head to head: every source (each already judged
@@ -379,8 +414,9 @@ class Evaluator(TaskBackends):
             hold_to_alone([rows[i] for i in sorted(rows)], retime_alone)
         return {"finalists": entries, "head_to_head": head, "result": result}
 
-    def _head_to_head(self, task: Task, sources: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any],
-                                                                         Optional[EvalResult]]:
+    def _head_to_head(
+        self, task: Task, sources: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], Optional[EvalResult]]:
         backend = self.backend_for(task)
         entries: list[dict[str, Any]] = []
         kept: list[int] = []
@@ -392,8 +428,9 @@ class Evaluator(TaskBackends):
                 kept.append(i)
         if not kept:
             return entries, {}, None
-        future = self._pool.submit(self._evaluate, task, sources[kept[0]], None, time.monotonic(),
-                                   [sources[i] for i in kept])
+        future = self._pool.submit(
+            self._evaluate, task, sources[kept[0]], None, time.monotonic(), [sources[i] for i in kept]
+        )
         result = future.result()
         timed = (result.timing or {}).get("finalists") or []
         apply_verdicts(timed, result.load)  # local indices: the gate's records name them so

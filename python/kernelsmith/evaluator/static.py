@@ -9,6 +9,7 @@ kernel", and which of the language's dtypes lower precision) on top; see
 
 Parsing is safe on untrusted source: ``ast.parse`` never executes it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,7 +60,8 @@ def parse_candidate(source: str, report: StaticReport, filename: str = "candidat
         line = (exc.text or "").rstrip("\n")
         where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
         report.errors.append(
-            f"SyntaxError: {exc.msg} at {where}" + (f":\n    {line}" if line else "")
+            f"SyntaxError: {exc.msg} at {where}"
+            + (f":\n    {line}" if line else "")
             + "\nFix the syntax; the program must be a complete Python module."
         )
         return None
@@ -100,12 +102,19 @@ def _model_new_errors(tree: ast.Module, report: StaticReport) -> dict[str, ast.C
     return classes
 
 
-def _judge_node(node: ast.AST, report: StaticReport, modules: set[str], classes: dict[str, ast.ClassDef],
-                lowers_precision: Callable[[str], bool]) -> None:
+def _judge_node(
+    node: ast.AST,
+    report: StaticReport,
+    modules: set[str],
+    classes: dict[str, ast.ClassDef],
+    lowers_precision: Callable[[str], bool],
+) -> None:
     """What one node of the program's tree adds to the report."""
     hacks = report.hacks
     if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-        hacks.append(f"try/except at {_at(node)}: exception handlers can hide a fallback to the reference; let errors propagate")
+        hacks.append(
+            f"try/except at {_at(node)}: exception handlers can hide a fallback to the reference; let errors propagate"
+        )
     elif isinstance(node, (ast.Import, ast.ImportFrom)):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
         for name in names:
@@ -118,7 +127,9 @@ def _judge_node(node: ast.AST, report: StaticReport, modules: set[str], classes:
     elif isinstance(node, ast.Attribute):
         name = dotted(node) or ""
         if node.attr in STREAM_ATTRS and ("cuda" in name.split(".") or name.startswith("torch.")):
-            hacks.append(f"{name} at {_at(node)}: extra CUDA streams are not allowed (work on other streams escapes timing)")
+            hacks.append(
+                f"{name} at {_at(node)}: extra CUDA streams are not allowed (work on other streams escapes timing)"
+            )
         elif node.attr in ("_getframe", "f_back", "f_globals", "f_locals", "__subclasses__", "__globals__"):
             hacks.append(f"{name} at {_at(node)}: introspecting the harness is not allowed")
         elif name in ("sys.modules", "sys._current_frames", "builtins.__dict__"):
@@ -128,7 +139,7 @@ def _judge_node(node: ast.AST, report: StaticReport, modules: set[str], classes:
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         for target in targets:
-            for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+            for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                 if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in modules:
                     hacks.append(
                         f"assignment to {dotted(t) or ast.unparse(t)} at {_at(node)}: patching modules "
@@ -148,16 +159,19 @@ def _judge_node(node: ast.AST, report: StaticReport, modules: set[str], classes:
             d = dotted(arg) or ""
             if d and lowers_precision(d):
                 report.warnings.append(f"cast to {d} at {_at(node)} lowers precision")
-    elif (isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load)
-          and "Model" not in classes):
+    elif (
+        isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load) and "Model" not in classes
+    ):
         # a program may carry its own copy of the reference class; that
         # copy computes with torch ops, which the runtime guard rejects
         hacks.append(f"use of the reference Model at {_at(node)}: the candidate must not call the reference")
 
 
-def common_checks(source: str, report: Optional[StaticReport] = None,
-                  lowers_precision: Optional[Callable[[str], bool]] = None,
-                  ) -> tuple[StaticReport, Optional[ast.Module]]:
+def common_checks(
+    source: str,
+    report: Optional[StaticReport] = None,
+    lowers_precision: Optional[Callable[[str], bool]] = None,
+) -> tuple[StaticReport, Optional[ast.Module]]:
     """Checks every backend wants. Returns the report and the tree (None on a syntax error).
     ``lowers_precision``: whether a dotted call argument is a low-precision
     dtype, a cast the report warns about (default: torch's dtypes; a backend

@@ -14,8 +14,12 @@ def _on_device(values: Any, device: str, dtype: Any) -> list[Any]:
     """Inputs on the worker's device; floating tensors in the task's dtype."""
     import torch
 
-    return [(v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
-            if isinstance(v, torch.Tensor) else v for v in values]
+    return [
+        (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device))
+        if isinstance(v, torch.Tensor)
+        else v
+        for v in values
+    ]
 
 
 def draw_inputs(gen: Callable[[], Any], device: str, dtype: Any) -> list[Any]:

@@ -62,6 +62,7 @@ and one comparison, none of them inside a timed window. On a GPU the
 comparison synchronises the device between two samples (the L2 flush before
 the next sample keeps the idle device out of its events).
 """
+
 from __future__ import annotations
 
 import secrets
@@ -94,11 +95,17 @@ class TimedRotation:
     ``draw`` picks the whole moves' pairs and blocks, ``fresh_draw`` the
     splices' blocks and checks."""
 
-    def __init__(self, cand_sets: list[list[Any]], ref_sets: list[list[Any]], last: dict[str, Any],
-                 expected: Callable[[list], Any], compare: Callable[[Any, Any], dict[str, Any]],
-                 draw: Callable[[int], int] = secrets.randbelow,
-                 spare: Optional[tuple[list[Any], list[Any]]] = None,
-                 fresh_draw: Callable[[int], int] = secrets.randbelow) -> None:
+    def __init__(
+        self,
+        cand_sets: list[list[Any]],
+        ref_sets: list[list[Any]],
+        last: dict[str, Any],
+        expected: Callable[[list], Any],
+        compare: Callable[[Any, Any], dict[str, Any]],
+        draw: Callable[[int], int] = secrets.randbelow,
+        spare: Optional[tuple[list[Any], list[Any]]] = None,
+        fresh_draw: Callable[[int], int] = secrets.randbelow,
+    ) -> None:
         import torch
 
         self.torch = torch
@@ -144,8 +151,9 @@ class TimedRotation:
         if whole:
             self.pending = (pair, int(self.last.get("calls", 0)), True)
         elif self.splice_checks < MAX_SPLICE_CHECKS and (
-                pair == self.first_splice_check
-                or (pair > self.first_splice_check and self.fresh_draw(SPLICE_CHECK_EVERY) == 0)):
+            pair == self.first_splice_check
+            or (pair > self.first_splice_check and self.fresh_draw(SPLICE_CHECK_EVERY) == 0)
+        ):
             self.splice_checks += 1
             self.pending = (pair, int(self.last.get("calls", 0)), False)
 
@@ -172,11 +180,14 @@ class TimedRotation:
             res = {"ok": False, "message": f"its output could not be compared: {type(exc).__name__}: {exc}"}
         if not res.get("ok"):
             where = (f"sample pair {pair + 1}" if pair >= 0 else "the last timed call") + (
-                "" if whole else f", new values in one block of at most {BLOCK} elements of each tensor")
-            self.wrong = (f"wrong output of a timed call after new values were moved into the timed input tensors "
-                          f"in place between samples (same objects, data pointers and version counters; {where}) "
-                          f"({res.get('message', '')}): the program returned a result cached from an earlier call "
-                          "while timed")
+                "" if whole else f", new values in one block of at most {BLOCK} elements of each tensor"
+            )
+            self.wrong = (
+                f"wrong output of a timed call after new values were moved into the timed input tensors "
+                f"in place between samples (same objects, data pointers and version counters; {where}) "
+                f"({res.get('message', '')}): the program returned a result cached from an earlier call "
+                "while timed"
+            )
 
     # -- the changes -----------------------------------------------------------
     def _splices(self, draw: Callable[[int], int]) -> dict[int, tuple[int, int]]:
@@ -246,8 +257,7 @@ def _shift(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]],
             if not all(isinstance(s[pos], torch.Tensor) for s in sets):
                 continue
             spot = spots.get(pos)
-            blocks = ([s[pos].view(-1)[spot[0]:spot[0] + spot[1]].clone() for s in sets] if spot is not None
-                      else [])
+            blocks = [s[pos].view(-1)[spot[0] : spot[0] + spot[1]].clone() for s in sets] if spot is not None else []
             saved = sets[order[0]][pos].clone()  # the first overwritten: its values go to the last
             for i, k in enumerate(order):
                 dst = sets[k][pos]
@@ -255,7 +265,7 @@ def _shift(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]],
                 with torch.autograd._unsafe_preserve_version_counter(dst):
                     dst.copy_(src)
                     if spot is not None:
-                        dst.view(-1)[spot[0]:spot[0] + spot[1]].copy_(blocks[(k + 2 * step) % n])
+                        dst.view(-1)[spot[0] : spot[0] + spot[1]].copy_(blocks[(k + 2 * step) % n])
             del saved, blocks
 
 
@@ -273,12 +283,12 @@ def _splice(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]]
             # a tensor the program re-homed (another size or layout: the
             # checks after the timing name it) is neither read nor written
             fits = [s[pos].is_contiguous() and s[pos].numel() >= start + length for s in sets]
-            blocks = [s[pos].view(-1)[start:start + length].clone() if ok else None for s, ok in zip(sets, fits)]
+            blocks = [s[pos].view(-1)[start : start + length].clone() if ok else None for s, ok in zip(sets, fits)]
             for k in range(n):
                 dst, src = sets[k][pos], blocks[(k + step) % n]
                 if fits[k] and src is not None:
                     with torch.autograd._unsafe_preserve_version_counter(dst):
-                        dst.view(-1)[start:start + length].copy_(src)
+                        dst.view(-1)[start : start + length].copy_(src)
             del blocks
 
 
@@ -295,10 +305,15 @@ def recorded(fn: Callable[..., Any], last: dict[str, Any]) -> Callable[..., Any]
     return call
 
 
-def timed_with_moves(measure: Callable[[Callable[[int], None]], Any], cand_sets: list[list[Any]],
-                     ref_sets: list[list[Any]], last: dict[str, Any], expected: Callable[[list], Any],
-                     compare: Callable[[Any, Any], dict[str, Any]],
-                     spare: Optional[tuple[list[Any], list[Any]]] = None) -> tuple[Any, TimedRotation]:
+def timed_with_moves(
+    measure: Callable[[Callable[[int], None]], Any],
+    cand_sets: list[list[Any]],
+    ref_sets: list[list[Any]],
+    last: dict[str, Any],
+    expected: Callable[[list], Any],
+    compare: Callable[[Any, Any], dict[str, Any]],
+    spare: Optional[tuple[list[Any], list[Any]]] = None,
+) -> tuple[Any, TimedRotation]:
     """One timing, ``measure(between_pairs)``, with both sides' input sets
     changed before every pair and the candidate's output checked after a few
     of the changes (:class:`TimedRotation`: a step's timing and the

@@ -21,6 +21,7 @@ the same estimate the speed of light (timing/sol.py): the achieved
 bandwidth and FLOP rate against the device's peaks (the host CPU's where the
 timing ran on the host), carried in ``EvalResult.speed_of_light``.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -118,9 +119,17 @@ def _side_ms(stats: dict[str, Any]) -> dict[str, Any]:
         return {}
     ms = lambda key: stats[key] * 1e3  # noqa: E731
     return {
-        "median": ms("median_s"), "ci_low": ms("ci_low_s"), "ci_high": ms("ci_high_s"),
-        "mean": ms("mean_s"), "std": ms("stddev_s"), "cv": stats["cv"], "mad": ms("mad_s"),
-        "min": ms("min_s"), "max": ms("max_s"), "n": stats["n_samples"], "n_outliers": stats["n_outliers"],
+        "median": ms("median_s"),
+        "ci_low": ms("ci_low_s"),
+        "ci_high": ms("ci_high_s"),
+        "mean": ms("mean_s"),
+        "std": ms("stddev_s"),
+        "cv": stats["cv"],
+        "mad": ms("mad_s"),
+        "min": ms("min_s"),
+        "max": ms("max_s"),
+        "n": stats["n_samples"],
+        "n_outliers": stats["n_outliers"],
     }
 
 
@@ -185,9 +194,7 @@ def outcome_from_comparison(
     )
 
 
-def roofline_details(
-    measured_s: float, device_name: str, work: Callable[[], kt.WorkEstimate]
-) -> dict[str, Any]:
+def roofline_details(measured_s: float, device_name: str, work: Callable[[], kt.WorkEstimate]) -> dict[str, Any]:
     """Roofline check of the candidate's median against the device's peaks.
     ``work`` (run only when the device has peak figures) estimates bytes and
     FLOPs from the reference."""
@@ -195,14 +202,22 @@ def roofline_details(
     if peak is None:
         return {"applied": False, "reason": f"no peak figures for device '{device_name}'"}
     w = work()
-    check = kt.roofline_check(measured_s, bytes_moved=float(w.bytes_moved), flops=float(w.flops),
-                              peak=peak, dtype=w.dtype)
-    return {"applied": True, **check.to_dict(), "bytes_moved": w.bytes_moved, "flops": w.flops,
-            "dtype": w.dtype, "flop_counter": w.flop_counter}
+    check = kt.roofline_check(
+        measured_s, bytes_moved=float(w.bytes_moved), flops=float(w.flops), peak=peak, dtype=w.dtype
+    )
+    return {
+        "applied": True,
+        **check.to_dict(),
+        "bytes_moved": w.bytes_moved,
+        "flops": w.flops,
+        "dtype": w.dtype,
+        "flop_counter": w.flop_counter,
+    }
 
 
-def speed_of_light_details(candidate_s: float, reference_s: float, device_name: str,
-                           work: Optional[Callable[[], kt.WorkEstimate]]) -> dict[str, Any]:
+def speed_of_light_details(
+    candidate_s: float, reference_s: float, device_name: str, work: Optional[Callable[[], kt.WorkEstimate]]
+) -> dict[str, Any]:
     """SpeedOfLight of the candidate's median as a dict: against the GPU
     named ``device_name``, or the host CPU's peaks where it is "" (PoCL, the
     interpreter). ``work`` is called at most once; a failing estimate is
@@ -217,8 +232,11 @@ def speed_of_light_details(candidate_s: float, reference_s: float, device_name: 
         try:
             estimate = work()
         except Exception as exc:  # noqa: BLE001 - the reference under the FLOP counter
-            return {"counted": False, "device": peak.name,
-                    "reason": f"cannot be counted: the work estimate failed ({type(exc).__name__}: {exc})"}
+            return {
+                "counted": False,
+                "device": peak.name,
+                "reason": f"cannot be counted: the work estimate failed ({type(exc).__name__}: {exc})",
+            }
     return sol.speed_of_light(candidate_s, estimate, peak, reference_s=reference_s, device=name).to_dict()
 
 
@@ -251,7 +269,7 @@ def _raw_clock() -> Callable[[], int]:
     """kernelsmith._core.raw_monotonic_ns where it reads the clock (Linux
     x86_64), else a stand-in that turns the clock check off."""
     try:
-        from .. import _core
+        from .. import _core  # lazy: a build without the raw clock turns the check off, below
 
         if _core.raw_monotonic_ns() > 0:
             return _core.raw_monotonic_ns
@@ -353,8 +371,15 @@ def measure(
         gpu_state = {"before": before, "after": kt.gpu_state()} if device_name else {}
     elif backend.timing_device() == "cuda":
         opts = harness_options(cfg, host_clock=False)
-        c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cuda",
-                       reference_input_sets=[list(s) for s in ref_sets], between_pairs=between_pairs, **opts)
+        c = kt.compare(
+            ref_fn,
+            cand,
+            input_sets=[list(s) for s in input_sets],
+            device="cuda",
+            reference_input_sets=[list(s) for s in ref_sets],
+            between_pairs=between_pairs,
+            **opts,
+        )
     else:
         opts = harness_options(cfg, host_clock=True)
         if between_pairs is not None:
@@ -366,9 +391,16 @@ def measure(
             opts["max_launches_per_sample"] = max(1, min(opts["max_launches_per_sample"], len(input_sets)))
         cand.on = cand.raw is not _no_raw_clock
         try:
-            c = kt.compare(ref_fn, cand, input_sets=[list(s) for s in input_sets], device="cpu",
-                           reference_input_sets=[list(s) for s in ref_sets], sync=backend.synchronize,
-                           between_pairs=between_pairs, **{k: v for k, v in opts.items() if k != "ci_floor"})
+            c = kt.compare(
+                ref_fn,
+                cand,
+                input_sets=[list(s) for s in input_sets],
+                device="cpu",
+                reference_input_sets=[list(s) for s in ref_sets],
+                sync=backend.synchronize,
+                between_pairs=between_pairs,
+                **{k: v for k, v in opts.items() if k != "ci_floor"},
+            )
         finally:
             cand.on = False
     roofline = None
@@ -379,13 +411,13 @@ def measure(
     if cand.calls:
         outcome.details["clock_check"] = cand.report()
     if work is not None and c.candidate_median_s > 0 and c.verdict != "rejected":
-        outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name,
-                                                        work)
+        outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name, work)
     return outcome
 
 
-def combine_shapes(outcomes: Sequence[TimingOutcome], names: Sequence[str],
-                   weights: Optional[Sequence[float]] = None) -> TimingOutcome:
+def combine_shapes(
+    outcomes: Sequence[TimingOutcome], names: Sequence[str], weights: Optional[Sequence[float]] = None
+) -> TimingOutcome:
     """One outcome from the timings of a task's several timing shapes
     (``TaskConfig.timing_shapes``): the speedup, its CI ends and both
     runtimes are the weighted geometric means of the shapes' (so the
@@ -409,29 +441,69 @@ def combine_shapes(outcomes: Sequence[TimingOutcome], names: Sequence[str],
     def mean(values: Sequence[float]) -> float:
         return math.exp(sum(wi * math.log(v) for wi, v in zip(w, values)) / total)
 
-    rows = [{"shape": name, "weight": wi, "speedup": o.speedup, "speedup_ci": [o.speedup_ci_low, o.speedup_ci_high],
-             "runtime_ms": o.runtime_ms, "ref_runtime_ms": o.ref_runtime_ms, "verdict": o.verdict,
-             "n_pairs": o.details.get("n_pairs"), "launches_per_sample": o.details.get("launches_per_sample"),
-             "reference": {"min": (o.details.get("reference") or {}).get("min")},
-             "candidate": {"min": (o.details.get("candidate") or {}).get("min")}}
-            for name, wi, o in zip(names, w, outcomes)]
+    rows = [
+        {
+            "shape": name,
+            "weight": wi,
+            "speedup": o.speedup,
+            "speedup_ci": [o.speedup_ci_low, o.speedup_ci_high],
+            "runtime_ms": o.runtime_ms,
+            "ref_runtime_ms": o.ref_runtime_ms,
+            "verdict": o.verdict,
+            "n_pairs": o.details.get("n_pairs"),
+            "launches_per_sample": o.details.get("launches_per_sample"),
+            "reference": {"min": (o.details.get("reference") or {}).get("min")},
+            "candidate": {"min": (o.details.get("candidate") or {}).get("min")},
+        }
+        for name, wi, o in zip(names, w, outcomes)
+    ]
     details = dict(outcomes[0].details)
     details.update(shapes=rows, combined="weighted geometric mean over the timing shapes")
     rejected = next((o for o in outcomes if o.rejected), None)
     suspicious_reasons = [f"shape {n}: {r}" for n, o in zip(names, outcomes) for r in o.suspicious_reasons]
-    positive = all(o.speedup > 0 and o.speedup_ci_low > 0 and o.speedup_ci_high > 0 and o.runtime_ms > 0
-                   and o.ref_runtime_ms > 0 for o in outcomes)
+    positive = all(
+        o.speedup > 0 and o.speedup_ci_low > 0 and o.speedup_ci_high > 0 and o.runtime_ms > 0 and o.ref_runtime_ms > 0
+        for o in outcomes
+    )
     if rejected is not None or not positive:
         base = rejected or outcomes[0]
-        return TimingOutcome(base.runtime_ms, base.ref_runtime_ms, base.speedup, base.speedup_ci_low,
-                             base.speedup_ci_high, base.verdict, base.rejected_reason,
-                             any(o.suspicious for o in outcomes), suspicious_reasons, details, base.speed_of_light)
+        return TimingOutcome(
+            base.runtime_ms,
+            base.ref_runtime_ms,
+            base.speedup,
+            base.speedup_ci_low,
+            base.speedup_ci_high,
+            base.verdict,
+            base.rejected_reason,
+            any(o.suspicious for o in outcomes),
+            suspicious_reasons,
+            details,
+            base.speed_of_light,
+        )
     low, high = mean([o.speedup_ci_low for o in outcomes]), mean([o.speedup_ci_high for o in outcomes])
     verdict = "faster" if low > 1.0 else "slower" if high < 1.0 else "indistinguishable"
-    return TimingOutcome(mean([o.runtime_ms for o in outcomes]), mean([o.ref_runtime_ms for o in outcomes]),
-                         mean([o.speedup for o in outcomes]), low, high, verdict, "",
-                         any(o.suspicious for o in outcomes), suspicious_reasons, details, outcomes[0].speed_of_light)
+    return TimingOutcome(
+        mean([o.runtime_ms for o in outcomes]),
+        mean([o.ref_runtime_ms for o in outcomes]),
+        mean([o.speedup for o in outcomes]),
+        low,
+        high,
+        verdict,
+        "",
+        any(o.suspicious for o in outcomes),
+        suspicious_reasons,
+        details,
+        outcomes[0].speed_of_light,
+    )
 
 
-__all__ = ["CandidateTimingError", "TimingOutcome", "combine_shapes", "harness_options", "measure",
-           "outcome_from_comparison", "roofline_details", "speed_of_light_details"]
+__all__ = [
+    "CandidateTimingError",
+    "TimingOutcome",
+    "combine_shapes",
+    "harness_options",
+    "measure",
+    "outcome_from_comparison",
+    "roofline_details",
+    "speed_of_light_details",
+]

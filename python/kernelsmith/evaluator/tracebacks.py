@@ -9,6 +9,7 @@ candidate's and which exceptions are its compiler's are the backend's to say
 (``Backend.candidate_frames``, ``Backend.is_compile_error``); the worker asks
 through ``Backend.trim_traceback`` and ``Backend.classify_exception``.
 """
+
 from __future__ import annotations
 
 import traceback
@@ -45,20 +46,22 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def trim_exception(exc: BaseException, candidate_file: str, tail_frames: int = 1,
-                   candidate_frames: Optional[FrameFilter] = None) -> str:
+def trim_exception(
+    exc: BaseException, candidate_file: str, tail_frames: int = 1, candidate_frames: Optional[FrameFilter] = None
+) -> str:
     """Trimmed text of ``exc`` and of the exceptions it was raised from
     (a kernel compiler may wrap the error that points into the kernel)."""
-    parts = [_trim_one(cur, candidate_file, tail_frames if cur is exc else 0, candidate_frames or in_candidate_file)
-             for cur in exception_chain(exc)]
+    parts = [
+        _trim_one(cur, candidate_file, tail_frames if cur is exc else 0, candidate_frames or in_candidate_file)
+        for cur in exception_chain(exc)
+    ]
     if len(parts) == 1:
         return parts[0]
     # innermost cause first, like Python prints it
     return "\n\nwhich caused:\n".join(p for p in reversed(parts) if p)
 
 
-def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int,
-              candidate_frames: FrameFilter) -> str:
+def _trim_one(exc: BaseException, candidate_file: str, tail_frames: int, candidate_frames: FrameFilter) -> str:
     """Candidate frames of ``exc``'s traceback plus the error message.
 
     If no frame is the candidate's (the error came from inside a library
@@ -96,12 +99,15 @@ def is_out_of_memory(exc: BaseException) -> bool:
     ``nvmlInit`` in CUDACachingAllocator.cpp instead (an honest argmax
     cloning its 8.6 GB input on a shared H100)."""
     text = f"{type(exc).__name__}: {exc}".lower()
-    return (isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text
-            or ("cudacachingallocator" in text and "nvmlinit" in text))
+    return (
+        isinstance(exc, MemoryError)
+        or "out of memory" in text
+        or "can't allocate memory" in text
+        or ("cudacachingallocator" in text and "nvmlinit" in text)
+    )
 
 
-def classify_exception(exc: BaseException,
-                       is_compile_error: Optional[Callable[[BaseException], bool]] = None) -> str:
+def classify_exception(exc: BaseException, is_compile_error: Optional[Callable[[BaseException], bool]] = None) -> str:
     """Error category for an exception raised by candidate code, decided
     here where it happens (no consumer of a result re-reads its text).
     ``is_compile_error``: the backend's test for its compiler's errors

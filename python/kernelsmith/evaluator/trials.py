@@ -7,6 +7,7 @@ The checks themselves are units of :mod:`kernelsmith.evaluator.checks`;
 this module says when each moment comes and what it sees. ``ctx`` is the
 worker's :class:`~kernelsmith.evaluator.checks.Context` for one candidate.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,10 +15,27 @@ import time
 from typing import Any, Callable
 
 from .checks import Context, Verdict, enforce, findings, hacked
-from .checks.base import (AFTER_TRIALS, CALL, CALL_INPUTS, CALL_OUTPUT, CALL_RAISED, CHECKPOINT, HAND_OVER,
-                          TRIAL_DONE, TRIAL_INPUTS, TRIAL_MISMATCH, TRIAL_OUTPUT)
-from .probes import (input_generator, assess as assess_probes, describe as describe_probes, is_probe,
-                     PREFIX as PROBE_PREFIX, PROBES)
+from .checks.base import (
+    AFTER_TRIALS,
+    CALL,
+    CALL_INPUTS,
+    CALL_OUTPUT,
+    CALL_RAISED,
+    CHECKPOINT,
+    HAND_OVER,
+    TRIAL_DONE,
+    TRIAL_INPUTS,
+    TRIAL_MISMATCH,
+    TRIAL_OUTPUT,
+)
+from .probes import (
+    input_generator,
+    assess as assess_probes,
+    describe as describe_probes,
+    is_probe,
+    PREFIX as PROBE_PREFIX,
+    PROBES,
+)
 from .checks.trivial_output import trivial_outputs
 
 
@@ -78,15 +96,28 @@ def run_trials(ctx: Context) -> None:
     cfg = ctx.cfg
     trial_sets: list[tuple[str, int]] = [("get_inputs", t) for t in range(ctx.trials)]
     trial_sets += [(g, 0) for g in cfg.extra_inputs]
-    stats = {"max_abs_err": 0.0, "max_rel_err": 0.0, "atol": ctx.atol, "rtol": ctx.rtol, "trials": 0,
-             "input_sets": cfg.check_sets, "first_mismatch": None}
+    stats = {
+        "max_abs_err": 0.0,
+        "max_rel_err": 0.0,
+        "atol": ctx.atol,
+        "rtol": ctx.rtol,
+        "trials": 0,
+        "input_sets": cfg.check_sets,
+        "first_mismatch": None,
+    }
     ctx.out["correctness"] = stats
     # history: fingerprints (correctness.fingerprint) of (reference outputs,
     # candidate outputs) per trial, the replay check's; referee_trials: per
     # input set, the last trial, what the trusted referee re-checks;
     # kept_forms: trivial forms still rejected as such (no probe tells them apart)
-    ctx.update(trial_sets=trial_sets, stats=stats, history=[], referee_trials={}, kept_forms=[],
-               last_of_set={name: i for i, (name, _) in enumerate(trial_sets)})
+    ctx.update(
+        trial_sets=trial_sets,
+        stats=stats,
+        history=[],
+        referee_trials={},
+        kept_forms=[],
+        last_of_set={name: i for i, (name, _) in enumerate(trial_sets)},
+    )
     ctx.model.eval()
     started = time.monotonic()
     # (a degenerate task's probe sets are appended to trial_sets on the first
@@ -134,8 +165,15 @@ def _trial(ctx: Context, step: int, set_name: str, trial: int) -> tuple[list[Any
         stats["max_rel_err"] = max(stats["max_rel_err"], res["max_rel_err"])
         if not res["ok"]:
             _mismatch(ctx, res, got, expected, set_name, trial, order, label)
-    enforce(TRIAL_DONE, ctx, got=got_after, expected=expected, set_name=set_name, step=step,
-            input_seed_index=input_seed_index)
+    enforce(
+        TRIAL_DONE,
+        ctx,
+        got=got_after,
+        expected=expected,
+        set_name=set_name,
+        step=step,
+        input_seed_index=input_seed_index,
+    )
     return c_args, gen
 
 
@@ -155,8 +193,9 @@ def _reference(ctx: Context, pristine: list[Any], label: str, first: bool) -> li
         # the pool's trusted referee decided this once for the task;
         # elsewhere (fresh mode, no referee answer) the worker does
         known = ctx.job.get("degenerate")
-        trivial = list(known) if isinstance(known, list) else trivial_outputs(ctx.cmp, expected, pristine, ctx.atol,
-                                                                               ctx.rtol)
+        trivial = (
+            list(known) if isinstance(known, list) else trivial_outputs(ctx.cmp, expected, pristine, ctx.atol, ctx.rtol)
+        )
         if trivial:
             _degenerate(ctx, trivial, known, pristine, expected)
         ctx.chan.stage(label)  # the reference's first call is over
@@ -179,8 +218,16 @@ def _degenerate(ctx: Context, trivial: list[str], known: Any, pristine: list[Any
     ctx.stats["input_sets"] += sets
 
 
-def _mismatch(ctx: Context, res: dict[str, Any], got: list[Any], expected: list[Any], set_name: str, trial: int,
-              order: str, label: str) -> None:
+def _mismatch(
+    ctx: Context,
+    res: dict[str, Any],
+    got: list[Any],
+    expected: list[Any],
+    set_name: str,
+    trial: int,
+    order: str,
+    label: str,
+) -> None:
     """A trial's output is wrong: a replay of an earlier output is a hack,
     anything else an incorrect program, told what failed where."""
     enforce(TRIAL_MISMATCH, ctx, got=got, expected=expected, set_name=set_name, label=label)
@@ -190,14 +237,21 @@ def _mismatch(ctx: Context, res: dict[str, Any], got: list[Any], expected: list[
     hint = ""
     if is_probe(set_name):
         forms = ", ".join(ctx.out["census"].get("probes", {}).get("decided", [])) or "a trivial output"
-        hint = (f"\nThe program passed the task's own inputs but fails on the probe inputs {set_name} "
-                f"({PROBES[set_name[len(PROBE_PREFIX):]]}). On its own inputs this task cannot tell "
-                f"{forms} from the right answer, so it is judged here too: compute the operation for "
-                "every input value, not only for the values get_inputs() happens to draw.")
+        hint = (
+            f"\nThe program passed the task's own inputs but fails on the probe inputs {set_name} "
+            f"({PROBES[set_name[len(PROBE_PREFIX) :]]}). On its own inputs this task cannot tell "
+            f"{forms} from the right answer, so it is judged here too: compute the operation for "
+            "every input value, not only for the values get_inputs() happens to draw."
+        )
     elif set_name != "get_inputs":
-        hint = f"\nThe program passed the default inputs but fails on {set_name}() (other shapes): do not hard-code sizes."
-    raise Verdict(category="incorrect", compiled=True,
-                  error=f"{label}, candidate run {order} the reference: {res['message']}{hint}")
+        hint = (
+            f"\nThe program passed the default inputs but fails on {set_name}() (other shapes): do not hard-code sizes."
+        )
+    raise Verdict(
+        category="incorrect",
+        compiled=True,
+        error=f"{label}, candidate run {order} the reference: {res['message']}{hint}",
+    )
 
 
 def _after_trials(ctx: Context, last: list[Any], started: float) -> None:
@@ -213,8 +267,9 @@ def _after_trials(ctx: Context, last: list[Any], started: float) -> None:
     checkpoint(ctx)
     phases = ctx.phases
     phases["census"] = round(ctx.spent + ctx.census.overhead_s, 4)
-    phases["correctness"] = round(max(0.0, time.monotonic() - started - phases.get("compile", 0.0)
-                                      - phases["census"]), 4)
+    phases["correctness"] = round(
+        max(0.0, time.monotonic() - started - phases.get("compile", 0.0) - phases["census"]), 4
+    )
     enforce(HAND_OVER, ctx)
 
 

@@ -11,6 +11,7 @@ The conversation with the parent (message names, the channel) is
 :mod:`kernelsmith.evaluator.checks`. This module loads the reference and the
 program and runs them in that order.
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -43,13 +44,13 @@ from .task_inputs import draw_inputs, init_inputs
 
 CANDIDATE_MODULE = "candidate"
 
+
 def _set_limits(job: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     mem = job.get("memory_limit_mb")
     if mem:
         limit = int(mem) * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
 
 
 def _set_cpu_limit(seconds: Optional[float]) -> None:
@@ -142,8 +143,12 @@ def _harness(what: str, exc: BaseException) -> "Verdict":
     kind = "ran out of memory" if oom else "failed"
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     extra = {"memory": _memory_facts(exc, "harness", what)} if oom else {}
-    return Verdict(category="harness", error=f"the task's reference {kind} ({what}): {text[-1500:]}. "
-                   "This is not the candidate's fault: fix the task (sizes, packages) or the machine.", **extra)
+    return Verdict(
+        category="harness",
+        error=f"the task's reference {kind} ({what}): {text[-1500:]}. "
+        "This is not the candidate's fault: fix the task (sizes, packages) or the machine.",
+        **extra,
+    )
 
 
 def guard_channel(chan: Channel) -> None:
@@ -151,8 +156,11 @@ def guard_channel(chan: Channel) -> None:
     is said on the log."""
     problem = chan.guard()
     if problem:
-        print(f"kernelsmith worker: {problem}; the channel's descriptors are still checked before each message",
-              file=sys.stderr, flush=True)
+        print(
+            f"kernelsmith worker: {problem}; the channel's descriptors are still checked before each message",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: Any = None) -> dict[str, Any]:
@@ -230,13 +238,34 @@ def _context(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: A
     atol, rtol = cfg.tolerances()
     t0 = time.monotonic()
     frozen = freeze(allowed, policy=cfg.policy, min_coverage=cfg.min_coverage)
-    ctx = Context(job=job, chan=chan, out=out, backend=backend, task=task, cfg=cfg, ref=ref, cmp=cmp,
-                  device=device, dtype=dtype, atol=atol, rtol=rtol, trials=int(job.get("trials") or cfg.trials),
-                  cand_path=cand_path, workdir=os.path.dirname(cand_path),
-                  # only the throughput benchmark turns the v2 checks off, to measure their cost
-                  checks_on=os.environ.get("KS_BENCH_NO_CENSUS", "") != "1",
-                  frozen=frozen, policy=frozen.policy, meter=_meter, phases=out["phases"], harness=_harness,
-                  fail_from=_failure(backend, cand_path), make_inputs=make_inputs, clone=clone, calls=0)
+    ctx = Context(
+        job=job,
+        chan=chan,
+        out=out,
+        backend=backend,
+        task=task,
+        cfg=cfg,
+        ref=ref,
+        cmp=cmp,
+        device=device,
+        dtype=dtype,
+        atol=atol,
+        rtol=rtol,
+        trials=int(job.get("trials") or cfg.trials),
+        cand_path=cand_path,
+        workdir=os.path.dirname(cand_path),
+        # only the throughput benchmark turns the v2 checks off, to measure their cost
+        checks_on=os.environ.get("KS_BENCH_NO_CENSUS", "") != "1",
+        frozen=frozen,
+        policy=frozen.policy,
+        meter=_meter,
+        phases=out["phases"],
+        harness=_harness,
+        fail_from=_failure(backend, cand_path),
+        make_inputs=make_inputs,
+        clone=clone,
+        calls=0,
+    )
     enforce(BEFORE_LOAD, ctx)
     # the v2 checks' own time besides the census's: the "census" phase
     ctx.spent = time.monotonic() - t0
@@ -249,8 +278,9 @@ def _failure(backend: Any, cand_path: str) -> Callable[..., Verdict]:
     metered=True)``: the program's exception as its verdict (the backend
     classifies it and trims its traceback to the program's frames)."""
 
-    def fail_from(exc: BaseException, where: str, category: Optional[str] = None,
-                  fault: str = "candidate", metered: bool = True) -> Verdict:
+    def fail_from(
+        exc: BaseException, where: str, category: Optional[str] = None, fault: str = "candidate", metered: bool = True
+    ) -> Verdict:
         cat = category or backend.classify_exception(exc)
         text = backend.trim_traceback(exc, cand_path)
         # an out-of-memory is attributed by the parent from what the device
@@ -277,7 +307,10 @@ def _load_candidate(ctx: Context, init_inputs: list) -> None:
     checkpoint(ctx)
     ModelNew = getattr(cand, "ModelNew", None)
     if ModelNew is None or not isinstance(ModelNew, type) or not issubclass(ModelNew, torch.nn.Module):
-        raise Verdict(category="compile", error="The program defines no ModelNew(nn.Module) class; define one with the same constructor and forward signatures as Model.")
+        raise Verdict(
+            category="compile",
+            error="The program defines no ModelNew(nn.Module) class; define one with the same constructor and forward signatures as Model.",
+        )
     for method in ("__init__", "forward"):
         problem = _signature_problem(ctx.ref.Model, ModelNew, method)
         if problem:
@@ -303,7 +336,9 @@ def _build_models(ctx: Context, ModelNew: type, init_inputs: list) -> None:
     try:
         model_new = ModelNew(*init_inputs)
     except TypeError as exc:
-        raise fail_from(exc, "ModelNew(*get_init_inputs()) failed (it must take the same arguments as Model)", "compile")
+        raise fail_from(
+            exc, "ModelNew(*get_init_inputs()) failed (it must take the same arguments as Model)", "compile"
+        )
     except BaseException as exc:
         raise fail_from(exc, "ModelNew(*get_init_inputs()) failed")
     try:
@@ -338,10 +373,16 @@ def _start_census(ctx: Context) -> None:
     out = ctx.out
     ctx.kernels = out.setdefault("kernels_launched", [])
     ctx.torch_ops = out.setdefault("torch_ops", [])
-    ctx.census = Census(ctx.frozen.allowed_ops, cuda=ctx.device == "cuda", host_memory=ctx.device != "cuda",
-                        enabled=ctx.checks_on, policy=ctx.frozen)
-    out["census"] = ({"policy": ctx.policy} if ctx.checks_on
-                     else {"policy": ctx.policy, "disabled": "KS_BENCH_NO_CENSUS=1"})
+    ctx.census = Census(
+        ctx.frozen.allowed_ops,
+        cuda=ctx.device == "cuda",
+        host_memory=ctx.device != "cuda",
+        enabled=ctx.checks_on,
+        policy=ctx.frozen,
+    )
+    out["census"] = (
+        {"policy": ctx.policy} if ctx.checks_on else {"policy": ctx.policy, "disabled": "KS_BENCH_NO_CENSUS=1"}
+    )
 
 
 def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
@@ -369,7 +410,9 @@ def serve(chan: Channel, job: dict[str, Any], backend: Any = None) -> None:
     try:
         chan.send(type=RESULT, result=result)
     except Exception:
-        chan.send(type=RESULT, result={"category": "runtime", "error": "result not serialisable: " + repr(result)[:2000]})
+        chan.send(
+            type=RESULT, result={"category": "runtime", "error": "result not serialisable: " + repr(result)[:2000]}
+        )
     sys.stderr.flush()
     os._exit(0)
 

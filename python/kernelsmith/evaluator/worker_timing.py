@@ -7,6 +7,7 @@ The timing itself (pairs, statistics, hidden work, the roofline) is
 (contention, a moving reference: contention.py) over the protocol's
 ``timing-done`` message and asks for another while it must.
 """
+
 from __future__ import annotations
 
 import resource
@@ -52,20 +53,30 @@ def timed_until_judged(chan: Any, take: Callable[[], Any], torch: Any, **report:
     while True:
         cpu0, wall0 = cpu_seconds(), time.monotonic()
         o = take()
-        sent = {"speedup": o.speedup, "ref_ms": o.ref_runtime_ms, "cand_ms": o.runtime_ms,
-                "ci_low": o.speedup_ci_low, "ci_high": o.speedup_ci_high,
-                "cpu_s": cpu_seconds() - cpu0, "wall_s": time.monotonic() - wall0,
-                "threads": torch.get_num_threads(), **report}
+        sent = {
+            "speedup": o.speedup,
+            "ref_ms": o.ref_runtime_ms,
+            "cand_ms": o.runtime_ms,
+            "ci_low": o.speedup_ci_low,
+            "ci_high": o.speedup_ci_high,
+            "cpu_s": cpu_seconds() - cpu0,
+            "wall_s": time.monotonic() - wall0,
+            "threads": torch.get_num_threads(),
+            **report,
+        }
         if not chan.timing_done(sent):
             return o
         attempt += 1
         # said, so that a command waiting on a long re-timing shows why
-        chan.stage(f"timing {report.get('comparison') or 'the program'} again (attempt {attempt}: the parent saw "
-                   "contention or a moving reference)")
+        chan.stage(
+            f"timing {report.get('comparison') or 'the program'} again (attempt {attempt}: the parent saw "
+            "contention or a moving reference)"
+        )
 
 
-def placed_copies(torch: Any, input_sets: list[list[Any]], extra: int, clone: Callable[[list], list],
-                  memory_share: float = 0.1) -> list[list[Any]]:
+def placed_copies(
+    torch: Any, input_sets: list[list[Any]], extra: int, clone: Callable[[list], list], memory_share: float = 0.1
+) -> list[list[Any]]:
     """Up to ``extra`` more input sets for a GPU timing: copies of the fresh
     ones (device copies, no new ``get_inputs`` call), each in memory of its
     own, so that no one placement of the inputs weighs much. Measured on the
@@ -88,10 +99,20 @@ def placed_copies(torch: Any, input_sets: list[list[Any]], extra: int, clone: Ca
     return [clone(input_sets[k % len(input_sets)]) for k in range(max(0, extra))]
 
 
-def time_shapes(chan: Any, backend: Any, out: dict[str, Any], timing_cfg: Any, names: list[str], cmp: Any,
-                clone: Callable[[list], list], draw: Callable[[int, str], list],
-                measure_once: Callable[[list, list], Any], after: Callable[..., None],
-                phases: Optional[dict[str, float]] = None, **report: Any) -> list[Any]:
+def time_shapes(
+    chan: Any,
+    backend: Any,
+    out: dict[str, Any],
+    timing_cfg: Any,
+    names: list[str],
+    cmp: Any,
+    clone: Callable[[list], list],
+    draw: Callable[[int, str], list],
+    measure_once: Callable[[list, list], Any],
+    after: Callable[..., None],
+    phases: Optional[dict[str, float]] = None,
+    **report: Any,
+) -> list[Any]:
     """Each timing shape (``names``: TaskConfig.timed_shapes) timed in a
     timing slot of its own, pinned as the slot's pin says, and taken again
     while the parent's verdict asks (:func:`timed_until_judged`); the
@@ -148,10 +169,19 @@ def time_candidate(ctx: Context) -> None:
         per_call: list[tuple[str, ...]] = []  # each timed call's kernels
         kept: dict[str, Any] = {}  # the first shape's input sets and generator: the refill's and the timer's
         spares: dict[str, Any] = {}  # the shape being timed: its spare draw, if it has one (_draw)
-        outcomes = time_shapes(ctx.chan, ctx.backend, ctx.out, ctx.cfg.timing, names, ctx.cmp, ctx.clone,
-                               _draw(ctx, kept, spares), _measure(ctx, last, per_call, spares),
-                               _after_shape(ctx, per_call),
-                               phases=ctx.out.setdefault("phases", {}))
+        outcomes = time_shapes(
+            ctx.chan,
+            ctx.backend,
+            ctx.out,
+            ctx.cfg.timing,
+            names,
+            ctx.cmp,
+            ctx.clone,
+            _draw(ctx, kept, spares),
+            _measure(ctx, last, per_call, spares),
+            _after_shape(ctx, per_call),
+            phases=ctx.out.setdefault("phases", {}),
+        )
         first = outcomes[0]
         outcome = combine_shapes(outcomes, names, ctx.cfg.shape_weights)
         enforce(TIMED_OUTPUT, ctx, last=last)
@@ -193,7 +223,9 @@ def _draw(ctx: Context, kept: dict[str, Any], spares: dict[str, Any]) -> Callabl
     return draw
 
 
-def spare_draw(input_sets: list, make: Callable[[], list], clone: Callable[[list], list]) -> Optional[tuple[list, list]]:
+def spare_draw(
+    input_sets: list, make: Callable[[], list], clone: Callable[[list], list]
+) -> Optional[tuple[list, list]]:
     """For a single timed input set, one more draw of the task's generator
     and the reference's copy of it (timed_rotation.TimedRotation's
     ``spare``: without another set no new values could come in); None for
@@ -205,8 +237,7 @@ def spare_draw(input_sets: list, make: Callable[[], list], clone: Callable[[list
     return spare, clone(spare)
 
 
-def _measure(ctx: Context, last: dict[str, Any], per_call: list,
-             spares: dict[str, Any]) -> Callable[[list, list], Any]:
+def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[str, Any]) -> Callable[[list, list], Any]:
     """One measurement of the candidate against the reference, each call's
     kernels recorded; the program's failure as the program's verdict."""
     backend, timing_cfg = ctx.backend, ctx.cfg.timing
@@ -237,13 +268,26 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list,
         # program that caches while timed returns an earlier call's output)
         try:
             o, rotation = timed_with_moves(
-                lambda hook: timing.measure(ref_call, cand_call, backend, input_sets, timing_cfg,
-                                            reference_input_sets=ref_sets, device_name=device_name,
-                                            work=work if timing_cfg.roofline else None, between_pairs=hook),
-                input_sets, ref_sets, last, lambda args: ctx.model(*ctx.clone(args)),
-                lambda got, exp: ctx.cmp.compare(ctx.cmp.flatten_outputs(got), ctx.cmp.flatten_outputs(exp),
-                                                 ctx.atol, ctx.rtol),
-                spare=spares.get("spare"))
+                lambda hook: timing.measure(
+                    ref_call,
+                    cand_call,
+                    backend,
+                    input_sets,
+                    timing_cfg,
+                    reference_input_sets=ref_sets,
+                    device_name=device_name,
+                    work=work if timing_cfg.roofline else None,
+                    between_pairs=hook,
+                ),
+                input_sets,
+                ref_sets,
+                last,
+                lambda args: ctx.model(*ctx.clone(args)),
+                lambda got, exp: ctx.cmp.compare(
+                    ctx.cmp.flatten_outputs(got), ctx.cmp.flatten_outputs(exp), ctx.atol, ctx.rtol
+                ),
+                spare=spares.get("spare"),
+            )
         except CandidateTimingError as exc:
             # the timed calls' peak is the reference's too: only the failed request counts
             raise ctx.fail_from(exc.original, "ModelNew.forward raised while being timed", metered=False)
@@ -262,18 +306,27 @@ def _after_shape(ctx: Context, per_call: list) -> Callable[..., None]:
     timed call of a shape launches the same kernels; a program may launch
     other kernels for another shape)."""
 
-    def after(name: str, outcome: Any, input_sets: list, ref_sets: list, given: list, prints: list,
-              pin: Any) -> None:
+    def after(name: str, outcome: Any, input_sets: list, ref_sets: list, given: list, prints: list, pin: Any) -> None:
         outcome.details["pinned_cores"] = pin.cores  # [] where nothing was pinned
-        enforce(SHAPE_TIMED, ctx, input_sets=input_sets, ref_sets=ref_sets, given=given, prints=prints,
-                shape=name, several=len(ctx.cfg.timed_shapes) > 1, per_call=per_call)
+        enforce(
+            SHAPE_TIMED,
+            ctx,
+            input_sets=input_sets,
+            ref_sets=ref_sets,
+            given=given,
+            prints=prints,
+            shape=name,
+            several=len(ctx.cfg.timed_shapes) > 1,
+            per_call=per_call,
+        )
         per_call.clear()
 
     return after
 
 
-def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: Any, task: Any,
-                  ref: Any, init_inputs: list) -> dict[str, Any]:
+def run_finalists(
+    job: dict[str, Any], chan: Any, out: dict[str, Any], backend: Any, task: Any, ref: Any, init_inputs: list
+) -> dict[str, Any]:
     """The honest best: the run's finalists (already judged correct, each on
     its own) loaded side by side in this one worker, checked once more on
     the same fresh inputs, then each timed against the reference in turn on
@@ -289,6 +342,7 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
 
     # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.worker_timing does not load on its own
     from . import correctness as cmp
+
     # lazy: cycle evaluator.worker_timing -> evaluator.worker -> evaluator.worker_timing
     from .worker import guard_channel
 
@@ -306,14 +360,16 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
     check = make_inputs()
     # the task's timing shapes (TaskConfig.timing_shapes), each compared on
     # its own and the figures combined as a step's are (timing.combine_shapes)
-    sets_by_shape = {name: [make_inputs(getattr(ref, name)) for _ in range(cfg.timing.input_sets)]
-                     for name in cfg.timed_shapes}
+    sets_by_shape = {
+        name: [make_inputs(getattr(ref, name)) for _ in range(cfg.timing.input_sets)] for name in cfg.timed_shapes
+    }
     # a single set gets a spare draw to take new values from, as in a step's timing (spare_draw)
     spares = {name: make_inputs(getattr(ref, name)) for name, sets in sets_by_shape.items() if len(sets) == 1}
     timed = _finalist_timing(chan, backend, out, cfg, cmp, sets_by_shape, spares, model)
     with torch.no_grad():
-        expected = cmp.snapshot(cmp.flatten_outputs(model(*[v.clone() if isinstance(v, torch.Tensor) else v
-                                                             for v in check])))
+        expected = cmp.snapshot(
+            cmp.flatten_outputs(model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in check]))
+        )
         chan.stage("timing the reference alone")
         # before any finalist's code is in this process: what the reference
         # takes here and now, with nothing of theirs next to it
@@ -322,14 +378,29 @@ def run_finalists(job: dict[str, Any], chan: Any, out: dict[str, Any], backend: 
         entries, models = _load_finalists(job, chan, backend, cfg, cmp, seed, init_inputs, check, expected)
         chan.stage("timing finalists")
         head = _time_finalists(timed, model, entries, models, several=len(cfg.timed_shapes) > 1)
-    out.update(category="ok", compiled=True, correct=True,
-               timing={"finalists": entries, "head_to_head": head if len(entries) > 1 else {},
-                       "reference_alone_ms": alone.ref_runtime_ms})
+    out.update(
+        category="ok",
+        compiled=True,
+        correct=True,
+        timing={
+            "finalists": entries,
+            "head_to_head": head if len(entries) > 1 else {},
+            "reference_alone_ms": alone.ref_runtime_ms,
+        },
+    )
     return out
 
 
-def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp: Any,
-                     sets_by_shape: dict[str, list], spares: dict[str, Any], reference: Any) -> Callable[..., Any]:
+def _finalist_timing(
+    chan: Any,
+    backend: Any,
+    out: dict[str, Any],
+    cfg: Any,
+    cmp: Any,
+    sets_by_shape: dict[str, list],
+    spares: dict[str, Any],
+    reference: Any,
+) -> Callable[..., Any]:
     """``timed(comparison, base, cand, paired_reference=True)``: one
     comparison, each timing shape in its own timing slot, pinned as a
     step's is, and timed again while the parent sees contention or a moving
@@ -347,8 +418,11 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
     # get their own caps, at least the per-step ones (a per-step timing stops
     # at 20 pairs / 0.5 s to keep CI quick)
     t = cfg.timing
-    timing_cfg = dataclasses.replace(t, cpu_max_samples=max(t.cpu_max_samples, t.cpu_finalist_max_samples),
-                                     cpu_time_budget_s=max(t.cpu_time_budget_s, t.cpu_finalist_time_budget_s))
+    timing_cfg = dataclasses.replace(
+        t,
+        cpu_max_samples=max(t.cpu_max_samples, t.cpu_finalist_max_samples),
+        cpu_time_budget_s=max(t.cpu_time_budget_s, t.cpu_finalist_time_budget_s),
+    )
     clone = lambda vals: [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]  # noqa: E731
     atol, rtol = cfg.tolerances()
 
@@ -364,11 +438,22 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
             spare = spares.get(shape[0])
             try:
                 o, rotation = timed_with_moves(
-                    lambda hook: timing.measure(base, cand_call, backend, cand_sets, timing_cfg,
-                                                reference_input_sets=base_sets, between_pairs=hook),
-                    cand_sets, base_sets, last, lambda args: reference(*clone(args)),
+                    lambda hook: timing.measure(
+                        base,
+                        cand_call,
+                        backend,
+                        cand_sets,
+                        timing_cfg,
+                        reference_input_sets=base_sets,
+                        between_pairs=hook,
+                    ),
+                    cand_sets,
+                    base_sets,
+                    last,
+                    lambda args: reference(*clone(args)),
                     lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
-                    spare=(clone(spare), clone(spare)) if spare is not None else None)
+                    spare=(clone(spare), clone(spare)) if spare is not None else None,
+                )
             except BaseException:
                 chan.timing_done({"release_only": True})
                 raise
@@ -386,9 +471,20 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
 
         # each side on copies of its own (a finalist that re-homes its
         # inputs would slow whatever runs next on them), checked afterwards
-        outcomes = time_shapes(chan, backend, out, t, names, cmp, clone,
-                               draw, measure_once, after,
-                               comparison=comparison, **({} if paired_reference else {"ref_ms": None}))
+        outcomes = time_shapes(
+            chan,
+            backend,
+            out,
+            t,
+            names,
+            cmp,
+            clone,
+            draw,
+            measure_once,
+            after,
+            comparison=comparison,
+            **({} if paired_reference else {"ref_ms": None}),
+        )
         o = combine_shapes(outcomes, names, cfg.shape_weights)
         o.details["inputs_changed"] = changed[0]
         return o
@@ -396,8 +492,17 @@ def _finalist_timing(chan: Any, backend: Any, out: dict[str, Any], cfg: Any, cmp
     return timed
 
 
-def _load_finalists(job: dict[str, Any], chan: Any, backend: Any, cfg: Any, cmp: Any, seed: int, init_inputs: list,
-                    check: list, expected: list) -> tuple[list[dict[str, Any]], list[Any]]:
+def _load_finalists(
+    job: dict[str, Any],
+    chan: Any,
+    backend: Any,
+    cfg: Any,
+    cmp: Any,
+    seed: int,
+    init_inputs: list,
+    check: list,
+    expected: list,
+) -> tuple[list[dict[str, Any]], list[Any]]:
     """Each finalist loaded and checked on ``check`` against ``expected``:
     its entry and its model (None where it failed)."""
     import os
@@ -432,8 +537,9 @@ def _load_finalists(job: dict[str, Any], chan: Any, backend: Any, cfg: Any, cmp:
     return entries, models
 
 
-def _time_finalists(timed: Callable[..., Any], model: Any, entries: list[dict[str, Any]], models: list[Any],
-                    several: bool) -> dict[str, Any]:
+def _time_finalists(
+    timed: Callable[..., Any], model: Any, entries: list[dict[str, Any]], models: list[Any], several: bool
+) -> dict[str, Any]:
     """Each correct finalist against the reference (its entry updated), then
     the top two against each other: the head to head."""
     for entry, m in zip(entries, models):
@@ -447,20 +553,41 @@ def _time_finalists(timed: Callable[..., Any], model: Any, entries: list[dict[st
         if o.details.get("inputs_changed"):
             entry.update(correct=False, hacked=True, error=o.details["inputs_changed"])
             continue
-        entry.update(speedup=o.speedup, speedup_ci_low=o.speedup_ci_low, speedup_ci_high=o.speedup_ci_high,
-                     runtime_ms=o.runtime_ms, ref_runtime_ms=o.ref_runtime_ms, verdict=o.verdict,
-                     suspicious=o.suspicious, **({"shapes": o.details["shapes"]} if several else {}))
-    ranked = sorted((e for e in entries if e.get("speedup") is not None and not e.get("suspicious")),
-                    key=lambda e: -e["speedup"])
+        entry.update(
+            speedup=o.speedup,
+            speedup_ci_low=o.speedup_ci_low,
+            speedup_ci_high=o.speedup_ci_high,
+            runtime_ms=o.runtime_ms,
+            ref_runtime_ms=o.ref_runtime_ms,
+            verdict=o.verdict,
+            suspicious=o.suspicious,
+            **({"shapes": o.details["shapes"]} if several else {}),
+        )
+    ranked = sorted(
+        (e for e in entries if e.get("speedup") is not None and not e.get("suspicious")), key=lambda e: -e["speedup"]
+    )
     head: dict[str, Any] = {}
     if len(ranked) >= 2:
         a, b = ranked[0], ranked[1]
         o = timed("head to head", models[b["index"]], models[a["index"]], paired_reference=False)
-        head = {"first": a["index"], "second": b["index"], "ratio": o.speedup,
-                "ci": [o.speedup_ci_low, o.speedup_ci_high], "verdict": o.verdict}
+        head = {
+            "first": a["index"],
+            "second": b["index"],
+            "ratio": o.speedup,
+            "ci": [o.speedup_ci_low, o.speedup_ci_high],
+            "verdict": o.verdict,
+        }
         if o.details.get("inputs_changed"):  # seen already when each was timed alone
             head = {"first": a["index"], "second": b["index"], "error": o.details["inputs_changed"]}
     return head
 
 
-__all__ = ["run_finalists", "placed_copies", "pinned_on_host", "time_candidate", "time_shapes", "timed_on_gpu", "timed_until_judged"]
+__all__ = [
+    "run_finalists",
+    "placed_copies",
+    "pinned_on_host",
+    "time_candidate",
+    "time_shapes",
+    "timed_on_gpu",
+    "timed_until_judged",
+]

@@ -24,6 +24,7 @@ caches, log on fd 1 and 2), prepares the backend (device context), says
 ``ready`` on its job socket and waits there for the job (see worker.py for
 the rest of the protocol).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -54,8 +55,10 @@ def warm(backend_name: str) -> Any:
 
     # lazy: the zygote loads these in warm() after torch (the timed warm-up its children inherit)
     from ..backends.base import get_backend
+
     # lazy: the zygote loads these in warm() after torch (the timed warm-up its children inherit)
     from . import correctness, timing, tracebacks, worker  # noqa: F401 - imported to be inherited
+
     # lazy: the zygote loads these in warm() after torch (the timed warm-up its children inherit)
     from .guards import TorchOpGuard
 
@@ -116,8 +119,15 @@ def _close_all_but(keep: int) -> None:
     os.closerange(keep + 1, max(keep + 1, os.sysconf("SC_OPEN_MAX")))
 
 
-def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_threads: Optional[int],
-           control: socket.socket, wake_r: int, wake_w: int) -> None:
+def _child(
+    sock: socket.socket,
+    msg: dict[str, Any],
+    backend_name: str,
+    cpu_threads: Optional[int],
+    control: socket.socket,
+    wake_r: int,
+    wake_w: int,
+) -> None:
     """In the forked child: isolate, prepare, wait for the job, run it."""
     try:
         signal.set_wakeup_fd(-1)
@@ -157,8 +167,12 @@ def _child(sock: socket.socket, msg: dict[str, Any], backend_name: str, cpu_thre
         from ..backends.base import get_backend  # lazy: as in warm(), not at the zygote's start
 
         backend = get_backend(backend_name)
-        env = {"HOME": workdir, "TMPDIR": workdir, **backend.worker_env(workdir, cpu_threads),
-               **backend.shared_cache_env(str(msg["cache_dir"]), os.path.join(workdir, "cache-requests"))}
+        env = {
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            **backend.worker_env(workdir, cpu_threads),
+            **backend.shared_cache_env(str(msg["cache_dir"]), os.path.join(workdir, "cache-requests")),
+        }
         os.environ.update(env)
         import tempfile
 

@@ -1,4 +1,5 @@
 """The evolution loop and its run directory (``kernelsmith evolve``)."""
+
 from .config import EvolveConfig, load_evolve_config
 from .loop import Evolution, RunSummary
 from .rundir import RunDir, iter_trajectory

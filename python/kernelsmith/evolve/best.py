@@ -9,6 +9,7 @@ worded by :meth:`BestFigure.words`, so one run has one best number: the
 confirmed one when the confirmation chose a best, else the per-step one,
 labelled as such with the reason.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -84,10 +85,12 @@ class BestFigure:
     def header(self) -> str:
         """The comment block ``best_program.py`` starts with."""
         where = f"step {self.step}" if self.step is not None else "step ?"
-        lines = [f"{HEADER_MARK} {where} (program #{self.program_id})",
-                 f"# speedup vs PyTorch: {self.figure()}" + (" (95% CI)" if self.ci_text else ""),
-                 "# " + (f"{self.verdict_words()}; " if self.verdict_words() else "") + self.how(),
-                 "# (these comment lines are not part of the program the run evaluated)"]
+        lines = [
+            f"{HEADER_MARK} {where} (program #{self.program_id})",
+            f"# speedup vs PyTorch: {self.figure()}" + (" (95% CI)" if self.ci_text else ""),
+            "# " + (f"{self.verdict_words()}; " if self.verdict_words() else "") + self.how(),
+            "# (these comment lines are not part of the program the run evaluated)",
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -102,17 +105,29 @@ def verdict_of(low: Optional[float], high: Optional[float]) -> str:
     return "indistinguishable"
 
 
-def step_figure(step: Optional[int], program_id: Optional[int], evaluation: Any, speedup: Optional[float],
-                note: str = "") -> BestFigure:
+def step_figure(
+    step: Optional[int], program_id: Optional[int], evaluation: Any, speedup: Optional[float], note: str = ""
+) -> BestFigure:
     """A per-step figure from a step's evaluation (an ``EvalResult`` or its dict)."""
-    get = (evaluation.get if isinstance(evaluation, dict) else
-           (lambda k, d=None: getattr(evaluation, k, d))) if evaluation is not None else (lambda k, d=None: d)
+    get = (
+        (evaluation.get if isinstance(evaluation, dict) else (lambda k, d=None: getattr(evaluation, k, d)))
+        if evaluation is not None
+        else (lambda k, d=None: d)
+    )
     low, high = get("speedup_ci_low"), get("speedup_ci_high")
     verdict = get("timing_verdict") or verdict_of(low, high)
     if verdict not in _VERDICT_WORDS:
         verdict = verdict_of(low, high)
-    return BestFigure(speedup=speedup if speedup is not None else get("speedup"), ci_low=low, ci_high=high,
-                      verdict=verdict, confirmed=False, program_id=program_id, step=step, note=note)
+    return BestFigure(
+        speedup=speedup if speedup is not None else get("speedup"),
+        ci_low=low,
+        ci_high=high,
+        verdict=verdict,
+        confirmed=False,
+        program_id=program_id,
+        step=step,
+        note=note,
+    )
 
 
 def best_figure(confirmation: dict[str, Any] | None, per_step: BestFigure | None) -> BestFigure:
@@ -126,21 +141,34 @@ def best_figure(confirmation: dict[str, Any] | None, per_step: BestFigure | None
     if row is not None:
         low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
         verdict = row.get("verdict") if row.get("verdict") in _VERDICT_WORDS else verdict_of(low, high)
-        return BestFigure(speedup=float(row["speedup"]), ci_low=low, ci_high=high, verdict=verdict, confirmed=True,
-                          program_id=int(chosen), step=per_step.step if per_step is not None
-                          and per_step.program_id == chosen else None, rivals=max(0, len(rows) - 1))
+        return BestFigure(
+            speedup=float(row["speedup"]),
+            ci_low=low,
+            ci_high=high,
+            verdict=verdict,
+            confirmed=True,
+            program_id=int(chosen),
+            step=per_step.step if per_step is not None and per_step.program_id == chosen else None,
+            rivals=max(0, len(rows) - 1),
+        )
     if confirmation.get("error"):
         note = f"the re-timing failed: {confirmation['error']}"
     elif rows:
         unreliable = sum(1 for r in rows if r.get("timing_reliable") is False)
-        note = (f"{len(rows)} finalist(s) re-timed head to head, "
-                + (f"{unreliable} timed unreliably" if unreliable else "none passed"))
+        note = f"{len(rows)} finalist(s) re-timed head to head, " + (
+            f"{unreliable} timed unreliably" if unreliable else "none passed"
+        )
     else:
         note = confirmation.get("skipped") or "no head-to-head re-timing ran"
     if per_step is None or per_step.speedup is None:
         # nothing to show: no correct program, or none timed reliably
-        return BestFigure(note=(f"{note}; no step was timed reliably either" if rows or confirmation.get("error")
-                                else "no correct program timed reliably"))
+        return BestFigure(
+            note=(
+                f"{note}; no step was timed reliably either"
+                if rows or confirmation.get("error")
+                else "no correct program timed reliably"
+            )
+        )
     figure = dataclasses.replace(per_step)
     figure.confirmed, figure.note = False, note
     return figure

@@ -11,6 +11,7 @@
 
 Load with :func:`load_evolve_config`; unknown keys are rejected by name.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -120,7 +121,9 @@ OPENEVOLVE_REFUSED = {
 
 def _openevolve_key(key: str, source: str) -> None:
     if key in OPENEVOLVE_REFUSED:
-        raise ConfigError(f"{source}: '{key}' is an OpenEvolve key kernelsmith does not take; {OPENEVOLVE_REFUSED[key]}")
+        raise ConfigError(
+            f"{source}: '{key}' is an OpenEvolve key kernelsmith does not take; {OPENEVOLVE_REFUSED[key]}"
+        )
 
 
 def translate_openevolve(data: dict[str, Any], source: str = "config") -> dict[str, Any]:
@@ -147,8 +150,10 @@ def translate_openevolve(data: dict[str, Any], source: str = "config") -> dict[s
                 prompt[OPENEVOLVE_PROMPT_KEYS.get(pkey, pkey)] = pvalue
             out.setdefault("prompt", {}).update(prompt)
         elif key == "llm" and isinstance(value, dict) and ("api_base" in value or "primary_model" in value):
-            raise ConfigError(f"{source}: 'llm.api_base'/'llm.primary_model' are OpenEvolve keys; write "
-                              "'llm: {models: [{spec: openai:NAME, base_url: URL, weight: W}]}'")
+            raise ConfigError(
+                f"{source}: 'llm.api_base'/'llm.primary_model' are OpenEvolve keys; write "
+                "'llm: {models: [{spec: openai:NAME, base_url: URL, weight: W}]}'"
+            )
         else:
             out[key] = value
     return out
@@ -171,8 +176,9 @@ def load_evolve_config(path: str | Path | None = None, **overrides: Any) -> Evol
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(exc).split())}") from None
         if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: expected a mapping of keys at the top level, "
-                              f"got {type(loaded).__name__}")
+            raise ConfigError(
+                f"config file {path}: expected a mapping of keys at the top level, got {type(loaded).__name__}"
+            )
         data.update(translate_openevolve(loaded, str(path)))
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:

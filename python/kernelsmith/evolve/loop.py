@@ -14,6 +14,7 @@ with the loop's counters. Steps applied after the last checkpoint are still in
 are replayed into the engine from the record instead of being proposed and
 evaluated again: nothing finished is lost or evaluated twice.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -178,16 +179,26 @@ class Evolution:
                 # The task's reference (or the machine) failed before anything
                 # ran: a failed start, not a run. Nothing is checkpointed, so
                 # the run directory is removed and a re-run is not blocked.
-                raise TaskError(f"{getattr(self.task, 'name', 'the task')}: the {name} program could not be "
-                                f"evaluated: {one_line(getattr(result, 'error', ''))}")
+                raise TaskError(
+                    f"{getattr(self.task, 'name', 'the task')}: the {name} program could not be "
+                    f"evaluated: {one_line(getattr(result, 'error', ''))}"
+                )
             self.reference_ran = self.reference_ran or _reference_ran(result)
             child = ProgramRecord.evaluated(source, result, parent_id=-1, island=-1, iteration=0, eval_key=key)
             ids = self.engine.add_seed(self._make_program(child))
             child.id = ids[0]
             record = StepRecord(
-                kind="seed", step=self.steps_applied, name=name, child_id=ids[0], copy_ids=list(ids),
-                child_source=source, status=child.status, metrics=child.metrics, eval_key=key,
-                child=child, time=time.time(),
+                kind="seed",
+                step=self.steps_applied,
+                name=name,
+                child_id=ids[0],
+                copy_ids=list(ids),
+                child_source=source,
+                status=child.status,
+                metrics=child.metrics,
+                eval_key=key,
+                child=child,
+                time=time.time(),
             )
             self.run_dir.append_step(record)
             self._after_apply(record, child)
@@ -196,12 +207,26 @@ class Evolution:
     def seed_reference(self, source: str) -> None:
         """Start from the reference itself (no kernel yet): the first children
         are translation steps. Not evaluated: it is the baseline, score 0."""
-        child = ProgramRecord.unevaluated(source, "correct", Feedback(note="the PyTorch reference; no kernel yet"),
-                                          parent_id=-1, island=-1, iteration=0)
+        child = ProgramRecord.unevaluated(
+            source,
+            "correct",
+            Feedback(note="the PyTorch reference; no kernel yet"),
+            parent_id=-1,
+            island=-1,
+            iteration=0,
+        )
         ids = self.engine.add_seed(self._make_program(child))
         record = StepRecord(
-            kind="seed", step=self.steps_applied, name="reference", child_id=ids[0], copy_ids=list(ids),
-            child_source=source, status="reference", metrics=child.metrics, eval_key=None, time=time.time(),
+            kind="seed",
+            step=self.steps_applied,
+            name="reference",
+            child_id=ids[0],
+            copy_ids=list(ids),
+            child_source=source,
+            status="reference",
+            metrics=child.metrics,
+            eval_key=None,
+            time=time.time(),
         )
         self.run_dir.append_step(record)
         self._after_apply(record, None)
@@ -220,8 +245,10 @@ class Evolution:
             # flight at the checkpoint, in order, from its first asks.
             for _ in self.engine.pending_requests():
                 request = self.engine.ask()
-                if int(request.id) not in self._replay and \
-                        self.steps_applied - self.seeds_applied + len(pending) >= self.config.iterations:
+                if (
+                    int(request.id) not in self._replay
+                    and self.steps_applied - self.seeds_applied + len(pending) >= self.config.iterations
+                ):
                     # `--resume --iterations N` asked for fewer steps than
                     # were in flight when the run stopped: the rest are
                     # dropped, not run (N more steps means N, issue 31).
@@ -256,9 +283,13 @@ class Evolution:
                 if self.steps_applied % self.config.checkpoint_every == 0:
                     self.checkpoint()
                 if self.llm_failures_in_a_row >= self.config.max_llm_failures:
-                    self.request_stop("llm-failures", (
-                        f"{self.llm_failures_in_a_row} LLM requests in a row failed (max_llm_failures "
-                        f"{self.config.max_llm_failures}); last: {outcome.record.proposal_error}"))
+                    self.request_stop(
+                        "llm-failures",
+                        (
+                            f"{self.llm_failures_in_a_row} LLM requests in a row failed (max_llm_failures "
+                            f"{self.config.max_llm_failures}); last: {outcome.record.proposal_error}"
+                        ),
+                    )
                 reason = self._engine_stop_reason()
                 if reason:
                     self.request_stop(reason)
@@ -287,8 +318,11 @@ class Evolution:
         metrics = child.metrics
         if child.id is None or not child.source or metrics.get("suspicious"):
             return
-        self._correct[child.id] = (float(metrics.get("speedup", metrics.get("score", 0.0)) or 0.0),
-                                   child.source, not metrics.get("unreliable"))
+        self._correct[child.id] = (
+            float(metrics.get("speedup", metrics.get("score", 0.0)) or 0.0),
+            child.source,
+            not metrics.get("unreliable"),
+        )
 
     async def confirm_best(self) -> None:
         """The honest best: the ``finalists`` fastest correct programs (by
@@ -312,17 +346,23 @@ class Evolution:
         rows = []
         for entry in outcome.get("finalists", []):
             pid = ids[int(entry["index"])]
-            rows.append({**entry, "program_id": pid, "step_speedup": self._correct[pid][0],
-                         "step_timing_reliable": self._correct[pid][2]})
+            rows.append(
+                {
+                    **entry,
+                    "program_id": pid,
+                    "step_speedup": self._correct[pid][0],
+                    "step_timing_reliable": self._correct[pid][2],
+                }
+            )
         # a finalist whose re-timing the gate judged unreliable (contention,
         # drift, a reference that moved with it, or its alone re-timing)
         # claims nothing: the per-step best (reliable timings only) stays
         winners = [r for r in rows if finalist_reliable(r)]
         self.best_confirmation = {"finalists": rows, "head_to_head": outcome.get("head_to_head", {})}
         if not winners:
-            self.best_confirmation["note"] = ("no finalist's re-timing was reliable"
-                                              + ("; the per-step best is kept" if self.best_program_id is not None
-                                                 else "; no best"))
+            self.best_confirmation["note"] = "no finalist's re-timing was reliable" + (
+                "; the per-step best is kept" if self.best_program_id is not None else "; no best"
+            )
             return
         best = max(winners, key=lambda r: r["speedup"])
         self.best_speedup, self.best_program_id = float(best["speedup"]), int(best["program_id"])
@@ -340,8 +380,7 @@ class Evolution:
             return  # already its own reason (a fault, or the user's or the budget's stop)
         self._stop_reason = "llm-all-failed"
         where = "of this run" if self.parts == 1 else "since the resume"
-        self._stop_detail = (f"all {self.part_proposals} proposal(s) {where} failed; "
-                             f"last: {self._last_llm_error}")
+        self._stop_detail = f"all {self.part_proposals} proposal(s) {where} failed; last: {self._last_llm_error}"
 
     def request_stop(self, reason: str, detail: str = "") -> None:
         if self._stop_reason is None:
@@ -396,8 +435,14 @@ class Evolution:
             if not getattr(proposal, "error", None):
                 # Logged before evaluation: a crash before this step is applied
                 # does not cost the answer (or its tokens) again.
-                self.run_dir.append_proposal({"request_id": int(request.id), "prompt": messages,
-                                              "prompt_meta": prompt_meta, "proposal": _to_dict(proposal)})
+                self.run_dir.append_proposal(
+                    {
+                        "request_id": int(request.id),
+                        "prompt": messages,
+                        "prompt_meta": prompt_meta,
+                        "proposal": _to_dict(proposal),
+                    }
+                )
         if getattr(proposal, "error", None):
             # The model never answered: nothing to tell the engine and nothing
             # a later prompt should show as if the model had written it.
@@ -422,8 +467,7 @@ class Evolution:
             # the parent unchanged, never a rule-breaking or partial text, so
             # a repair's edits are checked against a valid program.
             failed_source = edit.source if edit.error_kind == "syntax" else parent_source
-            return StepOutcome(request, record,
-                               self._failed_child(request, "edit-failed", feedback, failed_source))
+            return StepOutcome(request, record, self._failed_child(request, "edit-failed", feedback, failed_source))
         source = edit.source
         record.child_source = source
         # Skip evaluation when the code is known, or when an earlier-asked
@@ -443,11 +487,18 @@ class Evolution:
             # the task's reference (or the machine) failed: nothing to tell
             # the model or the archive; the run stops and says why, and
             # the request stays open for a resume once the task is fixed
-            return StepOutcome(request, record, None, stop_reason="harness-error",
-                               stop_detail=getattr(result, "error", ""))
+            return StepOutcome(
+                request, record, None, stop_reason="harness-error", stop_detail=getattr(result, "error", "")
+            )
         record.eval_key = key
-        child = ProgramRecord.evaluated(source, result, parent_id=int(record.parent_id), island=int(record.island),
-                                        iteration=int(record.iteration), eval_key=key)
+        child = ProgramRecord.evaluated(
+            source,
+            result,
+            parent_id=int(record.parent_id),
+            island=int(record.island),
+            iteration=int(record.iteration),
+            eval_key=key,
+        )
         return StepOutcome(request, record, child)
 
     async def _evaluate(self, source: str) -> tuple[Any, str | None]:
@@ -455,8 +506,11 @@ class Evolution:
         (None for a harness fault, which is not logged)."""
         sha = source_key(source)
         if self._evaluated is None:
-            self._evaluated = {r["sha256"]: (str(r.get("key") or r["sha256"]), r["eval"])
-                               for r in self.run_dir.read_evaluations() if "sha256" in r}
+            self._evaluated = {
+                r["sha256"]: (str(r.get("key") or r["sha256"]), r["eval"])
+                for r in self.run_dir.read_evaluations()
+                if "sha256" in r
+            }
         done = self._evaluated.get(sha)
         if done is not None:  # evaluated before a crash, its step not yet recorded then
             return EvalResult.from_dict(done[1]), done[0]
@@ -467,8 +521,12 @@ class Evolution:
 
     def _failed_child(self, request: Any, status: str, feedback: Feedback, source: str) -> ProgramRecord:
         return ProgramRecord.unevaluated(
-            source, status, feedback, parent_id=int(request.parent.id) if request.parent is not None else -1,
-            island=int(request.island), iteration=int(request.iteration),
+            source,
+            status,
+            feedback,
+            parent_id=int(request.parent.id) if request.parent is not None else -1,
+            island=int(request.island),
+            iteration=int(request.iteration),
         )
 
     # ----------------------------------------------------------------- apply
@@ -541,8 +599,9 @@ class Evolution:
         CI and verdict, as the whole result has them)."""
         if child.id is not None:
             metrics = child.metrics
-            self._figures[child.id] = step_figure(record.step, child.id, child.feedback,
-                                                  metrics.get("speedup", metrics.get("score")))
+            self._figures[child.id] = step_figure(
+                record.step, child.id, child.feedback, metrics.get("speedup", metrics.get("score"))
+            )
 
     def best(self) -> BestFigure:
         """The run's one best number (evolve/best.py)."""
@@ -629,8 +688,11 @@ class Evolution:
         self.llm_failures_in_a_row = int(state.get("llm_failures_in_a_row", 0))
         self.parts = int(state.get("parts", 1)) + 1
         # The killed part ran on after its checkpoint until its last record.
-        after = [float(r.time) for r in trajectory
-                 if _applied_at(r) >= self.steps_applied and isinstance(r.time, (int, float))]
+        after = [
+            float(r.time)
+            for r in trajectory
+            if _applied_at(r) >= self.steps_applied and isinstance(r.time, (int, float))
+        ]
         saved_at = float(state.get("saved_at") or 0.0)
         self._wall_before = float(state.get("wall_time_s", 0.0)) + max(0.0, max(after, default=saved_at) - saved_at)
         if self.usage_meter is not None:
@@ -650,8 +712,9 @@ class Evolution:
                 self._replay[int(record.request_id)] = record
             self._charge(record.model, record.usage, record.latency_s)
         recorded = {int(r.request_id) for r in trajectory if r.kind == "step"}
-        self._proposed = {int(r["request_id"]): r for r in self.run_dir.read_proposals()
-                          if int(r["request_id"]) not in recorded}
+        self._proposed = {
+            int(r["request_id"]): r for r in self.run_dir.read_proposals() if int(r["request_id"]) not in recorded
+        }
 
     def _charge(self, model: str | None, usage: dict[str, Any] | None, latency_s: float | None) -> None:
         """Count the tokens of an answer that did not go through the client now."""
@@ -662,9 +725,13 @@ class Evolution:
     def snapshot(self) -> dict[str, Any]:
         usage = self.usage_meter.summary() if self.usage_meter is not None else {}
         return {
-            "steps": self.steps_applied, "asks": self.asks_issued, "iterations": self.config.iterations,
+            "steps": self.steps_applied,
+            "asks": self.asks_issued,
+            "iterations": self.config.iterations,
             "proposal_steps": self.steps_applied - self.seeds_applied,
-            "best_speedup": self.best_speedup, "status_counts": dict(self.status_counts), "usage": usage,
+            "best_speedup": self.best_speedup,
+            "status_counts": dict(self.status_counts),
+            "usage": usage,
             "best_unreliable": max((s for s, _src, ok in self._correct.values() if not ok), default=None),
         }
 
@@ -697,13 +764,24 @@ def history_entry(record: StepRecord, child: ProgramRecord | dict[str, Any] | No
     """A step as the prompt's history shows it (the full record stays in the
     trajectory): ids, status, metrics and a short outcome."""
     feedback = ProgramRecord.of(child).feedback if child is not None else Feedback()
-    compact = Feedback(category=feedback.category, compiled=feedback.compiled, correct=feedback.correct,
-                       hacked=feedback.hacked, hack_reasons=feedback.hack_reasons, edit_error=feedback.edit_error,
-                       error=clip(feedback.error, 400, keep="tail")).to_dict()
+    compact = Feedback(
+        category=feedback.category,
+        compiled=feedback.compiled,
+        correct=feedback.correct,
+        hacked=feedback.hacked,
+        hack_reasons=feedback.hack_reasons,
+        edit_error=feedback.edit_error,
+        error=clip(feedback.error, 400, keep="tail"),
+    ).to_dict()
     return {
-        "id": record.child_id, "step": record.step, "iteration": record.iteration,
-        "island": record.island, "parent_id": record.parent_id,
-        "status": record.status, "metrics": record.metrics or {}, "feedback": compact,
+        "id": record.child_id,
+        "step": record.step,
+        "iteration": record.iteration,
+        "island": record.island,
+        "parent_id": record.parent_id,
+        "status": record.status,
+        "metrics": record.metrics or {},
+        "feedback": compact,
     }
 
 
@@ -740,6 +818,7 @@ def _stop_reason_for(exc: BaseException) -> str | None:
     if isinstance(exc, ProposerExhausted):
         return "replay-exhausted"
     return None
+
 
 def _to_dict(value: Any) -> Any:
     if value is None:

@@ -15,6 +15,7 @@ Layout::
       best_program.py    the best correct program so far
       summary.json       written when the run stops (any reason)
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,16 @@ log = logging.getLogger("kernelsmith.evolve")
 TRAJECTORY_SCHEMA_VERSION = 1
 #: what a run writes into its directory; a run that never reached its first
 #: checkpoint is replaced by removing exactly these, nothing else
-RUN_FILES = ("config.yaml", "task", "checkpoint", "trajectory.jsonl", "evaluations.jsonl", "proposals.jsonl",
-             "best_program.py", "summary.json")
+RUN_FILES = (
+    "config.yaml",
+    "task",
+    "checkpoint",
+    "trajectory.jsonl",
+    "evaluations.jsonl",
+    "proposals.jsonl",
+    "best_program.py",
+    "summary.json",
+)
 
 
 class RunDirError(ValueError):
@@ -99,8 +108,7 @@ class RunDir:
         if self.exists():
             if self.started():
                 raise RunExistsError(
-                    f"{self.path} already holds a run; continue it with --resume {self.path}, "
-                    "or choose another --out"
+                    f"{self.path} already holds a run; continue it with --resume {self.path}, or choose another --out"
                 )
             log.warning("%s: replacing a run that stopped before its first checkpoint", self.path)
             self.remove_run_files()

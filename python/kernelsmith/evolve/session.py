@@ -1,5 +1,6 @@
 """Assembles a run from a task and a config: engine, proposer, evaluator,
 prompt builder and run directory; also resumes a stopped run."""
+
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,9 @@ def reference_as_seed(reference_source: str) -> str:
     return "# EVOLVE-BLOCK-START\n" + body.rstrip("\n") + "\n# EVOLVE-BLOCK-END\n"
 
 
-def make_prompt_fn(builder: Any, engine: Any) -> Callable[[Any, Evolution], tuple[list[dict[str, str]], dict[str, Any]]]:
+def make_prompt_fn(
+    builder: Any, engine: Any
+) -> Callable[[Any, Evolution], tuple[list[dict[str, str]], dict[str, Any]]]:
     """Prompt of a request: its parent and inspirations, the island's recent
     attempts and its top programs (all as applied before the request began)."""
 
@@ -90,8 +93,10 @@ def _check_start(proposer: Any, task: Any, config: EvolveConfig) -> None:
     problem = check(start)
     if problem:
         what = "its seed program" if task.seed_source else "the task has no seed program (seed.py), and its reference"
-        raise ConfigError(f"model {config.model}: {what} cannot be tuned: {problem}; or let a model write "
-                          "the kernels: --model openai:NAME (see docs/evolve.md)")
+        raise ConfigError(
+            f"model {config.model}: {what} cannot be tuned: {problem}; or let a model write "
+            "the kernels: --model openai:NAME (see docs/evolve.md)"
+        )
 
 
 def _measured_hardware(records: list[StepRecord], evaluations: EvalStore) -> HardwareInfo | None:
@@ -128,8 +133,9 @@ def load_checkpoint(run_dir: RunDir) -> tuple[Any, dict[str, Any], Path] | None:
     if latest is not None:
         candidates.append(latest)
     if root.is_dir():
-        candidates += sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
-                              and p != latest), reverse=True)
+        candidates += sorted(
+            (p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and p != latest), reverse=True
+        )
     problems = []
     for folder in candidates:
         try:
@@ -141,8 +147,10 @@ def load_checkpoint(run_dir: RunDir) -> tuple[Any, dict[str, Any], Path] | None:
             continue
         return engine, state, folder
     if problems:
-        raise RunDirError(f"{run_dir.path}: no checkpoint reads back ({'; '.join(problems)}); "
-                          "the run cannot be resumed, start a new one with --out")
+        raise RunDirError(
+            f"{run_dir.path}: no checkpoint reads back ({'; '.join(problems)}); "
+            "the run cannot be resumed, start a new one with --out"
+        )
     return None
 
 
@@ -209,20 +217,33 @@ async def evolve(
                 copy = copy / Path(snapshot["task"]["path"]).name
             # The copy's folder is named "task": keep the original name, which
             # prompts show, so a resumed run sends the same prompts.
-            task = Task.load(copy, backend=config.backend, trials=config.trials, name=snapshot["task"]["name"],
-                             policy=config.policy, min_coverage=config.min_coverage)
+            task = Task.load(
+                copy,
+                backend=config.backend,
+                trials=config.trials,
+                name=snapshot["task"]["name"],
+                policy=config.policy,
+                min_coverage=config.min_coverage,
+            )
     else:
         if task_path is None or out is None:
             raise ValueError("a fresh run needs a task path and an output directory")
         config = config or EvolveConfig()
 
-        task = load_inplace(task_path) if is_inplace(task_path) else \
-            Task.load(task_path, backend=config.backend, trials=config.trials, policy=config.policy,
-                      min_coverage=config.min_coverage)
+        task = (
+            load_inplace(task_path)
+            if is_inplace(task_path)
+            else Task.load(
+                task_path,
+                backend=config.backend,
+                trials=config.trials,
+                policy=config.policy,
+                min_coverage=config.min_coverage,
+            )
+        )
         run_dir = RunDir(out)
         if run_dir.exists() and run_dir.started():
-            raise RunExistsError(f"{out} already holds a run; continue it with --resume {out}, "
-                                 "or choose another --out")
+            raise RunExistsError(f"{out} already holds a run; continue it with --resume {out}, or choose another --out")
 
     loaded = load_checkpoint(run_dir) if resume is not None else None
     records = run_dir.read_steps() if loaded is not None else []
@@ -235,10 +256,17 @@ async def evolve(
         run_dir.write_config({**snapshot, "config": dataclasses.asdict(config)})
     if loaded is not None:
         engine, state, _ = loaded
-        if state.get("asks_issued", 0) >= config.iterations and not engine.pending_requests() \
-                and not any(r.step is not None and r.step >= state.get("steps_applied", 0) for r in records):
-            log.warning("%s: the run has already made its %d steps; add more with --resume %s --iterations N",
-                        run_dir.path, config.iterations, run_dir.path)
+        if (
+            state.get("asks_issued", 0) >= config.iterations
+            and not engine.pending_requests()
+            and not any(r.step is not None and r.step >= state.get("steps_applied", 0) for r in records)
+        ):
+            log.warning(
+                "%s: the run has already made its %d steps; add more with --resume %s --iterations N",
+                run_dir.path,
+                config.iterations,
+                run_dir.path,
+            )
     else:
         engine = Engine(EngineConfig.from_dict(config.engine), seed=config.seed)
 
@@ -275,15 +303,24 @@ async def evolve(
             # the run keeps the task it read, as a task directory
             kbx = not inplace and is_kernelbenchx(Path(task_path))
             with tempfile.TemporaryDirectory() as made:
-                files = _task_files(write_task_dir(task, made)) if kbx else \
-                    [] if inplace else _task_files(Path(task_path))
+                files = (
+                    _task_files(write_task_dir(task, made)) if kbx else [] if inplace else _task_files(Path(task_path))
+                )
                 run_dir.create(_config_snapshot(config, task, str(task_path)), files)
             if inplace:
                 write_task_copy(run_dir.path, task)
             created = True
         evolution = Evolution(
-            task=task, config=config, engine=engine, proposer=proposer, evaluator=evaluator,
-            prompt_builder=None, run_dir=run_dir, backend=backend, usage_meter=meter, progress=progress,
+            task=task,
+            config=config,
+            engine=engine,
+            proposer=proposer,
+            evaluator=evaluator,
+            prompt_builder=None,
+            run_dir=run_dir,
+            backend=backend,
+            usage_meter=meter,
+            progress=progress,
         )
         if loaded is not None:
             evolution.restore(loaded[1], records)
@@ -317,8 +354,12 @@ async def evolve(
         stopped_by_user = summary.stop_reason == "interrupted"
         if on_interrupt is not None and stopped_by_user:
             on_interrupt(summary)
-        if resume is None and not task.seed_source and summary.stop_reason == "harness-error" \
-                and not evolution.reference_ran:
+        if (
+            resume is None
+            and not task.seed_source
+            and summary.stop_reason == "harness-error"
+            and not evolution.reference_ran
+        ):
             # With no seed.py the reference is the seed, not evaluated, so the
             # first candidates are the first to run it: a reference that fails
             # there is the same failed start as a seed that cannot be
@@ -326,13 +367,16 @@ async def evolve(
             # against a reference that does not run), so the same command
             # works again once the task is fixed.
             run_dir.remove_run_files()
-            raise TaskError(f"{task.name}: the task's reference could not be run (no seed.py, so the first "
-                            "candidate ran it): "
-                            f"{one_line(summary.stop_detail)} Nothing was kept in {run_dir.path}: run the same "
-                            "command again once the task is fixed")
+            raise TaskError(
+                f"{task.name}: the task's reference could not be run (no seed.py, so the first "
+                "candidate ran it): "
+                f"{one_line(summary.stop_detail)} Nothing was kept in {run_dir.path}: run the same "
+                "command again once the task is fixed"
+            )
         if inplace:  # best.patch and summary.md (docs/in_place.md)
-            await asyncio.to_thread(finish_run, run_dir.path, task, evaluator, summary.to_dict(),
-                                    getattr(evaluator, "isolation", "auto"))
+            await asyncio.to_thread(
+                finish_run, run_dir.path, task, evaluator, summary.to_dict(), getattr(evaluator, "isolation", "auto")
+            )
         return summary
     except BaseException as exc:
         # A failed start leaves nothing behind, so the same command works

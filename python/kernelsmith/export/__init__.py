@@ -3,6 +3,7 @@
 See docs/training_data.md. Entry points: :func:`export_sft`,
 :func:`export_rl` (also ``kernelsmith export sft|rl``).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,28 @@ from .sft import ExportSummary, Sample, SFTConfig, classify_sft, select_sft, wri
 from .steps import DifficultyMap, Run, Step, TaskInfo, load_run, load_runs
 
 __all__ = [
-    "DifficultyMap", "ExportSummary", "RLConfig", "RL_FORMATS", "Run", "SFTConfig", "SFT_FORMATS",
-    "STRATEGIES", "Sample", "Step", "TaskInfo", "classify_sft", "export_rl", "export_sft", "load_run",
-    "load_runs", "read_jsonl", "rl_schema", "select_rl", "select_sft", "write_rl", "write_sft",
+    "DifficultyMap",
+    "ExportSummary",
+    "RLConfig",
+    "RL_FORMATS",
+    "Run",
+    "SFTConfig",
+    "SFT_FORMATS",
+    "STRATEGIES",
+    "Sample",
+    "Step",
+    "TaskInfo",
+    "classify_sft",
+    "export_rl",
+    "export_sft",
+    "load_run",
+    "load_runs",
+    "read_jsonl",
+    "rl_schema",
+    "select_rl",
+    "select_sft",
+    "write_rl",
+    "write_sft",
 ]
 
 
@@ -27,9 +47,14 @@ def _write_summary(summary: ExportSummary, out: Path) -> None:
     path.write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
 
 
-def export_sft(run_dirs: Sequence[str | Path], out: str | Path, fmt: str = "messages",
-               config: SFTConfig | None = None, difficulty_maps: Iterable[str | Path] = (),
-               **write_options: object) -> ExportSummary:
+def export_sft(
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    fmt: str = "messages",
+    config: SFTConfig | None = None,
+    difficulty_maps: Iterable[str | Path] = (),
+    **write_options: object,
+) -> ExportSummary:
     """Select SFT samples from run directories and write them under ``out``."""
     config = config or SFTConfig()
     out = Path(out)
@@ -41,8 +66,13 @@ def export_sft(run_dirs: Sequence[str | Path], out: str | Path, fmt: str = "mess
     return summary
 
 
-def export_rl(run_dirs: Sequence[str | Path], out: str | Path, fmt: str = "parquet",
-              config: RLConfig | None = None, difficulty_maps: Iterable[str | Path] = ()) -> ExportSummary:
+def export_rl(
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    fmt: str = "parquet",
+    config: RLConfig | None = None,
+    difficulty_maps: Iterable[str | Path] = (),
+) -> ExportSummary:
     """Select RL prompts from run directories and write verl rows under ``out``."""
     config = config or RLConfig()
     out = Path(out)

@@ -3,6 +3,7 @@
 Every writer is deterministic (keys in a fixed order, rows in the order
 given) so that the same export with the same seed gives identical bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,10 +63,19 @@ def llamafactory_dataset_info(name: str, file_name: str, style: str) -> dict[str
     """The ``dataset_info.json`` entry LLaMA-Factory needs to find the file
     (data/README.md of LLaMA-Factory: alpaca and sharegpt formats)."""
     if style == "alpaca":
-        return {name: {"file_name": file_name, "columns": {
-            "prompt": "instruction", "query": "input", "response": "output", "system": "system"}}}
+        return {
+            name: {
+                "file_name": file_name,
+                "columns": {"prompt": "instruction", "query": "input", "response": "output", "system": "system"},
+            }
+        }
     if style == "sharegpt":
-        return {name: {"file_name": file_name, "formatting": "sharegpt", "columns": {
-            "messages": "conversations", "system": "system"}, "tags": {
-            "role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt"}}}
+        return {
+            name: {
+                "file_name": file_name,
+                "formatting": "sharegpt",
+                "columns": {"messages": "conversations", "system": "system"},
+                "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt"},
+            }
+        }
     raise ValueError(f"llamafactory style must be 'sharegpt' or 'alpaca', got '{style}'")

@@ -8,6 +8,7 @@ characters). Export therefore counts tokens with the tokenizer the user
 names, warns about rows over the length the user sets, and can drop the
 optional parts of the recorded prompt until it fits.
 """
+
 from __future__ import annotations
 
 import re
@@ -153,12 +154,21 @@ class LengthReport:
         if not values:
             return {}
         ordered = sorted(values)
-        return {"min": ordered[0], "median": int(statistics.median(ordered)),
-                "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], "max": ordered[-1]}
+        return {
+            "min": ordered[0],
+            "median": int(statistics.median(ordered)),
+            "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+            "max": ordered[-1],
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "limit": self.limit, "rows_over_limit": self.over_limit,
-                               "rows_compacted": self.compacted, "prompt_tokens": self._stats(self.prompt)}
+        out: dict[str, Any] = {
+            "method": self.method,
+            "limit": self.limit,
+            "rows_over_limit": self.over_limit,
+            "rows_compacted": self.compacted,
+            "prompt_tokens": self._stats(self.prompt),
+        }
         if self.compacted:
             out["compacted_line"] = self.compacted_line()
         if self.completion:
@@ -168,13 +178,16 @@ class LengthReport:
     def warning(self, what: str) -> Optional[str]:
         if self.limit is None or not self.over_limit:
             return None
-        head = (f"{self.over_limit} of {len(self.prompt)} rows are longer than {self.limit} tokens "
-                f"({what}, {self.method})")
+        head = (
+            f"{self.over_limit} of {len(self.prompt)} rows are longer than {self.limit} tokens ({what}, {self.method})"
+        )
         if self.compact:
             # --compact dropped all it may (inspirations, top programs,
             # history): what is left is the task, the parent and the answer
-            return (f"{head} even after --compact (nothing more can be dropped from them); trainers cut or drop "
-                    "them: raise the trainer's limit and --max-tokens")
+            return (
+                f"{head} even after --compact (nothing more can be dropped from them); trainers cut or drop "
+                "them: raise the trainer's limit and --max-tokens"
+            )
         return f"{head}; trainers cut or drop them: raise the trainer's limit, or export with --compact"
 
     def compacted_line(self) -> Optional[str]:

@@ -33,6 +33,7 @@ Rows with the same prompt are kept once. Every row has the same keys and
 types (missing numbers are 0.0; a runtime of 0 means unknown), so the rows
 make one parquet table that verl reads as it is.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -159,8 +160,9 @@ def select_steps(run: Run, config: RLConfig, summary: ExportSummary) -> list[Ste
             if not child_runtime:
                 summary.count("dropped:unreliable-timing" if _untrusted(step.metrics) else "dropped:untimed")
                 continue
-            before = {"run": before_run, "island": before_island,
-                      "lineage": _lineage_best(run, step.parent)}[config.best_scope]
+            before = {"run": before_run, "island": before_island, "lineage": _lineage_best(run, step.parent)}[
+                config.best_scope
+            ]
             if child_runtime < before:
                 chosen.append(step)
                 summary.count(f"kept:improved-on-{config.best_scope}-best")
@@ -182,11 +184,15 @@ def _usable(step: Step) -> Optional[str]:
 def _reference_runtime(run: Run) -> float:
     """The reference's runtime as measured in the run (median over evaluations)."""
     values = sorted(
-        float(s.metrics["ref_runtime_ms"]) for s in run.steps
+        float(s.metrics["ref_runtime_ms"])
+        for s in run.steps
         if isinstance(s.metrics.get("ref_runtime_ms"), (int, float)) and s.metrics["ref_runtime_ms"] > 0
     )
-    values += [float(p.metrics["ref_runtime_ms"]) for p in run.seeds
-               if isinstance(p.metrics.get("ref_runtime_ms"), (int, float)) and p.metrics["ref_runtime_ms"] > 0]
+    values += [
+        float(p.metrics["ref_runtime_ms"])
+        for p in run.seeds
+        if isinstance(p.metrics.get("ref_runtime_ms"), (int, float)) and p.metrics["ref_runtime_ms"] > 0
+    ]
     values.sort()
     return values[len(values) // 2] if values else 0.0
 
@@ -250,25 +256,60 @@ def rl_schema() -> Any:
     import pyarrow as pa
 
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
-    task = pa.struct([(k, pa.string()) for k in (
-        "id", "name", "path", "original_path", "reference_source", "backend", "config_json", "difficulty")])
-    parent = pa.struct([("id", pa.int64()), ("source", pa.string()), ("runtime_ms", pa.float64()),
-                        ("speedup", pa.float64()), ("is_reference", pa.bool_())])
-    recorded = pa.struct([("status", pa.string()), ("model", pa.string()), ("response", pa.string()),
-                          ("speedup_over_parent", pa.float64()), ("child_speedup", pa.float64()),
-                          ("child_runtime_ms", pa.float64()), ("child_coverage", pa.float64()),
-                          ("child_sol_fraction", pa.float64()), ("child_sol_bound", pa.string())])
-    extra = pa.struct([
-        ("index", pa.int64()), ("split", pa.string()), ("strategy", pa.string()), ("kind", pa.string()),
-        ("task", task), ("parent", parent), ("ref_runtime_ms", pa.float64()), ("edit_mode", pa.string()),
-        ("run_dir", pa.string()), ("step", pa.int64()), ("request_id", pa.int64()), ("island", pa.int64()),
-        ("recorded", recorded),
-    ])
-    return pa.schema([
-        ("data_source", pa.string()), ("prompt", pa.list_(message)), ("ability", pa.string()),
-        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-        ("extra_info", extra),
-    ])
+    task = pa.struct(
+        [
+            (k, pa.string())
+            for k in ("id", "name", "path", "original_path", "reference_source", "backend", "config_json", "difficulty")
+        ]
+    )
+    parent = pa.struct(
+        [
+            ("id", pa.int64()),
+            ("source", pa.string()),
+            ("runtime_ms", pa.float64()),
+            ("speedup", pa.float64()),
+            ("is_reference", pa.bool_()),
+        ]
+    )
+    recorded = pa.struct(
+        [
+            ("status", pa.string()),
+            ("model", pa.string()),
+            ("response", pa.string()),
+            ("speedup_over_parent", pa.float64()),
+            ("child_speedup", pa.float64()),
+            ("child_runtime_ms", pa.float64()),
+            ("child_coverage", pa.float64()),
+            ("child_sol_fraction", pa.float64()),
+            ("child_sol_bound", pa.string()),
+        ]
+    )
+    extra = pa.struct(
+        [
+            ("index", pa.int64()),
+            ("split", pa.string()),
+            ("strategy", pa.string()),
+            ("kind", pa.string()),
+            ("task", task),
+            ("parent", parent),
+            ("ref_runtime_ms", pa.float64()),
+            ("edit_mode", pa.string()),
+            ("run_dir", pa.string()),
+            ("step", pa.int64()),
+            ("request_id", pa.int64()),
+            ("island", pa.int64()),
+            ("recorded", recorded),
+        ]
+    )
+    return pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(message)),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            ("extra_info", extra),
+        ]
+    )
 
 
 def select_rl(runs: Sequence[Run], config: RLConfig) -> tuple[dict[str, list[dict[str, Any]]], ExportSummary]:
@@ -287,7 +328,7 @@ def select_rl(runs: Sequence[Run], config: RLConfig) -> tuple[dict[str, list[dic
     rng = random.Random(config.seed)
     rng.shuffle(picked)
     if config.max_rows is not None and len(picked) > config.max_rows:
-        for _ in picked[config.max_rows:]:
+        for _ in picked[config.max_rows :]:
             summary.count("dropped:max-rows")
         picked = picked[: config.max_rows]
     val_tasks: set[str] = set()
@@ -307,8 +348,10 @@ def select_rl(runs: Sequence[Run], config: RLConfig) -> tuple[dict[str, list[dic
     for split, rows in splits.items():
         summary.kept_by.setdefault("split", {})[split] = len(rows)
         for row in rows:
-            for key, value in (("kind", row["extra_info"]["kind"]),
-                               ("difficulty", row["extra_info"]["task"]["difficulty"])):
+            for key, value in (
+                ("kind", row["extra_info"]["kind"]),
+                ("difficulty", row["extra_info"]["task"]["difficulty"]),
+            ):
                 bucket = summary.kept_by.setdefault(key, {})
                 bucket[value] = bucket.get(value, 0) + 1
     return splits, summary
@@ -337,7 +380,8 @@ def measure_rl(splits: dict[str, list[dict[str, Any]]], config: RLConfig, summar
         summary.warnings.append(
             f"prompts are up to {max(report.prompt)} tokens ({counter.method}); set the trainer's prompt limit "
             f"above that (verl: data.max_prompt_length; its default 512 drops them) or export with "
-            f"--max-tokens N --compact")
+            f"--max-tokens N --compact"
+        )
 
 
 def openrlhf_row(row: dict[str, Any]) -> dict[str, Any]:

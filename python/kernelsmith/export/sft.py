@@ -11,6 +11,7 @@ Then exact duplicates (same prompt and response) are dropped and the rest is
 balanced across difficulty categories. Every dropped step is counted under
 the reason it was dropped (:class:`ExportSummary`).
 """
+
 from __future__ import annotations
 
 import collections
@@ -106,10 +107,15 @@ class ExportSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "runs": list(self.runs), "steps_seen": self.steps_seen, "kept": self.kept,
+            "kind": self.kind,
+            "runs": list(self.runs),
+            "steps_seen": self.steps_seen,
+            "kept": self.kept,
             "reasons": dict(sorted(self.reasons.items())),
             "kept_by": {k: dict(sorted(v.items())) for k, v in sorted(self.kept_by.items())},
-            "config": self.config, "files": list(self.files), "lengths": self.lengths,
+            "config": self.config,
+            "files": list(self.files),
+            "lengths": self.lengths,
             "warnings": list(self.warnings),
         }
 
@@ -123,8 +129,10 @@ class ExportSummary:
             lengths = self.lengths
             for key in ("prompt_tokens", "completion_tokens"):
                 if lengths.get(key):
-                    lines.append(f"  {key.replace('_', ' ')} ({lengths['method']}): "
-                                 + ", ".join(f"{k} {v}" for k, v in lengths[key].items()))
+                    lines.append(
+                        f"  {key.replace('_', ' ')} ({lengths['method']}): "
+                        + ", ".join(f"{k} {v}" for k, v in lengths[key].items())
+                    )
             if lengths.get("rows_compacted"):
                 fallback = f"compacted {lengths['rows_compacted']} prompt(s) over {lengths['limit']} tokens"
                 lines.append("  " + (lengths.get("compacted_line") or fallback))
@@ -194,8 +202,9 @@ def select_sft(runs: Sequence[Run], config: SFTConfig) -> tuple[list[Sample], Ex
             if decision.startswith("dropped:"):
                 summary.count(decision)
                 continue
-            sample = Sample(prompt=step.prompt, response=step.response or "", reasoning=step.reasoning,
-                            meta=step_meta(step))
+            sample = Sample(
+                prompt=step.prompt, response=step.response or "", reasoning=step.reasoning, meta=step_meta(step)
+            )
             key = sample.key()
             if key in seen:
                 summary.count("dropped:duplicate-sample")
@@ -253,7 +262,7 @@ def _balance(samples: list[Sample], config: SFTConfig, summary: ExportSummary) -
         kept += group
     rng.shuffle(kept)
     if config.max_samples is not None and len(kept) > config.max_samples:
-        for _ in kept[config.max_samples:]:
+        for _ in kept[config.max_samples :]:
             summary.count("dropped:max-samples")
         kept = kept[: config.max_samples]
     return kept
@@ -275,9 +284,16 @@ def _assistant(sample: Sample, mode: str) -> dict[str, str]:
     return message
 
 
-def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig, *,
-              name: str = "kernelsmith_sft", llamafactory_style: str = "sharegpt",
-              conversational: bool = False) -> list[Path]:
+def write_sft(
+    samples: Sequence[Sample],
+    out: Path,
+    fmt: str,
+    config: SFTConfig,
+    *,
+    name: str = "kernelsmith_sft",
+    llamafactory_style: str = "sharegpt",
+    conversational: bool = False,
+) -> list[Path]:
     """Write samples to directory ``out``; returns the files written.
 
     Besides the data file, ``metadata.jsonl`` holds each sample's provenance,
@@ -298,8 +314,13 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
         if conversational:
             rows = ({"prompt": s.prompt, "completion": [_assistant(s, mode)]} for s in samples)
         else:
-            rows = ({"prompt": render_text(s.prompt), "completion": _assistant(s, "think" if mode == "think" else "drop")["content"]}
-                    for s in samples)
+            rows = (
+                {
+                    "prompt": render_text(s.prompt),
+                    "completion": _assistant(s, "think" if mode == "think" else "drop")["content"],
+                }
+                for s in samples
+            )
         write_jsonl(path, rows)
         files.append(path)
     elif fmt == "llamafactory":
@@ -309,7 +330,9 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
             system, rest = split_system(s.prompt)
             answer = _assistant(s, "think" if mode == "think" else "drop")["content"]
             if llamafactory_style == "alpaca":
-                rows.append({"instruction": render_text(rest).rstrip("\n"), "input": "", "output": answer, "system": system})
+                rows.append(
+                    {"instruction": render_text(rest).rstrip("\n"), "input": "", "output": answer, "system": system}
+                )
             else:
                 turns = [{"from": "human" if m["role"] == "user" else "gpt", "value": m["content"]} for m in rest]
                 rows.append({"conversations": turns + [{"from": "gpt", "value": answer}], "system": system})
@@ -325,19 +348,37 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
         # prompt and completion are both message lists: TRL's SFTTrainer
         # reads a prompt column as prompt-completion data, and a message-list
         # prompt with a plain-text completion is a TypeError there.
-        fields = [("messages", pa.list_(message)), ("prompt", pa.list_(message)), ("completion", pa.list_(message)),
-                  ("reasoning", pa.string())]
-        meta_types = {"step": pa.int64(), "request_id": pa.int64(), "parent_id": pa.int64(), "child_id": pa.int64(),
-                      "speedup_over_parent": pa.float64(), "speedup": pa.float64(), "coverage": pa.float64(),
-                      "sol_fraction": pa.float64()}
+        fields = [
+            ("messages", pa.list_(message)),
+            ("prompt", pa.list_(message)),
+            ("completion", pa.list_(message)),
+            ("reasoning", pa.string()),
+        ]
+        meta_types = {
+            "step": pa.int64(),
+            "request_id": pa.int64(),
+            "parent_id": pa.int64(),
+            "child_id": pa.int64(),
+            "speedup_over_parent": pa.float64(),
+            "speedup": pa.float64(),
+            "coverage": pa.float64(),
+            "sol_fraction": pa.float64(),
+        }
         meta_keys = list(samples[0].meta) if samples else list(step_meta_keys())
         fields += [(k, meta_types.get(k, pa.string())) for k in meta_keys]
         rows = []
         for s in samples:
             answer = _assistant(s, "think" if mode == "think" else "drop")["content"]
             reply = {"role": "assistant", "content": answer}
-            rows.append({"messages": [*s.prompt, reply], "prompt": s.prompt, "completion": [reply],
-                         "reasoning": s.reasoning or "", **s.meta})
+            rows.append(
+                {
+                    "messages": [*s.prompt, reply],
+                    "prompt": s.prompt,
+                    "completion": [reply],
+                    "reasoning": s.reasoning or "",
+                    **s.meta,
+                }
+            )
         write_parquet(path, rows, pa.schema(fields))
         files.append(path)
     meta_path = out / "metadata.jsonl"
@@ -347,5 +388,21 @@ def write_sft(samples: Sequence[Sample], out: Path, fmt: str, config: SFTConfig,
 
 
 def step_meta_keys() -> tuple[str, ...]:
-    return ("run_dir", "task_id", "task_name", "difficulty", "kind", "step", "request_id", "parent_id",
-            "child_id", "status", "model", "speedup_over_parent", "speedup", "coverage", "sol_fraction", "sol_bound")
+    return (
+        "run_dir",
+        "task_id",
+        "task_name",
+        "difficulty",
+        "kind",
+        "step",
+        "request_id",
+        "parent_id",
+        "child_id",
+        "status",
+        "model",
+        "speedup_over_parent",
+        "speedup",
+        "coverage",
+        "sol_fraction",
+        "sol_bound",
+    )

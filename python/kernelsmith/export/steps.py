@@ -6,6 +6,7 @@ step), the parent's source and runtime, the task it belongs to and the
 task's difficulty. :func:`load_run` joins the records of one run directory
 into :class:`Step` objects that carry all of that.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,14 @@ class TaskInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "name": self.name, "path": self.path, "original_path": self.original_path,
-            "reference_source": self.reference_source, "backend": self.backend,
-            "config_json": json.dumps(self.config, sort_keys=True), "difficulty": self.difficulty,
+            "id": self.id,
+            "name": self.name,
+            "path": self.path,
+            "original_path": self.original_path,
+            "reference_source": self.reference_source,
+            "backend": self.backend,
+            "config_json": json.dumps(self.config, sort_keys=True),
+            "difficulty": self.difficulty,
         }
 
 
@@ -105,7 +111,7 @@ class Step:
     # -- derived ------------------------------------------------------------
     @property
     def kind(self) -> str:
-        """"translation" when the parent is the PyTorch reference, else "optimization"."""
+        """ "translation" when the parent is the PyTorch reference, else "optimization"."""
         return "translation" if self.parent is not None and self.parent.is_reference else "optimization"
 
     @property
@@ -140,8 +146,11 @@ class Step:
         the evaluator's speed of light; (None, "") where it was not counted
         or the bound is unknown."""
         sol = getattr(self.evaluation, "speed_of_light", None) if self.evaluation is not None else None
-        if isinstance(sol, dict) and isinstance(sol.get("fraction"), (int, float)) \
-                and sol.get("bound") in ("memory", "compute"):
+        if (
+            isinstance(sol, dict)
+            and isinstance(sol.get("fraction"), (int, float))
+            and sol.get("bound") in ("memory", "compute")
+        ):
             return float(sol["fraction"]), str(sol["bound"])
         return None, ""
 
@@ -233,8 +242,14 @@ class DifficultyMap:
                 self.add(row[key], difficulty)
 
     def lookup(self, task: TaskInfo) -> Optional[str]:
-        candidates = [task.id, task.name, task.original_path, Path(task.original_path).name,
-                      Path(task.original_path).stem, Path(task.original_path).parent.name]
+        candidates = [
+            task.id,
+            task.name,
+            task.original_path,
+            Path(task.original_path).name,
+            Path(task.original_path).stem,
+            Path(task.original_path).parent.name,
+        ]
         for key in candidates:
             if key and key in self.entries:
                 return self.entries[key]
@@ -277,8 +292,12 @@ def _task_info(run_path: Path, snapshot: dict[str, Any]) -> TaskInfo:
     if difficulty is not None and "difficulty" in (yaml.safe_load(yaml_path.read_text()) or {}):
         cfg = from_dict(TaskConfig, {**raw_yaml, **overrides})
         cfg.name = cfg.name or copy.name
-        task = Task(reference_source=(copy / "reference.py").read_text(), config=cfg,
-                    seed_source=None, path=str(copy / "reference.py"))
+        task = Task(
+            reference_source=(copy / "reference.py").read_text(),
+            config=cfg,
+            seed_source=None,
+            path=str(copy / "reference.py"),
+        )
     else:
         task = Task.load(copy, **overrides)
     task_dict = task.to_dict()
@@ -311,8 +330,12 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
             ids = record.program_ids
             for pid in ids:
                 program = RecordedProgram(
-                    id=pid, source=record.child_source or "", status=str(record.status),
-                    metrics=dict(record.metrics or {}), is_reference=record.is_reference, is_seed=True,
+                    id=pid,
+                    source=record.child_source or "",
+                    status=str(record.status),
+                    metrics=dict(record.metrics or {}),
+                    is_reference=record.is_reference,
+                    is_seed=True,
                 )
                 run.programs[pid] = program
             if ids:
@@ -322,13 +345,17 @@ def load_run(path: str | Path, difficulty: DifficultyMap | None = None) -> Run:
             continue
         parent_id = int(record.parent_id) if record.parent_id is not None else -1
         parent = run.programs.get(parent_id)
-        run.steps.append(Step(run_dir=run.path, task=task, record=record, parent=parent,
-                              evaluation=evaluations.of(record)))
+        run.steps.append(
+            Step(run_dir=run.path, task=task, record=record, parent=parent, evaluation=evaluations.of(record))
+        )
         child = record.child
         if record.child_id is not None and child is not None:
             run.programs[int(record.child_id)] = RecordedProgram(
-                id=int(record.child_id), source=child.source, status=str(record.status),
-                metrics=dict(record.metrics or {}), parent_id=parent_id,
+                id=int(record.child_id),
+                source=child.source,
+                status=str(record.status),
+                metrics=dict(record.metrics or {}),
+                parent_id=parent_id,
             )
     run.steps.sort(key=lambda s: s.step)
     return run

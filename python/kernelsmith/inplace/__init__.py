@@ -1,6 +1,7 @@
 """In-place tasks: evolve a kernel where it lives, in a project's own source
 tree, checked by the project's own tests, delivered as a patch.
 See docs/in_place.md."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,6 +16,22 @@ from .task import InplaceTask, load_inplace
 #: prompt templates of in-place tasks (system.md, user.md); the others are kernelsmith's defaults
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
-__all__ = ["CONFIG_NAME", "InplaceConfig", "InplaceError", "InplaceEvaluator", "InplaceTask", "TEMPLATE_DIR",
-           "finish_run", "insert_markers", "is_inplace", "load_config", "load_inplace", "make_patch",
-           "render_summary", "run_tests", "save_config", "strip_markers", "write_task_copy"]
+__all__ = [
+    "CONFIG_NAME",
+    "InplaceConfig",
+    "InplaceError",
+    "InplaceEvaluator",
+    "InplaceTask",
+    "TEMPLATE_DIR",
+    "finish_run",
+    "insert_markers",
+    "is_inplace",
+    "load_config",
+    "load_inplace",
+    "make_patch",
+    "render_summary",
+    "run_tests",
+    "save_config",
+    "strip_markers",
+    "write_task_copy",
+]

@@ -5,6 +5,7 @@ Relative paths (``tree``, ``inputs``) are relative to the folder of the YAML
 file; paths inside the tree (``target.file``, ``python_path``) are relative to
 the tree.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -103,9 +104,13 @@ class InplaceConfig:
     def __post_init__(self) -> None:
         if self.kind != KIND:
             raise ConfigError(f"kind: must be '{KIND}', got {self.kind!r}")
-        for key, value in (("tree", self.tree), ("target.file", self.target.file),
-                           ("target.function", self.target.function), ("tests", self.tests),
-                           ("inputs", self.inputs)):
+        for key, value in (
+            ("tree", self.tree),
+            ("target.file", self.target.file),
+            ("target.function", self.target.function),
+            ("tests", self.tests),
+            ("inputs", self.inputs),
+        ):
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{key}: required (see docs/in_place.md)")
         if ":" not in self.inputs:
@@ -123,8 +128,11 @@ class InplaceConfig:
         if not isinstance(self.target.region, list) or not all(isinstance(n, str) for n in self.target.region):
             raise ConfigError("target.region: a list of top-level names")
         for i, entry in enumerate(self.target.annotate):
-            if not isinstance(entry, dict) or set(entry) != {"line", "replace"} or not all(
-                    isinstance(v, str) and v.strip() for v in entry.values()):
+            if (
+                not isinstance(entry, dict)
+                or set(entry) != {"line", "replace"}
+                or not all(isinstance(v, str) and v.strip() for v in entry.values())
+            ):
                 raise ConfigError(f"target.annotate[{i}]: a mapping with the keys line and replace (strings)")
             if "tune:" not in entry["replace"]:
                 raise ConfigError(f"target.annotate[{i}].replace: must hold a '# tune:' annotation")
@@ -153,8 +161,10 @@ def load_config(path: str | Path) -> tuple[InplaceConfig, Path]:
 def save_config(config: InplaceConfig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# kernelsmith in-place task (docs/in_place.md)\n"
-                    + yaml.safe_dump(to_dict(config), sort_keys=False, default_flow_style=None))
+    path.write_text(
+        "# kernelsmith in-place task (docs/in_place.md)\n"
+        + yaml.safe_dump(to_dict(config), sort_keys=False, default_flow_style=None)
+    )
     return path
 
 

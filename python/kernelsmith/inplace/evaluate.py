@@ -13,6 +13,7 @@
    target's forward; then paired, interleaved timing against the original on
    the same inputs (the first benchmark shape).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,13 @@ from ..result import EvalResult
 from .task import InplaceSpec, InplaceTask
 from .._astutil import parse as parse_source
 from ..backends import get_backend
-from ..backends.triton.autotune import (SITE_SEEDING_MANAGER, SITE_CACHE_MANAGER, persist_path, AutotuneStore,
-                                        write_site_folder)
+from ..backends.triton.autotune import (
+    SITE_SEEDING_MANAGER,
+    SITE_CACHE_MANAGER,
+    persist_path,
+    AutotuneStore,
+    write_site_folder,
+)
 from ..evaluator import Evaluator
 from .source import split_block
 
@@ -61,15 +67,26 @@ def test_environment(spec: InplaceSpec, root: Path, home: Path) -> dict[str, str
     env = scrub_env(dict(os.environ))
     paths = [str((root / p).resolve()) for p in spec.config.python_path]
     rest = env.get("PYTHONPATH", "")
-    env.update(PYTHONPATH=os.pathsep.join(paths + ([rest] if rest else [])), HOME=str(home), TMPDIR=str(home),
-               PYTHONDONTWRITEBYTECODE="1")
+    env.update(
+        PYTHONPATH=os.pathsep.join(paths + ([rest] if rest else [])),
+        HOME=str(home),
+        TMPDIR=str(home),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     # the kernel language's compile caches in the private home, as for a worker
     env.update(get_backend(spec.config.backend).worker_env(str(home)))
     return env
 
 
-def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
-              timeout_s: Optional[float] = None, autotune: Any = None, trusted: bool = False) -> dict[str, Any]:
+def run_tests(
+    spec: InplaceSpec,
+    root: Path,
+    *,
+    isolation: str = "auto",
+    timeout_s: Optional[float] = None,
+    autotune: Any = None,
+    trusted: bool = False,
+) -> dict[str, Any]:
     """Run the project's test command in ``root`` (a copy of the tree),
     sandboxed. Returns {passed, returncode, category, output, seconds, isolation}.
     ``autotune``: an AutotuneStore whose Triton autotune results the tests'
@@ -85,8 +102,11 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
     writable = []
     if autotune is not None:
         paths = autotune.job_paths(str(home))
-        env.update(PYTHONPATH=os.pathsep.join([autotune.site_dir, env["PYTHONPATH"]]),
-                   KERNELSMITH_AUTOTUNE_KNOWN=paths["known"], KERNELSMITH_AUTOTUNE_NEW=paths["new"])
+        env.update(
+            PYTHONPATH=os.pathsep.join([autotune.site_dir, env["PYTHONPATH"]]),
+            KERNELSMITH_AUTOTUNE_KNOWN=paths["known"],
+            KERNELSMITH_AUTOTUNE_NEW=paths["new"],
+        )
     trusted_kernels = env.get("KERNELSMITH_TRITON_TRUSTED_KERNELS")
     if trusted_kernels and trusted:
         # the project's own code, unchanged: what it compiles is the trusted
@@ -111,8 +131,14 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         env.pop("TRITON_CACHE_MANAGER", None)
         env.pop("KERNELSMITH_TRITON_TRUSTED_KERNELS", None)
     prefix, bwrap, _note = sandbox_prefix(isolation, str(root), writable=writable)
-    proc = subprocess.Popen(prefix + ["/bin/sh", "-c", command], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        prefix + ["/bin/sh", "-c", command],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
         rc: Optional[int] = proc.returncode
@@ -134,9 +160,15 @@ def run_tests(spec: InplaceSpec, root: Path, *, isolation: str = "auto",
         category = "crash"  # killed by a signal (the shell reports 128 + signal)
     else:
         category = "incorrect"
-    return {"passed": rc == 0, "returncode": rc, "category": category, "output": text[-OUTPUT_TAIL:],
-            "seconds": round(time.monotonic() - started, 2), "command": spec.config.tests,
-            "isolation": "bwrap" if bwrap else "process"}
+    return {
+        "passed": rc == 0,
+        "returncode": rc,
+        "category": category,
+        "output": text[-OUTPUT_TAIL:],
+        "seconds": round(time.monotonic() - started, 2),
+        "command": spec.config.tests,
+        "isolation": "bwrap" if bwrap else "process",
+    }
 
 
 class InplaceEvaluator:
@@ -164,8 +196,12 @@ class InplaceEvaluator:
         comparison, with the tests' autotune results (the pool's store
         refreshed from the kept file, ``AutotuneStore.refresh``)."""
         preload = getattr(self.inner, "preload", None)
-        if self._started is not None or preload is None or getattr(self.inner, "mode", "pool") != "pool" \
-                or (self.autotune_store(task) is not None and persist_path() is None):
+        if (
+            self._started is not None
+            or preload is None
+            or getattr(self.inner, "mode", "pool") != "pool"
+            or (self.autotune_store(task) is not None and persist_path() is None)
+        ):
             return  # (the records reach a pool made before them through the kept file only)
 
         def start() -> None:
@@ -179,8 +215,11 @@ class InplaceEvaluator:
         """The store of the Triton autotune results the project's tests
         hand on from one run to the next (None for other backends, or with
         KERNELSMITH_AUTOTUNE_HANDOVER=0)."""
-        if task.spec is None or not get_backend(task.spec.config.backend).autotunes \
-                or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0":
+        if (
+            task.spec is None
+            or not get_backend(task.spec.config.backend).autotunes
+            or os.environ.get("KERNELSMITH_AUTOTUNE_HANDOVER", "1") == "0"
+        ):
             return None
         if self._autotune is None:
             self._autotune_dir = tempfile.mkdtemp(prefix="ks-inplace-autotune-")
@@ -203,14 +242,20 @@ class InplaceEvaluator:
         if outside:
             # what the loop's edit step enforces, checked again here: the code
             # around the block is the project's (and outside the static checks)
-            return EvalResult(category="edit", error="the program changes code outside the EVOLVE block; only the "
-                                                     "block may change", wall_s=0.0)
+            return EvalResult(
+                category="edit",
+                error="the program changes code outside the EVOLVE block; only the block may change",
+                wall_s=0.0,
+            )
         file_text = spec.file_text(source)
         try:
             parse_source(file_text, filename=spec.config.target.file)
         except SyntaxError as exc:
-            return EvalResult(category="compile", error=f"{spec.config.target.file}: syntax error: {exc.msg} "
-                                                        f"(line {exc.lineno})", wall_s=0.0)
+            return EvalResult(
+                category="compile",
+                error=f"{spec.config.target.file}: syntax error: {exc.msg} (line {exc.lineno})",
+                wall_s=0.0,
+            )
         with tempfile.TemporaryDirectory(prefix="ks-inplace-") as tmp:
             with phases.step("copy the tree"):
                 root = copy_tree(spec.tree, Path(tmp) / "tree")
@@ -219,23 +264,35 @@ class InplaceEvaluator:
             with phases.step("project tests"):
                 # the unmodified file (task init's check) is the project's own
                 # code: its tests' autotune results serve the reference too
-                tests = run_tests(spec, root, isolation=self.isolation, autotune=self.autotune_store(task),
-                                  trusted=file_text == spec.original)
+                tests = run_tests(
+                    spec,
+                    root,
+                    isolation=self.isolation,
+                    autotune=self.autotune_store(task),
+                    trusted=file_text == spec.original,
+                )
         if not tests["passed"]:
-            what = {"timeout": f"the project's tests ran past their limit of {spec.config.tests_timeout_s:g} s "
-                               "(tests_timeout_s) and were killed",
-                    "crash": "the project's tests crashed"}.get(tests["category"], "the project's tests failed")
-            result = EvalResult(compiled=tests["category"] != "crash", category=tests["category"],
-                                error=f"{what} (`{tests['command']}`, exit status {tests['returncode']}):\n"
-                                      + tests["output"][-1500:])
+            what = {
+                "timeout": f"the project's tests ran past their limit of {spec.config.tests_timeout_s:g} s "
+                "(tests_timeout_s) and were killed",
+                "crash": "the project's tests crashed",
+            }.get(tests["category"], "the project's tests failed")
+            result = EvalResult(
+                compiled=tests["category"] != "crash",
+                category=tests["category"],
+                error=f"{what} (`{tests['command']}`, exit status {tests['returncode']}):\n" + tests["output"][-1500:],
+            )
             result.correctness = {"project_tests": _tests_record(tests)}
             result.wall_s = round(time.monotonic() - started, 3)
             return result
         program = spec.program(source)
         result = self._compare(task, spec, program)
-        result.correctness = {**result.correctness, "project_tests": _tests_record(tests),
-                              "dtypes": list(spec.config.compare.dtypes),
-                              "shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1]}
+        result.correctness = {
+            **result.correctness,
+            "project_tests": _tests_record(tests),
+            "dtypes": list(spec.config.compare.dtypes),
+            "shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1],
+        }
         result.wall_s = round(time.monotonic() - started, 3)
         return result
 

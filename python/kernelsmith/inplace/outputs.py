@@ -2,6 +2,7 @@
 own copy (``task/inplace.yaml`` with absolute paths, plus the comparison's
 ``reference.py`` and ``task.yaml`` so the export tools read the run like any
 other), ``best.patch`` and ``summary.md``."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,10 @@ def _command_benchmark(task: InplaceTask, patched_text: str, isolation: str) -> 
         return None
     pattern = re.compile(bench.time_regex)
     with tempfile.TemporaryDirectory(prefix="ks-inplace-bench-") as tmp:
-        roots = {"original": copy_tree(spec.tree, Path(tmp) / "original"),
-                 "patched": copy_tree(spec.tree, Path(tmp) / "patched")}
+        roots = {
+            "original": copy_tree(spec.tree, Path(tmp) / "original"),
+            "patched": copy_tree(spec.tree, Path(tmp) / "patched"),
+        }
         (roots["patched"] / spec.config.target.file).write_text(patched_text)
         outputs: dict[str, list[str]] = {"original": [], "patched": []}
 
@@ -60,22 +63,43 @@ def _command_benchmark(task: InplaceTask, patched_text: str, isolation: str) -> 
             home = root / ".ks-home"
             home.mkdir(exist_ok=True)
             prefix, _, _ = sandbox_prefix(isolation, str(root))
-            proc = subprocess.run(prefix + ["/bin/sh", "-c", with_interpreter(spec.command(bench.command))], cwd=root, capture_output=True, text=True,
-                                  env=test_environment(spec, root, home), timeout=spec.config.tests_timeout_s)
+            proc = subprocess.run(
+                prefix + ["/bin/sh", "-c", with_interpreter(spec.command(bench.command))],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                env=test_environment(spec, root, home),
+                timeout=spec.config.tests_timeout_s,
+            )
             text = proc.stdout + proc.stderr
             match = pattern.search(text)
             if proc.returncode != 0 or match is None:
-                raise RuntimeError(f"benchmark command on the {side} tree: exit {proc.returncode}, "
-                                   f"no time matching {bench.time_regex!r} in: {text[-500:]}")
+                raise RuntimeError(
+                    f"benchmark command on the {side} tree: exit {proc.returncode}, "
+                    f"no time matching {bench.time_regex!r} in: {text[-500:]}"
+                )
             outputs[side].append(match.group(0))
             return float(match.group(1))
 
-        comp = compare_samples(lambda: sample("original"), lambda: sample("patched"), unit=bench.unit,
-                               min_samples=bench.repeats, max_samples=bench.repeats, time_budget_s=1e9)
-    return {"command": bench.command, "speedup": comp.speedup, "ci_low": comp.speedup_low,
-            "ci_high": comp.speedup_high, "verdict": comp.verdict, "pairs": comp.n_pairs,
-            "original_ms": comp.reference_median_s * 1e3, "patched_ms": comp.candidate_median_s * 1e3,
-            "printed": outputs}
+        comp = compare_samples(
+            lambda: sample("original"),
+            lambda: sample("patched"),
+            unit=bench.unit,
+            min_samples=bench.repeats,
+            max_samples=bench.repeats,
+            time_budget_s=1e9,
+        )
+    return {
+        "command": bench.command,
+        "speedup": comp.speedup,
+        "ci_low": comp.speedup_low,
+        "ci_high": comp.speedup_high,
+        "verdict": comp.verdict,
+        "pairs": comp.n_pairs,
+        "original_ms": comp.reference_median_s * 1e3,
+        "patched_ms": comp.candidate_median_s * 1e3,
+        "printed": outputs,
+    }
 
 
 def _shape_timings(task: InplaceTask, evaluator: Any, best_source: str) -> list[dict[str, Any]]:
@@ -87,11 +111,21 @@ def _shape_timings(task: InplaceTask, evaluator: Any, best_source: str) -> list[
     for i, shape in enumerate(spec.config.benchmark.shapes):
         shape_task = spec.comparison_task(shape_index=i, compare_shapes=False, name_suffix=f"-shape{i}")
         result = evaluator.inner.evaluate(shape_task, program)
-        rows.append({"shape": shape, "dtype": shape_task.config.dtype, "correct": result.correct,
-                     "speedup": result.speedup, "ci_low": result.speedup_ci_low, "ci_high": result.speedup_ci_high,
-                     "verdict": result.timing_verdict, "runtime_ms": result.runtime_ms,
-                     "ref_runtime_ms": result.ref_runtime_ms, "unreliable": not result.timing_reliable,
-                     "error": "" if result.correct else (result.error or result.category)[:300]})
+        rows.append(
+            {
+                "shape": shape,
+                "dtype": shape_task.config.dtype,
+                "correct": result.correct,
+                "speedup": result.speedup,
+                "ci_low": result.speedup_ci_low,
+                "ci_high": result.speedup_ci_high,
+                "verdict": result.timing_verdict,
+                "runtime_ms": result.runtime_ms,
+                "ref_runtime_ms": result.ref_runtime_ms,
+                "unreliable": not result.timing_reliable,
+                "error": "" if result.correct else (result.error or result.category)[:300],
+            }
+        )
     return rows
 
 
@@ -106,13 +140,18 @@ def _check_patch(task: InplaceTask, patch_text: str, isolation: str, autotune: A
         root = copy_tree(spec.tree, Path(tmp) / "tree")
         patch_file = Path(tmp) / "best.patch"
         patch_file.write_text(patch_text)
-        applied = subprocess.run(["git", "apply", "--verbose", str(patch_file)], cwd=root, capture_output=True,
-                                 text=True, timeout=60)
+        applied = subprocess.run(
+            ["git", "apply", "--verbose", str(patch_file)], cwd=root, capture_output=True, text=True, timeout=60
+        )
         if applied.returncode != 0:
             return {"applies": False, "error": applied.stderr[-800:]}
         tests = run_tests(spec, root, isolation=isolation, autotune=autotune)
-    return {"applies": True, "tests_passed": tests["passed"], "tests_seconds": tests["seconds"],
-            "tests_output": tests["output"][-600:]}
+    return {
+        "applies": True,
+        "tests_passed": tests["passed"],
+        "tests_seconds": tests["seconds"],
+        "tests_output": tests["output"][-600:],
+    }
 
 
 def _changed_summary(original: str, patched: str) -> list[str]:
@@ -122,8 +161,11 @@ def _changed_summary(original: str, patched: str) -> list[str]:
     def defs(text: str) -> dict[str, str]:
         out = {}
         for node in parse_source(text).body:
-            names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else \
-                [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            names = (
+                [node.name]
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                else [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            )
             for name in names:
                 out[name] = ast.get_source_segment(text, node) or ""
         return out
@@ -142,8 +184,9 @@ def _changed_summary(original: str, patched: str) -> list[str]:
     return lines
 
 
-def finish_run(run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[str, Any],
-               isolation: str = "auto") -> dict[str, Any]:
+def finish_run(
+    run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[str, Any], isolation: str = "auto"
+) -> dict[str, Any]:
     """Write ``best.patch`` and ``summary.md`` (and ``inplace_summary.json``)."""
     spec = task.spec
     assert spec is not None
@@ -155,11 +198,19 @@ def finish_run(run_path: Path, task: InplaceTask, evaluator: Any, summary: dict[
     patched = spec.file_text(best_source)
     patch_text = make_patch(spec.original, patched, spec.config.target.file)
     (run_path / "best.patch").write_text(patch_text)
-    info: dict[str, Any] = {"target": f"{spec.config.target.file}:{spec.config.target.function}",
-                            "tree": str(spec.tree), "git_head": git_head(spec.tree), "tests": spec.config.tests,
-                            "changed": bool(patch_text), "run": summary,
-                            "compare": {"shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1],
-                                        "dtypes": spec.config.compare.dtypes, "trials": spec.config.compare.trials}}
+    info: dict[str, Any] = {
+        "target": f"{spec.config.target.file}:{spec.config.target.function}",
+        "tree": str(spec.tree),
+        "git_head": git_head(spec.tree),
+        "tests": spec.config.tests,
+        "changed": bool(patch_text),
+        "run": summary,
+        "compare": {
+            "shapes": spec.config.compare.shapes + spec.config.benchmark.shapes[:1],
+            "dtypes": spec.config.compare.dtypes,
+            "trials": spec.config.compare.trials,
+        },
+    }
     if patch_text:
         info["what_changed"] = _changed_summary(spec.original, patched)
         store = evaluator.autotune_store(task) if hasattr(evaluator, "autotune_store") else None
@@ -181,9 +232,12 @@ def _fmt(value: Optional[float], spec: str = ".3f") -> str:
 def render_summary(info: dict[str, Any]) -> str:
     run = info.get("run") or {}
     out = [f"# kernelsmith: `{info['target']}`", ""]
-    out.append(f"Tree `{info['tree']}`" + (f" at commit `{info['git_head'][:12]}`" if info.get("git_head") else "")
-               + f"; {run.get('steps', '?')} steps, stop reason {run.get('stop_reason', '?')}, "
-               f"{_fmt(run.get('wall_time_s'), '.0f')} s.")
+    out.append(
+        f"Tree `{info['tree']}`"
+        + (f" at commit `{info['git_head'][:12]}`" if info.get("git_head") else "")
+        + f"; {run.get('steps', '?')} steps, stop reason {run.get('stop_reason', '?')}, "
+        f"{_fmt(run.get('wall_time_s'), '.0f')} s."
+    )
     out.append("")
     if not info["changed"]:
         out += ["**No improvement found**: the best program is the original code; `best.patch` is empty.", ""]
@@ -196,45 +250,65 @@ def render_summary(info: dict[str, Any]) -> str:
     elif slower:
         verdict = "Verdict: slower than the original on some shape: do not merge it as a speed-up."
     elif not faster:
-        verdict = ("**No improvement found**: the best candidate is not shown faster than the original on any "
-                   "benchmark shape (every CI contains 1); `best.patch` holds it for inspection, not as a speed-up.")
+        verdict = (
+            "**No improvement found**: the best candidate is not shown faster than the original on any "
+            "benchmark shape (every CI contains 1); `best.patch` holds it for inspection, not as a speed-up."
+        )
     else:
-        verdict = (f"Verdict: faster on {len(faster)} of {len(shapes)} benchmark shapes (CI above 1), not "
-                   "distinguishable from the original on the others.")
+        verdict = (
+            f"Verdict: faster on {len(faster)} of {len(shapes)} benchmark shapes (CI above 1), not "
+            "distinguishable from the original on the others."
+        )
     out += [verdict, "", "## What changed", ""]
-    out += [f"- {line}" for line in info.get("what_changed", [])] + ["", "See `best.patch` (`git apply best.patch` in the tree).", ""]
-    out += ["## Speedup per benchmark shape", "",
-            "Paired, interleaved timing of the patched target against the original on the same inputs "
-            "(kernelsmith's harness), 95% confidence intervals.", "",
-            "| shape | dtype | original ms | patched ms | speedup | 95% CI | verdict |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    out += [f"- {line}" for line in info.get("what_changed", [])] + [
+        "",
+        "See `best.patch` (`git apply best.patch` in the tree).",
+        "",
+    ]
+    out += [
+        "## Speedup per benchmark shape",
+        "",
+        "Paired, interleaved timing of the patched target against the original on the same inputs "
+        "(kernelsmith's harness), 95% confidence intervals.",
+        "",
+        "| shape | dtype | original ms | patched ms | speedup | 95% CI | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in shapes:
         if not r.get("correct"):
             out.append(f"| {r['shape']} | {r['dtype']} | - | - | - | - | failed: {r.get('error', '')} |")
             continue
         note = " (timed under load)" if r.get("unreliable") else ""
-        out.append(f"| {r['shape']} | {r['dtype']} | {_fmt(r.get('ref_runtime_ms'))} | {_fmt(r.get('runtime_ms'))} | "
-                   f"{_fmt(r.get('speedup'))}x | [{_fmt(r.get('ci_low'))}, {_fmt(r.get('ci_high'))}] | "
-                   f"{r.get('verdict') or '-'}{note} |")
+        out.append(
+            f"| {r['shape']} | {r['dtype']} | {_fmt(r.get('ref_runtime_ms'))} | {_fmt(r.get('runtime_ms'))} | "
+            f"{_fmt(r.get('speedup'))}x | [{_fmt(r.get('ci_low'))}, {_fmt(r.get('ci_high'))}] | "
+            f"{r.get('verdict') or '-'}{note} |"
+        )
     bench = info.get("command_benchmark")
     if bench:
         out += ["", "## The project's benchmark command", ""]
         if bench.get("error"):
             out.append(f"`{bench.get('command', '')}` failed: {bench['error']}")
         else:
-            out.append(f"`{bench['command']}`, original and patched tree alternately, {bench['pairs']} pairs: "
-                       f"{_fmt(bench['original_ms'])} ms -> {_fmt(bench['patched_ms'])} ms, speedup "
-                       f"{_fmt(bench['speedup'])}x [{_fmt(bench['ci_low'])}, {_fmt(bench['ci_high'])}] ({bench['verdict']}).")
+            out.append(
+                f"`{bench['command']}`, original and patched tree alternately, {bench['pairs']} pairs: "
+                f"{_fmt(bench['original_ms'])} ms -> {_fmt(bench['patched_ms'])} ms, speedup "
+                f"{_fmt(bench['speedup'])}x [{_fmt(bench['ci_low'])}, {_fmt(bench['ci_high'])}] ({bench['verdict']})."
+            )
     check = info.get("patch_check") or {}
     out += ["", "## Tests run", ""]
     compare = info.get("compare") or {}
-    out.append(f"- every candidate: the project's tests `{info['tests']}` in a sandboxed copy of the tree, then "
-               f"kernelsmith's randomized comparison with the original on fresh random inputs of shapes "
-               f"{compare.get('shapes', '?')} in {', '.join(compare.get('dtypes', []))}, with the evaluator's "
-               "integrity checks on the target's forward")
+    out.append(
+        f"- every candidate: the project's tests `{info['tests']}` in a sandboxed copy of the tree, then "
+        f"kernelsmith's randomized comparison with the original on fresh random inputs of shapes "
+        f"{compare.get('shapes', '?')} in {', '.join(compare.get('dtypes', []))}, with the evaluator's "
+        "integrity checks on the target's forward"
+    )
     if check.get("applies"):
-        out.append(f"- `best.patch` applied with `git apply` to a fresh copy of the original tree: the project's tests "
-                   f"{'passed' if check.get('tests_passed') else 'FAILED'} ({check.get('tests_seconds')} s)")
+        out.append(
+            f"- `best.patch` applied with `git apply` to a fresh copy of the original tree: the project's tests "
+            f"{'passed' if check.get('tests_passed') else 'FAILED'} ({check.get('tests_seconds')} s)"
+        )
     elif check:
         out.append(f"- `best.patch` did NOT apply: {check.get('error', '')}")
     return "\n".join(out) + "\n"

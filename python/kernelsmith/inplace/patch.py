@@ -1,5 +1,6 @@
 """``best.patch``: the candidate's change to the target file as a git-format
 diff that ``git apply`` (and ``patch -p1``) take on the original tree."""
+
 from __future__ import annotations
 
 import difflib

@@ -1,6 +1,7 @@
 """Source text of the target: EVOLVE-BLOCK markers, and the two programs the
 evaluator compares (the original file and the candidate file, each with a
 small wrapper)."""
+
 from __future__ import annotations
 
 import ast
@@ -57,20 +58,24 @@ def insert_markers(text: str, names: Sequence[str], filename: str = "<target>") 
     last = max(spans[n][1] for n in names)
     lines = text.splitlines()
     indent = ""
-    out = lines[: first - 1] + [indent + INSERTED_START] + lines[first - 1: last] + [INSERTED_END] + lines[last:]
+    out = lines[: first - 1] + [indent + INSERTED_START] + lines[first - 1 : last] + [INSERTED_END] + lines[last:]
     return "\n".join(out) + "\n"
 
 
 def strip_markers(text: str) -> str:
     """The file as it goes into the tree: kernelsmith's own marker lines removed
     (markers the user wrote stay)."""
-    kept = [line for line in text.splitlines(keepends=True)
-            if line.rstrip("\r\n").strip() not in (INSERTED_START, INSERTED_END)]
+    kept = [
+        line
+        for line in text.splitlines(keepends=True)
+        if line.rstrip("\r\n").strip() not in (INSERTED_START, INSERTED_END)
+    ]
     return "".join(kept)
 
 
-def seed_program(original: str, target_function: str, region: Sequence[str], filename: str,
-                 annotate: Sequence[dict] = ()) -> str:
+def seed_program(
+    original: str, target_function: str, region: Sequence[str], filename: str, annotate: Sequence[dict] = ()
+) -> str:
     """The program the search starts from: the target file, with markers
     inserted around the region unless the file already has its own, and the
     ``annotate`` line replacements (tunables for the mutator) made inside the
@@ -88,18 +93,22 @@ def seed_program(original: str, target_function: str, region: Sequence[str], fil
     for entry in annotate:
         hits = [i for i in range(lo + 1, hi) if lines[i].strip() == entry["line"].strip()]
         if len(hits) != 1:
-            raise InplaceError(f"{filename}: target.annotate line {entry['line']!r} is found "
-                               f"{len(hits)} times inside the EVOLVE block (must be exactly once)")
+            raise InplaceError(
+                f"{filename}: target.annotate line {entry['line']!r} is found "
+                f"{len(hits)} times inside the EVOLVE block (must be exactly once)"
+            )
         i = hits[0]
         indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
         new = [indent + part for part in entry["replace"].splitlines()]
-        lines[i: i + 1] = new
+        lines[i : i + 1] = new
         hi += len(new) - 1
     program = "\n".join(lines) + "\n"
     try:
         parse_source(program)
     except SyntaxError as exc:
-        raise InplaceError(f"{filename}: target.annotate makes the file invalid: {exc.msg} (line {exc.lineno})") from None
+        raise InplaceError(
+            f"{filename}: target.annotate makes the file invalid: {exc.msg} (line {exc.lineno})"
+        ) from None
     return program
 
 
@@ -153,16 +162,20 @@ def hoist_future(text: str) -> tuple[list[str], str]:
 
 
 def _header(tree_paths: Sequence[str]) -> str:
-    return ("import sys as _ks_sys\n"
-            f"for _ks_path in reversed({list(tree_paths)!r}):\n"
-            "    if _ks_path not in _ks_sys.path:\n"
-            "        _ks_sys.path.insert(0, _ks_path)\n")
+    return (
+        "import sys as _ks_sys\n"
+        f"for _ks_path in reversed({list(tree_paths)!r}):\n"
+        "    if _ks_path not in _ks_sys.path:\n"
+        "        _ks_sys.path.insert(0, _ks_path)\n"
+    )
 
 
 def _header_line(tree_paths: Sequence[str]) -> str:
     """:func:`_header` as one statement line."""
-    return (f"import sys as _ks_sys; [_ks_sys.path.insert(0, _ks_p) for _ks_p in reversed({list(tree_paths)!r}) "
-            "if _ks_p not in _ks_sys.path]")
+    return (
+        f"import sys as _ks_sys; [_ks_sys.path.insert(0, _ks_p) for _ks_p in reversed({list(tree_paths)!r}) "
+        "if _ks_p not in _ks_sys.path]"
+    )
 
 
 def split_block(text: str) -> tuple[str, str, str]:
@@ -173,8 +186,8 @@ def split_block(text: str) -> tuple[str, str, str]:
     ends = [i for i, ln in enumerate(lines) if ln.strip().startswith(END)]
     if not starts or not ends or ends[-1] < starts[0]:
         return "", text, ""
-    inner = [ln for ln in lines[starts[0] + 1: ends[-1]] if not ln.strip().startswith((START, END))]
-    return "".join(lines[: starts[0]]), "".join(inner), "".join(lines[ends[-1] + 1:])
+    inner = [ln for ln in lines[starts[0] + 1 : ends[-1]] if not ln.strip().startswith((START, END))]
+    return "".join(lines[: starts[0]]), "".join(inner), "".join(lines[ends[-1] + 1 :])
 
 
 def _bound_names(body: Sequence[ast.stmt]) -> list[str]:
@@ -236,7 +249,8 @@ def _plain_imports(text: str) -> list[tuple[str, list[str]]]:
     out = []
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
-                isinstance(node, ast.ImportFrom) and (node.module == "__future__" or node.level)):
+            isinstance(node, ast.ImportFrom) and (node.module == "__future__" or node.level)
+        ):
             if any(a.name == "*" for a in node.names):
                 continue
             out.append((ast.unparse(node), _bound_names([node])))
@@ -272,12 +286,13 @@ def candidate_program(file_text: str, *, module: str, function: str, tree_paths:
     head = _aligned_head(statements, prefix.count("\n"))
     if head is None:  # the block starts on the file's first line: nothing to align with
         head = "\n".join(statements) + "\n\n"
-    return (head + body.rstrip("\n")
-            + "\n\n\n# -- kernelsmith in-place wrapper: the target as the evaluated forward --\n"
-            "import torch as _ks_torch\n\n\n"
-            "class ModelNew(_ks_torch.nn.Module):\n"
-            "    def forward(self, *args):\n"
-            f"        return {function}(*args)\n")
+    return (
+        head + body.rstrip("\n") + "\n\n\n# -- kernelsmith in-place wrapper: the target as the evaluated forward --\n"
+        "import torch as _ks_torch\n\n\n"
+        "class ModelNew(_ks_torch.nn.Module):\n"
+        "    def forward(self, *args):\n"
+        f"        return {function}(*args)\n"
+    )
 
 
 def _aligned_head(statements: Sequence[str], lines: int) -> Optional[str]:
@@ -297,8 +312,19 @@ def _aligned_head(statements: Sequence[str], lines: int) -> Optional[str]:
     return "; ".join(statements) + "\n" + "\n" * (lines - 1)
 
 
-_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
-             ast.With, ast.AsyncWith, ast.Try, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.Match,
+) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 
 
 def _on_first_line(head: str, body: str) -> Optional[str]:
@@ -317,15 +343,24 @@ def _on_first_line(head: str, body: str) -> Optional[str]:
     text = lines[0]
     if not starts:  # a comment or a blank line
         stripped = text.rstrip("\r\n")
-        rest = text[len(stripped):] or "\n"
+        rest = text[len(stripped) :] or "\n"
         return head + ("  " + stripped.strip() if stripped.strip() else "") + rest + "".join(lines[1:])
     if isinstance(first, _COMPOUND):
         return None
     return head + "; " + text + "".join(lines[1:])
 
 
-def reference_program(file_text: str, inputs_text: str, *, module: str, function: str, tree_paths: Sequence[str],
-                      inputs_function: str, shapes: dict[str, list], dtype: str) -> str:
+def reference_program(
+    file_text: str,
+    inputs_text: str,
+    *,
+    module: str,
+    function: str,
+    tree_paths: Sequence[str],
+    inputs_function: str,
+    shapes: dict[str, list],
+    dtype: str,
+) -> str:
     """The reference of the comparison: the original file, the user's inputs
     generator, ``Model`` calling the original target and one ``get_inputs*``
     function per shape (``shapes``: function name -> shape). The file's
@@ -336,15 +371,19 @@ def reference_program(file_text: str, inputs_text: str, *, module: str, function
     future = sorted(set(future1 + future2))
     getters = "".join(
         f"\n\ndef {name}():\n    return list({inputs_function}({tuple(shape)!r}, _ks_torch.{dtype}))\n"
-        for name, shape in shapes.items())
+        for name, shape in shapes.items()
+    )
     aligned = _on_first_line("; ".join(future + [_header_line(tree_paths)]), body)
     if aligned is None:
         aligned = "\n".join(future) + ("\n" if future else "") + _header(tree_paths) + body
-    return (aligned.rstrip("\n")
-            + "\n\n\n# -- the inputs generator of the in-place task --\n" + inputs_body.rstrip("\n")
-            + "\n\n\n# -- kernelsmith in-place wrapper: the original target as the reference --\n"
-            "import torch as _ks_torch\n\n\n"
-            "class Model(_ks_torch.nn.Module):\n"
-            "    def forward(self, *args):\n"
-            f"        return {function}(*args)\n\n\n"
-            "def get_init_inputs():\n    return []\n" + getters)
+    return (
+        aligned.rstrip("\n")
+        + "\n\n\n# -- the inputs generator of the in-place task --\n"
+        + inputs_body.rstrip("\n")
+        + "\n\n\n# -- kernelsmith in-place wrapper: the original target as the reference --\n"
+        "import torch as _ks_torch\n\n\n"
+        "class Model(_ks_torch.nn.Module):\n"
+        "    def forward(self, *args):\n"
+        f"        return {function}(*args)\n\n\n"
+        "def get_init_inputs():\n    return []\n" + getters
+    )

@@ -2,6 +2,7 @@
 loop and the evaluator already know (a program to evolve, a reference to
 compare with), plus what only an in-place task has (the tree, the project's
 tests, the patch)."""
+
 from __future__ import annotations
 
 import re
@@ -62,17 +63,25 @@ class InplaceSpec:
         for line in text.splitlines(keepends=True):
             body = line.rstrip("\r\n")
             if body not in own and re.search(r"\s*#\s*tune\s*:", body):
-                line = re.sub(r"\s*#\s*tune\s*:.*$", "", body) + line[len(body):]
+                line = re.sub(r"\s*#\s*tune\s*:.*$", "", body) + line[len(body) :]
             out.append(line)
         return "".join(out)
 
     def program(self, candidate: str) -> str:
         """The evaluator's program for a candidate file (ModelNew = the candidate's target)."""
-        return candidate_program(candidate, module=self.module, function=self.config.target.function,
-                                 tree_paths=self.tree_paths)
+        return candidate_program(
+            candidate, module=self.module, function=self.config.target.function, tree_paths=self.tree_paths
+        )
 
-    def comparison_task(self, *, dtype: Optional[str] = None, shape_index: int = 0, compare_shapes: bool = True,
-                        timed: bool = True, name_suffix: str = "") -> Task:
+    def comparison_task(
+        self,
+        *,
+        dtype: Optional[str] = None,
+        shape_index: int = 0,
+        compare_shapes: bool = True,
+        timed: bool = True,
+        name_suffix: str = "",
+    ) -> Task:
         """A KernelBench-format task: the original target as ``Model`` on
         benchmark shape ``shape_index`` (trials and timing), the comparison
         shapes as extra inputs."""
@@ -84,13 +93,27 @@ class InplaceSpec:
             for i, shape in enumerate(c.compare.shapes):
                 shapes[f"get_inputs_compare_{i}"] = list(shape)
                 extra.append(f"get_inputs_compare_{i}")
-        ref = reference_program(self.original, self.inputs_source, module=self.module, function=c.target.function,
-                                tree_paths=self.tree_paths, inputs_function=self.inputs_function,
-                                shapes=shapes, dtype=dtype)
+        ref = reference_program(
+            self.original,
+            self.inputs_source,
+            module=self.module,
+            function=c.target.function,
+            tree_paths=self.tree_paths,
+            inputs_function=self.inputs_function,
+            shapes=shapes,
+            dtype=dtype,
+        )
         cfg = TaskConfig(
-            name=c.name + name_suffix, backend=c.backend, dtype=dtype, atol=c.compare.atol, rtol=c.compare.rtol,
-            trials=c.compare.trials, extra_inputs=extra, allowed_torch_ops=list(c.allowed_torch_ops),
-            timeout_s=c.timeout_s, description=c.description,
+            name=c.name + name_suffix,
+            backend=c.backend,
+            dtype=dtype,
+            atol=c.compare.atol,
+            rtol=c.compare.rtol,
+            trials=c.compare.trials,
+            extra_inputs=extra,
+            allowed_torch_ops=list(c.allowed_torch_ops),
+            timeout_s=c.timeout_s,
+            description=c.description,
             timing=TimingConfig(enabled=timed, repeats=3, input_sets=1),
         )
         return Task(reference_source=ref, config=cfg, path=str(self.config_path))
@@ -136,14 +159,20 @@ class InplaceSpec:
         """What the prompt shows in place of a reference module: the target
         file as it is, the callers, the tests, what is compared and timed."""
         c = self.config
-        parts = [f"Target: `{c.target.function}` in `{c.target.file}` (module `{self.module}`) of the tree "
-                 f"`{self.tree.name}`. The program below is that whole file; only the EVOLVE block changes, and "
-                 "the result goes back into the tree as a patch.",
-                 f"Correctness: the project's own tests (`{c.tests}`) must pass, and `{c.target.function}` must "
-                 f"match the original on random inputs of shapes {c.compare.shapes + c.benchmark.shapes} in "
-                 f"{', '.join(c.compare.dtypes)}.",
-                 f"Speed: timed against the original on shapes {c.benchmark.shapes} (the first one scores).",
-                 "", f"### The original file `{c.target.file}`", "```python", self.original.rstrip("\n"), "```"]
+        parts = [
+            f"Target: `{c.target.function}` in `{c.target.file}` (module `{self.module}`) of the tree "
+            f"`{self.tree.name}`. The program below is that whole file; only the EVOLVE block changes, and "
+            "the result goes back into the tree as a patch.",
+            f"Correctness: the project's own tests (`{c.tests}`) must pass, and `{c.target.function}` must "
+            f"match the original on random inputs of shapes {c.compare.shapes + c.benchmark.shapes} in "
+            f"{', '.join(c.compare.dtypes)}.",
+            f"Speed: timed against the original on shapes {c.benchmark.shapes} (the first one scores).",
+            "",
+            f"### The original file `{c.target.file}`",
+            "```python",
+            self.original.rstrip("\n"),
+            "```",
+        ]
         callers = self.callers()
         if callers:
             parts += ["", "### Callers in the tree"]
@@ -155,7 +184,13 @@ class InplaceSpec:
                 text = text[:MAX_TEST_CHARS] + "\n# ... (cut)"
             shown = test.relative_to(self.tree).as_posix() if test.is_relative_to(self.tree) else test.name
             parts += ["", f"### Test file `{shown}`", "```python", text.rstrip("\n"), "```"]
-        parts += ["", "### Inputs generator (shape, dtype) -> arguments", "```python", self.inputs_source.rstrip("\n"), "```"]
+        parts += [
+            "",
+            "### Inputs generator (shape, dtype) -> arguments",
+            "```python",
+            self.inputs_source.rstrip("\n"),
+            "```",
+        ]
         return "\n".join(parts)
 
 
@@ -191,18 +226,31 @@ def load_inplace(path: str | Path, *, tree: Optional[str | Path] = None) -> Inpl
     inputs_path = base / inputs_file
     if not inputs_path.is_file():
         raise InplaceError(f"{config_path}: inputs file {inputs_path} not found")
-    spec = InplaceSpec(config=config, config_path=config_path.resolve(), base=base, tree=tree_path,
-                       original=target.read_text(), inputs_source=inputs_path.read_text(),
-                       inputs_function=inputs_function, module=module_name(config.target.file, config.python_path))
+    spec = InplaceSpec(
+        config=config,
+        config_path=config_path.resolve(),
+        base=base,
+        tree=tree_path,
+        original=target.read_text(),
+        inputs_source=inputs_path.read_text(),
+        inputs_function=inputs_function,
+        module=module_name(config.target.file, config.python_path),
+    )
     if not re.search(rf"^def\s+{re.escape(inputs_function)}\s*\(", spec.inputs_source, re.MULTILINE):
         raise InplaceError(f"{inputs_path}: defines no top-level function {inputs_function}(shape, dtype)")
     head = config.target.function.split(".")[0]
     if not re.search(rf"^((async\s+)?def|class)\s+{re.escape(head)}\s*[(:]", spec.original, re.MULTILINE):
-        raise InplaceError(f"{target}: defines no top-level function or class {head} "
-                           f"(target.function {config.target.function})")
+        raise InplaceError(
+            f"{target}: defines no top-level function or class {head} (target.function {config.target.function})"
+        )
     base_task = spec.comparison_task()
-    return InplaceTask(reference_source=base_task.reference_source, config=base_task.config,
-                       seed_source=spec.seed(), path=str(spec.config_path), spec=spec)
+    return InplaceTask(
+        reference_source=base_task.reference_source,
+        config=base_task.config,
+        seed_source=spec.seed(),
+        path=str(spec.config_path),
+        spec=spec,
+    )
 
 
 def git_head(tree: Path) -> str:

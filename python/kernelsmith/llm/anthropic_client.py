@@ -1,4 +1,5 @@
 """Anthropic messages API, thinking blocks included."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,9 @@ from .thinking import join_reasoning, split_thinking
 from .types import Completion
 
 
-def anthropic_env(base_url: Optional[str] = None, api_key: Optional[str] = None,
-                  api_key_env: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
+def anthropic_env(
+    base_url: Optional[str] = None, api_key: Optional[str] = None, api_key_env: Optional[str] = None
+) -> tuple[Optional[str], Optional[str]]:
     base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
     if api_key is None:
         api_key = os.environ.get(api_key_env or "ANTHROPIC_API_KEY") or None
@@ -38,9 +40,17 @@ class AnthropicClient(BaseClient):
 
     provider = "anthropic"
 
-    def __init__(self, name: str, *, api_key: Optional[str] = None, base_url: Optional[str] = None,
-                 api_key_env: Optional[str] = None, thinking_budget: Optional[int] = None,
-                 stream: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        api_key_env: Optional[str] = None,
+        thinking_budget: Optional[int] = None,
+        stream: bool = True,
+        **kwargs: Any,
+    ) -> None:
         base_url, api_key = anthropic_env(base_url, api_key, api_key_env)
         if api_key is None:
             raise ValueError(f"anthropic:{name}: no API key: set {api_key_env or 'ANTHROPIC_API_KEY'}")
@@ -55,16 +65,21 @@ class AnthropicClient(BaseClient):
     def _make_sdk(self) -> Any:
         anthropic = import_sdk("anthropic")
 
-        return anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, max_retries=0,
-                                        timeout=self.defaults.timeout_s)
+        return anthropic.AsyncAnthropic(
+            api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.defaults.timeout_s
+        )
 
     async def _send(self, messages: list[dict[str, Any]], p: dict[str, Any]) -> Completion:
         system_parts = [m["content"] for m in messages if m.get("role") == "system"]
         chat = [{"role": m["role"], "content": m["content"]} for m in messages if m.get("role") != "system"]
         if not chat:
             raise ValueError("anthropic: at least one user message is needed besides the system prompt")
-        kwargs: dict[str, Any] = {"model": self.name, "messages": chat, "max_tokens": p["max_tokens"],
-                                  "timeout": p["timeout"]}
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "messages": chat,
+            "max_tokens": p["max_tokens"],
+            "timeout": p["timeout"],
+        }
         if system_parts:
             kwargs["system"] = "\n\n".join(str(s) for s in system_parts)
         # Sampling and thinking fields go through extra_body: SDK releases
@@ -117,12 +132,17 @@ def parse_message(resp: Any) -> Completion:
     prompt = 0
     if u is not None:
         # Cached prompt tokens are reported apart from input_tokens.
-        prompt = sum(int(getattr(u, f, 0) or 0) for f in
-                     ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        prompt = sum(
+            int(getattr(u, f, 0) or 0)
+            for f in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
     usage = usage_from(prompt, getattr(u, "output_tokens", 0) if u is not None else 0)
-    return Completion(text=text, reasoning=join_reasoning("\n\n".join(t for t in thoughts if t) or None,
-                                                          tag_reasoning),
-                      usage=usage, finish_reason=getattr(resp, "stop_reason", None))
+    return Completion(
+        text=text,
+        reasoning=join_reasoning("\n\n".join(t for t in thoughts if t) or None, tag_reasoning),
+        usage=usage,
+        finish_reason=getattr(resp, "stop_reason", None),
+    )
 
 
 def collect_stream(events: list[Any]) -> Completion:
@@ -138,13 +158,17 @@ def collect_stream(events: list[Any]) -> Completion:
             started = True
             u = getattr(ev.message, "usage", None)
             if u is not None:
-                prompt = sum(int(getattr(u, f, 0) or 0) for f in
-                             ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+                prompt = sum(
+                    int(getattr(u, f, 0) or 0)
+                    for f in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+                )
                 output = int(getattr(u, "output_tokens", 0) or 0)
         elif kind == "content_block_start":
             block = ev.content_block
-            blocks[ev.index] = {"type": getattr(block, "type", None),
-                                "text": getattr(block, "text", None) or getattr(block, "thinking", None) or ""}
+            blocks[ev.index] = {
+                "type": getattr(block, "type", None),
+                "text": getattr(block, "text", None) or getattr(block, "thinking", None) or "",
+            }
         elif kind == "content_block_delta":
             b = blocks.setdefault(ev.index, {"type": None, "text": ""})
             delta = ev.delta
@@ -165,5 +189,9 @@ def collect_stream(events: list[Any]) -> Completion:
     ordered = [blocks[i] for i in sorted(blocks)]
     text, tag_reasoning = split_thinking("".join(b["text"] for b in ordered if b["type"] == "text"))
     thoughts = "\n\n".join(b["text"] for b in ordered if b["type"] == "thinking" and b["text"]) or None
-    return Completion(text=text, reasoning=join_reasoning(thoughts, tag_reasoning),
-                      usage=usage_from(prompt, output), finish_reason=stop_reason)
+    return Completion(
+        text=text,
+        reasoning=join_reasoning(thoughts, tag_reasoning),
+        usage=usage_from(prompt, output),
+        finish_reason=stop_reason,
+    )

@@ -5,6 +5,7 @@ A provider subclass only builds the SDK client, sends one request and turns
 the SDK's answer into a :class:`Completion`; every retry is ours (the SDKs'
 own retries are switched off) so attempts are counted and bounded.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .redact import mask_key, redact, register_secret
-from .types import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FATAL_KINDS, BudgetExceeded,
-                    Completion, LLMError, LLMTimeoutError, Usage)
+from .types import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    FATAL_KINDS,
+    BudgetExceeded,
+    Completion,
+    LLMError,
+    LLMTimeoutError,
+    Usage,
+)
 from .usage import UsageMeter
 
 log = logging.getLogger("kernelsmith.llm")
@@ -128,10 +138,18 @@ class BaseClient:
 
     provider = ""
 
-    def __init__(self, name: str, *, api_key: Optional[str], base_url: Optional[str],
-                 defaults: Optional[SamplingDefaults] = None, retry: Optional[RetryPolicy] = None,
-                 max_concurrency: int = 8, meter: Optional[UsageMeter] = None,
-                 rng: Optional[random.Random] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: Optional[str],
+        base_url: Optional[str],
+        defaults: Optional[SamplingDefaults] = None,
+        retry: Optional[RetryPolicy] = None,
+        max_concurrency: int = 8,
+        meter: Optional[UsageMeter] = None,
+        rng: Optional[random.Random] = None,
+    ) -> None:
         if not name:
             raise ValueError(f"{self.provider} client: model name must not be empty")
         if max_concurrency < 1:
@@ -154,8 +172,10 @@ class BaseClient:
         self.max_in_flight = 0
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
-                f"api_key={mask_key(self._api_key)}, max_concurrency={self.max_concurrency})")
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
+            f"api_key={mask_key(self._api_key)}, max_concurrency={self.max_concurrency})"
+        )
 
     __str__ = __repr__
 
@@ -195,9 +215,14 @@ class BaseClient:
         if isinstance(exc, sdk.APIStatusError):
             status = exc.status_code
             kind = status_kind(status, f"{exc.message} {getattr(exc, 'code', '') or ''} {exc.body!r}")
-            return Failure(kind, f"HTTP {status}: {exc.message}", str(exc.message), status=status,
-                           retry_after=parse_retry_after(exc.response.headers),
-                           retryable=kind not in FATAL_KINDS and status in self.retry.retry_statuses)
+            return Failure(
+                kind,
+                f"HTTP {status}: {exc.message}",
+                str(exc.message),
+                status=status,
+                retry_after=parse_retry_after(exc.response.headers),
+                retryable=kind not in FATAL_KINDS and status in self.retry.retry_statuses,
+            )
         if isinstance(exc, (sdk.APIResponseValidationError, json.JSONDecodeError, self.malformed_error)):
             return Failure("malformed", f"malformed response: {exc}", str(exc), retryable=True)
         raise exc
@@ -234,8 +259,7 @@ class BaseClient:
         merged["extra"] = extra
         return merged
 
-    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None,
-                       **params: Any) -> Completion:
+    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None, **params: Any) -> Completion:
         """Send ``messages``; retry transient failures; count usage.
 
         ``pick_key`` is accepted (and ignored) so callers can pass it to any
@@ -266,13 +290,16 @@ class BaseClient:
                     # The SDK timeout bounds each read; wait_for bounds the
                     # whole request, so a server that trickles bytes cannot
                     # hold a slot for ever.
-                    completion = await asyncio.wait_for(self._send(messages, merged),
-                                                        timeout=merged["timeout"])
+                    completion = await asyncio.wait_for(self._send(messages, merged), timeout=merged["timeout"])
                 except (BudgetExceeded, asyncio.CancelledError):
                     raise
                 except asyncio.TimeoutError:
-                    last = Failure("timeout", f"no answer within {merged['timeout']:g}s",
-                                   f"no answer within {merged['timeout']:g}s", retryable=True)
+                    last = Failure(
+                        "timeout",
+                        f"no answer within {merged['timeout']:g}s",
+                        f"no answer within {merged['timeout']:g}s",
+                        retryable=True,
+                    )
                 except Exception as exc:  # noqa: BLE001 -- classified below, re-raised if unknown
                     last = self._classify(exc)
                 else:
@@ -285,19 +312,30 @@ class BaseClient:
                 self.meter.record_failure(self.model, attempts=attempts)
                 cls = LLMTimeoutError if last.kind == "timeout" else LLMError
                 what = "failed" if not last.retryable else f"failed after {attempts} attempts"
-                raise cls(redact(f"{self.model}: request {what}: {last.message}"),
-                          model=self.model, attempts=attempts, status=last.status,
-                          retryable=last.retryable, kind=last.kind,
-                          provider_message=redact(last.provider_message))
+                raise cls(
+                    redact(f"{self.model}: request {what}: {last.message}"),
+                    model=self.model,
+                    attempts=attempts,
+                    status=last.status,
+                    retryable=last.retryable,
+                    kind=last.kind,
+                    provider_message=redact(last.provider_message),
+                )
             wait = self.retry.delay(attempts, last.retry_after, self._rng)
-            log.warning("%s", redact(f"{self.model}: attempt {attempts}/{self.retry.max_attempts} "
-                                     f"failed ({last.message}); retrying in {wait:.2f}s"))
+            log.warning(
+                "%s",
+                redact(
+                    f"{self.model}: attempt {attempts}/{self.retry.max_attempts} "
+                    f"failed ({last.message}); retrying in {wait:.2f}s"
+                ),
+            )
             await asyncio.sleep(wait)
         completion.model = self.model
         completion.attempts = attempts
         completion.latency_s = time.monotonic() - start
-        completion.cost_usd = self.meter.record(self.model, completion.usage, attempts=attempts,
-                                                latency_s=completion.latency_s)
+        completion.cost_usd = self.meter.record(
+            self.model, completion.usage, attempts=attempts, latency_s=completion.latency_s
+        )
         return completion
 
 
@@ -320,5 +358,6 @@ def import_sdk(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise ImportError(f"the '{name}' package is needed for '{name}:' models; "
-                          "install it with: pip install 'kernelsmith[llm]'") from exc
+        raise ImportError(
+            f"the '{name}' package is needed for '{name}:' models; install it with: pip install 'kernelsmith[llm]'"
+        ) from exc

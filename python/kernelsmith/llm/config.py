@@ -1,4 +1,5 @@
 """LLM configuration (YAML section ``llm``) and the client factories."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,12 +19,14 @@ PROVIDERS = {"openai": OpenAIClient, "anthropic": AnthropicClient}
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """"openai:NAME" -> ("openai", "NAME"). NAME may itself hold colons
+    """ "openai:NAME" -> ("openai", "NAME"). NAME may itself hold colons
     (e.g. "openai:qwen3:32b" for an Ollama-style name)."""
     provider, sep, name = spec.partition(":")
     if not sep or not name or provider not in PROVIDERS:
-        raise ValueError(f"model spec {spec!r}: expected 'PROVIDER:NAME' with PROVIDER one of "
-                         f"{', '.join(sorted(PROVIDERS))} (e.g. 'openai:gpt-4.1', 'anthropic:claude-sonnet-4-5')")
+        raise ValueError(
+            f"model spec {spec!r}: expected 'PROVIDER:NAME' with PROVIDER one of "
+            f"{', '.join(sorted(PROVIDERS))} (e.g. 'openai:gpt-4.1', 'anthropic:claude-sonnet-4-5')"
+        )
     return provider, name
 
 
@@ -100,13 +103,23 @@ class LLMConfig:
         return UsageMeter(prices=self.prices, budget=self.budget)
 
 
-def make_client(spec: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
-                api_key_env: Optional[str] = None, meter: Optional[UsageMeter] = None,
-                temperature: Optional[float] = DEFAULT_TEMPERATURE, top_p: Optional[float] = DEFAULT_TOP_P,
-                max_tokens: int = DEFAULT_MAX_TOKENS, timeout_s: float = 900.0,
-                max_concurrency: int = 8, retry: Optional[RetryPolicy] = None,
-                extra: Optional[dict[str, Any]] = None, seed: Optional[int] = None,
-                **provider_kwargs: Any) -> BaseClient:
+def make_client(
+    spec: str,
+    *,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+    api_key_env: Optional[str] = None,
+    meter: Optional[UsageMeter] = None,
+    temperature: Optional[float] = DEFAULT_TEMPERATURE,
+    top_p: Optional[float] = DEFAULT_TOP_P,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    timeout_s: float = 900.0,
+    max_concurrency: int = 8,
+    retry: Optional[RetryPolicy] = None,
+    extra: Optional[dict[str, Any]] = None,
+    seed: Optional[int] = None,
+    **provider_kwargs: Any,
+) -> BaseClient:
     """A client for ``spec`` ("openai:NAME" / "anthropic:NAME").
 
     ``base_url`` / ``api_key`` override the environment; ``provider_kwargs``
@@ -116,12 +129,21 @@ def make_client(spec: str, *, base_url: Optional[str] = None, api_key: Optional[
     provider, name = parse_spec(spec)
     if provider == "anthropic" and top_p == DEFAULT_TOP_P:
         top_p = None
-    defaults = SamplingDefaults(temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                                timeout_s=timeout_s, extra=dict(extra or {}))
-    return PROVIDERS[provider](name, api_key=api_key, base_url=base_url, api_key_env=api_key_env,
-                               defaults=defaults, retry=retry, max_concurrency=max_concurrency,
-                               meter=meter, rng=random.Random(seed) if seed is not None else None,
-                               **provider_kwargs)
+    defaults = SamplingDefaults(
+        temperature=temperature, top_p=top_p, max_tokens=max_tokens, timeout_s=timeout_s, extra=dict(extra or {})
+    )
+    return PROVIDERS[provider](
+        name,
+        api_key=api_key,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        defaults=defaults,
+        retry=retry,
+        max_concurrency=max_concurrency,
+        meter=meter,
+        rng=random.Random(seed) if seed is not None else None,
+        **provider_kwargs,
+    )
 
 
 def build_client(config: LLMConfig, meter: Optional[UsageMeter] = None) -> Union[BaseClient, EnsembleClient]:
@@ -147,13 +169,20 @@ def build_client(config: LLMConfig, meter: Optional[UsageMeter] = None) -> Union
         if not m.sampling:
             temperature = top_p = None
         client = make_client(
-            m.spec, base_url=m.base_url, api_key_env=m.api_key_env, meter=meter,
+            m.spec,
+            base_url=m.base_url,
+            api_key_env=m.api_key_env,
+            meter=meter,
             temperature=temperature,
             top_p=top_p,
             max_tokens=m.max_tokens if m.max_tokens is not None else config.max_tokens,
             timeout_s=config.timeout_s,
             max_concurrency=m.max_concurrency if m.max_concurrency is not None else config.max_concurrency,
-            retry=config.retry, extra=m.extra, seed=config.seed * 1000 + i, **kwargs)
+            retry=config.retry,
+            extra=m.extra,
+            seed=config.seed * 1000 + i,
+            **kwargs,
+        )
         members.append((client, m.weight))
     if len(members) == 1:
         return members[0][0]  # type: ignore[return-value]

@@ -1,4 +1,5 @@
 """Several models with weights behind one client."""
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,9 @@ class EnsembleClient:
     names the member that answered.
     """
 
-    def __init__(self, members: Sequence[tuple[LLMClient, float]], *, seed: int = 0,
-                 meter: Optional[UsageMeter] = None) -> None:
+    def __init__(
+        self, members: Sequence[tuple[LLMClient, float]], *, seed: int = 0, meter: Optional[UsageMeter] = None
+    ) -> None:
         if not members:
             raise ValueError("ensemble: at least one model is needed")
         for client, weight in members:
@@ -59,8 +61,7 @@ class EnsembleClient:
         self._draws += 1
         return self._choose(self._rng.random())
 
-    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None,
-                       **params: Any) -> Completion:
+    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None, **params: Any) -> Completion:
         return await self.pick(pick_key).complete(messages, **params)
 
     async def aclose(self) -> None:

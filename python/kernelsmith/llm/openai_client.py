@@ -1,4 +1,5 @@
 """OpenAI-compatible chat completions (OpenAI, vLLM, SGLang, LMDeploy, ...)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ from .types import Completion
 PLACEHOLDER_KEY = "EMPTY"
 
 
-def openai_env(base_url: Optional[str] = None, api_key: Optional[str] = None,
-               api_key_env: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
+def openai_env(
+    base_url: Optional[str] = None, api_key: Optional[str] = None, api_key_env: Optional[str] = None
+) -> tuple[Optional[str], Optional[str]]:
     """Resolve (base_url, api_key): arguments first, then OPENAI_BASE_URL (or
     its older name OPENAI_API_BASE) and OPENAI_API_KEY (or ``api_key_env``)."""
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or None
@@ -41,19 +43,28 @@ class OpenAIClient(BaseClient):
 
     provider = "openai"
 
-    def __init__(self, name: str, *, api_key: Optional[str] = None, base_url: Optional[str] = None,
-                 api_key_env: Optional[str] = None, max_tokens_param: str = "max_tokens",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        api_key_env: Optional[str] = None,
+        max_tokens_param: str = "max_tokens",
+        **kwargs: Any,
+    ) -> None:
         base_url, api_key = openai_env(base_url, api_key, api_key_env)
         if api_key is None:
             if base_url is None:
                 raise ValueError(
                     f"openai:{name}: no API key: set {api_key_env or 'OPENAI_API_KEY'} "
-                    "(or OPENAI_BASE_URL for a local server that needs none)")
+                    "(or OPENAI_BASE_URL for a local server that needs none)"
+                )
             api_key = PLACEHOLDER_KEY
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
-            raise ValueError("max_tokens_param must be 'max_tokens' or 'max_completion_tokens', "
-                             f"got {max_tokens_param!r}")
+            raise ValueError(
+                f"max_tokens_param must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}"
+            )
         self.max_tokens_param = max_tokens_param
         super().__init__(name, api_key=api_key, base_url=base_url, **kwargs)
 
@@ -61,12 +72,17 @@ class OpenAIClient(BaseClient):
         openai = import_sdk("openai")
 
         # max_retries=0: our loop in BaseClient is the only retry layer.
-        return openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0,
-                                  timeout=self.defaults.timeout_s)
+        return openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.defaults.timeout_s
+        )
 
     async def _send(self, messages: list[dict[str, Any]], p: dict[str, Any]) -> Completion:
-        kwargs: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": p["timeout"],
-                                  self.max_tokens_param: p["max_tokens"]}
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "messages": messages,
+            "timeout": p["timeout"],
+            self.max_tokens_param: p["max_tokens"],
+        }
         if p["temperature"] is not None:
             kwargs["temperature"] = p["temperature"]
         if p["top_p"] is not None:
@@ -95,13 +111,23 @@ def parse_chat_completion(resp: Any) -> Completion:
     # newer vLLM in reasoning.
     field_reasoning = _field(msg, "reasoning_content") or _field(msg, "reasoning")
     if field_reasoning is not None and not isinstance(field_reasoning, str):
-        field_reasoning = json.dumps(field_reasoning) if not hasattr(field_reasoning, "model_dump_json") \
+        field_reasoning = (
+            json.dumps(field_reasoning)
+            if not hasattr(field_reasoning, "model_dump_json")
             else field_reasoning.model_dump_json()
+        )
     text, tag_reasoning = split_thinking(msg.content or "")
     u = getattr(resp, "usage", None)
     details = getattr(u, "completion_tokens_details", None) if u is not None else None
-    usage = usage_from(getattr(u, "prompt_tokens", 0), getattr(u, "completion_tokens", 0),
-                       getattr(details, "reasoning_tokens", None) if details is not None else None,
-                       getattr(u, "total_tokens", 0))
-    return Completion(text=text, reasoning=join_reasoning(field_reasoning, tag_reasoning),
-                      usage=usage, finish_reason=choice.finish_reason)
+    usage = usage_from(
+        getattr(u, "prompt_tokens", 0),
+        getattr(u, "completion_tokens", 0),
+        getattr(details, "reasoning_tokens", None) if details is not None else None,
+        getattr(u, "total_tokens", 0),
+    )
+    return Completion(
+        text=text,
+        reasoning=join_reasoning(field_reasoning, tag_reasoning),
+        usage=usage,
+        finish_reason=choice.finish_reason,
+    )

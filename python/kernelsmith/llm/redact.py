@@ -6,6 +6,7 @@ loop can pass prompts, responses, errors and log lines through it before they
 reach the trajectory or a log. :func:`scrub_env` removes key variables from an
 environment before a worker process (which runs candidate code) starts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -75,8 +76,7 @@ def redact(text: str, extra_secrets: Iterable[str] = ()) -> str:
     if not text:
         return text
     with _lock:
-        values = sorted(_secrets.union(s for s in extra_secrets if s and len(s) >= 4),
-                        key=len, reverse=True)
+        values = sorted(_secrets.union(s for s in extra_secrets if s and len(s) >= 4), key=len, reverse=True)
     for value in values:
         if value in text:
             text = text.replace(value, MASK)

@@ -1,4 +1,5 @@
 """Separate a thinking model's reasoning from its visible answer."""
+
 from __future__ import annotations
 
 import re
@@ -31,11 +32,11 @@ def split_thinking(content: Optional[str]) -> tuple[str, Optional[str]]:
     close = _CLOSE.search(text)
     if close is not None and not _OPEN.search(text[: close.start()]):
         parts.insert(0, text[: close.start()].strip())
-        text = text[close.end():]
+        text = text[close.end() :]
     stripped = text.lstrip()
     opened = _OPEN.match(stripped)
     if opened is not None:
-        parts.append(stripped[opened.end():].strip())
+        parts.append(stripped[opened.end() :].strip())
         text = ""
     if not parts:
         return content, None

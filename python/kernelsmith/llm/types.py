@@ -1,5 +1,6 @@
 """Common types of the LLM clients: a completion, its token usage, the client
 protocol and the errors a caller must tell apart (budget reached vs. failure)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,8 +52,13 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Usage":
-        return cls(**{k: data[k] for k in ("prompt_tokens", "completion_tokens",
-                                            "reasoning_tokens", "total_tokens") if k in data})
+        return cls(
+            **{
+                k: data[k]
+                for k in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens")
+                if k in data
+            }
+        )
 
 
 @dataclass
@@ -95,8 +101,7 @@ class LLMClient(Protocol):
 
     model: str
 
-    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None,
-                       **params: Any) -> Completion:
+    async def complete(self, messages: list[dict[str, Any]], *, pick_key: Any = None, **params: Any) -> Completion:
         """Answer chat ``messages`` ([{"role", "content"}, ...]).
 
         ``params``: temperature, top_p, max_tokens, timeout (seconds) and
@@ -106,8 +111,7 @@ class LLMClient(Protocol):
         """
         ...
 
-    async def aclose(self) -> None:
-        ...
+    async def aclose(self) -> None: ...
 
 
 #: How a request failed. auth: 401/403 (key missing, wrong or revoked);
@@ -115,8 +119,18 @@ class LLMClient(Protocol):
 #: "credit balance is too low"); not-found: 404 (no such model or endpoint);
 #: bad-request: another 4xx the server will refuse again; rate-limit, server,
 #: timeout, connection, malformed: transient, retried with backoff first.
-FAILURE_KINDS = ("auth", "quota", "not-found", "bad-request", "rate-limit", "server", "timeout",
-                 "connection", "malformed", "other")
+FAILURE_KINDS = (
+    "auth",
+    "quota",
+    "not-found",
+    "bad-request",
+    "rate-limit",
+    "server",
+    "timeout",
+    "connection",
+    "malformed",
+    "other",
+)
 FATAL_KINDS = ("auth", "quota", "not-found")
 
 
@@ -128,9 +142,17 @@ class LLMError(RuntimeError):
     an API key (it is passed through :func:`redact`).
     """
 
-    def __init__(self, message: str, *, model: str = "", attempts: int = 0,
-                 status: Optional[int] = None, retryable: bool = False, kind: str = "other",
-                 provider_message: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str = "",
+        attempts: int = 0,
+        status: Optional[int] = None,
+        retryable: bool = False,
+        kind: str = "other",
+        provider_message: str = "",
+    ) -> None:
         super().__init__(message)
         self.model = model
         self.attempts = attempts
@@ -147,8 +169,15 @@ class LLMError(RuntimeError):
         return self.kind in FATAL_KINDS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "status": self.status, "model": self.model, "attempts": self.attempts,
-                "message": str(self), "provider_message": self.provider_message, "fatal": self.fatal}
+        return {
+            "kind": self.kind,
+            "status": self.status,
+            "model": self.model,
+            "attempts": self.attempts,
+            "message": str(self),
+            "provider_message": self.provider_message,
+            "fatal": self.fatal,
+        }
 
 
 class LLMTimeoutError(LLMError):

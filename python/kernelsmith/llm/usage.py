@@ -6,6 +6,7 @@ and :meth:`UsageMeter.record` after each answer; the loop reads
 :meth:`UsageMeter.summary` for the progress bar and the run summary, and saves
 :meth:`UsageMeter.to_dict` in checkpoints so a resumed run keeps its spend.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,7 @@ class Price:
     output_per_mtok: float = 0.0
 
     def cost(self, usage: Usage) -> float:
-        return (usage.prompt_tokens * self.input_per_mtok
-                + usage.completion_tokens * self.output_per_mtok) / 1e6
+        return (usage.prompt_tokens * self.input_per_mtok + usage.completion_tokens * self.output_per_mtok) / 1e6
 
 
 @dataclass
@@ -64,8 +64,9 @@ class UsageMeter:
     the overshoot is at most the concurrency limit times one answer.
     """
 
-    def __init__(self, prices: Optional[Mapping[str, Price | Mapping[str, float]]] = None,
-                 budget: Optional[Budget] = None) -> None:
+    def __init__(
+        self, prices: Optional[Mapping[str, Price | Mapping[str, float]]] = None, budget: Optional[Budget] = None
+    ) -> None:
         self._lock = threading.Lock()
         self.prices: dict[str, Price] = {}
         for model, price in (prices or {}).items():
@@ -126,7 +127,9 @@ class UsageMeter:
             raise BudgetExceeded(
                 f"a money budget (max_usd={b.max_usd}) is set but model '{model}' has no price; "
                 "add it under prices or use a token budget",
-                spent_tokens=self.total_tokens, spent_usd=self.total_usd)
+                spent_tokens=self.total_tokens,
+                spent_usd=self.total_usd,
+            )
         reason = self.exhausted_reason()
         if reason is not None:
             raise BudgetExceeded(reason, spent_tokens=self.total_tokens, spent_usd=self.total_usd)

@@ -1,4 +1,5 @@
 """Evolution prompts: templates, the builder and the feedback renderer."""
+
 from __future__ import annotations
 
 from .builder import (

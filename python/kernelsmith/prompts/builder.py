@@ -8,6 +8,7 @@ dicts all work: a program has ``id``, ``source``, ``parent_id``, ``island``,
 request has ``island``, ``parent``, ``inspirations``, ``mode`` and
 ``iteration``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -261,8 +262,12 @@ class PromptBuilder:
             unknown = sorted(p.name for p in folder.glob("*.md") if p.name not in TEMPLATE_NAMES)
             if unknown:
                 # A misspelt override would silently fall back to the default.
-                log.warning("prompt.template_dir %s: ignoring unknown templates %s (known: %s)",
-                            tdir, ", ".join(unknown), ", ".join(TEMPLATE_NAMES))
+                log.warning(
+                    "prompt.template_dir %s: ignoring unknown templates %s (known: %s)",
+                    tdir,
+                    ", ".join(unknown),
+                    ", ".join(TEMPLATE_NAMES),
+                )
         self.templates = {name: load_template(name, tdir) for name in TEMPLATE_NAMES}
 
     # -- rendering -------------------------------------------------------
@@ -297,7 +302,7 @@ class PromptBuilder:
         if not parts.history and not parts.dropped_history:
             return ""
         out = ["", "## Previous attempts", "Most recent last, with their results:"]
-        ordered = sorted(parts.history, key=lambda p: (_get(p, "iteration") or 0))
+        ordered = sorted(parts.history, key=lambda p: _get(p, "iteration") or 0)
         for p in ordered:
             line = f"- {_program_header(p)}: {format_metrics(_get(p, 'metrics'))}"
             outcome = _outcome_line(p)
@@ -333,9 +338,7 @@ class PromptBuilder:
             "task_description": f"{desc}\n" if desc else "",
             "reference": self.reference_source.rstrip("\n"),
             "history": self._render_history(parts),
-            "top_programs": self._render_programs(
-                "Top programs", "The best programs found so far:", parts.top
-            ),
+            "top_programs": self._render_programs("Top programs", "The best programs found so far:", parts.top),
             "inspirations": self._render_programs(
                 "Inspirations", "Diverse programs to borrow ideas from:", parts.inspirations
             ),
@@ -393,7 +396,7 @@ class PromptBuilder:
 
         hist = others(history)
         # Keep the most recent attempts when there are more than allowed.
-        hist = sorted(hist, key=lambda p: (_get(p, "iteration") or 0))
+        hist = sorted(hist, key=lambda p: _get(p, "iteration") or 0)
         over = max(0, len(hist) - cfg.max_history)
         parts = _Parts(
             history=hist[over:],
@@ -427,8 +430,9 @@ class PromptBuilder:
             lst = getattr(parts, kind)
             while total > cap and len(lst) > 1:
                 victim = lst.pop()
-                parts.dropped.append({"kind": "top_programs" if kind == "top" else kind,
-                                      "id": _get(victim, "id"), "reason": "input_cap"})
+                parts.dropped.append(
+                    {"kind": "top_programs" if kind == "top" else kind, "id": _get(victim, "id"), "reason": "input_cap"}
+                )
                 user, total = render()
         while total > cap and parts.log_chars > 400:
             parts.log_chars //= 2
@@ -439,14 +443,13 @@ class PromptBuilder:
             lst = getattr(parts, kind)
             while total > cap and lst:
                 victim = lst.pop()
-                parts.dropped.append({"kind": "top_programs" if kind == "top" else kind,
-                                      "id": _get(victim, "id"), "reason": "input_cap"})
+                parts.dropped.append(
+                    {"kind": "top_programs" if kind == "top" else kind, "id": _get(victim, "id"), "reason": "input_cap"}
+                )
                 user, total = render()
         over_cap = total > cap
         if over_cap:
-            notes.append(
-                f"prompt still has ~{total} tokens, over the cap of {cap}, after dropping all optional parts"
-            )
+            notes.append(f"prompt still has ~{total} tokens, over the cap of {cap}, after dropping all optional parts")
             log.warning("prompt over the input cap: ~%d tokens > %d", total, cap)
 
         meta = {

@@ -1,4 +1,5 @@
 """Proposers: where candidate programs come from (an LLM, offline mutation, a replay)."""
+
 from __future__ import annotations
 
 from .base import Proposal, Proposer, ProposerExhausted

@@ -3,6 +3,7 @@
 Every proposer returns text as if a model wrote it (a fenced program or
 SEARCH/REPLACE blocks), so the loop applies all of them the same way.
 """
+
 from __future__ import annotations
 
 import abc

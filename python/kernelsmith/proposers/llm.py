@@ -1,4 +1,5 @@
 """The LLM proposer: sends the prompt to a chat client."""
+
 from __future__ import annotations
 
 import time
@@ -55,8 +56,13 @@ class LLMProposer(Proposer):
                 raise
             return self._failed(request, exc, exc.to_dict(), started)
         except Exception as exc:  # noqa: BLE001 -- any client failure is one failed step
-            info = {"kind": "other", "status": None, "model": str(getattr(self.client, "model", "") or ""),
-                    "message": f"{type(exc).__name__}: {exc}", "fatal": False}
+            info = {
+                "kind": "other",
+                "status": None,
+                "model": str(getattr(self.client, "model", "") or ""),
+                "message": f"{type(exc).__name__}: {exc}",
+                "fatal": False,
+            }
             return self._failed(request, exc, info, started)
         latency = getattr(completion, "latency_s", None)
         return Proposal(

@@ -22,6 +22,7 @@ neighbouring allowed value with probability ``neighbor_prob``, else to a
 random other one). The random stream depends only on (seed, iteration,
 retry), so a run is reproducible and resumable.
 """
+
 from __future__ import annotations
 
 import ast
@@ -64,8 +65,14 @@ class Tunable:
     value_span: tuple[int, int]  # column span of the value text in the line
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "name": self.name, "line": self.line, "value": self.value,
-                "choices": list(self.choices), "spec": self.spec}
+        return {
+            "key": self.key,
+            "name": self.name,
+            "line": self.line,
+            "value": self.value,
+            "choices": list(self.choices),
+            "spec": self.spec,
+        }
 
 
 def _parse_spec(spec: str, line_no: int) -> list[Any]:
@@ -95,9 +102,7 @@ def _parse_spec(spec: str, line_no: int) -> list[Any]:
         try:
             parsed = ast.literal_eval(spec)
         except (ValueError, SyntaxError) as exc:
-            raise TuneSyntaxError(
-                f"{where}: expected [v1, v2, ...], range(lo, hi[, step]) or pow2(lo, hi)"
-            ) from exc
+            raise TuneSyntaxError(f"{where}: expected [v1, v2, ...], range(lo, hi[, step]) or pow2(lo, hi)") from exc
         if not isinstance(parsed, (list, tuple)):
             raise TuneSyntaxError(f"{where}: expected a list of values")
         choices = list(parsed)
@@ -126,8 +131,10 @@ def _tunables_or_problem(source: str) -> tuple[list[Tunable], str | None]:
     except TuneSyntaxError as exc:
         return [], str(exc)
     if not any(any(c != t.value for c in t.choices) for t in tunables):
-        return [], ("no tunable values to mutate: annotate values inside the EVOLVE blocks with "
-                    "'# tune: [v1, v2, ...]' (see docs/edits_prompts_proposers.md)")
+        return [], (
+            "no tunable values to mutate: annotate values inside the EVOLVE blocks with "
+            "'# tune: [v1, v2, ...]' (see docs/edits_prompts_proposers.md)"
+        )
     return tunables, None
 
 
@@ -158,8 +165,17 @@ def parse_tunables(source: str, *, evolvable_only: bool = True) -> list[Tunable]
         counts[name] = counts.get(name, 0) + 1
         key = name if counts[name] == 1 else f"{name}#{counts[name]}"
         start = match.start("value")
-        found.append(Tunable(key=key, name=name, line=i, value=value, choices=_parse_spec(match["spec"], i),
-                             spec=match["spec"], value_span=(start, start + len(match["value"]))))
+        found.append(
+            Tunable(
+                key=key,
+                name=name,
+                line=i,
+                value=value,
+                choices=_parse_spec(match["spec"], i),
+                spec=match["spec"],
+                value_span=(start, start + len(match["value"])),
+            )
+        )
     return found
 
 
@@ -242,8 +258,11 @@ class MutationProposer(Proposer):
                 theirs = {t.key: t.value for t in parse_tunables(source)}
             except TuneSyntaxError:
                 continue
-            diffs = {t.key: theirs[t.key] for t in mine
-                     if t.key in theirs and theirs[t.key] != t.value and theirs[t.key] in t.choices}
+            diffs = {
+                t.key: theirs[t.key]
+                for t in mine
+                if t.key in theirs and theirs[t.key] != t.value and theirs[t.key] in t.choices
+            }
             if diffs:
                 donors.append((getattr(insp, "id", None) if not isinstance(insp, Mapping) else insp.get("id"), diffs))
         if not donors:
@@ -254,7 +273,9 @@ class MutationProposer(Proposer):
         self._last_donor = donor_id
         return {k: diffs[k] for k in taken}
 
-    def _draw(self, rng: random.Random, tunables: list[Tunable], inspirations: Sequence[Any]) -> tuple[dict[str, Any], str]:
+    def _draw(
+        self, rng: random.Random, tunables: list[Tunable], inspirations: Sequence[Any]
+    ) -> tuple[dict[str, Any], str]:
         movable = [t for t in tunables if any(c != t.value for c in t.choices)]
         self._last_donor = None
         if inspirations and rng.random() < self.crossover_rate:
@@ -285,10 +306,13 @@ class MutationProposer(Proposer):
         ]
         summary = ", ".join(f"{c['key']} {c['old']!r} -> {c['new']!r} (line {c['line']})" for c in described)
         origin = f" from inspiration {self._last_donor}" if how == "crossover" and self._last_donor else ""
-        text = (f"Offline {how}{origin} (seed {self.seed}, iteration {iteration}): {summary}.\n\n"
-                f"```python\n{candidate.rstrip(chr(10))}\n```\n")
+        text = (
+            f"Offline {how}{origin} (seed {self.seed}, iteration {iteration}): {summary}.\n\n"
+            f"```python\n{candidate.rstrip(chr(10))}\n```\n"
+        )
         return Proposal(
-            text=text, model=self.name,
+            text=text,
+            model=self.name,
             usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
             meta={"operator": how, "changes": described, "attempts": attempt + 1, "donor": self._last_donor},
         )

@@ -14,6 +14,7 @@ ProposerExhausted past the last recorded iteration; ``match="order"``
 returns the records one after the other regardless of the request.
 Blank lines are skipped; a broken line is an error naming its line number.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,7 +64,8 @@ class ReplayProposer(Proposer):
         if self.match == "order":
             if self._next >= len(self.records):
                 raise ProposerExhausted(
-                    f"replay: all {len(self.records)} recorded steps of {self.path} have been replayed")
+                    f"replay: all {len(self.records)} recorded steps of {self.path} have been replayed"
+                )
             record = self.records[self._next]
             self._next += 1
             return record
@@ -75,7 +77,8 @@ class ReplayProposer(Proposer):
             last = max(self.by_iteration) if self.by_iteration else None
             raise ProposerExhausted(
                 f"replay: {self.path} has no step for iteration {iteration} (recorded iterations: "
-                f"{min(self.by_iteration) if self.by_iteration else '-'}..{last}, {len(self.records)} records)")
+                f"{min(self.by_iteration) if self.by_iteration else '-'}..{last}, {len(self.records)} records)"
+            )
         return record
 
     async def propose(self, request: Any, messages: Sequence[Mapping[str, str]] = ()) -> Proposal:

@@ -6,6 +6,7 @@ ancestor chain with metrics), the best kernel with a diff against its
 parent, per-step feedback (status, errors, hack reasons, timing), token
 usage and cost.
 """
+
 from __future__ import annotations
 
 import base64
@@ -57,8 +58,7 @@ class RunView:
             import yaml
 
             config = yaml.safe_load((path / "config.yaml").read_text()) or {}
-        view = cls(path=path, steps=load_steps(path), summary=summary, config=config,
-                   evaluations=EvalStore.load(path))
+        view = cls(path=path, steps=load_steps(path), summary=summary, config=config, evaluations=EvalStore.load(path))
         for record in view.steps:
             for pid in record.program_ids:
                 view.by_id[pid] = record
@@ -79,8 +79,12 @@ class RunView:
             return None
         best, best_id = None, None
         for record in self.steps:
-            if record.status == "correct" and self.eval_of(record) is not None and record.child_id is not None \
-                    and not record.metric("unreliable"):
+            if (
+                record.status == "correct"
+                and self.eval_of(record) is not None
+                and record.child_id is not None
+                and not record.metric("unreliable")
+            ):
                 score = record.metric("score", 0.0)
                 if best is None or score > best:
                     best, best_id = score, int(record.child_id)
@@ -112,8 +116,14 @@ class RunView:
             return saved
         if record is None:
             return BestFigure(note="no correct program")
-        per_step = step_figure(record.step, best_id, self.eval_of(record), self.summary.get("best_speedup")
-                               if self.summary.get("best_program_id") is not None else record.metric("score"))
+        per_step = step_figure(
+            record.step,
+            best_id,
+            self.eval_of(record),
+            self.summary.get("best_speedup")
+            if self.summary.get("best_program_id") is not None
+            else record.metric("score"),
+        )
         return best_figure(self.summary.get("best_confirmation"), per_step)
 
     def usage(self) -> dict[str, Any]:
@@ -123,8 +133,17 @@ class RunView:
                 continue
             model = record.model or "-"
             usage = record.usage or {}
-            row = per_model.setdefault(model, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                "reasoning_tokens": 0, "total_tokens": 0, "latency_s": 0.0})
+            row = per_model.setdefault(
+                model,
+                {
+                    "requests": 0,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                    "reasoning_tokens": 0,
+                    "total_tokens": 0,
+                    "latency_s": 0.0,
+                },
+            )
             row["requests"] += 1
             for key in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens"):
                 row[key] += int(usage.get(key) or 0)
@@ -196,12 +215,28 @@ def score_figure(view: RunView) -> str:
             err = None
             if best.ci_low is not None and best.ci_high is not None:
                 err = [[max(0.0, best.speedup - best.ci_low)], [max(0.0, best.ci_high - best.speedup)]]
-            ax.errorbar([best.step], [best.speedup], yerr=err, fmt="*", markersize=12, color="#d7301f",
-                        capsize=4, zorder=4, label="the run's best")
+            ax.errorbar(
+                [best.step],
+                [best.speedup],
+                yerr=err,
+                fmt="*",
+                markersize=12,
+                color="#d7301f",
+                capsize=4,
+                zorder=4,
+                label="the run's best",
+            )
     ax.scatter(*xy("correct"), s=18, color="#2b7bba", label="correct (per-step figure)", zorder=3)
     if points["unreliable"]:
-        ax.scatter(*xy("unreliable"), s=30, facecolors="none", edgecolors="#ff7f00", linewidths=1.3,
-                   label="timed unreliably (not a best)", zorder=3)
+        ax.scatter(
+            *xy("unreliable"),
+            s=30,
+            facecolors="none",
+            edgecolors="#ff7f00",
+            linewidths=1.3,
+            label="timed unreliably (not a best)",
+            zorder=3,
+        )
     if points["failed"]:
         ax.scatter(*xy("failed"), s=14, marker="x", color="#d9534f", label="failed candidate (at 0)", zorder=3)
     ax.step(*xy("best"), where="post", color="#1a9850", linewidth=1.8, label="best per-step so far")
@@ -254,9 +289,15 @@ def diff_html(parent: str, child: str, parent_name: str = "parent", child_name: 
         return "<p class='muted'>identical to its parent</p>"
     out = []
     for line in lines:
-        cls = ("add" if line.startswith("+") and not line.startswith("+++") else
-               "del" if line.startswith("-") and not line.startswith("---") else
-               "hunk" if line.startswith("@@") else "ctx")
+        cls = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else "hunk"
+            if line.startswith("@@")
+            else "ctx"
+        )
         out.append(f"<span class='{cls}'>{_e(line)}</span>")
     # Each line is a block of its own (for its background): a newline
     # between them as well would add an empty line after every line.
@@ -314,15 +355,27 @@ def roofline_points(view: RunView) -> tuple[list[dict[str, Any]], str]:
             continue
         seen.add(record.child_id)
         # the reference did the same work in its own time (fraction of the same bound)
-        ref_s = (sol.runtime_ms / 1e3) * (sol.fraction / sol.reference_fraction) \
-            if sol.fraction and sol.reference_fraction else None
-        points.append({"step": int(record.step or 0), "id": record.child_id, "ai": float(sol.arithmetic_intensity or 0.0),
-                       "flops_s": float(sol.achieved_flops_per_s or 0.0),
-                       "bytes_s": float(sol.achieved_bytes_per_s or 0.0),
-                       "peak_flops_s": float(sol.peak_flops_per_s or 0.0), "peak_bytes_s": float(sol.peak_bytes_per_s or 0.0),
-                       "ref_flops_s": (sol.flops or 0) / ref_s if ref_s else None,
-                       "ref_bytes_s": (sol.bytes_moved or 0) / ref_s if ref_s else None,
-                       "bound": sol.bound, "fraction": sol.fraction, "device": sol.device})
+        ref_s = (
+            (sol.runtime_ms / 1e3) * (sol.fraction / sol.reference_fraction)
+            if sol.fraction and sol.reference_fraction
+            else None
+        )
+        points.append(
+            {
+                "step": int(record.step or 0),
+                "id": record.child_id,
+                "ai": float(sol.arithmetic_intensity or 0.0),
+                "flops_s": float(sol.achieved_flops_per_s or 0.0),
+                "bytes_s": float(sol.achieved_bytes_per_s or 0.0),
+                "peak_flops_s": float(sol.peak_flops_per_s or 0.0),
+                "peak_bytes_s": float(sol.peak_bytes_per_s or 0.0),
+                "ref_flops_s": (sol.flops or 0) / ref_s if ref_s else None,
+                "ref_bytes_s": (sol.bytes_moved or 0) / ref_s if ref_s else None,
+                "bound": sol.bound,
+                "fraction": sol.fraction,
+                "device": sol.device,
+            }
+        )
     return points, reason
 
 
@@ -353,28 +406,57 @@ def roofline_figure(view: RunView) -> Optional[str]:
         ais = [p["ai"] for p in points if p["ai"] > 0]
         lo, hi = min(ais + [peak_f / peak_b]) / 10, max(ais + [peak_f / peak_b]) * 10
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-        ax.plot(xs, [min(peak_f, peak_b * x) / 1e12 for x in xs], color="black", linewidth=1.2,
-                label=f"roofline ({peak_b / 1e12:.3g} TB/s, {peak_f / 1e12:.3g} TFLOP/s)")
+        ax.plot(
+            xs,
+            [min(peak_f, peak_b * x) / 1e12 for x in xs],
+            color="black",
+            linewidth=1.2,
+            label=f"roofline ({peak_b / 1e12:.3g} TB/s, {peak_f / 1e12:.3g} TFLOP/s)",
+        )
         plotted = [p for p in points if p["ai"] > 0 and p["flops_s"] > 0]
-        ax.scatter([p["ai"] for p in plotted], [p["flops_s"] / 1e12 for p in plotted], s=20, color="#2b7bba",
-                   label="program (first step it was timed)", zorder=3)
+        ax.scatter(
+            [p["ai"] for p in plotted],
+            [p["flops_s"] / 1e12 for p in plotted],
+            s=20,
+            color="#2b7bba",
+            label="program (first step it was timed)",
+            zorder=3,
+        )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("achieved TFLOP/s")
         if ref is not None and ref["ai"] > 0:
-            ax.scatter([ref["ai"]], [ref["ref_flops_s"] / 1e12], marker="s", s=40, color="black", zorder=4,
-                       label="PyTorch reference")
+            ax.scatter(
+                [ref["ai"]],
+                [ref["ref_flops_s"] / 1e12],
+                marker="s",
+                s=40,
+                color="black",
+                zorder=4,
+                label="PyTorch reference",
+            )
         key, scale = "flops_s", 1e12
         xkey = "ai"
     else:
         peak_b = max(p["peak_bytes_s"] for p in points)
         ax.axhline(peak_b / 1e9, color="black", linewidth=1.2, label=f"peak bandwidth {peak_b / 1e9:.4g} GB/s")
-        ax.scatter([p["step"] for p in points], [p["bytes_s"] / 1e9 for p in points], s=20, color="#2b7bba",
-                   label="program (first step it was timed)", zorder=3)
+        ax.scatter(
+            [p["step"] for p in points],
+            [p["bytes_s"] / 1e9 for p in points],
+            s=20,
+            color="#2b7bba",
+            label="program (first step it was timed)",
+            zorder=3,
+        )
         if ref is not None:
-            ax.axhline(ref["ref_bytes_s"] / 1e9, color="black", linestyle="--", linewidth=1,
-                       label=f"PyTorch reference {ref['ref_bytes_s'] / 1e9:.4g} GB/s")
+            ax.axhline(
+                ref["ref_bytes_s"] / 1e9,
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label=f"PyTorch reference {ref['ref_bytes_s'] / 1e9:.4g} GB/s",
+            )
         ax.set_ylim(bottom=0)
         ax.set_xlabel("step the program was first timed (0 FLOP/byte: bandwidth is the bound)")
         ax.set_ylabel("achieved GB/s")
@@ -382,8 +464,15 @@ def roofline_figure(view: RunView) -> Optional[str]:
         key, scale, xkey = "bytes_s", 1e9, "step"
     best = next((p for p in points if p["id"] == best_id), None)
     if best is not None and best[key] > 0 and (xkey == "step" or best["ai"] > 0):
-        ax.scatter([best[xkey]], [best[key] / scale], marker="*", s=160, color="#d7301f", zorder=5,
-                   label=f"the run's best #{best_id}")
+        ax.scatter(
+            [best[xkey]],
+            [best[key] / scale],
+            marker="*",
+            s=160,
+            color="#d7301f",
+            zorder=5,
+            label=f"the run's best #{best_id}",
+        )
     ax.set_title(f"speed of light on {device}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="best")
@@ -401,9 +490,11 @@ _NOT_EVALUATED = EvalResult()  # the blank cells of a step with no evaluation (s
 
 
 def _steps_table(view: RunView) -> str:
-    head = ("<tr><th>step</th><th>kind</th><th>id</th><th>parent</th><th>island</th><th>mode</th><th>status</th>"
-            "<th>speedup</th><th>runtime ms</th><th>ref ms</th><th>of peak</th><th>eval s</th><th>tokens</th>"
-            "<th>latency s</th><th>feedback</th></tr>")
+    head = (
+        "<tr><th>step</th><th>kind</th><th>id</th><th>parent</th><th>island</th><th>mode</th><th>status</th>"
+        "<th>speedup</th><th>runtime ms</th><th>ref ms</th><th>of peak</th><th>eval s</th><th>tokens</th>"
+        "<th>latency s</th><th>feedback</th></tr>"
+    )
     rows = []
     for record in view.steps:
         evaluation = view.eval_of(record)
@@ -426,8 +517,10 @@ def _steps_table(view: RunView) -> str:
         )
     statuses = sorted({r.status or "-" for r in view.steps})
     options = "".join(f"<option value='{_e(s)}'>{_e(s)}</option>" for s in statuses)
-    return (f"<label>status <select id='status-filter'><option value=''>all</option>{options}</select></label>"
-            f"<table class='steps'>{head}{''.join(rows)}</table>")
+    return (
+        f"<label>status <select id='status-filter'><option value=''>all</option>{options}</select></label>"
+        f"<table class='steps'>{head}{''.join(rows)}</table>"
+    )
 
 
 def _lineage_html(view: RunView, chain: list[StepRecord]) -> str:
@@ -503,10 +596,12 @@ def _best_html(best: Any) -> str:
     if best.speedup is None:
         return f"<p class='best'>Best: {_e(best.words())}</p>"
     verdict = best.verdict_words()
-    return (f"<p class='best' id='best-figure'>Best: <b>{_e(f'{best.speedup:.3f}x')}</b> vs PyTorch"
-            + (f", 95% CI <b>{_e(best.ci_text)}</b>" if best.ci_text else "")
-            + (f" &mdash; <b>{_e(verdict)}</b>" if verdict else "")
-            + f"<br><span class='muted'>{_e(best.how())}</span></p>")
+    return (
+        f"<p class='best' id='best-figure'>Best: <b>{_e(f'{best.speedup:.3f}x')}</b> vs PyTorch"
+        + (f", 95% CI <b>{_e(best.ci_text)}</b>" if best.ci_text else "")
+        + (f" &mdash; <b>{_e(verdict)}</b>" if verdict else "")
+        + f"<br><span class='muted'>{_e(best.how())}</span></p>"
+    )
 
 
 def _first_backend(view: RunView) -> str:
@@ -524,11 +619,16 @@ def _roofline_html(view: RunView) -> str:
         return f"<p class='muted'>not counted: {_e(reason or 'no correct program was timed')}</p>"
     bound = points[0]["bound"] or "peak"
     best = next((p for p in points if p["id"] == view.best_id()), None)
-    words = (f"the run's best #{best['id']}: {best['fraction']:.0%} of the {bound} bound on {best['device']}"
-             if best is not None and best["fraction"] is not None else f"{len(points)} program(s) counted")
-    return (f"<p id='sol-best'>{_e(words)}</p>"
-            f"<img id='roofline' alt='speed of light: achieved against the device peak' "
-            f"src='data:image/png;base64,{figure}'>")
+    words = (
+        f"the run's best #{best['id']}: {best['fraction']:.0%} of the {bound} bound on {best['device']}"
+        if best is not None and best["fraction"] is not None
+        else f"{len(points)} program(s) counted"
+    )
+    return (
+        f"<p id='sol-best'>{_e(words)}</p>"
+        f"<img id='roofline' alt='speed of light: achieved against the device peak' "
+        f"src='data:image/png;base64,{figure}'>"
+    )
 
 
 def build_report(run_dir: str | Path) -> str:
@@ -538,21 +638,28 @@ def build_report(run_dir: str | Path) -> str:
     config = view.config.get("config") or {}
     best_id = view.best_id()
     chain = view.lineage(best_id)
-    hardware = next((hardware_name(e.hardware) for e in map(view.eval_of, view.steps)
-                     if e is not None and e.hardware), "-")
+    hardware = next(
+        (hardware_name(e.hardware) for e in map(view.eval_of, view.steps) if e is not None and e.hardware), "-"
+    )
     counts: dict[str, int] = {}
     for record in view.steps:
         counts[record.status or "-"] = counts.get(record.status or "-", 0) + 1
     best = view.best()
     proposals = sum(1 for r in view.steps if r.kind == "step")
     overview = [
-        ("task", f"{task.get('name', '-')} ({task.get('id', '-')})"), ("run directory", str(view.path)),
-        ("model", config.get("model", "-")), ("backend", config.get("backend") or _first_backend(view)),
+        ("task", f"{task.get('name', '-')} ({task.get('id', '-')})"),
+        ("run directory", str(view.path)),
+        ("model", config.get("model", "-")),
+        ("backend", config.get("backend") or _first_backend(view)),
         ("hardware", hardware),
         ("steps", f"{proposals} after the seed (step 0)" if len(view.steps) > proposals else proposals),
         ("stop reason", view.summary.get("stop_reason", "running or stopped without summary")),
-        ("best program", (f"step {best.step}, program #{best_id}" if best.step is not None else f"#{best_id}")
-         if best_id is not None else "-"),
+        (
+            "best program",
+            (f"step {best.step}, program #{best_id}" if best.step is not None else f"#{best_id}")
+            if best_id is not None
+            else "-",
+        ),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))),
         ("wall time", _num(view.summary.get("wall_time_s"), "{:.1f} s")),
     ]
@@ -565,11 +672,20 @@ def build_report(run_dir: str | Path) -> str:
         "<table class='kv'>" + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in overview) + "</table>",
         "<h2>Speedup over steps</h2>",
         f"<img alt='speedup over steps' src='data:image/png;base64,{score_figure(view)}'>",
-        *((["<h2>Evaluation time per phase</h2>",
-             f"<img alt='evaluation phases per step' src='data:image/png;base64,{phases}'>"])
-          if phases else []),
-        "<h2 id='speed-of-light'>Speed of light</h2>", _roofline_html(view),
-        "<h2>Lineage of the best program</h2>", _lineage_html(view, chain),
+        *(
+            (
+                [
+                    "<h2>Evaluation time per phase</h2>",
+                    f"<img alt='evaluation phases per step' src='data:image/png;base64,{phases}'>",
+                ]
+            )
+            if phases
+            else []
+        ),
+        "<h2 id='speed-of-light'>Speed of light</h2>",
+        _roofline_html(view),
+        "<h2>Lineage of the best program</h2>",
+        _lineage_html(view, chain),
         "<h2 id='best'>Best kernel</h2>",
     ]
     if chain:
@@ -577,14 +693,21 @@ def build_report(run_dir: str | Path) -> str:
         parent_source = view.source_of(chain[-2]) if len(chain) > 1 else ""
         parent_name = f"#{chain[-2].child_id}" if len(chain) > 1 else "(none)"
         parts.append(f"<h3>Diff against its parent {_e(parent_name)}</h3>")
-        parts.append(diff_html(parent_source, best_source, f"parent {parent_name}", f"best #{best_id}")
-                     if len(chain) > 1 else "<p class='muted'>the best program is a seed: no parent</p>")
+        parts.append(
+            diff_html(parent_source, best_source, f"parent {parent_name}", f"best #{best_id}")
+            if len(chain) > 1
+            else "<p class='muted'>the best program is a seed: no parent</p>"
+        )
         parts.append(f"<h3>Source of #{_e(best_id)}</h3><pre class='source'>{_e(best_source)}</pre>")
     else:
         parts.append("<p class='muted'>no correct program</p>")
-    parts += ["<h2>Per-step feedback</h2>", _steps_table(view),
-              "<h2>Token usage and cost</h2>", _usage_html(view.usage()),
-              f"<script>{JS}</script></body></html>"]
+    parts += [
+        "<h2>Per-step feedback</h2>",
+        _steps_table(view),
+        "<h2>Token usage and cost</h2>",
+        _usage_html(view.usage()),
+        f"<script>{JS}</script></body></html>",
+    ]
     return "\n".join(parts)
 
 

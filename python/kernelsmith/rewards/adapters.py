@@ -18,6 +18,7 @@ Each scores through the server when a URL is given (argument or the
 :class:`~kernelsmith.rewards.scorer.LocalScorer` whose evaluations run in
 sandboxed worker processes.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,13 @@ _default_backend: Optional["RewardBackend"] = None
 class RewardBackend:
     """Scores items through a server (url) or a LocalScorer."""
 
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
-                 scorer: Optional[LocalScorer] = None, config: Optional[RewardConfig] = None) -> None:
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        scorer: Optional[LocalScorer] = None,
+        config: Optional[RewardConfig] = None,
+    ) -> None:
         self.config = config
         self.client = None
         self.scorer = None
@@ -65,16 +71,25 @@ def default_backend() -> RewardBackend:
     global _default_backend
     with _default_lock:
         if _default_backend is None:
-            _default_backend = RewardBackend(url=os.environ.get("KERNELSMITH_REWARD_URL"),
-                                             token=os.environ.get("KERNELSMITH_REWARD_TOKEN"))
+            _default_backend = RewardBackend(
+                url=os.environ.get("KERNELSMITH_REWARD_URL"), token=os.environ.get("KERNELSMITH_REWARD_TOKEN")
+            )
         return _default_backend
 
 
-def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
-                  extra_info: Optional[Mapping[str, Any]] = None, *, data_sources: Optional[Sequence[Any]] = None,
-                  solution_strs: Optional[Sequence[Any]] = None, ground_truths: Optional[Sequence[Any]] = None,
-                  extra_infos: Optional[Sequence[Any]] = None, backend: Optional[RewardBackend] = None,
-                  **_: Any) -> Any:
+def compute_score(
+    data_source: Any = None,
+    solution_str: Any = None,
+    ground_truth: Any = None,
+    extra_info: Optional[Mapping[str, Any]] = None,
+    *,
+    data_sources: Optional[Sequence[Any]] = None,
+    solution_strs: Optional[Sequence[Any]] = None,
+    ground_truths: Optional[Sequence[Any]] = None,
+    extra_infos: Optional[Sequence[Any]] = None,
+    backend: Optional[RewardBackend] = None,
+    **_: Any,
+) -> Any:
     """verl's custom reward function, in both of its call shapes.
 
     * per sample (``NaiveRewardManager``, verl 0.9's reward loop):
@@ -94,8 +109,9 @@ def compute_score(data_source: Any = None, solution_str: Any = None, ground_trut
         truths = list(ground_truths) if ground_truths is not None else [None] * n
         extras = list(extra_infos) if extra_infos is not None else [None] * n
         if not len(truths) == len(extras) == n:
-            raise ValueError(f"batch compute_score: {n} solution_strs but {len(truths)} ground_truths "
-                             f"and {len(extras)} extra_infos")
+            raise ValueError(
+                f"batch compute_score: {n} solution_strs but {len(truths)} ground_truths and {len(extras)} extra_infos"
+            )
         return chosen.score_many([item_from_verl(s, t, e) for s, t, e in zip(solution_strs, truths, extras)])
     if solution_str is None:
         raise TypeError("compute_score needs solution_str (per sample) or solution_strs (batch)")
@@ -109,9 +125,15 @@ def _column(kwargs: Mapping[str, Any], name: str, index: int) -> Any:
     return values[index]
 
 
-def make_trl_reward(url: Optional[str] = None, token: Optional[str] = None, *, scorer: Optional[LocalScorer] = None,
-                    config: Optional[RewardConfig] = None, backend: Optional[RewardBackend] = None,
-                    name: str = "kernelsmith_speedup") -> Callable[..., list[float]]:
+def make_trl_reward(
+    url: Optional[str] = None,
+    token: Optional[str] = None,
+    *,
+    scorer: Optional[LocalScorer] = None,
+    config: Optional[RewardConfig] = None,
+    backend: Optional[RewardBackend] = None,
+    name: str = "kernelsmith_speedup",
+) -> Callable[..., list[float]]:
     """A TRL GRPO reward function. Completions may be strings or chat message
     lists (conversational datasets); the parent and task come from the
     ``extra_info`` column (or ``reward_model`` / ``ground_truth``) of the

@@ -15,6 +15,7 @@ measured next to the reference in its own evaluation, which cancels most of
 the difference between the machine that recorded the parent and the one
 scoring the child.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,16 @@ GROUP_MODES = ("independent", "shared")
 #: statuses a reward can have (edit failures come from applying the completion)
 #: "harness-error": the task's reference failed, the program was not judged;
 #: its reward is 0.0 and a trainer should mask the sample (not the model's doing)
-STATUSES = ("correct", "edit-failed", "compile-failed", "runtime-error", "incorrect", "hacked", "untimed",
-            "harness-error")
+STATUSES = (
+    "correct",
+    "edit-failed",
+    "compile-failed",
+    "runtime-error",
+    "incorrect",
+    "hacked",
+    "untimed",
+    "harness-error",
+)
 
 
 @dataclass
@@ -152,8 +161,9 @@ def shape(speedup: float, config: RewardConfig) -> float:
     return value
 
 
-def speedup_ratio(runtime_ms: Any, speedup: Any, parent_runtime_ms: Any, parent_speedup: Any,
-                  baseline: str = "auto") -> Optional[float]:
+def speedup_ratio(
+    runtime_ms: Any, speedup: Any, parent_runtime_ms: Any, parent_speedup: Any, baseline: str = "auto"
+) -> Optional[float]:
     """The one rule for a speedup over the parent, from a child's runtime and
     speedup over the reference and its parent's: the parent's runtime over
     the child's when both were measured (``baseline`` auto or runtime), else
@@ -170,8 +180,9 @@ def speedup_ratio(runtime_ms: Any, speedup: Any, parent_runtime_ms: Any, parent_
     return None
 
 
-def speedup_over_parent(result: EvalResult, parent_runtime_ms: Optional[float], parent_speedup: Optional[float],
-                        baseline: str = "auto") -> Optional[float]:
+def speedup_over_parent(
+    result: EvalResult, parent_runtime_ms: Optional[float], parent_speedup: Optional[float], baseline: str = "auto"
+) -> Optional[float]:
     """A result's speedup over its parent (:func:`speedup_ratio`)."""
     return speedup_ratio(result.runtime_ms, result.speedup, parent_runtime_ms, parent_speedup, baseline)
 
@@ -232,21 +243,37 @@ def compute_reward(
     if not result.compiled or result.category == "compile":
         return Reward(config.compile_failed, "compile-failed", detail=result.error[-2000:], result=brief)
     if result.category in ("runtime", "timeout", "crash", "oom"):
-        return Reward(config.runtime_error, "runtime-error", detail=f"{result.category}: {result.error[-2000:]}",
-                      result=brief)
+        return Reward(
+            config.runtime_error, "runtime-error", detail=f"{result.category}: {result.error[-2000:]}", result=brief
+        )
     if not result.correct:
         return Reward(config.incorrect, "incorrect", detail=result.error[-2000:], result=brief)
     extra, terms = profile_terms(result, config)
     speedup = speedup_over_parent(result, parent_runtime_ms, parent_speedup, config.baseline)
     if speedup is None:
-        return Reward(config.untimed + config.correct_bonus + extra, "untimed", runtime_ms=result.runtime_ms,
-                      parent_runtime_ms=parent_runtime_ms, detail="correct, but no runtime to compare", result=brief,
-                      fraction_of_peak=terms["fraction_of_peak"], coverage=terms["coverage"])
+        return Reward(
+            config.untimed + config.correct_bonus + extra,
+            "untimed",
+            runtime_ms=result.runtime_ms,
+            parent_runtime_ms=parent_runtime_ms,
+            detail="correct, but no runtime to compare",
+            result=brief,
+            fraction_of_peak=terms["fraction_of_peak"],
+            coverage=terms["coverage"],
+        )
     interval = speedup_interval(result, speedup)
     paid = apply_ci(speedup, interval, config.ci)
-    return Reward(shape(paid, config) + config.correct_bonus + extra, "correct", speedup=paid, speedup_ci=interval,
-                  runtime_ms=result.runtime_ms, parent_runtime_ms=parent_runtime_ms, result=brief,
-                  fraction_of_peak=terms["fraction_of_peak"], coverage=terms["coverage"])
+    return Reward(
+        shape(paid, config) + config.correct_bonus + extra,
+        "correct",
+        speedup=paid,
+        speedup_ci=interval,
+        runtime_ms=result.runtime_ms,
+        parent_runtime_ms=parent_runtime_ms,
+        result=brief,
+        fraction_of_peak=terms["fraction_of_peak"],
+        coverage=terms["coverage"],
+    )
 
 
 def profile_terms(result: EvalResult, config: RewardConfig) -> tuple[float, dict[str, Optional[float]]]:
@@ -257,8 +284,14 @@ def profile_terms(result: EvalResult, config: RewardConfig) -> tuple[float, dict
     sol = result.speed_of_light or {}
     fraction = _positive(sol.get("fraction")) if sol.get("counted") else None
     coverage = result.coverage
-    coverage = float(coverage) if isinstance(coverage, (int, float)) and not isinstance(coverage, bool) \
-        and math.isfinite(coverage) and coverage >= 0 else None
+    coverage = (
+        float(coverage)
+        if isinstance(coverage, (int, float))
+        and not isinstance(coverage, bool)
+        and math.isfinite(coverage)
+        and coverage >= 0
+        else None
+    )
     extra = 0.0
     if config.peak_weight and fraction is not None:
         extra += config.peak_weight * fraction

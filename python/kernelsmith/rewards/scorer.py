@@ -17,6 +17,7 @@ and in the adapters::
 only :func:`kernelsmith.edit.apply_response` (parsing) and the Evaluator's
 workers touch it.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -131,8 +132,9 @@ def task_from_spec(spec: Task | str | Path | Mapping[str, Any]) -> Task:
         if data.get("path"):
             return Task.load(Path(data["path"]).parent if Path(data["path"]).name == "reference.py" else data["path"])
         raise ValueError("a task needs reference_source (and config) or a path")
-    return Task.from_dict({"reference_source": data["reference_source"], "config": data.get("config") or {},
-                           "path": data.get("path")})
+    return Task.from_dict(
+        {"reference_source": data["reference_source"], "config": data.get("config") or {}, "path": data.get("path")}
+    )
 
 
 def completion_text(completion: Any) -> str:
@@ -141,7 +143,11 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, Mapping):
         completion = completion.get("content", "")
     elif isinstance(completion, (list, tuple)):
-        texts = [m.get("content", "") for m in completion if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
+        texts = [
+            m.get("content", "")
+            for m in completion
+            if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"
+        ]
         completion = texts[-1] if texts else ""
     if not isinstance(completion, str):
         raise TypeError(f"completion must be text or chat messages, got {type(completion).__name__}")
@@ -158,9 +164,14 @@ class LocalScorer:
     and use its runtime.
     """
 
-    def __init__(self, evaluator: Any = None, config: Optional[RewardConfig] = None,
-                 tasks: Optional[TaskRegistry] = None, remeasure_parent: bool = True,
-                 trials: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        evaluator: Any = None,
+        config: Optional[RewardConfig] = None,
+        tasks: Optional[TaskRegistry] = None,
+        remeasure_parent: bool = True,
+        trials: Optional[int] = None,
+    ) -> None:
         if evaluator is None:
             evaluator = Evaluator()
             self._own_evaluator = True
@@ -182,8 +193,9 @@ class LocalScorer:
             return task, str(item["source"]), None
         if item.get("parent_source") is None or item.get("completion") is None:
             raise ValueError("a scoring request needs 'source', or 'completion' and 'parent_source'")
-        edit = apply_response(str(item["parent_source"]), completion_text(item["completion"]),
-                              mode=str(item.get("edit_mode") or "auto"))
+        edit = apply_response(
+            str(item["parent_source"]), completion_text(item["completion"]), mode=str(item.get("edit_mode") or "auto")
+        )
         if not edit.ok:
             return task, None, edit.error or "the completion could not be applied to the parent"
         return task, edit.source, None
@@ -236,8 +248,9 @@ class LocalScorer:
             elif index in shared:
                 result, parent_rt = shared[index]
                 reward = compute_reward(result, parent_rt, config, parent_speedup=_number(item.get("parent_speedup")))
-                reward.detail = (reward.detail + "; " if reward.detail else "") + \
-                    "timed head to head with its group and the parent against one reference"
+                reward.detail = (
+                    reward.detail + "; " if reward.detail else ""
+                ) + "timed head to head with its group and the parent against one reference"
                 rewards.append(reward)
             else:
                 assert task is not None
@@ -247,8 +260,9 @@ class LocalScorer:
                 rewards.append(reward)
         return rewards
 
-    def _shared_timing(self, items: Sequence[Mapping[str, Any]], prepared: list, results: dict[int, EvalResult],
-                       notes: dict[int, str]) -> dict[int, tuple[EvalResult, Optional[float]]]:
+    def _shared_timing(
+        self, items: Sequence[Mapping[str, Any]], prepared: list, results: dict[int, EvalResult], notes: dict[int, str]
+    ) -> dict[int, tuple[EvalResult, Optional[float]]]:
         """``group="shared"``: re-time each group (same task, same parent) of
         correct, reliably timed completions head to head in one worker with
         the parent, against one reference (``Evaluator.confirm_best``). A
@@ -279,9 +293,11 @@ class LocalScorer:
             confirmed = confirm(task, sources, alone=False)
             entries = {int(e["index"]): e for e in confirmed.get("finalists", [])}
             parent_entry = entries.get(len(indices)) if parent else None
-            parent_rt = _number((parent_entry or {}).get("runtime_ms")) \
-                if parent_entry and parent_entry.get("correct") and parent_entry.get("timing_reliable") is not False \
+            parent_rt = (
+                _number((parent_entry or {}).get("runtime_ms"))
+                if parent_entry and parent_entry.get("correct") and parent_entry.get("timing_reliable") is not False
                 else None
+            )
             if parent and parent_rt is None:
                 # the parent failed there or its re-timing was unreliable: the
                 # group keeps its own evaluations' timings
@@ -291,27 +307,44 @@ class LocalScorer:
             for pos, index in enumerate(indices):
                 e = entries.get(pos)
                 if e and e.get("timing_reliable") is False:
-                    notes[index] = ("kept its own timing: its head-to-head re-timing was unreliable ("
-                                    + "; ".join(e.get("unreliable_reasons") or []) + ")")
-                if not e or not e.get("correct") or not _number(e.get("runtime_ms")) or e.get("suspicious") \
-                        or e.get("timing_reliable") is False:
+                    notes[index] = (
+                        "kept its own timing: its head-to-head re-timing was unreliable ("
+                        + "; ".join(e.get("unreliable_reasons") or [])
+                        + ")"
+                    )
+                if (
+                    not e
+                    or not e.get("correct")
+                    or not _number(e.get("runtime_ms"))
+                    or e.get("suspicious")
+                    or e.get("timing_reliable") is False
+                ):
                     continue  # keeps its own evaluation's timing
                 result = EvalResult.from_dict(results[index].to_dict())
                 result.runtime_ms, result.ref_runtime_ms = float(e["runtime_ms"]), _number(e.get("ref_runtime_ms"))
                 result.speedup = _number(e.get("speedup"))
-                result.speedup_ci_low, result.speedup_ci_high = _number(e.get("speedup_ci_low")), _number(e.get("speedup_ci_high"))
+                result.speedup_ci_low, result.speedup_ci_high = (
+                    _number(e.get("speedup_ci_low")),
+                    _number(e.get("speedup_ci_high")),
+                )
                 out[index] = (result, parent_rt if parent else _number(items[index].get("parent_runtime_ms")))
 
         run_parallel(run, list(groups.items()), max(1, len(groups)))
         return out
 
     # -- parent -----------------------------------------------------------
-    def _reward(self, task: Task, item: Mapping[str, Any], result: EvalResult,
-                config: Optional[RewardConfig]) -> Reward:
+    def _reward(
+        self, task: Task, item: Mapping[str, Any], result: EvalResult, config: Optional[RewardConfig]
+    ) -> Reward:
         parent_rt = _number(item.get("parent_runtime_ms"))
         parent_sp = _number(item.get("parent_speedup"))
-        if parent_rt is None and parent_sp is None and self.remeasure_parent and result.correct \
-                and item.get("parent_source"):
+        if (
+            parent_rt is None
+            and parent_sp is None
+            and self.remeasure_parent
+            and result.correct
+            and item.get("parent_source")
+        ):
             parent_rt = self.parent_runtime(task, str(item["parent_source"]), item)
         return compute_reward(result, parent_rt, config or self.config, parent_speedup=parent_sp)
 

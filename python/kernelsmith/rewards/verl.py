@@ -7,6 +7,7 @@ Set ``KERNELSMITH_REWARD_URL`` (and ``KERNELSMITH_REWARD_TOKEN``) to score
 through ``kernelsmith serve``; without it, evaluations run in process (in
 sandboxed workers) on this machine.
 """
+
 from kernelsmith.rewards.adapters import compute_score
 
 __all__ = ["compute_score"]

@@ -36,6 +36,7 @@ only be given a URL (OpenRLHF's ``--remote_rm_url``), in its query string
 (``/get_reward?token=TOKEN``). Without a token the server binds loopback
 only, unless told otherwise.
 """
+
 from __future__ import annotations
 
 import collections
@@ -78,8 +79,9 @@ class QueueFull(Exception):
 class HTTPError(Exception):
     """An answer other than 200: ``{"error": message}`` with ``status``."""
 
-    def __init__(self, status: int, message: str, headers: Optional[Mapping[str, str]] = None,
-                 counted: bool = False) -> None:
+    def __init__(
+        self, status: int, message: str, headers: Optional[Mapping[str, str]] = None, counted: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.headers = dict(headers or {})
@@ -141,9 +143,11 @@ class JobQueue:
                 while self._closed or ticket != self._serving_ticket or not self._fits(len(payloads)):
                     left = deadline - time.monotonic()
                     if self._closed or left <= 0:
-                        raise QueueFull(f"queue full ({len(self._jobs)} waiting, {self.running} running, "
-                                        f"{self.workers} workers, queue capacity {self.capacity}, "
-                                        f"waited {max(0.0, wait_s):.0f} s)")
+                        raise QueueFull(
+                            f"queue full ({len(self._jobs)} waiting, {self.running} running, "
+                            f"{self.workers} workers, queue capacity {self.capacity}, "
+                            f"waited {max(0.0, wait_s):.0f} s)"
+                        )
                     waited = True
                     turn = self._turns.get(ticket)
                     if turn is None:
@@ -239,8 +243,14 @@ def local_devices(cpu_workers: int = 1) -> list[Optional[str]]:
 class EvaluationService:
     """What the HTTP handlers call; usable without HTTP (tests, notebooks)."""
 
-    def __init__(self, scorer: LocalScorer, workers: int, queue_size: int = 64,
-                 devices: Sequence[Optional[str]] = (), admission_wait_s: float = ADMISSION_WAIT_S) -> None:
+    def __init__(
+        self,
+        scorer: LocalScorer,
+        workers: int,
+        queue_size: int = 64,
+        devices: Sequence[Optional[str]] = (),
+        admission_wait_s: float = ADMISSION_WAIT_S,
+    ) -> None:
         self.scorer = scorer
         self.devices = list(devices)
         self.admission_wait_s = admission_wait_s
@@ -260,8 +270,7 @@ class EvaluationService:
             return {"result": result.to_dict() if result is not None else None, "edit_error": error}
         return self.scorer.score(item, config)
 
-    def submit(self, kind: str, items: Sequence[Mapping[str, Any]],
-               config: Optional[RewardConfig] = None) -> list[Any]:
+    def submit(self, kind: str, items: Sequence[Mapping[str, Any]], config: Optional[RewardConfig] = None) -> list[Any]:
         # Bad requests fail here, before they take a queue slot.
         for item in items:
             self.scorer.tasks.resolve(item)
@@ -269,8 +278,9 @@ class EvaluationService:
         self.count("evaluations_queued", len(items))
         out = [f.result() for f in futures]
         for value in out:
-            status = value.status if isinstance(value, Reward) else (
-                (value.get("result") or {}).get("category") or "edit")
+            status = (
+                value.status if isinstance(value, Reward) else ((value.get("result") or {}).get("category") or "edit")
+            )
             self.count(f"{kind}:{status}")
         return out
 
@@ -278,11 +288,16 @@ class EvaluationService:
         with self._counts_lock:
             counts = dict(sorted(self.counts.items()))
         return {
-            "workers": self.queue.workers, "devices": [d if d is not None else "cpu" for d in self.devices],
-            "queue_length": self.queue.length(), "queue_capacity": self.queue.capacity,
-            "running": self.queue.running, "waiting_admission": self.queue.waiting_admission,
+            "workers": self.queue.workers,
+            "devices": [d if d is not None else "cpu" for d in self.devices],
+            "queue_length": self.queue.length(),
+            "queue_capacity": self.queue.capacity,
+            "running": self.queue.running,
+            "waiting_admission": self.queue.waiting_admission,
             "admitted_after_waiting": self.queue.admitted_after_waiting,
-            "admission_wait_s": self.admission_wait_s, "counts": counts, "tasks": self.scorer.tasks.ids(),
+            "admission_wait_s": self.admission_wait_s,
+            "counts": counts,
+            "tasks": self.scorer.tasks.ids(),
             "uptime_s": round(time.time() - self.started, 1),
         }
 
@@ -302,7 +317,7 @@ def _openrlhf_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     items = []
     for query, prompt, label in zip(queries, prompts, labels):
         # OpenRLHF sends prompt + response as the query: the response is what follows the prompt.
-        response = query[len(prompt):] if prompt and isinstance(query, str) and query.startswith(prompt) else query
+        response = query[len(prompt) :] if prompt and isinstance(query, str) and query.startswith(prompt) else query
         items.append(item_from_verl(completion_text(response), label, None))
     return items
 
@@ -323,9 +338,11 @@ def _docs_page(app: Any) -> None:
     assets: dict[str, str] = {}
     if swagger_ui_path is not None:
         app.mount("/docs-assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
-        assets = {"swagger_js_url": "/docs-assets/swagger-ui-bundle.js",
-                  "swagger_css_url": "/docs-assets/swagger-ui.css",
-                  "swagger_favicon_url": "/docs-assets/favicon-32x32.png"}
+        assets = {
+            "swagger_js_url": "/docs-assets/swagger-ui-bundle.js",
+            "swagger_css_url": "/docs-assets/swagger-ui.css",
+            "swagger_favicon_url": "/docs-assets/favicon-32x32.png",
+        }
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
@@ -334,8 +351,14 @@ def _docs_page(app: Any) -> None:
 
 def make_app(service: EvaluationService, token: Optional[str], max_body: int) -> Any:
     """The routes as a FastAPI application; without a token no route asks for one."""
-    app = FastAPI(title="kernelsmith serve", version=__version__, description=API_DESCRIPTION,
-                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
+    app = FastAPI(
+        title="kernelsmith serve",
+        version=__version__,
+        description=API_DESCRIPTION,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
     _docs_page(app)
     app.add_middleware(BodyLimit, max_body=max_body, service=service)
     limiter: list[Any] = []  # made on first use: a CapacityLimiter belongs to the running event loop
@@ -384,11 +407,13 @@ def make_app(service: EvaluationService, token: Optional[str], max_body: int) ->
     auth: list[Any] = []
     if token:
         bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer TOKEN")
-        in_url = APIKeyQuery(name="token", auto_error=False,
-                             description="?token=TOKEN, for clients that are given only a URL (OpenRLHF)")
+        in_url = APIKeyQuery(
+            name="token", auto_error=False, description="?token=TOKEN, for clients that are given only a URL (OpenRLHF)"
+        )
 
-        async def authorized(header: Optional[HTTPAuthorizationCredentials] = Security(bearer),
-                             query: Optional[str] = Security(in_url)) -> None:
+        async def authorized(
+            header: Optional[HTTPAuthorizationCredentials] = Security(bearer), query: Optional[str] = Security(in_url)
+        ) -> None:
             # async: checked on the event loop, not on a pool thread per request
             given = header.credentials if header is not None else ""
             if hmac.compare_digest(given.encode(), token.encode()):
@@ -398,10 +423,17 @@ def make_app(service: EvaluationService, token: Optional[str], max_body: int) ->
             raise HTTPError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
 
         auth = [Security(authorized)]
-    errors = {code: {"model": schemas.ErrorAnswer, "description": text} for code, text in (
-        (400, "bad request: not JSON, not an object, a field of the wrong type, no task"),
-        (401, "missing or wrong token"), (404, "unknown task"), (411, "no Content-Length"),
-        (413, "body over the size limit"), (503, "the queue stayed full for the admission wait; retry"))}
+    errors = {
+        code: {"model": schemas.ErrorAnswer, "description": text}
+        for code, text in (
+            (400, "bad request: not JSON, not an object, a field of the wrong type, no task"),
+            (401, "missing or wrong token"),
+            (404, "unknown task"),
+            (411, "no Content-Length"),
+            (413, "body over the size limit"),
+            (503, "the queue stayed full for the admission wait; retry"),
+        )
+    }
     answers = dict(dependencies=auth, responses=errors, response_model_exclude_unset=True)
 
     @app.get("/health", response_model=schemas.HealthAnswer, summary="Is it up (no token needed)")
@@ -417,20 +449,29 @@ def make_app(service: EvaluationService, token: Optional[str], max_body: int) ->
         service.count("requests")
         return await in_thread(_register, service, body.task if body.task is not None else body.task_path)
 
-    @app.post("/evaluate", response_model=schemas.EvaluateAnswer, summary="Evaluate one program or completion",
-              **answers)
+    @app.post(
+        "/evaluate", response_model=schemas.EvaluateAnswer, summary="Evaluate one program or completion", **answers
+    )
     async def evaluate(body: schemas.EvaluateRequest) -> Any:
         service.count("requests")
         return await in_thread(lambda: service.submit("evaluate", [_sent(body)])[0])
 
-    @app.post("/reward", response_model=Union[schemas.RewardBatchAnswer, schemas.RewardDetail],
-              summary="Score one completion, or a batch in 'items'", **answers)
+    @app.post(
+        "/reward",
+        response_model=Union[schemas.RewardBatchAnswer, schemas.RewardDetail],
+        summary="Score one completion, or a batch in 'items'",
+        **answers,
+    )
     async def reward(body: schemas.RewardRequest) -> Any:
         service.count("requests")
         return await in_thread(_reward, service, _sent(body))
 
-    @app.post("/get_reward", response_model=schemas.OpenRLHFAnswer,
-              summary="OpenRLHF's remote reward model (--remote_rm_url)", **answers)
+    @app.post(
+        "/get_reward",
+        response_model=schemas.OpenRLHFAnswer,
+        summary="OpenRLHF's remote reward model (--remote_rm_url)",
+        **answers,
+    )
     async def get_reward(body: schemas.OpenRLHFRequest) -> Any:
         service.count("requests")
         return await in_thread(lambda: openrlhf_response(service.submit("reward", _openrlhf_items(_sent(body)))))
@@ -487,8 +528,7 @@ def _validation_message(errors: Sequence[Mapping[str, Any]], content_type: Optio
         if content_type is None or "json" not in content_type:
             return "send the body as JSON, with 'Content-Type: application/json'"
         return "request body must be a JSON object"
-    said = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
-                     for e in errors[:3])
+    said = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in errors[:3])
     return said + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
 
 
@@ -547,14 +587,16 @@ get a 503 with `Retry-After` only after the admission wait. Errors answer
 `/openapi.json` needs `Authorization: Bearer TOKEN` or `?token=TOKEN`.
 """
 
+
 def openrlhf_response(rewards: Sequence[Reward]) -> dict[str, Any]:
     """OpenRLHF's remote reward answer. ``extra_logs`` has the same keys for
     every response whatever its verdict: OpenRLHF turns them into per-sample
     tensors and stacks samples into batches, which fails when keys differ.
     Each value is a list with one number per query."""
     values = [float(r.reward) for r in rewards]
-    logs: dict[str, list[float]] = {f"kernelsmith/{status}": [float(r.status == status) for r in rewards]
-                                    for status in STATUSES}
+    logs: dict[str, list[float]] = {
+        f"kernelsmith/{status}": [float(r.status == status) for r in rewards] for status in STATUSES
+    }
     logs["kernelsmith/speedup"] = [float(r.speedup or 0.0) for r in rewards]
     return {"rewards": values, "scores": values, "extra_logs": logs}
 
@@ -575,7 +617,6 @@ def _brief(reward: Reward) -> dict[str, Any]:
     return data
 
 
-
 #: oversize bodies up to this size are read and dropped so the client gets its 413
 DISCARD_LIMIT = 256 * 1024 * 1024
 
@@ -590,8 +631,10 @@ def check_exposure(host: str, token: Optional[str], allow_no_token: bool) -> Non
     """Anyone who can reach a token-free server can make it run code in its
     sandbox and occupy its devices: without a token, loopback only."""
     if not token and host not in LOOPBACK and not allow_no_token:
-        raise ValueError(f"refusing to serve on {host} without a token: set one (--token-env), bind 127.0.0.1, "
-                         "or pass --allow-no-token on a trusted network")
+        raise ValueError(
+            f"refusing to serve on {host} without a token: set one (--token-env), bind 127.0.0.1, "
+            "or pass --allow-no-token on a trusted network"
+        )
 
 
 #: requests that may wait on a thread of their own at once (for admission,
@@ -625,17 +668,29 @@ class EvaluationServer:
     Without a token the server only binds a loopback address, unless
     ``allow_no_token`` says that the network is trusted."""
 
-    def __init__(self, service: EvaluationService, host: str = "127.0.0.1", port: int = 8000,
-                 token: Optional[str] = None, max_request_bytes: int = 8 * 1024 * 1024,
-                 allow_no_token: bool = False) -> None:
+    def __init__(
+        self,
+        service: EvaluationService,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        token: Optional[str] = None,
+        max_request_bytes: int = 8 * 1024 * 1024,
+        allow_no_token: bool = False,
+    ) -> None:
         check_exposure(host, token, allow_no_token)
         self.service = service
         self.app = make_app(service, token, max_request_bytes)
         self.socket = _listen(host, port)
-        config = uvicorn.Config(self.app, lifespan="off", log_config=None, proxy_headers=False,
-                                backlog=LISTEN_BACKLOG, server_header=False,
-                                headers=[("server", "kernelsmith-serve")],
-                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            proxy_headers=False,
+            backlog=LISTEN_BACKLOG,
+            server_header=False,
+            headers=[("server", "kernelsmith-serve")],
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
 
         class Server(uvicorn.Server):
             async def shutdown(self, sockets: Any = None) -> None:
@@ -687,13 +742,26 @@ class EvaluationServer:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-def build_server(*, host: str = "127.0.0.1", port: int = 8000, workers: Optional[int] = None,
-                 devices: Optional[Sequence[Optional[str]]] = None, queue_size: int = 64,
-                 admission_wait_s: float = ADMISSION_WAIT_S, allow_no_token: bool = False,
-                 token: Optional[str] = None, max_request_bytes: int = 8 * 1024 * 1024,
-                 reward_config: Optional[RewardConfig] = None, tasks: Sequence[str] = (),
-                 run_dirs: Sequence[str] = (), allow_task_paths: bool = False,
-                 evaluator: Any = None, trials: Optional[int] = None, **evaluator_options: Any) -> EvaluationServer:
+
+def build_server(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: Optional[int] = None,
+    devices: Optional[Sequence[Optional[str]]] = None,
+    queue_size: int = 64,
+    admission_wait_s: float = ADMISSION_WAIT_S,
+    allow_no_token: bool = False,
+    token: Optional[str] = None,
+    max_request_bytes: int = 8 * 1024 * 1024,
+    reward_config: Optional[RewardConfig] = None,
+    tasks: Sequence[str] = (),
+    run_dirs: Sequence[str] = (),
+    allow_task_paths: bool = False,
+    evaluator: Any = None,
+    trials: Optional[int] = None,
+    **evaluator_options: Any,
+) -> EvaluationServer:
     """A server with one evaluation slot per device (CUDA devices when any,
     else ``workers`` CPU slots)."""
     check_exposure(host, token, allow_no_token)  # before any evaluation worker starts
@@ -709,7 +777,9 @@ def build_server(*, host: str = "127.0.0.1", port: int = 8000, workers: Optional
     for run_dir in run_dirs:
         registry.register_run(run_dir)
     scorer = LocalScorer(evaluator, reward_config, registry, trials=trials)
-    service = EvaluationService(scorer, workers=len(slots), queue_size=queue_size, devices=slots,
-                                admission_wait_s=admission_wait_s)
-    return EvaluationServer(service, host=host, port=port, token=token, max_request_bytes=max_request_bytes,
-                            allow_no_token=allow_no_token)
+    service = EvaluationService(
+        scorer, workers=len(slots), queue_size=queue_size, devices=slots, admission_wait_s=admission_wait_s
+    )
+    return EvaluationServer(
+        service, host=host, port=port, token=token, max_request_bytes=max_request_bytes, allow_no_token=allow_no_token
+    )

@@ -1,5 +1,6 @@
 """A small client for ``kernelsmith serve`` (stdlib urllib only, so it
 works inside any trainer's environment)."""
+
 from __future__ import annotations
 
 import http.client
@@ -31,8 +32,9 @@ class EvaluationClient:
     to ``busy_wait_s`` seconds. Scoring is idempotent, so a request whose
     connection dropped after it was sent is safe to send again."""
 
-    def __init__(self, url: str, token: Optional[str] = None, timeout_s: float = 1800.0,
-                 busy_wait_s: float = 600.0) -> None:
+    def __init__(
+        self, url: str, token: Optional[str] = None, timeout_s: float = 1800.0, busy_wait_s: float = 600.0
+    ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s

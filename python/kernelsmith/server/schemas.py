@@ -8,6 +8,7 @@ are made from those dataclasses' fields, so the schema cannot drift from the
 record. Answers allow keys the model does not name: a newer record field is
 passed on, not dropped.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,11 +39,17 @@ def _optional_fields(cls: type, skip: Tuple[str, ...] = ()) -> Dict[str, Any]:
     return fields
 
 
-def _model(name: str, cls: type, *, extra: str, doc: str, skip: Tuple[str, ...] = (),
-           base: Optional[Type[BaseModel]] = None) -> Type[BaseModel]:
+def _model(
+    name: str, cls: type, *, extra: str, doc: str, skip: Tuple[str, ...] = (), base: Optional[Type[BaseModel]] = None
+) -> Type[BaseModel]:
     config = None if base is not None else ConfigDict(extra=extra)  # type: ignore[typeddict-item]
-    model = create_model(name, __config__=config, __base__=base, __doc__=doc,  # type: ignore[call-overload]
-                         **_optional_fields(cls, skip))
+    model = create_model(
+        name,
+        __config__=config,
+        __base__=base,
+        __doc__=doc,  # type: ignore[call-overload]
+        **_optional_fields(cls, skip),
+    )
     return model
 
 
@@ -51,13 +58,20 @@ class _Open(BaseModel):
 
 
 #: EvalResult as the service answers it (``EvalResult.to_dict()``)
-EvalResultModel = _model("EvalResult", EvalResult, extra="allow",
-                         doc="The evaluator's verdict on one candidate (kernelsmith.result.EvalResult).")
+EvalResultModel = _model(
+    "EvalResult",
+    EvalResult,
+    extra="allow",
+    doc="The evaluator's verdict on one candidate (kernelsmith.result.EvalResult).",
+)
 
 #: RewardConfig fields a request may override; an unknown key is a 400
-RewardConfigModel = _model("RewardConfig", RewardConfig, extra="forbid",
-                           doc="Reward shaping and penalties (kernelsmith.rewards.RewardConfig); "
-                               "fields not sent keep the server's setting.")
+RewardConfigModel = _model(
+    "RewardConfig",
+    RewardConfig,
+    extra="forbid",
+    doc="Reward shaping and penalties (kernelsmith.rewards.RewardConfig); fields not sent keep the server's setting.",
+)
 
 
 class ErrorAnswer(BaseModel):
@@ -85,9 +99,11 @@ class StatusAnswer(_Open):
 class TaskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task: Optional[Dict[str, Any]] = Field(
-        default=None, description="a task dict (Task.to_dict(), or an exported task with config_json)")
+        default=None, description="a task dict (Task.to_dict(), or an exported task with config_json)"
+    )
     task_path: Optional[str] = Field(
-        default=None, description="a task directory on the server (needs --allow-task-paths)")
+        default=None, description="a task directory on the server (needs --allow-task-paths)"
+    )
 
 
 class TaskAnswer(BaseModel):
@@ -106,10 +122,10 @@ class ScoringItem(_Open):
     task_path: Optional[str] = Field(default=None, description="a task directory (needs --allow-task-paths)")
     source: Optional[str] = Field(default=None, description="a whole program (POST /evaluate)")
     completion: Optional[Any] = Field(
-        default=None, description="the model's answer: text, a chat message or a list of messages")
+        default=None, description="the model's answer: text, a chat message or a list of messages"
+    )
     parent_source: Optional[str] = Field(default=None, description="the program the completion edits")
-    parent_runtime_ms: Optional[float] = Field(default=None, description="the parent's runtime (0 or missing: "
-                                                                          "unknown)")
+    parent_runtime_ms: Optional[float] = Field(default=None, description="the parent's runtime (0 or missing: unknown)")
     parent_speedup: Optional[float] = Field(default=None, description="the parent's speedup over the reference")
     edit_mode: Optional[str] = Field(default=None, description="diff | full | auto")
     trials: Optional[int] = Field(default=None, description="correctness trials (default: the task's)")
@@ -121,7 +137,8 @@ class EvaluateRequest(ScoringItem):
 
 class EvaluateAnswer(_Open):
     result: Optional[EvalResultModel] = Field(  # type: ignore[valid-type]
-        description="the verdict; null when the completion could not be applied")
+        description="the verdict; null when the completion could not be applied"
+    )
     edit_error: Optional[str] = Field(description="why the completion could not be applied, else null")
 
 
@@ -133,8 +150,9 @@ class RewardRequest(ScoringItem):
     config: Optional[RewardConfigModel] = None  # type: ignore[valid-type]
 
 
-_RewardFields = _model("Reward", Reward, extra="allow", skip=("result",), base=_Open,
-                       doc="kernelsmith.rewards.Reward without its result")
+_RewardFields = _model(
+    "Reward", Reward, extra="allow", skip=("result",), base=_Open, doc="kernelsmith.rewards.Reward without its result"
+)
 
 
 class RewardDetail(_RewardFields):  # type: ignore[valid-type,misc]

@@ -3,6 +3,7 @@
 
 Imported only when a CUDA device is used, so the package works without torch.
 """
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ Order of sources: pynvml (package nvidia-ml-py), then
 empty dict. CUDA_VISIBLE_DEVICES is honoured: device 0 of this process is the
 first visible GPU, not physical GPU 0.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,9 +66,11 @@ def _from_nvidia_smi(physical: str) -> Optional[dict[str, Any]]:
         return None
     try:
         out = subprocess.run(
-            [exe, "-i", physical, "--query-gpu=clocks.sm,clocks.mem,temperature.gpu",
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=5, check=True,
+            [exe, "-i", physical, "--query-gpu=clocks.sm,clocks.mem,temperature.gpu", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None

@@ -4,6 +4,7 @@ The C++ core (kernelsmith._core.timing) decides how many samples to take and
 does the statistics; this module measures. It never hands a Python callable
 to C++: it asks the sampler for a batch size, measures the batch, and adds it.
 """
+
 from __future__ import annotations
 
 import math
@@ -100,6 +101,7 @@ class TimingOptions:
 
 # -- drivers (runner-agnostic) -------------------------------------------
 
+
 def _drive_bench(runner: Runner, opts: TimingOptions, device: str) -> Measurement:
     sampler = _ct.AdaptiveSampler(opts.sampler_options())
     while sampler.need_more():
@@ -109,19 +111,33 @@ def _drive_bench(runner: Runner, opts: TimingOptions, device: str) -> Measuremen
     r = sampler.result()
     med = r["median"]
     return Measurement(
-        median_s=med["estimate"], ci_low_s=med["lower"], ci_high_s=med["upper"],
-        rel_half_width=med["relative_half_width"], mean_s=r["mean"], stddev_s=r["stddev"],
-        cv=r["cv"], mad_s=r["mad"], min_s=r["min"], max_s=r["max"], n_samples=r["n"],
-        n_outliers=r["n_outliers"], stop_reason=r["stop_reason"], elapsed_s=r["elapsed_s"],
-        timer=runner.timer, device=device, launches_per_sample=runner.launches_per_sample,
-        cuda_graph=runner.cuda_graph, graph_fallback_reason=runner.graph_fallback_reason,
+        median_s=med["estimate"],
+        ci_low_s=med["lower"],
+        ci_high_s=med["upper"],
+        rel_half_width=med["relative_half_width"],
+        mean_s=r["mean"],
+        stddev_s=r["stddev"],
+        cv=r["cv"],
+        mad_s=r["mad"],
+        min_s=r["min"],
+        max_s=r["max"],
+        n_samples=r["n"],
+        n_outliers=r["n_outliers"],
+        stop_reason=r["stop_reason"],
+        elapsed_s=r["elapsed_s"],
+        timer=runner.timer,
+        device=device,
+        launches_per_sample=runner.launches_per_sample,
+        cuda_graph=runner.cuda_graph,
+        graph_fallback_reason=runner.graph_fallback_reason,
         input_sets=runner.input_sets,
         samples_s=[float(x) for x in sampler.samples] if opts.keep_samples else [],
     )
 
 
-def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str,
-                   between_pairs: Optional[Callable[[int], None]] = None) -> Comparison:
+def _drive_compare(
+    ref: Runner, cand: Runner, opts: TimingOptions, device: str, between_pairs: Optional[Callable[[int], None]] = None
+) -> Comparison:
     """``between_pairs(i)``, where given, runs before pair ``i``, outside
     both sides' timed windows (the evaluator moves new values into the timed
     inputs there: evaluator/timed_rotation.py)."""
@@ -150,17 +166,28 @@ def _drive_compare(ref: Runner, cand: Runner, opts: TimingOptions, device: str,
         "candidate": _side_stats(comparator.candidate_samples, sampler_opts),
     }
     return Comparison(
-        speedup=s["estimate"], speedup_low=s["lower"], speedup_high=s["upper"],
-        rel_half_width=s["relative_half_width"], verdict=r["verdict"], stop_reason=r["stop_reason"],
-        n_pairs=r["n_pairs"], n_outlier_pairs=r["n_outlier_pairs"],
+        speedup=s["estimate"],
+        speedup_low=s["lower"],
+        speedup_high=s["upper"],
+        rel_half_width=s["relative_half_width"],
+        verdict=r["verdict"],
+        stop_reason=r["stop_reason"],
+        n_pairs=r["n_pairs"],
+        n_outlier_pairs=r["n_outlier_pairs"],
         reference_median_s=r["reference_median"]["estimate"],
-        candidate_median_s=r["candidate_median"]["estimate"], elapsed_s=r["elapsed_s"],
-        timer=ref.timer, device=device, method=opts.method,
-        launches_per_sample=ref.launches_per_sample, reference_cuda_graph=ref.cuda_graph,
+        candidate_median_s=r["candidate_median"]["estimate"],
+        elapsed_s=r["elapsed_s"],
+        timer=ref.timer,
+        device=device,
+        method=opts.method,
+        launches_per_sample=ref.launches_per_sample,
+        reference_cuda_graph=ref.cuda_graph,
         candidate_cuda_graph=cand.cuda_graph,
-        graph_fallback_reasons={k: v for k, v in (("reference", ref.graph_fallback_reason),
-                                                  ("candidate", cand.graph_fallback_reason)) if v},
-        input_sets=ref.input_sets, reference_stats=side_stats["reference"],
+        graph_fallback_reasons={
+            k: v for k, v in (("reference", ref.graph_fallback_reason), ("candidate", cand.graph_fallback_reason)) if v
+        },
+        input_sets=ref.input_sets,
+        reference_stats=side_stats["reference"],
         candidate_stats=side_stats["candidate"],
     )
 
@@ -173,13 +200,22 @@ def _side_stats(samples: Any, sampler_opts: Any) -> dict[str, Any]:
     r = _ct.summarize(samples, sampler_opts)
     med = r["median"]
     return {
-        "median_s": med["estimate"], "ci_low_s": med["lower"], "ci_high_s": med["upper"],
-        "mean_s": r["mean"], "stddev_s": r["stddev"], "cv": r["cv"], "mad_s": r["mad"],
-        "min_s": r["min"], "max_s": r["max"], "n_samples": r["n"], "n_outliers": r["n_outliers"],
+        "median_s": med["estimate"],
+        "ci_low_s": med["lower"],
+        "ci_high_s": med["upper"],
+        "mean_s": r["mean"],
+        "stddev_s": r["stddev"],
+        "cv": r["cv"],
+        "mad_s": r["mad"],
+        "min_s": r["min"],
+        "max_s": r["max"],
+        "n_samples": r["n"],
+        "n_outliers": r["n_outliers"],
     }
 
 
 # -- external sample sources ---------------------------------------------
+
 
 def bench_samples(sample_fn: Callable[[], float], *, unit: str = "s", **options: Any) -> Measurement:
     """Adaptive sampling over an external timer: ``sample_fn()`` runs the
@@ -200,11 +236,17 @@ def compare_samples(
     """Paired comparison over external timers; the two functions are called
     alternately (A B, B A, ...), each returning one duration in ``unit``."""
     opts = TimingOptions.from_kwargs(options)
-    return _drive_compare(ExternalRunner(ref_sample_fn, unit), ExternalRunner(cand_sample_fn, unit),
-                          opts, device="external", between_pairs=between_pairs)
+    return _drive_compare(
+        ExternalRunner(ref_sample_fn, unit),
+        ExternalRunner(cand_sample_fn, unit),
+        opts,
+        device="external",
+        between_pairs=between_pairs,
+    )
 
 
 # -- callables ------------------------------------------------------------
+
 
 def _resolve_device(device: Optional[str]) -> str:
     if device is not None:
@@ -232,11 +274,16 @@ def _gpu_state(opts: TimingOptions) -> dict[str, Any]:
     return gpu_state(torch.cuda.current_device())
 
 
-def _cuda_runners(fns: Sequence[Callable[..., Any]], input_sets: ArgSets, opts: TimingOptions,
-                  per_fn_sets: Optional[Sequence[ArgSets]] = None) -> list:
+def _cuda_runners(
+    fns: Sequence[Callable[..., Any]],
+    input_sets: ArgSets,
+    opts: TimingOptions,
+    per_fn_sets: Optional[Sequence[ArgSets]] = None,
+) -> list:
     """One runner per function; ``per_fn_sets`` gives each its own input
     sets (else all share ``input_sets``)."""
     import torch
+
     # lazy: timing.cuda pulls in torch, numpy, which timing.harness does not load on its own
     from .cuda import CudaRunner, L2Flusher
 
@@ -267,8 +314,9 @@ def _hidden_work(runner: Any, opts: TimingOptions) -> HiddenWorkCheck:
     try:
         per_sample = max(runner.time_region(runner.launches_per_sample, reps=3) * runner.launches_per_sample, 1e-9)
         samples = max(1, math.ceil(2e-3 / per_sample))  # >= ~2 ms of work: overhead jitter is small
-        check = check_hidden_work(runner.sync_bounded_region, samples,
-                                  rel_tol=opts.hidden_work_rel_tol, abs_tol_s=opts.hidden_work_abs_tol_s)
+        check = check_hidden_work(
+            runner.sync_bounded_region, samples, rel_tol=opts.hidden_work_rel_tol, abs_tol_s=opts.hidden_work_abs_tol_s
+        )
         if graph is not None:
             launches = runner.launches_per_sample * samples
             torch.cuda.synchronize()
@@ -305,10 +353,14 @@ def _apply_roofline(measured_s: float, roofline: Optional[Mapping[str, Any]]) ->
             return False, [f"roofline: no peak figures for device '{name}' (pass roofline['peak'])"]
     if not isinstance(peak, HardwarePeak):
         raise TypeError("roofline['peak'] must be a HardwarePeak")
-    check = roofline_check(measured_s, bytes_moved=float(roofline.get("bytes_moved", 0)),
-                           flops=float(roofline.get("flops", 0)), peak=peak,
-                           dtype=roofline.get("dtype", "fp32"),
-                           tolerance=float(roofline.get("tolerance", 0.9)))
+    check = roofline_check(
+        measured_s,
+        bytes_moved=float(roofline.get("bytes_moved", 0)),
+        flops=float(roofline.get("flops", 0)),
+        peak=peak,
+        dtype=roofline.get("dtype", "fp32"),
+        tolerance=float(roofline.get("tolerance", 0.9)),
+    )
     return check.suspicious, [check.reason] if check.suspicious else []
 
 

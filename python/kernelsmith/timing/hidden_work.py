@@ -12,6 +12,7 @@ empty region; anything beyond overhead + tolerance is work the events missed.
 
 The decision is a pure function so it can be tested with simulated timers.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence, Tuple
@@ -41,8 +42,7 @@ def hidden_work_verdict(
     """
     if event_s < 0 or wall_s < 0 or overhead_s < 0:
         raise ValueError(
-            f"hidden_work_verdict: times must be >= 0, got event_s={event_s}, "
-            f"wall_s={wall_s}, overhead_s={overhead_s}"
+            f"hidden_work_verdict: times must be >= 0, got event_s={event_s}, wall_s={wall_s}, overhead_s={overhead_s}"
         )
     unexplained = wall_s - overhead_s - event_s
     allowed = rel_tol * event_s + abs_tol_s

@@ -1,4 +1,5 @@
 """Result records of the timing harness: plain dataclasses with to_dict()/from_dict()."""
+
 from __future__ import annotations
 
 import dataclasses

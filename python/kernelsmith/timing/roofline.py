@@ -8,6 +8,7 @@ that dtype class could reach, so the floor is a true lower bound). The
 bandwidth floor is only applied when the working set does not fit in L2: a
 small working set legitimately runs from cache between back-to-back launches.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -37,40 +38,75 @@ class HardwarePeak:
         return d
 
 
-_H100_SOURCE = ("NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/ "
-                "(dense figures: the datasheet's sparsity figures halved)")
-_H200_SOURCE = ("NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/ "
-                "(dense figures: the datasheet's sparsity figures halved)")
+_H100_SOURCE = (
+    "NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/ "
+    "(dense figures: the datasheet's sparsity figures halved)"
+)
+_H200_SOURCE = (
+    "NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/ "
+    "(dense figures: the datasheet's sparsity figures halved)"
+)
 
 # Datasheet figures (dense, no sparsity). Keys are matched as substrings of
 # torch.cuda.get_device_name() in this order.
 PEAKS: dict[str, HardwarePeak] = {
-    "H200": HardwarePeak("H200", 4.8e12, 50 * 2**20,
-                         {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12},
-                         source=_H200_SOURCE),
-    "H100 PCIe": HardwarePeak("H100 PCIe", 2.0e12, 50 * 2**20,
-                              {"fp64": 51e12, "fp32": 378e12, "fp16": 756e12, "bf16": 756e12, "fp8": 1513e12},
-                              source=_H100_SOURCE + ", H100 PCIe column"),
-    "H100": HardwarePeak("H100 SXM", 3.35e12, 50 * 2**20,
-                         {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12},
-                         source=_H100_SOURCE + ", H100 SXM column"),
-    "B200": HardwarePeak("B200", 8.0e12, 126 * 2**20,
-                         {"fp64": 40e12, "fp32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, "fp8": 4500e12},
-                         source="NVIDIA DGX B200 datasheet, https://www.nvidia.com/en-us/data-center/dgx-b200/ "
-                                "(per GPU, dense)"),
-    "A100-SXM4-80GB": HardwarePeak("A100 80GB SXM", 2.039e12, 40 * 2**20,
-                                   {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12},
-                                   source="NVIDIA A100 datasheet, https://www.nvidia.com/en-us/data-center/a100/"),
-    "A100": HardwarePeak("A100 40GB", 1.555e12, 40 * 2**20,
-                         {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12},
-                         source="NVIDIA A100 datasheet, https://www.nvidia.com/en-us/data-center/a100/"),
-    "L40S": HardwarePeak("L40S", 0.864e12, 96 * 2**20,
-                         {"fp32": 183e12, "fp16": 362e12, "bf16": 362e12, "fp8": 733e12},
-                         source="NVIDIA L40S datasheet, https://www.nvidia.com/en-us/data-center/l40s/"),
-    "4090": HardwarePeak("RTX 4090", 1.008e12, 72 * 2**20,
-                         {"fp32": 165e12, "fp16": 330e12, "bf16": 330e12, "fp8": 660e12},
-                         source="NVIDIA Ada GPU architecture whitepaper, "
-                                "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"),
+    "H200": HardwarePeak(
+        "H200",
+        4.8e12,
+        50 * 2**20,
+        {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12},
+        source=_H200_SOURCE,
+    ),
+    "H100 PCIe": HardwarePeak(
+        "H100 PCIe",
+        2.0e12,
+        50 * 2**20,
+        {"fp64": 51e12, "fp32": 378e12, "fp16": 756e12, "bf16": 756e12, "fp8": 1513e12},
+        source=_H100_SOURCE + ", H100 PCIe column",
+    ),
+    "H100": HardwarePeak(
+        "H100 SXM",
+        3.35e12,
+        50 * 2**20,
+        {"fp64": 67e12, "fp32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12},
+        source=_H100_SOURCE + ", H100 SXM column",
+    ),
+    "B200": HardwarePeak(
+        "B200",
+        8.0e12,
+        126 * 2**20,
+        {"fp64": 40e12, "fp32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, "fp8": 4500e12},
+        source="NVIDIA DGX B200 datasheet, https://www.nvidia.com/en-us/data-center/dgx-b200/ (per GPU, dense)",
+    ),
+    "A100-SXM4-80GB": HardwarePeak(
+        "A100 80GB SXM",
+        2.039e12,
+        40 * 2**20,
+        {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12},
+        source="NVIDIA A100 datasheet, https://www.nvidia.com/en-us/data-center/a100/",
+    ),
+    "A100": HardwarePeak(
+        "A100 40GB",
+        1.555e12,
+        40 * 2**20,
+        {"fp64": 19.5e12, "fp32": 156e12, "fp16": 312e12, "bf16": 312e12},
+        source="NVIDIA A100 datasheet, https://www.nvidia.com/en-us/data-center/a100/",
+    ),
+    "L40S": HardwarePeak(
+        "L40S",
+        0.864e12,
+        96 * 2**20,
+        {"fp32": 183e12, "fp16": 362e12, "bf16": 362e12, "fp8": 733e12},
+        source="NVIDIA L40S datasheet, https://www.nvidia.com/en-us/data-center/l40s/",
+    ),
+    "4090": HardwarePeak(
+        "RTX 4090",
+        1.008e12,
+        72 * 2**20,
+        {"fp32": 165e12, "fp16": 330e12, "bf16": 330e12, "fp8": 660e12},
+        source="NVIDIA Ada GPU architecture whitepaper, "
+        "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+    ),
 }
 
 #: Host CPUs (PoCL's OpenCL device, the Triton interpreter, PyTorch on the
@@ -79,12 +115,16 @@ PEAKS: dict[str, HardwarePeak] = {
 #: so these are measured or declared, and their source says which.
 HOST_PEAKS: dict[str, HardwarePeak] = {
     "AMD EPYC": HardwarePeak(
-        "AMD EPYC host (2 vCPU)", 6.4e9, 32 * 2**20, {"fp32": 156.5e9, "fp64": 78.2e9},
+        "AMD EPYC host (2 vCPU)",
+        6.4e9,
+        32 * 2**20,
+        {"fp32": 156.5e9, "fp64": 78.2e9},
         source="bandwidth measured on the development host (2-vCPU KVM guest, AMD EPYC family 25): "
-               "torch copy of 256 MiB fp32, 2 threads, best of 10, read+write bytes = 6.4 GB/s; "
-               "FLOPs declared: 2 cores x 2.445 GHz x 32 fp32 FLOP/cycle (two 256-bit FMA pipes), "
-               "half that for fp64. Another host of this model name differs: measure it "
-               "(kernelsmith.timing.sol.measure_host_peak)"),
+        "torch copy of 256 MiB fp32, 2 threads, best of 10, read+write bytes = 6.4 GB/s; "
+        "FLOPs declared: 2 cores x 2.445 GHz x 32 fp32 FLOP/cycle (two 256-bit FMA pipes), "
+        "half that for fp64. Another host of this model name differs: measure it "
+        "(kernelsmith.timing.sol.measure_host_peak)",
+    ),
 }
 
 
@@ -99,8 +139,15 @@ def lookup_peak(device_name: str) -> Optional[HardwarePeak]:
 def dtype_class(dtype: Any) -> str:
     """'fp32', 'fp16', 'bf16', 'fp64' or 'fp8' from a torch dtype or a string."""
     s = str(dtype).replace("torch.", "")
-    table = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16",
-             "bfloat16": "bf16", "float64": "fp64", "double": "fp64"}
+    table = {
+        "float32": "fp32",
+        "float": "fp32",
+        "float16": "fp16",
+        "half": "fp16",
+        "bfloat16": "bf16",
+        "float64": "fp64",
+        "double": "fp64",
+    }
     if s in table:
         return table[s]
     if s.startswith("float8"):
@@ -153,8 +200,7 @@ def roofline_check(
             f"measured {measured_s * 1e6:.2f} us is below the {which} floor of "
             f"{floor * 1e6:.2f} us on {peak.name} ({bytes_moved:.3g} bytes, {flops:.3g} FLOPs)"
         )
-    return RooflineCheck(floor, bw_floor, compute_floor, applied, measured_s, tolerance,
-                         suspicious, reason, peak.name)
+    return RooflineCheck(floor, bw_floor, compute_floor, applied, measured_s, tolerance, suspicious, reason, peak.name)
 
 
 @dataclass
@@ -180,12 +226,51 @@ class WorkEstimate:
 #: byte and that torch.utils.flop_counter does not count (checked against its
 #: registry at run time: an op it learns to count leaves this list's effect)
 HEAVY_UNCOUNTED_PREFIXES = (
-    "linalg_", "_linalg_", "cholesky", "triangular_solve", "lu_", "_lu_", "qr", "geqrf", "orgqr", "ormqr",
-    "svd", "_svd", "eig", "_eig", "symeig", "inverse", "det", "logdet", "slogdet", "lstsq", "matrix_exp",
-    "_fft_", "fft_", "stft", "istft", "cdist", "_cdist", "_euclidean_dist", "_cholesky", "cholesky_inverse",
-    "cholesky_solve", "_linalg_solve", "linalg_solve", "ldl", "_weight_norm", "_convolution_double",
-    "cudnn_convolution", "miopen_convolution", "mkldnn_convolution", "_nnpack_spatial_convolution",
-    "slow_conv", "thnn_conv", "_slow_conv", "conv_depthwise", "_conv_depthwise",
+    "linalg_",
+    "_linalg_",
+    "cholesky",
+    "triangular_solve",
+    "lu_",
+    "_lu_",
+    "qr",
+    "geqrf",
+    "orgqr",
+    "ormqr",
+    "svd",
+    "_svd",
+    "eig",
+    "_eig",
+    "symeig",
+    "inverse",
+    "det",
+    "logdet",
+    "slogdet",
+    "lstsq",
+    "matrix_exp",
+    "_fft_",
+    "fft_",
+    "stft",
+    "istft",
+    "cdist",
+    "_cdist",
+    "_euclidean_dist",
+    "_cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "_linalg_solve",
+    "linalg_solve",
+    "ldl",
+    "_weight_norm",
+    "_convolution_double",
+    "cudnn_convolution",
+    "miopen_convolution",
+    "mkldnn_convolution",
+    "_nnpack_spatial_convolution",
+    "slow_conv",
+    "thnn_conv",
+    "_slow_conv",
+    "conv_depthwise",
+    "_conv_depthwise",
 )
 
 

@@ -6,6 +6,7 @@ the handles of a batch into seconds per call. Queuing a whole batch before
 resolving lets the CUDA runner synchronize once per batch instead of once per
 sample, and lets the comparator interleave two runners sample by sample.
 """
+
 from __future__ import annotations
 
 import time

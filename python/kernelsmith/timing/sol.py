@@ -17,6 +17,7 @@ The bytes are the inputs, outputs and parameters, each once: a floor on what
 any program must move, not what a particular kernel moves (a kernel that
 re-reads its input from DRAM moves more and is credited with less).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -87,18 +88,31 @@ def speed_of_light(
     """The achieved rates of a call that took ``runtime_s`` and did ``work``,
     against ``peak`` (pure arithmetic; see the module docstring)."""
     if peak is None:
-        return SpeedOfLight(reason=f"cannot be counted: no peak figures for device '{device}'", device=device,
-                            bytes_moved=int(work.bytes_moved) if work is not None else None,
-                            dtype=work.dtype if work is not None else "")
+        return SpeedOfLight(
+            reason=f"cannot be counted: no peak figures for device '{device}'",
+            device=device,
+            bytes_moved=int(work.bytes_moved) if work is not None else None,
+            dtype=work.dtype if work is not None else "",
+        )
     if work is None:
-        return SpeedOfLight(reason="cannot be counted: no estimate of the work (bytes, FLOPs) was made",
-                            device=peak.name, peak_source=peak.source)
+        return SpeedOfLight(
+            reason="cannot be counted: no estimate of the work (bytes, FLOPs) was made",
+            device=peak.name,
+            peak_source=peak.source,
+        )
     if not runtime_s or runtime_s <= 0:
         return SpeedOfLight(reason="cannot be counted: no positive time", device=peak.name, peak_source=peak.source)
     dtype = dtype_class(work.dtype)
-    sol = SpeedOfLight(counted=True, device=peak.name, peak_source=peak.source, runtime_ms=runtime_s * 1e3,
-                       bytes_moved=int(work.bytes_moved), dtype=dtype, uncounted_ops=list(work.uncounted_ops),
-                       peak_bytes_per_s=float(peak.bandwidth_bytes_s))
+    sol = SpeedOfLight(
+        counted=True,
+        device=peak.name,
+        peak_source=peak.source,
+        runtime_ms=runtime_s * 1e3,
+        bytes_moved=int(work.bytes_moved),
+        dtype=dtype,
+        uncounted_ops=list(work.uncounted_ops),
+        peak_bytes_per_s=float(peak.bandwidth_bytes_s),
+    )
     sol.achieved_bytes_per_s = work.bytes_moved / runtime_s
     sol.bandwidth_fraction = sol.achieved_bytes_per_s / peak.bandwidth_bytes_s
     peak_flops = peak.flops.get(dtype)
@@ -106,10 +120,15 @@ def speed_of_light(
         sol.method = BYTES_METHOD + "; FLOPs: no counter available"
         sol.reason = "FLOPs cannot be counted: torch.utils.flop_counter is not available"
         return sol
-    sol.method = BYTES_METHOD + f"; FLOPs: {work.flop_counter} (matmuls, convolutions, attention; elementwise ops count 0)"
+    sol.method = (
+        BYTES_METHOD + f"; FLOPs: {work.flop_counter} (matmuls, convolutions, attention; elementwise ops count 0)"
+    )
     if work.uncounted_ops:
-        sol.reason = ("FLOPs cannot be counted: the FLOP counter does not know "
-                      + ", ".join(work.uncounted_ops) + "; the bound is not stated")
+        sol.reason = (
+            "FLOPs cannot be counted: the FLOP counter does not know "
+            + ", ".join(work.uncounted_ops)
+            + "; the bound is not stated"
+        )
         return sol
     sol.flops = int(work.flops)
     sol.achieved_flops_per_s = work.flops / runtime_s
@@ -193,5 +212,12 @@ def measure_host_peak(threads: Optional[int] = None, mib: int = 256) -> dict[str
     return {"bandwidth_bytes_s": 2 * a.numel() * 4 / best, "fp32_flops": 2 * 2048**3 / best_mm}
 
 
-__all__ = ["BOUNDS", "SpeedOfLight", "host_cpu_name", "lookup_host_peak", "measure_host_peak", "peak_for",
-           "speed_of_light"]
+__all__ = [
+    "BOUNDS",
+    "SpeedOfLight",
+    "host_cpu_name",
+    "lookup_host_peak",
+    "measure_host_peak",
+    "peak_for",
+    "speed_of_light",
+]

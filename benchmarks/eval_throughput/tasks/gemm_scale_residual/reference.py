@@ -4,6 +4,7 @@ The full shapes are for a GPU (H200). KS_BENCH_SMALL=1 in the environment
 shrinks them so the Triton interpreter can check the candidates' verdicts on
 a CPU in minutes (bench_eval_throughput.py --small sets it).
 """
+
 import os
 
 import torch

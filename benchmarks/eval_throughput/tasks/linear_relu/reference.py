@@ -5,6 +5,7 @@ shrinks them so the Triton interpreter can check the candidates' verdicts on
 a CPU in minutes (bench_eval_throughput.py --small sets it); task.yaml cannot
 change shapes, so the reference reads it.
 """
+
 import os
 
 import torch

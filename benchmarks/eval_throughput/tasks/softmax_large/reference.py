@@ -1,6 +1,7 @@
 """Row softmax over a 128 MiB fp32 matrix: a memory-bound kernel of about
 0.1 ms on an H200, for the repeat-spread measurement of issue 13 (a kernel of
 20 us or more). KS_BENCH_SMALL=1 shrinks it for the Triton interpreter."""
+
 import os
 
 import torch

@@ -40,25 +40,87 @@ functions), ``diagnostics`` (compiler messages at the candidate's lines),
 ``tips`` (prompt advice). What other modules and tests import is re-exported
 here.
 """
+
 from __future__ import annotations
 
 from .backend import BACKEND, CudaBackend
 from .checks import FORBIDDEN_IMPORTS, SOURCE_HACKS, check_cuda_program
-from .diagnostics import BINDING_FILE, CPP_FILE, CUDA_FILE, CompilationError, Diagnostic, format_diagnostics, parse_diagnostics
+from .diagnostics import (
+    BINDING_FILE,
+    CPP_FILE,
+    CUDA_FILE,
+    CompilationError,
+    Diagnostic,
+    format_diagnostics,
+    parse_diagnostics,
+)
 from .loading import Extension, install_load_inline
 from .loading import _import_extension as _import_extension
-from .sources import (BuildSpec, binding_translation_unit, cuda_translation_unit, global_kernels, rewrite_launches,
-                      split_sources)
+from .sources import (
+    BuildSpec,
+    binding_translation_unit,
+    cuda_translation_unit,
+    global_kernels,
+    rewrite_launches,
+    split_sources,
+)
 from .sources import _CU_PRELUDE as _CU_PRELUDE
 from .sources import _strip_comments as _strip_comments
 from .tips import cuda_prompt_tips
-from .toolchain import (ARCH_ENV, BUILD_VERSION, LOCAL_ENV, PCH_ENV, REQUESTS_ENV, SHARED_ENV, BuildResult, Toolchain,
-                        build_extension, build_key, build_pch, compile_extension, find_pch, key_text, normalize_arch)
+from .toolchain import (
+    ARCH_ENV,
+    BUILD_VERSION,
+    LOCAL_ENV,
+    PCH_ENV,
+    REQUESTS_ENV,
+    SHARED_ENV,
+    BuildResult,
+    Toolchain,
+    build_extension,
+    build_key,
+    build_pch,
+    compile_extension,
+    find_pch,
+    key_text,
+    normalize_arch,
+)
 from .toolchain import _TOOLCHAIN as _TOOLCHAIN
 
-__all__ = ["ARCH_ENV", "BACKEND", "BINDING_FILE", "BUILD_VERSION", "CPP_FILE", "CUDA_FILE", "FORBIDDEN_IMPORTS", "LOCAL_ENV",
-           "PCH_ENV", "REQUESTS_ENV", "SHARED_ENV", "SOURCE_HACKS", "BuildResult", "BuildSpec", "CompilationError",
-           "CudaBackend", "Diagnostic", "Extension", "Toolchain", "binding_translation_unit", "build_extension",
-           "build_key", "build_pch", "check_cuda_program", "compile_extension", "cuda_prompt_tips",
-           "cuda_translation_unit", "find_pch", "format_diagnostics", "global_kernels", "install_load_inline",
-           "key_text", "normalize_arch", "parse_diagnostics", "rewrite_launches", "split_sources"]
+__all__ = [
+    "ARCH_ENV",
+    "BACKEND",
+    "BINDING_FILE",
+    "BUILD_VERSION",
+    "CPP_FILE",
+    "CUDA_FILE",
+    "FORBIDDEN_IMPORTS",
+    "LOCAL_ENV",
+    "PCH_ENV",
+    "REQUESTS_ENV",
+    "SHARED_ENV",
+    "SOURCE_HACKS",
+    "BuildResult",
+    "BuildSpec",
+    "CompilationError",
+    "CudaBackend",
+    "Diagnostic",
+    "Extension",
+    "Toolchain",
+    "binding_translation_unit",
+    "build_extension",
+    "build_key",
+    "build_pch",
+    "check_cuda_program",
+    "compile_extension",
+    "cuda_prompt_tips",
+    "cuda_translation_unit",
+    "find_pch",
+    "format_diagnostics",
+    "global_kernels",
+    "install_load_inline",
+    "key_text",
+    "normalize_arch",
+    "parse_diagnostics",
+    "rewrite_launches",
+    "split_sources",
+]

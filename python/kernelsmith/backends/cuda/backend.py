@@ -1,4 +1,5 @@
 """The CUDA C++ backend's :class:`~kernelsmith.backends.base.Backend`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,18 @@ from .diagnostics import CompilationError
 from .loading import _LoadInline, _Records, install_load_inline
 from .sources import BuildSpec
 from .tips import cuda_prompt_tips
-from .toolchain import (ARCH_ENV, LOCAL_ENV, PCH_ENV, REQUESTS_ENV, SHARED_ENV, _toolchain, build_pch, compile_extension,
-                        key_text)
+from .toolchain import (
+    ARCH_ENV,
+    LOCAL_ENV,
+    PCH_ENV,
+    REQUESTS_ENV,
+    SHARED_ENV,
+    _toolchain,
+    build_pch,
+    compile_extension,
+    key_text,
+)
+
 
 class CudaBackend(Backend):
     name = "cuda"
@@ -27,8 +38,11 @@ class CudaBackend(Backend):
         return check_cuda_program(source)
 
     def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
-        env = {LOCAL_ENV: os.path.join(workdir, ".ks_cuda"), "CUDA_CACHE_PATH": os.path.join(workdir, ".nv"),
-               "TORCH_EXTENSIONS_DIR": os.path.join(workdir, ".torch_extensions")}
+        env = {
+            LOCAL_ENV: os.path.join(workdir, ".ks_cuda"),
+            "CUDA_CACHE_PATH": os.path.join(workdir, ".nv"),
+            "TORCH_EXTENSIONS_DIR": os.path.join(workdir, ".torch_extensions"),
+        }
         for key in (ARCH_ENV, PCH_ENV, "CUDA_HOME", "CXX", "CC"):
             if os.environ.get(key):
                 env[key] = os.environ[key]
@@ -89,8 +103,10 @@ class CudaBackend(Backend):
 
         install_load_inline()
         if not torch.cuda.is_available():
-            raise RuntimeError(f"the cuda backend needs an NVIDIA GPU and a CUDA build of PyTorch (torch "
-                               f"{torch.__version__}, CUDA {torch.version.cuda}, devices visible: 0)")
+            raise RuntimeError(
+                f"the cuda backend needs an NVIDIA GPU and a CUDA build of PyTorch (torch "
+                f"{torch.__version__}, CUDA {torch.version.cuda}, devices visible: 0)"
+            )
         torch.cuda.init()
         torch.empty(1, device="cuda")
         _toolchain()  # nvcc and compiler versions, once per worker, before any candidate
@@ -129,10 +145,16 @@ class CudaBackend(Backend):
             tc = _toolchain()
             arch, versions["nvcc"] = f"sm_{tc.arch}", tc.nvcc_version
         return HardwareInfo(
-            backend="cuda", name=props.name, kind="gpu", vendor="NVIDIA",
-            compute_capability=f"{props.major}.{props.minor}", arch=arch,
-            compute_units=props.multi_processor_count, memory_gb=round(props.total_memory / 2**30, 1),
-            driver=nvidia_driver(), versions=versions,
+            backend="cuda",
+            name=props.name,
+            kind="gpu",
+            vendor="NVIDIA",
+            compute_capability=f"{props.major}.{props.minor}",
+            arch=arch,
+            compute_units=props.multi_processor_count,
+            memory_gb=round(props.total_memory / 2**30, 1),
+            driver=nvidia_driver(),
+            versions=versions,
             properties={
                 "shared_memory_per_block_optin_kb": getattr(props, "shared_memory_per_block_optin", 0) // 1024 or None,
                 "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
@@ -149,5 +171,6 @@ class CudaBackend(Backend):
 
     def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
         return cuda_prompt_tips(HardwareInfo.of(hardware))
+
 
 BACKEND = CudaBackend

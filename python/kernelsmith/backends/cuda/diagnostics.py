@@ -3,6 +3,7 @@ errors parsed (``file(line): error: ...`` and ``file:line:col: error: ...``)
 and mapped back to the candidate's own lines (``#line`` directives name the
 candidate's strings ``cuda_sources`` / ``cpp_sources``), and the exception a
 failed build raises."""
+
 from __future__ import annotations
 
 import ast
@@ -37,12 +38,19 @@ class Diagnostic:
     context: list[str] = field(default_factory=list)  # the lines the compiler printed after it
 
 
-_EDG_RE = re.compile(r"^(?P<file>[^\s:()][^():]*?)\((?P<line>\d+)\): (?P<kind>catastrophic error|error|warning|remark)"
-                     r"(?: #\w+(?:-D)?)?: (?P<msg>.*)$")
-_GCC_RE = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<kind>fatal error|error|warning|note)"
-                     r": (?P<msg>.*)$")
-_OTHER_ERR_RE = re.compile(r"^(ptxas|nvlink|ld|collect2|nvcc)\b.*(error|fatal)|undefined reference to|"
-                           r"^/usr/bin/ld:.*|^nvcc fatal", re.I)
+_EDG_RE = re.compile(
+    r"^(?P<file>[^\s:()][^():]*?)\((?P<line>\d+)\): (?P<kind>catastrophic error|error|warning|remark)"
+    r"(?: #\w+(?:-D)?)?: (?P<msg>.*)$"
+)
+_GCC_RE = re.compile(
+    r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<kind>fatal error|error|warning|note)"
+    r": (?P<msg>.*)$"
+)
+_OTHER_ERR_RE = re.compile(
+    r"^(ptxas|nvlink|ld|collect2|nvcc)\b.*(error|fatal)|undefined reference to|"
+    r"^/usr/bin/ld:.*|^nvcc fatal",
+    re.I,
+)
 
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:
@@ -54,8 +62,9 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
         m = _EDG_RE.match(line) or _GCC_RE.match(line)
         if m:
             col = m.groupdict().get("col")
-            diags.append(Diagnostic(m["file"].strip(), int(m["line"]), int(col) if col else None,
-                                    m["kind"], m["msg"].strip()))
+            diags.append(
+                Diagnostic(m["file"].strip(), int(m["line"]), int(col) if col else None, m["kind"], m["msg"].strip())
+            )
         elif diags and line.strip() and (raw.startswith(" ") or raw.startswith("\t")) and len(diags[-1].context) < 4:
             diags[-1].context.append(line)
         elif _OTHER_ERR_RE.search(line):
@@ -91,8 +100,9 @@ def _candidate_line(text: str, line: int, offsets: dict[str, int]) -> Optional[i
     return None
 
 
-def format_diagnostics(diags: list[Diagnostic], sources: dict[str, str], candidate_source: Optional[str],
-                       limit: int = 12) -> str:
+def format_diagnostics(
+    diags: list[Diagnostic], sources: dict[str, str], candidate_source: Optional[str], limit: int = 12
+) -> str:
     """The errors (warnings when there are none) at the candidate's lines:
     ``candidate.py:LINE (cuda_sources line N): error: ...`` with the line."""
     offsets = _source_offsets(candidate_source)

@@ -3,6 +3,7 @@ for ``torch.utils.cpp_extension.load_inline`` builds through
 :func:`~.toolchain.build_extension`, imports the extension and wraps its
 functions so that each call runs inside ``census_launch`` and reports how
 many kernels it launched."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -11,6 +12,7 @@ from ..base import LaunchRecord, _Census, _spans, census_launch
 from .diagnostics import CompilationError
 from .sources import BuildSpec, global_kernels
 from .toolchain import BuildResult, build_extension
+
 
 class _Records:
     records: list[LaunchRecord] = []
@@ -79,12 +81,12 @@ class _LoadInline:
     builds: list[BuildResult] = []
 
 
-def _load_inline(name: str = "", cpp_sources: Any = None, cuda_sources: Any = None, functions: Any = None,
-                 **kwargs: Any) -> Extension:
+def _load_inline(
+    name: str = "", cpp_sources: Any = None, cuda_sources: Any = None, functions: Any = None, **kwargs: Any
+) -> Extension:
     if kwargs.pop("is_python_module", True) is False:
         raise CompilationError("load_inline(is_python_module=False) is not supported: return the module")
-    spec = BuildSpec.from_load_inline(cpp_sources=cpp_sources, cuda_sources=cuda_sources,
-                                      functions=functions, **kwargs)
+    spec = BuildSpec.from_load_inline(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions, **kwargs)
     result = build_extension(spec, candidate_source=_LoadInline.candidate_source)
     _LoadInline.builds.append(result)
     module = _import_extension(result)

@@ -3,6 +3,7 @@ kernels, its launches routed through the counting helper, what a
 ``load_inline`` call asks to build (:class:`BuildSpec`), and the translation
 units the build compiles (one nvcc unit, or device code without torch plus
 host wrappers with the precompiled header)."""
+
 from __future__ import annotations
 
 import json
@@ -82,14 +83,14 @@ def rewrite_launches(cuda_source: str) -> tuple[str, int]:
         if end < 0:
             out.append(cuda_source[pos:])
             break
-        args = _split_top_level(cuda_source[start + 3:end])
+        args = _split_top_level(cuda_source[start + 3 : end])
         if len(args) == 2:
             args += [" 0", " ks_internal_stream()"]
         elif len(args) == 3:
             args.append(" ks_internal_stream()")
         elif len(args) == 4:
             args[3] = f" ks_internal_stream({args[3].strip()})"
-        out.append(cuda_source[pos:start + 3] + ",".join(args))
+        out.append(cuda_source[pos : start + 3] + ",".join(args))
         pos = end
         count += 1
     return "".join(out), count
@@ -122,7 +123,8 @@ def _check_flags(flags: Sequence[str], what: str) -> list[str]:
             if not _ALLOWED_FLAG.match(part):
                 raise CompilationError(
                     f"load_inline: {what} flag {part!r} is not allowed here (allowed: optimisation levels, "
-                    "-D/-U macros, --use_fast_math, -std=c++17/20, -lineinfo, -maxrregcount=N, -Xptxas options)")
+                    "-D/-U macros, --use_fast_math, -std=c++17/20, -lineinfo, -maxrregcount=N, -Xptxas options)"
+                )
             kept.append(part)
     return kept
 
@@ -138,33 +140,56 @@ class BuildSpec:
     extra_cuda_cflags: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_load_inline(cls, cpp_sources: Any = None, cuda_sources: Any = None, functions: Any = None,
-                         extra_cflags: Any = None, extra_cuda_cflags: Any = None, extra_ldflags: Any = None,
-                         extra_include_paths: Any = None, **_ignored: Any) -> "BuildSpec":
+    def from_load_inline(
+        cls,
+        cpp_sources: Any = None,
+        cuda_sources: Any = None,
+        functions: Any = None,
+        extra_cflags: Any = None,
+        extra_cuda_cflags: Any = None,
+        extra_ldflags: Any = None,
+        extra_include_paths: Any = None,
+        **_ignored: Any,
+    ) -> "BuildSpec":
         cuda = _join(cuda_sources)
         if not cuda.strip():
-            raise CompilationError("load_inline was called without cuda_sources: the CUDA backend builds "
-                                   "__global__ kernels from cuda_sources")
+            raise CompilationError(
+                "load_inline was called without cuda_sources: the CUDA backend builds "
+                "__global__ kernels from cuda_sources"
+            )
         if any(str(f).strip() for f in (extra_ldflags or [])):
-            raise CompilationError(f"load_inline: extra_ldflags {list(extra_ldflags)} are not allowed (no extra "
-                                   "libraries: the work must be done by the program's own kernels)")
+            raise CompilationError(
+                f"load_inline: extra_ldflags {list(extra_ldflags)} are not allowed (no extra "
+                "libraries: the work must be done by the program's own kernels)"
+            )
         if any(str(p).strip() for p in (extra_include_paths or [])):
             raise CompilationError("load_inline: extra_include_paths are not allowed (the program is self-contained)")
-        return cls(_join(cpp_sources), cuda, _function_list(functions),
-                   _check_flags(extra_cflags or [], "extra_cflags"),
-                   _check_flags(extra_cuda_cflags or [], "extra_cuda_cflags"))
+        return cls(
+            _join(cpp_sources),
+            cuda,
+            _function_list(functions),
+            _check_flags(extra_cflags or [], "extra_cflags"),
+            _check_flags(extra_cuda_cflags or [], "extra_cuda_cflags"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"cpp_sources": self.cpp_sources, "cuda_sources": self.cuda_sources,
-                "functions": [list(f) for f in self.functions], "extra_cflags": self.extra_cflags,
-                "extra_cuda_cflags": self.extra_cuda_cflags}
+        return {
+            "cpp_sources": self.cpp_sources,
+            "cuda_sources": self.cuda_sources,
+            "functions": [list(f) for f in self.functions],
+            "extra_cflags": self.extra_cflags,
+            "extra_cuda_cflags": self.extra_cuda_cflags,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "BuildSpec":
-        return cls(str(data["cpp_sources"]), str(data["cuda_sources"]),
-                   [(str(a), str(b)) for a, b in data["functions"]],
-                   _check_flags(data.get("extra_cflags", []), "extra_cflags"),
-                   _check_flags(data.get("extra_cuda_cflags", []), "extra_cuda_cflags"))
+        return cls(
+            str(data["cpp_sources"]),
+            str(data["cuda_sources"]),
+            [(str(a), str(b)) for a, b in data["functions"]],
+            _check_flags(data.get("extra_cflags", []), "extra_cflags"),
+            _check_flags(data.get("extra_cuda_cflags", []), "extra_cuda_cflags"),
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -210,6 +235,7 @@ def cuda_translation_unit(cuda_sources: str, light: bool = True) -> tuple[str, b
 
 # -- the split build: device code without torch, host wrappers with the PCH --
 
+
 @dataclass
 class _Chunk:
     start: int
@@ -217,7 +243,7 @@ class _Chunk:
     kind: str  # "pre", "func", "decl"
 
     def text(self, src: str) -> str:
-        return src[self.start:self.end]
+        return src[self.start : self.end]
 
 
 def _chunks(src: str) -> Optional[list[_Chunk]]:
@@ -278,8 +304,11 @@ def _chunks(src: str) -> Optional[list[_Chunk]]:
                 before = head[:brace]
                 if re.match(r"\s*(namespace|extern)\b", before):
                     return None  # items inside a block: not split
-                is_func = "(" in before and not re.match(r"\s*(struct|class|union|enum|namespace|extern)\b", before) \
+                is_func = (
+                    "(" in before
+                    and not re.match(r"\s*(struct|class|union|enum|namespace|extern)\b", before)
                     and "=" not in before.split("(")[0]
+                )
                 if is_func:
                     chunks.append(_Chunk(start, i + 1, "func"))
                     start = None
@@ -327,7 +356,7 @@ def _to_launch_calls(body: str) -> Optional[str]:
             j += 1
         if depth != 0:
             return None
-        cfg, args = body[start + 3:end], body[k + 1:j]
+        cfg, args = body[start + 3 : end], body[k + 1 : j]
         out.append(body[pos:name_start] + f"ks_launch({m.group(1)}, {cfg}" + (f", {args})" if args.strip() else ")"))
         pos = j + 1
 
@@ -350,7 +379,7 @@ def split_sources(cuda_sources: str) -> Optional[tuple[str, str]]:
     device, host, pos = [], [], 0
     torch_funcs = 0
     for ch in chunks:
-        gap = src[pos:ch.start]
+        gap = src[pos : ch.start]
         device.append(gap)
         host.append(gap)
         pos = ch.end
@@ -387,7 +416,7 @@ def split_sources(cuda_sources: str) -> Optional[tuple[str, str]]:
             else:
                 decl = _LAUNCH_BOUNDS_RE.sub("", head)
                 decl = re.sub(r"__global__|__host__|__forceinline__", "", decl).rstrip() + ";"
-                host.append(decl + _blank(text[len(head):]))
+                host.append(decl + _blank(text[len(head) :]))
         elif is_device:
             if re.search(r"__global__", text) and "template" not in text:
                 host.append(re.sub(r"__global__", "", _LAUNCH_BOUNDS_RE.sub("", text)))
@@ -421,24 +450,32 @@ static inline void ks_launch(void (*k)(P...), dim3 g, dim3 b, std::size_t s, cud
 """
 
 
-def binding_translation_unit(spec: BuildSpec, module_name: str, pch: Optional[str],
-                             host_part: Optional[str] = None, full: bool = False) -> str:
+def binding_translation_unit(
+    spec: BuildSpec, module_name: str, pch: Optional[str], host_part: Optional[str] = None, full: bool = False
+) -> str:
     """The host C++ file: torch's headers (precompiled when ``pch``; all of
     torch/extension.h when ``full``), the launch counter, the host part of a
     split CUDA source, the candidate's declarations and the bindings."""
     head = _FULL_HEADER if full else "" if pch else _PCH_HEADER
-    defs = "\n".join(f'  m.def("{name}", torch::wrap_pybind_function({name}), {json.dumps(doc)});'
-                     for name, doc in spec.functions)
+    defs = "\n".join(
+        f'  m.def("{name}", torch::wrap_pybind_function({name}), {json.dumps(doc)});' for name, doc in spec.functions
+    )
     module = ""
     if spec.functions:
-        module = (f'#line 1 "{BINDING_FILE}"\nPYBIND11_MODULE({module_name}, m) {{\n{defs}\n'
-                  '  m.def("_ks_launch_count", []() { return ks_internal_launches; });\n}\n')
+        module = (
+            f'#line 1 "{BINDING_FILE}"\nPYBIND11_MODULE({module_name}, m) {{\n{defs}\n'
+            '  m.def("_ks_launch_count", []() { return ks_internal_launches; });\n}\n'
+        )
     split = ""
     if host_part is not None:
-        split = (_HOST_LAUNCH_HELPER + "static inline cudaStream_t ks_internal_stream() { ++ks_internal_launches; "
-                 "return ks_internal_current_stream(); }\nstatic inline cudaStream_t ks_internal_stream(cudaStream_t s) "
-                 "{ ++ks_internal_launches; return s; }\n" + f'#line 1 "{CUDA_FILE}"\n{host_part}\n')
+        split = (
+            _HOST_LAUNCH_HELPER + "static inline cudaStream_t ks_internal_stream() { ++ks_internal_launches; "
+            "return ks_internal_current_stream(); }\nstatic inline cudaStream_t ks_internal_stream(cudaStream_t s) "
+            "{ ++ks_internal_launches; return s; }\n" + f'#line 1 "{CUDA_FILE}"\n{host_part}\n'
+        )
     cpp = spec.cpp_sources if full else _TORCH_EXT_INCLUDE.sub("", spec.cpp_sources)
-    return (f"{head}unsigned long long ks_internal_launches = 0;\n"
-            "cudaStream_t ks_internal_current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }\n"
-            f'{split}#line 1 "{CPP_FILE}"\n{cpp}\n{module}')
+    return (
+        f"{head}unsigned long long ks_internal_launches = 0;\n"
+        "cudaStream_t ks_internal_current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }\n"
+        f'{split}#line 1 "{CPP_FILE}"\n{cpp}\n{module}'
+    )

@@ -1,7 +1,9 @@
 """The CUDA backend's advice for the system prompt."""
+
 from __future__ import annotations
 
 from ...hardware import HardwareInfo
+
 
 def cuda_prompt_tips(hw: HardwareInfo) -> str:
     """Advice for the system prompt; the device part from

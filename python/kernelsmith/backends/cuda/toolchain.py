@@ -3,6 +3,7 @@ flags and versions), the precompiled torch header, the compile of the two
 translation units at the same time, and the compile cache keyed by the
 sources, the flags, the versions and the device architecture (a worker's own
 cache, then the pool's shared one, filled by the pool's trusted builder)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from .diagnostics import CPP_FILE, CUDA_FILE, CompilationError, _trim_log, format_diagnostics, parse_diagnostics
-from .sources import (_CU_PRELUDE, _FULL_HEADER, _HOST_LAUNCH_HELPER, _LOAD_INLINE_CUDA_HEAD, _PCH_HEADER, BuildSpec,
-                      binding_translation_unit, cuda_translation_unit, split_sources)
+from .sources import (
+    _CU_PRELUDE,
+    _FULL_HEADER,
+    _HOST_LAUNCH_HELPER,
+    _LOAD_INLINE_CUDA_HEAD,
+    _PCH_HEADER,
+    BuildSpec,
+    binding_translation_unit,
+    cuda_translation_unit,
+    split_sources,
+)
 
 #: bump when the build recipe changes: old cache entries are then never used
 BUILD_VERSION = "ks-cuda-1"
@@ -36,14 +46,16 @@ PCH_ENV = "KERNELSMITH_CUDA_PCH_DIR"
 
 #: nvcc messages that may come from narrowing torch/extension.h to
 #: torch/types.h (a name torch/all.h or pybind11 would have declared)
-_MISSING_HEADER_HINT = re.compile(r"torch|\bat::|c10|pybind|\bpy::|namespace|TORCH_|AT_|"
-                                  r"incomplete type|has no member")
+_MISSING_HEADER_HINT = re.compile(
+    r"torch|\bat::|c10|pybind|\bpy::|namespace|TORCH_|AT_|"
+    r"incomplete type|has no member"
+)
 
 _lock = threading.Lock()
 
 
 def normalize_arch(arch: str) -> str:
-    """"9.0" / "90" / "sm_90" / "sm_90a" -> "90" (or "90a")."""
+    """ "9.0" / "90" / "sm_90" / "sm_90a" -> "90" (or "90a")."""
     a = str(arch).strip().lower().replace("sm_", "").replace("compute_", "")
     if "." in a:
         major, minor = a.split(".", 1)
@@ -88,7 +100,9 @@ class Toolchain:
             arch = os.environ.get(ARCH_ENV) or None
         if arch is None:
             if not torch.cuda.is_available():
-                raise RuntimeError(f"no CUDA device visible and ${ARCH_ENV} unset: cannot tell which architecture to build for")
+                raise RuntimeError(
+                    f"no CUDA device visible and ${ARCH_ENV} unset: cannot tell which architecture to build for"
+                )
             major, minor = torch.cuda.get_device_capability()
             arch = f"{major}{minor}"
             if major >= 9 and minor == 0:
@@ -105,23 +119,50 @@ class Toolchain:
         if not any("GLIBCXX_USE_CXX11_ABI" in f for f in abi):
             abi.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
         torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-        libs = [torch_lib] + [p for p in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"))
-                              if os.path.isdir(p)]
+        libs = [torch_lib] + [
+            p for p in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib")) if os.path.isdir(p)
+        ]
         includes = list(ce.include_paths()) + [os.path.join(cuda_home, "include")]
-        tc = cls(nvcc=nvcc, cxx=cxx, arch=normalize_arch(arch), torch_version=torch.__version__,
-                 cuda_version=str(torch.version.cuda), include_paths=includes,
-                 python_include=sysconfig.get_paths()["include"], library_paths=libs, abi_flags=abi)
+        tc = cls(
+            nvcc=nvcc,
+            cxx=cxx,
+            arch=normalize_arch(arch),
+            torch_version=torch.__version__,
+            cuda_version=str(torch.version.cuda),
+            include_paths=includes,
+            python_include=sysconfig.get_paths()["include"],
+            library_paths=libs,
+            abi_flags=abi,
+        )
         tc.nvcc_version = _version_line([nvcc, "--version"])
         tc.cxx_version = _version_line([cxx, "--version"], first=True)
         return tc
 
     def identity(self) -> dict[str, Any]:
-        recipe = hashlib.sha256("\0".join((_CU_PRELUDE, _PCH_HEADER, _FULL_HEADER, _HOST_LAUNCH_HELPER,
-                                            _LOAD_INLINE_CUDA_HEAD, *self.cxx_flags(), *self.nvcc_flags()))
-                                .encode()).hexdigest()[:12]
-        return {"build": BUILD_VERSION, "recipe": recipe, "torch": self.torch_version, "cuda": self.cuda_version, "arch": self.arch,
-                "nvcc": self.nvcc_version, "cxx": self.cxx_version, "abi": self.abi_flags,
-                "python": sys.version.split()[0]}
+        recipe = hashlib.sha256(
+            "\0".join(
+                (
+                    _CU_PRELUDE,
+                    _PCH_HEADER,
+                    _FULL_HEADER,
+                    _HOST_LAUNCH_HELPER,
+                    _LOAD_INLINE_CUDA_HEAD,
+                    *self.cxx_flags(),
+                    *self.nvcc_flags(),
+                )
+            ).encode()
+        ).hexdigest()[:12]
+        return {
+            "build": BUILD_VERSION,
+            "recipe": recipe,
+            "torch": self.torch_version,
+            "cuda": self.cuda_version,
+            "arch": self.arch,
+            "nvcc": self.nvcc_version,
+            "cxx": self.cxx_version,
+            "abi": self.abi_flags,
+            "python": sys.version.split()[0],
+        }
 
     def cxx_flags(self) -> list[str]:
         inc = [f for p in self.include_paths for f in ("-isystem", p)] + ["-isystem", self.python_include]
@@ -138,17 +179,29 @@ class Toolchain:
         gencode = f"-gencode=arch=compute_{arch},code=sm_{arch}"
         # device code is optimised by default (cicc and ptxas at -O3); -O
         # here would only optimise the host side of the unit
-        return ["-std=c++17", "-Xcompiler", "-fPIC", gencode, "-ccbin", self.cxx,
-                "-DTORCH_API_INCLUDE_EXTENSION_H", *list(getattr(ce, "COMMON_NVCC_FLAGS", [])),
-                *[f for f in self.abi_flags if f.startswith("-D")], *inc]
+        return [
+            "-std=c++17",
+            "-Xcompiler",
+            "-fPIC",
+            gencode,
+            "-ccbin",
+            self.cxx,
+            "-DTORCH_API_INCLUDE_EXTENSION_H",
+            *list(getattr(ce, "COMMON_NVCC_FLAGS", [])),
+            *[f for f in self.abi_flags if f.startswith("-D")],
+            *inc,
+        ]
 
     def link_flags(self) -> list[str]:
         flags = []
         for p in self.library_paths:
             flags += [f"-L{p}", f"-Wl,-rpath,{p}"]
         for lib in ("c10", "c10_cuda", "torch_cpu", "torch_cuda", "torch", "torch_python", "cudart"):
-            if any(os.path.exists(os.path.join(p, f"lib{lib}.so")) or
-                   any(n.startswith(f"lib{lib}.so") for n in _listdir(p)) for p in self.library_paths):
+            if any(
+                os.path.exists(os.path.join(p, f"lib{lib}.so"))
+                or any(n.startswith(f"lib{lib}.so") for n in _listdir(p))
+                for p in self.library_paths
+            ):
                 flags.append(f"-l{lib}")
         return flags
 
@@ -173,8 +226,9 @@ def _version_line(cmd: list[str], first: bool = False) -> str:
 def key_text(spec: BuildSpec, toolchain: Toolchain) -> str:
     """The text a build's cache key hashes; also the request a worker leaves
     for the pool's builder (everything needed to rebuild it)."""
-    return "kernelsmith-cuda-build\n" + json.dumps({"toolchain": toolchain.identity(), "spec": spec.to_json()},
-                                                   sort_keys=True)
+    return "kernelsmith-cuda-build\n" + json.dumps(
+        {"toolchain": toolchain.identity(), "spec": spec.to_json()}, sort_keys=True
+    )
 
 
 def build_key(text: str) -> str:
@@ -219,8 +273,12 @@ def build_pch(toolchain: Toolchain, root: str) -> tuple[str, float]:
         os.makedirs(tmp)
         with open(os.path.join(tmp, "ks_torch.h"), "w") as fh:
             fh.write(_PCH_HEADER)
-        proc = subprocess.run([toolchain.cxx, *toolchain.cxx_flags(), "-x", "c++-header", "ks_torch.h",
-                               "-o", "ks_torch.h.gch"], cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.run(
+            [toolchain.cxx, *toolchain.cxx_flags(), "-x", "c++-header", "ks_torch.h", "-o", "ks_torch.h.gch"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise RuntimeError("precompiling torch/extension.h failed:\n" + proc.stderr[-3000:])
@@ -245,11 +303,15 @@ def _run_pair(work: str, commands: dict[str, list[str]], stop_on_failure: bool =
     """Run the compiles at the same time; the logs of those that failed.
     ``stop_on_failure``: the first failure stops the others (their result
     no longer matters)."""
-    jobs = {name: subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for name, cmd in commands.items()}
+    jobs = {
+        name: subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for name, cmd in commands.items()
+    }
     logs: dict[str, str] = {}
-    readers = {name: threading.Thread(target=lambda n=name, p=p: logs.__setitem__(n, p.communicate()[0]), daemon=True)
-               for name, p in jobs.items()}
+    readers = {
+        name: threading.Thread(target=lambda n=name, p=p: logs.__setitem__(n, p.communicate()[0]), daemon=True)
+        for name, p in jobs.items()
+    }
     for t in readers.values():
         t.start()
     stopped: set[str] = set()
@@ -265,9 +327,15 @@ def _run_pair(work: str, commands: dict[str, list[str]], stop_on_failure: bool =
     return {name: logs.get(name, "") for name, p in jobs.items() if p.returncode != 0 and name not in stopped}
 
 
-def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
-                      pch_roots: Sequence[Optional[str]] = (), candidate_source: Optional[str] = None,
-                      modes: Sequence[str] = ("split", "narrowed", "full")) -> BuildResult:
+def compile_extension(
+    spec: BuildSpec,
+    toolchain: Toolchain,
+    out_dir: str,
+    *,
+    pch_roots: Sequence[Optional[str]] = (),
+    candidate_source: Optional[str] = None,
+    modes: Sequence[str] = ("split", "narrowed", "full"),
+) -> BuildResult:
     """Compile and link ``spec`` into ``out_dir/<key>/`` (atomically: a
     reader sees the entry whole or not at all). The two translation units
     compile at the same time. ``modes``, fastest first: ``split`` (device
@@ -314,13 +382,38 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
             fh.write(cu_text)
         with open(os.path.join(work, "main.cpp"), "w") as fh:
             fh.write(main_text)
-        failed = _run_pair(work, {
-            "nvcc": [toolchain.nvcc, *toolchain.nvcc_flags(), *spec.extra_cuda_cflags, "-c", "cuda.cu", "-o", "cuda.o"],
-            "c++": [toolchain.cxx, *toolchain.cxx_flags(), *extra_c, *(["-include", use_pch] if use_pch else []),
-                    "-c", "main.cpp", "-o", "main.o"]}, stop_on_failure=mode == "split")
+        failed = _run_pair(
+            work,
+            {
+                "nvcc": [
+                    toolchain.nvcc,
+                    *toolchain.nvcc_flags(),
+                    *spec.extra_cuda_cflags,
+                    "-c",
+                    "cuda.cu",
+                    "-o",
+                    "cuda.o",
+                ],
+                "c++": [
+                    toolchain.cxx,
+                    *toolchain.cxx_flags(),
+                    *extra_c,
+                    *(["-include", use_pch] if use_pch else []),
+                    "-c",
+                    "main.cpp",
+                    "-o",
+                    "main.o",
+                ],
+            },
+            stop_on_failure=mode == "split",
+        )
         if not failed:
-            link = subprocess.run([toolchain.cxx, "-shared", "main.o", "cuda.o", "-o", module_name + ".so",
-                                   *toolchain.link_flags()], cwd=work, capture_output=True, text=True)
+            link = subprocess.run(
+                [toolchain.cxx, "-shared", "main.o", "cuda.o", "-o", module_name + ".so", *toolchain.link_flags()],
+                cwd=work,
+                capture_output=True,
+                text=True,
+            )
             if link.returncode != 0:
                 failed["link"] = link.stdout + link.stderr
         if not failed:
@@ -333,8 +426,9 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
                 os.rename(work, final)
             except OSError:  # another process won the race: its entry is the same build
                 shutil.rmtree(work, ignore_errors=True)
-            return BuildResult(so_path, module_name, key, seconds=time.monotonic() - started, mode=mode,
-                               pch=use_pch is not None)
+            return BuildResult(
+                so_path, module_name, key, seconds=time.monotonic() - started, mode=mode, pch=use_pch is not None
+            )
         shutil.rmtree(work, ignore_errors=True)
         if mode == "split" and "nvcc" in failed:
             break  # the device code compiled without torch: its errors are the program's
@@ -350,18 +444,28 @@ def compile_extension(spec: BuildSpec, toolchain: Toolchain, out_dir: str, *,
     diags = parse_diagnostics(log)
     sources = {CUDA_FILE: spec.cuda_sources, CPP_FILE: spec.cpp_sources}
     summary = format_diagnostics(diags, sources, candidate_source)
-    which = " and ".join({"nvcc": "nvcc (cuda_sources)", "c++": "the host compiler (cpp_sources, host code, bindings)",
-                          "link": "the linker"}[n] for n in failed)
-    raise CompilationError(f"building the CUDA extension failed in {which} (build {'/'.join(tried)}):\n{summary}\n"
-                           f"--- build log ---\n{_trim_log(log)}", diags)
+    which = " and ".join(
+        {
+            "nvcc": "nvcc (cuda_sources)",
+            "c++": "the host compiler (cpp_sources, host code, bindings)",
+            "link": "the linker",
+        }[n]
+        for n in failed
+    )
+    raise CompilationError(
+        f"building the CUDA extension failed in {which} (build {'/'.join(tried)}):\n{summary}\n"
+        f"--- build log ---\n{_trim_log(log)}",
+        diags,
+    )
 
 
 def _default_pch_root() -> str:
     return os.environ.get(PCH_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "kernelsmith", "cuda-pch")
 
 
-def build_extension(spec: BuildSpec, toolchain: Optional[Toolchain] = None, *,
-                    candidate_source: Optional[str] = None) -> BuildResult:
+def build_extension(
+    spec: BuildSpec, toolchain: Optional[Toolchain] = None, *, candidate_source: Optional[str] = None
+) -> BuildResult:
     """The worker's path: the shared cache (read-only), then the local one,
     else a build into the local one plus a request for the pool's builder."""
     tc = toolchain or _toolchain()

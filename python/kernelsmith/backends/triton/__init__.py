@@ -10,10 +10,27 @@ cache and the trusted kernel layer, Triton's ``TRITON_CACHE_MANAGER``),
 ``autotune`` (autotuning done once per kernel and key, handed over between
 processes), ``warm`` (a spare worker's first compile).
 """
+
 from __future__ import annotations
 
-from .backend import (BACKEND, HOST_CACHE_ENV, TRITON_LOWERING_DTYPES, TritonBackend, host_module_folder,
-                      install_generic_launcher, lowers_precision, warm_compiler)
+from .backend import (
+    BACKEND,
+    HOST_CACHE_ENV,
+    TRITON_LOWERING_DTYPES,
+    TritonBackend,
+    host_module_folder,
+    install_generic_launcher,
+    lowers_precision,
+    warm_compiler,
+)
 
-__all__ = ["BACKEND", "HOST_CACHE_ENV", "TRITON_LOWERING_DTYPES", "TritonBackend", "host_module_folder",
-           "install_generic_launcher", "lowers_precision", "warm_compiler"]
+__all__ = [
+    "BACKEND",
+    "HOST_CACHE_ENV",
+    "TRITON_LOWERING_DTYPES",
+    "TritonBackend",
+    "host_module_folder",
+    "install_generic_launcher",
+    "lowers_precision",
+    "warm_compiler",
+]

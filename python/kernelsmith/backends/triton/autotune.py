@@ -38,6 +38,7 @@ an untrusted one, and are all the referee reads, so the reference's configs
 are never a candidate's choice. A candidate can at worst give a slower
 config to a later candidate that shares its kernel source.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,11 +98,13 @@ def _jit_identity(fn: Any) -> str:
         from triton.language.core import constexpr
         from triton.runtime.jit import DependenciesFinder
 
-        finder = DependenciesFinder(name=fn._fn_name, globals=fn.__globals__,
-                                    nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src)
+        finder = DependenciesFinder(
+            name=fn._fn_name, globals=fn.__globals__, nonlocals=inspect.getclosurevars(fn.fn).nonlocals, src=fn.src
+        )
         finder.visit(fn.parse())
-        consts = sorted((name, repr(val)) for (name, _), (val, _) in finder.used_global_vals.items()
-                        if isinstance(val, constexpr))
+        consts = sorted(
+            (name, repr(val)) for (name, _), (val, _) in finder.used_global_vals.items() if isinstance(val, constexpr)
+        )
         text = finder.ret + json.dumps(consts)
     except Exception:  # noqa: BLE001 - another Triton: the kernel's own source
         text = fn.src
@@ -207,9 +210,16 @@ def flush() -> int:
             continue
         state.known.setdefault(rk, str(config))
         state.tuned += 1
-        lines.append(json.dumps({"key": rk, "config": str(config),
-                                 "kernel": getattr(getattr(tuner, "base_fn", None), "__name__", ""),
-                                 "precompile": compiled}))
+        lines.append(
+            json.dumps(
+                {
+                    "key": rk,
+                    "config": str(config),
+                    "kernel": getattr(getattr(tuner, "base_fn", None), "__name__", ""),
+                    "precompile": compiled,
+                }
+            )
+        )
     state.pending = waiting
     if lines and state.new_path:
         try:
@@ -279,6 +289,7 @@ def precompile(autotuner: Any, configs: list[Any], kwargs: dict[str, Any]) -> di
 
     def warmup(config: Any) -> Any:
         return run(*args, **kwargs, **config.all_kwargs())
+
     started = time.monotonic()
     try:
         done["compiled"], errors = _precompile_forked(autotuner, warmup, configs, procs)
@@ -393,9 +404,14 @@ def shorten_benchmark(autotuner: Any) -> str:
     ``warmup``, ``rep`` or CUDA graphs of its own). What was used, or "" when
     nothing was changed."""
     budget = bench_ms()
-    if budget is None or not hasattr(autotuner, "_do_bench") or autotuner._do_bench is not None \
-            or getattr(autotuner, "num_warmups", None) is not None or getattr(autotuner, "num_reps", None) is not None \
-            or getattr(autotuner, "use_cuda_graph", False):
+    if (
+        budget is None
+        or not hasattr(autotuner, "_do_bench")
+        or autotuner._do_bench is not None
+        or getattr(autotuner, "num_warmups", None) is not None
+        or getattr(autotuner, "num_reps", None) is not None
+        or getattr(autotuner, "use_cuda_graph", False)
+    ):
         return ""
     try:
         from triton.testing import do_bench
@@ -547,15 +563,19 @@ def write_site_folder(folder: str) -> str:
     os.makedirs(folder, mode=0o755, exist_ok=True)
     with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
         f.write(_SITECUSTOMIZE)
-    with open(__file__, encoding="utf-8") as src, \
-            open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst:
+    with (
+        open(__file__, encoding="utf-8") as src,
+        open(os.path.join(folder, "_ks_triton_autotune.py"), "w", encoding="utf-8") as dst,
+    ):
         dst.write(src.read())
     # the trusted kernel layer's reader, for TRITON_CACHE_MANAGER (SITE_CACHE_MANAGER)
     # lazy: backends.triton.cache pulls in triton, which backends.triton.autotune does not load on its own
     from . import cache as _triton_cache
 
-    with open(_triton_cache.__file__, encoding="utf-8") as src, \
-            open(os.path.join(folder, "_ks_triton_cache.py"), "w", encoding="utf-8") as dst:
+    with (
+        open(_triton_cache.__file__, encoding="utf-8") as src,
+        open(os.path.join(folder, "_ks_triton_cache.py"), "w", encoding="utf-8") as dst,
+    ):
         dst.write(src.read())
     return folder
 
@@ -587,8 +607,13 @@ def store_folder(root: str) -> str:
 
 
 def _valid(key: Any, config: Any) -> bool:
-    return (isinstance(key, str) and len(key) == 64 and all(c in "0123456789abcdef" for c in key)
-            and isinstance(config, str) and 0 < len(config) <= MAX_CONFIG_CHARS)
+    return (
+        isinstance(key, str)
+        and len(key) == 64
+        and all(c in "0123456789abcdef" for c in key)
+        and isinstance(config, str)
+        and 0 < len(config) <= MAX_CONFIG_CHARS
+    )
 
 
 class AutotuneStore:
@@ -714,5 +739,15 @@ class AutotuneStore:
         os.replace(tmp, path)
 
 
-__all__ = ["AutotuneStore", "flush", "install", "install_when_imported", "persist_path", "record_key", "store_folder",
-           "tuning_key", "uninstall", "write_site_folder"]
+__all__ = [
+    "AutotuneStore",
+    "flush",
+    "install",
+    "install_when_imported",
+    "persist_path",
+    "record_key",
+    "store_folder",
+    "tuning_key",
+    "uninstall",
+    "write_site_folder",
+]

@@ -2,6 +2,7 @@
 ``@triton.jit`` kernels. Runs on NVIDIA GPUs, or on the CPU through Triton's
 interpreter when ``TRITON_INTERPRET=1`` (slow, but every check is real).
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,9 +16,17 @@ from typing import Any, Callable, Iterator, Optional
 from ..._astutil import dotted
 from ...evaluator.static import LOWERING_DTYPES, common_checks
 from ...hardware import HardwareInfo
-from ..base import (Backend, LaunchRecord, StaticReport, backend_internal, census_launch, device_family, nvidia_driver,
-                   program_code,
-                   recording)
+from ..base import (
+    Backend,
+    LaunchRecord,
+    StaticReport,
+    backend_internal,
+    census_launch,
+    device_family,
+    nvidia_driver,
+    program_code,
+    recording,
+)
 from ...timing.gpu_state import _physical_id
 from . import launch
 
@@ -30,8 +39,9 @@ TRITON_LOWERING_DTYPES = {"float8e4nv", "float8e5"}
 def lowers_precision(name: str) -> bool:
     """True when ``name`` (a dotted argument such as ``tl.float16``) is a
     low-precision dtype of torch or of Triton (``tl.``, ``triton.language``)."""
-    return (name.split(".")[-1] in LOWERING_DTYPES | TRITON_LOWERING_DTYPES
-            and name.startswith(("torch.", "tl.", "triton.")))
+    return name.split(".")[-1] in LOWERING_DTYPES | TRITON_LOWERING_DTYPES and name.startswith(
+        ("torch.", "tl.", "triton.")
+    )
 
 
 def _interpret() -> bool:
@@ -157,8 +167,11 @@ def _nvml_arch() -> Optional[int]:
         physical = _physical_id(0)
         pynvml.nvmlInit()
         try:
-            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(physical)) if physical.isdigit()
-                      else pynvml.nvmlDeviceGetHandleByUUID(physical))
+            handle = (
+                pynvml.nvmlDeviceGetHandleByIndex(int(physical))
+                if physical.isdigit()
+                else pynvml.nvmlDeviceGetHandleByUUID(physical)
+            )
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
         finally:
             pynvml.nvmlShutdown()
@@ -325,8 +338,11 @@ class TritonBackend(Backend):
         # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
         from . import cache
 
-        return {cache.SHARED_ENV: os.path.join(shared_dir, "triton"),
-                cache.REQUESTS_ENV: requests_dir, "TRITON_CACHE_MANAGER": cache.MANAGER}
+        return {
+            cache.SHARED_ENV: os.path.join(shared_dir, "triton"),
+            cache.REQUESTS_ENV: requests_dir,
+            "TRITON_CACHE_MANAGER": cache.MANAGER,
+        }
 
     def build_shared_cache(self, key_texts: list[str], shared_dir: str) -> int:
         # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
@@ -341,7 +357,11 @@ class TritonBackend(Backend):
         import triton.language  # noqa: F401
 
         _LaunchHooks.install()
-        if not _interpret() and os.path.exists("/dev/nvidiactl") and os.environ.get("KERNELSMITH_TRITON_WARM_DRIVER", "1") != "0":
+        if (
+            not _interpret()
+            and os.path.exists("/dev/nvidiactl")
+            and os.environ.get("KERNELSMITH_TRITON_WARM_DRIVER", "1") != "0"
+        ):
             # Build and load Triton's CUDA driver helpers once (a C compile)
             # without initialising CUDA: the device check goes through NVML.
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
@@ -437,7 +457,10 @@ class TritonBackend(Backend):
         if self.device() == "cuda":
             props = torch.cuda.get_device_properties(0)
             return HardwareInfo(
-                backend="triton", name=props.name, kind="gpu", vendor="NVIDIA",
+                backend="triton",
+                name=props.name,
+                kind="gpu",
+                vendor="NVIDIA",
                 compute_capability=f"{props.major}.{props.minor}",
                 compute_units=props.multi_processor_count,
                 memory_gb=round(props.total_memory / 2**30, 1),
@@ -445,8 +468,12 @@ class TritonBackend(Backend):
                 versions={**versions, "cuda": torch.version.cuda},
             )
         # No device: the interpreter runs the kernels on the host's CPU.
-        return HardwareInfo(backend="triton", kind="interpreter", versions=versions,
-                            name=f"CPU ({platform.processor() or platform.machine()}), Triton interpreter")
+        return HardwareInfo(
+            backend="triton",
+            kind="interpreter",
+            versions=versions,
+            name=f"CPU ({platform.processor() or platform.machine()}), Triton interpreter",
+        )
 
     def hardware_family(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
         # No device to tune for, only the interpreter on the host, whose
@@ -459,7 +486,9 @@ class TritonBackend(Backend):
         # CompilationError on a GPU; under the interpreter the same kernel
         # bugs (undefined names, type errors) surface as InterpreterError
         return (type(exc).__module__ or "").startswith("triton.compiler") or type(exc).__name__ in (
-            "CompilationError", "InterpreterError")
+            "CompilationError",
+            "InterpreterError",
+        )
 
     def prompt_tips(self, hardware: HardwareInfo | dict[str, Any] | None = None) -> str:
         hw = HardwareInfo.of(hardware)

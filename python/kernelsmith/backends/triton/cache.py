@@ -30,6 +30,7 @@ never runs candidate code:
   own Triton generated. Everything else (kernels, IR, cubins) stays in the
   worker's private cache.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,7 +62,8 @@ _MAX_DEPTH = 2
 def _valid(entry: Any, depth: int = 0) -> bool:
     if isinstance(entry, str):
         return entry in ("constexpr", "nvTmaDesc") or (
-            _TYPE.fullmatch(entry) is not None and not entry.lstrip("*").startswith("tensordesc"))
+            _TYPE.fullmatch(entry) is not None and not entry.lstrip("*").startswith("tensordesc")
+        )
     if isinstance(entry, (list, tuple)) and depth < _MAX_DEPTH:
         return len(entry) <= _MAX_ARGS and all(_valid(e, depth + 1) for e in entry)
     return False
@@ -73,8 +75,12 @@ def _count(entry: Any) -> int:
 
 def valid_signature(signature: Any) -> bool:
     """True for a list of argument types this module shares launchers for."""
-    return (isinstance(signature, list) and 0 < len(signature) <= _MAX_ARGS and _count(signature) <= _MAX_ARGS
-            and all(_valid(e) for e in signature))
+    return (
+        isinstance(signature, list)
+        and 0 < len(signature) <= _MAX_ARGS
+        and _count(signature) <= _MAX_ARGS
+        and all(_valid(e) for e in signature)
+    )
 
 
 def _tuples(entry: Any) -> Any:
@@ -208,8 +214,12 @@ def _group_in(folder: str, key: str, filename: str) -> Optional[dict[str, str]]:
         # the group was written with the writer's path to the folder: the
         # same file names under this key's folder here
         local = os.path.join(base, os.path.basename(str(path)))
-        if not isinstance(name, str) or os.path.basename(str(path)) != name or os.path.islink(local) \
-                or not os.path.isfile(local):
+        if (
+            not isinstance(name, str)
+            or os.path.basename(str(path)) != name
+            or os.path.islink(local)
+            or not os.path.isfile(local)
+        ):
             return None
         group[name] = local
     return group
@@ -233,8 +243,11 @@ def user_triton_cache() -> Optional[str]:
     value = os.environ.get(USER_ENV, "")
     if value.strip().lower() in ("off", "0", "none"):
         return None
-    folder = value or os.environ.get("TRITON_CACHE_DIR") or os.path.join(
-        os.environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache")
+    folder = (
+        value
+        or os.environ.get("TRITON_CACHE_DIR")
+        or os.path.join(os.environ.get("TRITON_HOME") or os.path.expanduser("~"), ".triton", "cache")
+    )
     try:
         st = os.stat(folder)
     except OSError:
@@ -289,8 +302,15 @@ class SeedingCacheManager(_FileCacheManager):  # type: ignore[misc,valid-type]
         path = super().get_file(filename)
         key = str(getattr(self, "key", ""))
         folder = self._user_folder()
-        if path is not None or not folder or not key or os.sep in key or key.startswith(".") \
-                or os.sep in filename or filename.startswith((".", "__grp__")):
+        if (
+            path is not None
+            or not folder
+            or not key
+            or os.sep in key
+            or key.startswith(".")
+            or os.sep in filename
+            or filename.startswith((".", "__grp__"))
+        ):
             return path
         data = _plain_file(os.path.join(folder, key, filename))
         return None if data is None else self.put(data, filename, binary=True)
@@ -361,9 +381,16 @@ def build_launchers(texts: list[str], shared_dir: str) -> int:
         if signature is None:
             continue
         src = types.SimpleNamespace(constants={}, signature={i: _tuples(v) for i, v in enumerate(signature)})
-        meta = types.SimpleNamespace(tensordesc_meta=None, global_scratch_size=0, global_scratch_align=1,
-                                     profile_scratch_size=0, profile_scratch_align=1, launch_cooperative_grid=False,
-                                     launch_pdl=False, num_ctas=1)
+        meta = types.SimpleNamespace(
+            tensordesc_meta=None,
+            global_scratch_size=0,
+            global_scratch_align=1,
+            profile_scratch_size=0,
+            profile_scratch_align=1,
+            launch_cooperative_grid=False,
+            launch_pdl=False,
+            num_ctas=1,
+        )
         try:
             driver.CudaLauncher(src, meta)
             written += 1

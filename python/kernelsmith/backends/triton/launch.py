@@ -21,6 +21,7 @@ Triton 3.7 and later have a generic launcher of their own and no
 ``make_launcher``; there (and on the interpreter) nothing is installed.
 ``KERNELSMITH_TRITON_GENERIC_LAUNCHER=0`` turns it off.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,9 +34,21 @@ MODULE = "kernelsmith_triton_launch"
 BASE_ARGS_FORMAT = "iiiKKppOOOOOO"
 
 _CODES = {
-    "i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "L",
-    "u1": "B", "u8": "B", "u16": "H", "u32": "I", "u64": "K",
-    "fp16": "e", "bf16": "E", "fp32": "f", "f32": "f", "fp64": "d",
+    "i1": "b",
+    "i8": "b",
+    "i16": "h",
+    "i32": "i",
+    "i64": "L",
+    "u1": "B",
+    "u8": "B",
+    "u16": "H",
+    "u32": "I",
+    "u64": "K",
+    "fp16": "e",
+    "bf16": "E",
+    "fp32": "f",
+    "f32": "f",
+    "fp64": "d",
     "constexpr": "C",
 }
 _MAX_SLOTS = 256  # launch.c's MAX_SLOTS
@@ -101,7 +114,10 @@ def _driver() -> Any:
         from triton.backends.nvidia import driver
     except Exception:  # noqa: BLE001 - no NVIDIA backend in this Triton
         return None
-    if not callable(getattr(driver, "make_launcher", None)) or getattr(driver, "_BASE_ARGS_FORMAT", None) != BASE_ARGS_FORMAT:
+    if (
+        not callable(getattr(driver, "make_launcher", None))
+        or getattr(driver, "_BASE_ARGS_FORMAT", None) != BASE_ARGS_FORMAT
+    ):
         return None  # Triton 3.7+ (its own generic launcher) or an ABI this module does not speak
     return driver
 

@@ -4,6 +4,7 @@ compile in a process pays for Triton's compiler and driver set-up (MLIR
 contexts, the backend's libraries, the launcher), which then stays off the
 candidate's clock. Its constant ``SALT`` is the process id, so the compile
 is a real one even where a cache holds an earlier worker's kernel."""
+
 import triton
 import triton.language as tl
 

@@ -8,6 +8,7 @@ which checks at the same moment run, which is the order their reasons are
 reported in. Adding a check is one new file here and one line in
 ``CHECKS`` (docs/architecture.md, "How to add a check").
 """
+
 from __future__ import annotations
 
 from typing import Any

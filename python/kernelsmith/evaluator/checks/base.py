@@ -7,6 +7,7 @@ composes the registered checks (``checks.CHECKS``) at each moment with
 :func:`kernelsmith.evaluator.checks.enforce`; a check never builds a
 verdict itself, it returns why.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -89,16 +90,52 @@ FACTS: dict[str, frozenset[str]] = {
 #: the helpers the checks call (``make_inputs``, ``clone``,
 #: ``run_checked``, ``fail_from``). What a check stores for itself is its
 #: own :attr:`Check.keeps`.
-STATE: frozenset[str] = frozenset({
-    # worker._context, for every evaluation
-    "job", "chan", "out", "backend", "task", "cfg", "ref", "cmp", "device", "dtype", "atol", "rtol", "trials",
-    "cand_path", "workdir", "checks_on", "frozen", "policy", "meter", "phases", "harness", "fail_from",
-    "make_inputs", "clone", "calls", "spent", "run_checked",
-    # the program loaded and built (worker._load_candidate, _build_models, _start_census)
-    "init_seed_index", "model", "model_new", "kernels", "torch_ops", "census",
-    # the trials' bookkeeping (trials.run_trials)
-    "trial_sets", "stats", "history", "referee_trials", "kept_forms", "last_of_set",
-})
+STATE: frozenset[str] = frozenset(
+    {
+        # worker._context, for every evaluation
+        "job",
+        "chan",
+        "out",
+        "backend",
+        "task",
+        "cfg",
+        "ref",
+        "cmp",
+        "device",
+        "dtype",
+        "atol",
+        "rtol",
+        "trials",
+        "cand_path",
+        "workdir",
+        "checks_on",
+        "frozen",
+        "policy",
+        "meter",
+        "phases",
+        "harness",
+        "fail_from",
+        "make_inputs",
+        "clone",
+        "calls",
+        "spent",
+        "run_checked",
+        # the program loaded and built (worker._load_candidate, _build_models, _start_census)
+        "init_seed_index",
+        "model",
+        "model_new",
+        "kernels",
+        "torch_ops",
+        "census",
+        # the trials' bookkeeping (trials.run_trials)
+        "trial_sets",
+        "stats",
+        "history",
+        "referee_trials",
+        "kept_forms",
+        "last_of_set",
+    }
+)
 
 
 class Verdict(Exception):
@@ -161,6 +198,7 @@ class Context:
         self.__dict__["_points"] = []  # the points running, innermost last (a check's call nests CALL's)
 
     if TYPE_CHECKING:  # a check stores its keeps as attributes (ctx.snapshot = ...): for mypy
+
         def __setattr__(self, name: str, value: Any) -> None: ...
 
     def update(self, **facts: Any) -> "Context":
@@ -180,10 +218,34 @@ class Context:
         if not at:
             raise AttributeError(f"the checks' context has no {name!r} (no point is running, and it is not set)")
         facts = FACTS.get(at, frozenset())
-        raise AttributeError(f"{name!r} is not a fact of point {at!r} (its facts: {', '.join(sorted(facts)) or 'none'})"
-                             " nor set on the checks' context")
+        raise AttributeError(
+            f"{name!r} is not a fact of point {at!r} (its facts: {', '.join(sorted(facts)) or 'none'})"
+            " nor set on the checks' context"
+        )
 
 
-__all__ = ["Check", "Context", "Verdict", "hacked", "NO_SPEEDUP", "FACTS", "STATE", "BEFORE_LOAD", "CHECKPOINT", "CALL_RAISED", "CALL_INPUTS", "CALL",
-           "CALL_OUTPUT", "TRIAL_INPUTS", "TRIAL_OUTPUT", "TRIAL_MISMATCH", "TRIAL_DONE", "AFTER_TRIALS",
-           "HAND_OVER", "SHAPE_TIMED", "TIMED_OUTPUT", "AFTER_TIMING", "TIMING_RESULT"]
+__all__ = [
+    "Check",
+    "Context",
+    "Verdict",
+    "hacked",
+    "NO_SPEEDUP",
+    "FACTS",
+    "STATE",
+    "BEFORE_LOAD",
+    "CHECKPOINT",
+    "CALL_RAISED",
+    "CALL_INPUTS",
+    "CALL",
+    "CALL_OUTPUT",
+    "TRIAL_INPUTS",
+    "TRIAL_OUTPUT",
+    "TRIAL_MISMATCH",
+    "TRIAL_DONE",
+    "AFTER_TRIALS",
+    "HAND_OVER",
+    "SHAPE_TIMED",
+    "TIMED_OUTPUT",
+    "AFTER_TIMING",
+    "TIMING_RESULT",
+]

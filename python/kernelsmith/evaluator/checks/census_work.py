@@ -1,6 +1,7 @@
 """The kernel census (evaluator/census.py): whose kernels did the work of a
 call (the program's own, a library's, the reference's), judged by the
 task's policy. It names what the op guard could not see."""
+
 from __future__ import annotations
 
 from .base import CALL, Check, Context

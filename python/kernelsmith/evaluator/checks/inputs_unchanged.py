@@ -1,5 +1,6 @@
 """A trial's inputs stay unchanged: the values after the call are the
 pristine copy's."""
+
 from __future__ import annotations
 
 from .base import TRIAL_INPUTS, Check, Context

@@ -1,4 +1,5 @@
 """Every call launches at least one of the program's own kernels."""
+
 from __future__ import annotations
 
 from .base import CALL, Check, Context
@@ -12,5 +13,6 @@ class KernelLaunched(Check):
     def reasons(self, at: str, ctx: Context) -> list[str]:
         if ctx.launches.kernels:
             return []
-        return [f"forward launched no {ctx.backend.name} kernel: the result must be computed by the program's own "
-                "kernels"]
+        return [
+            f"forward launched no {ctx.backend.name} kernel: the result must be computed by the program's own kernels"
+        ]

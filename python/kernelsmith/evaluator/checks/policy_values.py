@@ -2,6 +2,7 @@
 of the values the checks read, and whether it reached into the evaluator's
 modules. At a checkpoint, and around every call of the program (with the
 op guard's and the census's frozen copies)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,8 +26,9 @@ class PolicyValues(Check):
             # worker already: ctx.frozen, which the guard and the census read)
             on = ctx.checks_on
             ctx.constants = Constants() if on else None
-            ctx.fence = ModuleFence([ctx.cand_path], api=getattr(ctx.backend, "runtime_modules", ())).install() \
-                if on else None
+            ctx.fence = (
+                ModuleFence([ctx.cand_path], api=getattr(ctx.backend, "runtime_modules", ())).install() if on else None
+            )
             return []
         if not ctx.checks_on:
             return []

@@ -1,5 +1,6 @@
 """Output provenance (census.provenance): under the strict policy, a call's
 outputs were written by the program's own kernels."""
+
 from __future__ import annotations
 
 from .base import CALL_OUTPUT, Check, Context

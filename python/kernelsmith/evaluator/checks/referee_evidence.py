@@ -4,6 +4,7 @@ large output as a sample), handed to the parent before any more of the
 program runs. The referee re-computes the reference from the same seeds in
 a process of its own and judges them there (trusted/referee_check.py): this check's
 reasons are the parent's, never found in the worker."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,11 @@ class RefereeEvidence(Check):
         if at == TRIAL_DONE:
             if ctx.last_of_set[ctx.set_name] == ctx.step:
                 seed = ctx.chan.seeds[ctx.input_seed_index]
-                kept[ctx.set_name] = (ctx.input_seed_index, evidence_copy(ctx.got, seed),
-                                      evidence_copy(ctx.expected, seed))
+                kept[ctx.set_name] = (
+                    ctx.input_seed_index,
+                    evidence_copy(ctx.got, seed),
+                    evidence_copy(ctx.expected, seed),
+                )
             return []
         if not kept or not ctx.checks_on:
             return []
@@ -34,8 +38,9 @@ class RefereeEvidence(Check):
         for i, (set_name, (index, got, expected)) in enumerate(kept.items()):
             name = f"referee-outputs-{i}.bin"
             write_outputs(os.path.join(ctx.workdir, name), {"candidate": got, "reference": expected})
-            handed.append({"file": name, "init_seed_index": ctx.init_seed_index, "input_seed_index": index,
-                           "set": set_name})
+            handed.append(
+                {"file": name, "init_seed_index": ctx.init_seed_index, "input_seed_index": index, "set": set_name}
+            )
         kept.clear()
         ctx.chan.hand_over(handed)
         return []

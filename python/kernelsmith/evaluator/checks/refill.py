@@ -3,6 +3,7 @@ on (same objects, pointers and version counters), then newly allocated
 inputs, each checked against the reference. A result cached across calls,
 keyed on anything but all the values, fails here. After the trials (on the
 last trial's buffers) and after the timing (on the first timed set's)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -29,9 +30,20 @@ def refill_in_place(held: list[Any], new: list[Any]) -> None:
                 dst.copy_(src)
 
 
-def refill_reasons(call: Callable[[list[Any], str], list[Any]], model: Any, gen: Callable[[], Any],
-                   make_inputs: Callable[[Any], list[Any]], clone: Callable[[list[Any]], list[Any]], cmp: Any,
-                   atol: float, rtol: float, backend: Any, when: str, held: list[Any], fresh: bool) -> list[str]:
+def refill_reasons(
+    call: Callable[[list[Any], str], list[Any]],
+    model: Any,
+    gen: Callable[[], Any],
+    make_inputs: Callable[[Any], list[Any]],
+    clone: Callable[[list[Any]], list[Any]],
+    cmp: Any,
+    atol: float,
+    rtol: float,
+    backend: Any,
+    when: str,
+    held: list[Any],
+    fresh: bool,
+) -> list[str]:
     """The refill checks on ``held`` (then, with ``fresh``, on newly
     allocated inputs); the reasons of the first that finds a cached result.
     A program that is simply wrong for the new values ends in an
@@ -42,27 +54,60 @@ def refill_reasons(call: Callable[[list[Any], str], list[Any]], model: Any, gen:
     with torch.no_grad():
         old = clone(held)
         refill_in_place(held, make_inputs(gen))
-        found = _check(call, model, clone, cmp, atol, rtol, backend, when, held,
-                       "the same input tensors refilled in place with new values (same objects, data pointers and "
-                       "version counters as the calls before)", old)
+        found = _check(
+            call,
+            model,
+            clone,
+            cmp,
+            atol,
+            rtol,
+            backend,
+            when,
+            held,
+            "the same input tensors refilled in place with new values (same objects, data pointers and "
+            "version counters as the calls before)",
+            old,
+        )
         if found or not fresh:
             return found
-        return _check(call, model, clone, cmp, atol, rtol, backend, when, make_inputs(gen), "newly allocated inputs",
-                      held)  # _check only reads its clones
+        return _check(
+            call, model, clone, cmp, atol, rtol, backend, when, make_inputs(gen), "newly allocated inputs", held
+        )  # _check only reads its clones
 
 
-def refill_checks(call: Callable[[list[Any], str], list[Any]], model: Any, gen: Callable[[], Any],
-                  make_inputs: Callable[[Any], list[Any]], clone: Callable[[list[Any]], list[Any]], cmp: Any,
-                  atol: float, rtol: float, backend: Any, when: str, held: list[Any], fresh: bool) -> None:
+def refill_checks(
+    call: Callable[[list[Any], str], list[Any]],
+    model: Any,
+    gen: Callable[[], Any],
+    make_inputs: Callable[[Any], list[Any]],
+    clone: Callable[[list[Any]], list[Any]],
+    cmp: Any,
+    atol: float,
+    rtol: float,
+    backend: Any,
+    when: str,
+    held: list[Any],
+    fresh: bool,
+) -> None:
     """:func:`refill_reasons`, a finding raised as the hacked verdict."""
     found = refill_reasons(call, model, gen, make_inputs, clone, cmp, atol, rtol, backend, when, held, fresh)
     if found:
         raise hacked(found, **FIELDS)
 
 
-def _check(call: Callable[[list[Any], str], list[Any]], model: Any, clone: Callable[[list[Any]], list[Any]], cmp: Any,
-           atol: float, rtol: float, backend: Any, when: str, args: list[Any], how: str,
-           old: Optional[list[Any]] = None) -> list[str]:
+def _check(
+    call: Callable[[list[Any], str], list[Any]],
+    model: Any,
+    clone: Callable[[list[Any]], list[Any]],
+    cmp: Any,
+    atol: float,
+    rtol: float,
+    backend: Any,
+    when: str,
+    args: list[Any],
+    how: str,
+    old: Optional[list[Any]] = None,
+) -> list[str]:
     # the reference first, on copies the program has not been handed:
     # a tensor the program was called on may come back with its class
     # or layout changed (fixtures/hacks_v3/rehome_*), and its clone would
@@ -82,16 +127,23 @@ def _check(call: Callable[[list[Any], str], list[Any]], model: Any, clone: Calla
     changed = False
     if old is not None:
         before = cmp.snapshot(call(clone(old), f"{when}: the earlier values in new buffers"))
-        changed = cmp.identical(got, before) or not cmp.compare(
-            before, cmp.flatten_outputs(model(*clone(old))), atol, rtol)["ok"]
+        changed = (
+            cmp.identical(got, before)
+            or not cmp.compare(before, cmp.flatten_outputs(model(*clone(old))), atol, rtol)["ok"]
+        )
     if not changed:
         again = cmp.snapshot(call(clone(args), f"{when}: the same values in new buffers"))
         if not cmp.compare(again, expected, atol, rtol)["ok"]:
-            raise Verdict(category="incorrect", compiled=True, correct=False,
-                          error=f"wrong output on {how} ({when}; {res['message']}), and again on the same values "
-                                "in new buffers")
-    return [f"wrong output on {how} ({when}; {res['message']}): the program returned a result cached from "
-            "an earlier call instead of computing it on every call"]
+            raise Verdict(
+                category="incorrect",
+                compiled=True,
+                correct=False,
+                error=f"wrong output on {how} ({when}; {res['message']}), and again on the same values in new buffers",
+            )
+    return [
+        f"wrong output on {how} ({when}; {res['message']}): the program returned a result cached from "
+        "an earlier call instead of computing it on every call"
+    ]
 
 
 class Refill(Check):
@@ -107,5 +159,17 @@ class Refill(Check):
         # just been called on (the trials themselves use new buffers and
         # values every time); after the timing: the first timing shape's
         # values, held in its first set
-        return refill_reasons(ctx.run_checked, ctx.model, ctx.gen, ctx.make_inputs, ctx.clone, ctx.cmp, ctx.atol,
-                              ctx.rtol, ctx.backend, when, held=ctx.held, fresh=at == AFTER_TIMING)
+        return refill_reasons(
+            ctx.run_checked,
+            ctx.model,
+            ctx.gen,
+            ctx.make_inputs,
+            ctx.clone,
+            ctx.cmp,
+            ctx.atol,
+            ctx.rtol,
+            ctx.backend,
+            when,
+            held=ctx.held,
+            fresh=at == AFTER_TIMING,
+        )

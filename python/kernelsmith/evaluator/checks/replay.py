@@ -1,6 +1,7 @@
 """Replayed outputs: a wrong output that is the very output of an earlier
 trial, on different inputs (a cache or a recording), over the last four
 trials' fingerprints (correctness.fingerprint)."""
+
 from __future__ import annotations
 
 from .base import AFTER_TRIALS, TRIAL_DONE, TRIAL_MISMATCH, Check, Context
@@ -26,10 +27,13 @@ class Replay(Check):
         # tell from the right answer: a wrong answer (a kernel that writes
         # nothing gives it too), not a replay
         replays = [] if is_probe(ctx.set_name) else history
-        got_print, expected_print = (ctx.cmp.fingerprint(ctx.got), ctx.cmp.fingerprint(ctx.expected)) if replays \
-            else ([], [])
+        got_print, expected_print = (
+            (ctx.cmp.fingerprint(ctx.got), ctx.cmp.fingerprint(ctx.expected)) if replays else ([], [])
+        )
         for old_expected, old_got in replays:
             if got_print == old_got and expected_print != old_expected:
-                return [f"forward returned the same output as for earlier, different inputs ({ctx.label}): cached "
-                        "or replayed results"]
+                return [
+                    f"forward returned the same output as for earlier, different inputs ({ctx.label}): cached "
+                    "or replayed results"
+                ]
         return []

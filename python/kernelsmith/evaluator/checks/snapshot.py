@@ -1,6 +1,7 @@
 """The integrity snapshot (evaluator/integrity.py): the evaluator's own
 functions, the ones its checks and timing rely on, as they were before the
 program was loaded."""
+
 from __future__ import annotations
 
 from .base import BEFORE_LOAD, CHECKPOINT, NO_SPEEDUP, Check, Context

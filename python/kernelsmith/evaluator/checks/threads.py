@@ -1,6 +1,7 @@
 """Threads the program started: every Python thread that was not running
 before the program was loaded is the program's, and could change what is
 checked after its calls (the referee's evidence)."""
+
 from __future__ import annotations
 
 import sys
@@ -32,5 +33,7 @@ class Threads(Check):
         threads = new_threads(ctx.threads_before) if ctx.checks_on else []
         if not threads:
             return []
-        return [f"the program started {len(threads)} thread(s) that still run ({', '.join(threads[:3])}): "
-                "threads are not allowed (they could change what is checked after the program's calls)"]
+        return [
+            f"the program started {len(threads)} thread(s) that still run ({', '.join(threads[:3])}): "
+            "threads are not allowed (they could change what is checked after the program's calls)"
+        ]

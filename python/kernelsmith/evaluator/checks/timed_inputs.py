@@ -3,6 +3,7 @@ re-classes or rewrites its inputs while timed moves work onto the caller
 (the reference, timed on the same tensors, would pay for it;
 fixtures/hacks_v3/rehome_*). The reference gets copies of its own
 (:func:`own_copies`); the program's sets are checked after each shape."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -10,8 +11,9 @@ from typing import Any, Callable, Optional
 from .base import NO_SPEEDUP, SHAPE_TIMED, Check, Context
 
 
-def own_copies(torch: Any, input_sets: list[list[Any]], clone: Callable[[list[Any]], list[Any]],
-               cmp: Any) -> tuple[list[list[Any]], list[list[Any]], Any]:
+def own_copies(
+    torch: Any, input_sets: list[list[Any]], clone: Callable[[list[Any]], list[Any]], cmp: Any
+) -> tuple[list[list[Any]], list[list[Any]], Any]:
     """The reference's own copies of the timed input sets (the program keeps
     the originals), and what :func:`inputs_after_timing` checks the
     program's sets against: their layout (class, strides, pointer, ...) and
@@ -25,8 +27,9 @@ def own_copies(torch: Any, input_sets: list[list[Any]], clone: Callable[[list[An
     return ref_sets, records, prints
 
 
-def inputs_after_timing(torch: Any, cmp: Any, input_sets: list[list[Any]], ref_sets: list[list[Any]],
-                        records: list[Any], prints: list[Any]) -> Optional[str]:
+def inputs_after_timing(
+    torch: Any, cmp: Any, input_sets: list[list[Any]], ref_sets: list[list[Any]], records: list[Any], prints: list[Any]
+) -> Optional[str]:
     """Why the program's timed inputs are not as they were given, or None:
     class and layout first (without running a re-classed tensor's code),
     then the values, bitwise against the reference's copies (unless the
@@ -55,6 +58,8 @@ class TimedInputs(Check):
         problem = inputs_after_timing(torch, ctx.cmp, ctx.input_sets, ctx.ref_sets, ctx.given, ctx.prints)
         if not problem:
             return []
-        return [f"{problem}{f' (timing shape {ctx.shape})' if ctx.several else ''}; the caller's tensors must come "
-                "back as they were given (inputs re-homed, re-classed or rewritten while timed are work moved onto "
-                "the caller)"]
+        return [
+            f"{problem}{f' (timing shape {ctx.shape})' if ctx.several else ''}; the caller's tensors must come "
+            "back as they were given (inputs re-homed, re-classed or rewritten while timed are work moved onto "
+            "the caller)"
+        ]

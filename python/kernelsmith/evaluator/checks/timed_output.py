@@ -4,6 +4,7 @@ output of a timed call just after new values were moved into the timed
 inputs between samples (evaluator/timed_rotation.py: a cache keyed on the
 buffer or on a sample of the values returns an earlier call's output), and
 the last timed call's output."""
+
 from __future__ import annotations
 
 from .base import TIMED_OUTPUT, Check, Context
@@ -20,9 +21,14 @@ class TimedOutput(Check):
             return [str(last["moved_wrong"])]
         if "out" not in last:
             return []
-        res = cmp.compare(cmp.flatten_outputs(last["out"]),
-                          cmp.flatten_outputs(ctx.model(*ctx.clone(list(last["args"])))), ctx.atol, ctx.rtol)
+        res = cmp.compare(
+            cmp.flatten_outputs(last["out"]),
+            cmp.flatten_outputs(ctx.model(*ctx.clone(list(last["args"])))),
+            ctx.atol,
+            ctx.rtol,
+        )
         if res["ok"]:
             return []
-        return [f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when "
-                "timed"]
+        return [
+            f"the output of the timed calls is wrong ({res['message']}): the program behaves differently when timed"
+        ]

@@ -11,6 +11,7 @@ timed calls' intervals on ``time.perf_counter_ns`` (libpython's GOT slot of
 ``clock_gettime``, which a program can point elsewhere with a data write,
 pygpubench's ``got_patch``) against the same intervals read through the raw
 system call (``clock_mismatch``)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -31,8 +32,13 @@ CPU_RATIO = 4.0
 CPU_SLACK_MS = 0.5
 
 
-def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, slack_ms: float = 0.01,
-                   where: str = "on the device in one call") -> Optional[str]:
+def timer_mismatch(
+    own_device_ms: float,
+    timed_ms: float,
+    ratio: float = 1.25,
+    slack_ms: float = 0.01,
+    where: str = "on the device in one call",
+) -> Optional[str]:
     """The timer against the census: the program's own kernels, as CUPTI saw
     them in one call after the timing, must not take longer on the device
     than the timer says a whole call takes (on one stream kernels run one
@@ -41,8 +47,10 @@ def timer_mismatch(own_device_ms: float, timed_ms: float, ratio: float = 1.25, s
     forged statistics, or work the timer could not see."""
     if timed_ms <= 0 or own_device_ms <= timed_ms * ratio + slack_ms:
         return None
-    return (f"the timing says {timed_ms:.4g} ms per call, but the program's own kernels ran {own_device_ms:.4g} ms "
-            f"{where} (profiler): the timed calls did not do the work that was checked")
+    return (
+        f"the timing says {timed_ms:.4g} ms per call, but the program's own kernels ran {own_device_ms:.4g} ms "
+        f"{where} (profiler): the timed calls did not do the work that was checked"
+    )
 
 
 def cpu_timer_mismatch(call_host_ms: float, timed_ms: float) -> Optional[str]:
@@ -56,9 +64,11 @@ def cpu_timer_mismatch(call_host_ms: float, timed_ms: float) -> Optional[str]:
     close to the bound."""
     if timed_ms <= 0 or call_host_ms < timed_ms * CPU_RATIO or call_host_ms - timed_ms <= CPU_SLACK_MS:
         return None
-    return (f"the timing says {timed_ms:.4g} ms per call, but the fastest of the checked calls took "
-            f"{call_host_ms:.4g} ms on the host ({call_host_ms / timed_ms:.2g}x, profiler's clock): the timed calls "
-            "did not do the work that was checked (forged timing figures, or a clock the program changed)")
+    return (
+        f"the timing says {timed_ms:.4g} ms per call, but the fastest of the checked calls took "
+        f"{call_host_ms:.4g} ms on the host ({call_host_ms / timed_ms:.2g}x, profiler's clock): the timed calls "
+        "did not do the work that was checked (forged timing figures, or a clock the program changed)"
+    )
 
 
 #: the clock check's bound: forged when the timed calls' intervals on the
@@ -80,15 +90,21 @@ def clock_mismatch(clock: Optional[dict[str, Any]]) -> Optional[str]:
     timer_ms, raw_ms = float(clock["timer_ms"]), float(clock["raw_ms"])
     if timer_ms >= raw_ms * CLOCK_SHARE or raw_ms - timer_ms <= CLOCK_SLACK_MS:
         return None
-    return (f"the timing's clock measured {timer_ms:.4g} ms over the {clock['calls']} timed calls of the program, "
-            f"but the same clock read through the system call measured {raw_ms:.4g} ms over the same calls: the "
-            "program changed the clock the timing reads")
+    return (
+        f"the timing's clock measured {timer_ms:.4g} ms over the {clock['calls']} timed calls of the program, "
+        f"but the same clock read through the system call measured {raw_ms:.4g} ms over the same calls: the "
+        "program changed the clock the timing reads"
+    )
 
 
-def settle_timer_check(own_ms: float, timed_ms: float, recheck: Callable[[], Optional[float]],
-                       tries: int = 3, alone: Optional[Callable[[Callable[[], Optional[float]]], Optional[float]]] = None,
-                       mismatch: Callable[[float, float], Optional[str]] = timer_mismatch
-                       ) -> tuple[float, Optional[str]]:
+def settle_timer_check(
+    own_ms: float,
+    timed_ms: float,
+    recheck: Callable[[], Optional[float]],
+    tries: int = 3,
+    alone: Optional[Callable[[Callable[[], Optional[float]]], Optional[float]]] = None,
+    mismatch: Callable[[float, float], Optional[str]] = timer_mismatch,
+) -> tuple[float, Optional[str]]:
     """:func:`timer_mismatch` for a census call made outside the timing slot,
     next to the other workers' device work, which can only slow its kernels
     (an honest 5.1 ms kernel was seen at 6.6 ms on the H200): on a mismatch
@@ -156,16 +172,32 @@ class TimerAgreement(Check):
             return []
 
         def recheck() -> Optional[float]:
-            refill_checks(ctx.run_checked, ctx.model, ctx.gen, ctx.make_inputs, ctx.clone, ctx.cmp, ctx.atol,
-                          ctx.rtol, ctx.backend, "after timing (re-check)", held=ctx.held, fresh=True)
+            refill_checks(
+                ctx.run_checked,
+                ctx.model,
+                ctx.gen,
+                ctx.make_inputs,
+                ctx.clone,
+                ctx.cmp,
+                ctx.atol,
+                ctx.rtol,
+                ctx.backend,
+                "after timing (re-check)",
+                held=ctx.held,
+                fresh=True,
+            )
             last = census.last
             if last is None or bool(last.device_level) != device or not last.own:
                 return None
             return sum(last.own.values()) / 1000.0 if device else (last.span / 1000.0 or None)
 
-        own_ms, problem = settle_timer_check(own_ms, float(ctx.first_outcome.runtime_ms), recheck,
-                                             alone=lambda call: in_slot(ctx.chan, call),
-                                             mismatch=timer_mismatch if device else cpu_timer_mismatch)
+        own_ms, problem = settle_timer_check(
+            own_ms,
+            float(ctx.first_outcome.runtime_ms),
+            recheck,
+            alone=lambda call: in_slot(ctx.chan, call),
+            mismatch=timer_mismatch if device else cpu_timer_mismatch,
+        )
         key = "own_device_ms_per_call" if device else "call_host_ms_per_call"
         ctx.out.setdefault("census", {})[key] = round(own_ms, 6)
         if not device and getattr(census, "own_ms", None):

@@ -1,6 +1,7 @@
 """The op guard (evaluator/guards.py): under the strict policy, forward runs
 no PyTorch compute op beyond allocation, views, copies and the task's
 allowed ops."""
+
 from __future__ import annotations
 
 from .base import CALL, Check, Context
@@ -21,6 +22,9 @@ class TorchOps(Check):
         if not forbidden(ctx):
             return []
         allowed = ctx.cfg.allowed_torch_ops
-        return [f"forward ran PyTorch compute ops {', '.join(ctx.guard.forbidden)}: only allocation, view, reshape and "
-                "copy ops " + (f"(and the task's allowed ops {', '.join(allowed)}) " if allowed else "")
-                + "are allowed in forward"]
+        return [
+            f"forward ran PyTorch compute ops {', '.join(ctx.guard.forbidden)}: only allocation, view, reshape and "
+            "copy ops "
+            + (f"(and the task's allowed ops {', '.join(allowed)}) " if allowed else "")
+            + "are allowed in forward"
+        ]

@@ -6,6 +6,7 @@ turns on TF32 or reduced-precision reductions, or changes the default
 dtype, changes what the reference computes and how fast. None of these is
 a function the integrity snapshot watches (the functions stay the same, the
 state behind them changes), and the static checks do not look for them."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,10 +21,14 @@ SETTINGS = (
     ("torch.get_float32_matmul_precision()", lambda t: t.get_float32_matmul_precision()),
     ("torch.are_deterministic_algorithms_enabled()", lambda t: t.are_deterministic_algorithms_enabled()),
     ("torch.backends.cuda.matmul.allow_tf32", lambda t: t.backends.cuda.matmul.allow_tf32),
-    ("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-     lambda t: t.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
-    ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-     lambda t: t.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+    (
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+        lambda t: t.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    ),
+    (
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+        lambda t: t.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    ),
     ("torch.backends.cudnn.allow_tf32", lambda t: t.backends.cudnn.allow_tf32),
     ("torch.backends.cudnn.deterministic", lambda t: t.backends.cudnn.deterministic),
     ("torch.backends.cudnn.enabled", lambda t: t.backends.cudnn.enabled),
@@ -56,10 +61,15 @@ class TorchSettings(Check):
             ctx.torch_settings = read_settings()
             return []
         now = read_settings()
-        changed = [f"{name}: {before} -> {now.get(name, 'unreadable')}" for name, before in ctx.torch_settings.items()
-                   if now.get(name) != before]
+        changed = [
+            f"{name}: {before} -> {now.get(name, 'unreadable')}"
+            for name, before in ctx.torch_settings.items()
+            if now.get(name) != before
+        ]
         if not changed:
             return []
-        return [f"the program changed PyTorch's global settings ({'; '.join(changed[:4])}): the reference runs under "
-                "them too, so they are not the program's to change (fewer threads or lower precision for the "
-                "reference is not a faster kernel)"]
+        return [
+            f"the program changed PyTorch's global settings ({'; '.join(changed[:4])}): the reference runs under "
+            "them too, so they are not the program's to change (fewer threads or lower precision for the "
+            "reference is not a faster kernel)"
+        ]

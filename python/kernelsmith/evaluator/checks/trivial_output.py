@@ -1,6 +1,7 @@
 """Trivial outputs: zeros, a constant, an input passed through, where the
 task's tolerance cannot tell them from the reference's output (a degenerate
 task: probes.py decides which forms its probe inputs tell apart)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -29,8 +30,7 @@ def trivial_candidates(expected: list[Any], inputs: list[Any]) -> dict[str, Opti
     # reference's output itself and reject every program of a task whose
     # outputs are scalars (a loss with reduction 'mean', a full sum)
     if any(e.numel() > 1 for e in expected):
-        out["a constant"] = [torch.full_like(e, float(e.float().mean())) if e.numel() else e.clone()
-                             for e in expected]
+        out["a constant"] = [torch.full_like(e, float(e.float().mean())) if e.numel() else e.clone() for e in expected]
     tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
     for i, v in enumerate(tensors):
         if len(expected) == 1 and v.shape == expected[0].shape:
@@ -53,8 +53,11 @@ def is_trivial(cmp: Any, got: list[Any], expected: list[Any], inputs: list[Any],
     tensors = all(isinstance(g, torch.Tensor) for g in got)
     # zeros before "a constant"; the same test as cmp.identical against
     # zeros_like(expected): shape, dtype, every element == 0 (NaN is not)
-    if "zeros" in forms and tensors and all(g.shape == e.shape and g.dtype == e.dtype and not bool(g.any())
-                                            for g, e in zip(got, expected)):
+    if (
+        "zeros" in forms
+        and tensors
+        and all(g.shape == e.shape and g.dtype == e.dtype and not bool(g.any()) for g, e in zip(got, expected))
+    ):
         return "zeros"
     if "a constant" in forms and tensors and all(g.numel() and torch.all(g == g.reshape(-1)[0]) for g in got):
         return "a constant"
@@ -74,5 +77,7 @@ class TrivialOutput(Check):
         form = is_trivial(ctx.cmp, ctx.got, ctx.expected, ctx.pristine, ctx.kept_forms)
         if not form:
             return []
-        return [f"forward returned {form} ({ctx.label}), which this task's tolerance cannot tell from the "
-                "reference's output: a trivial output is never accepted"]
+        return [
+            f"forward returned {form} ({ctx.label}), which this task's tolerance cannot tell from the "
+            "reference's output: a trivial output is never accepted"
+        ]

@@ -10,6 +10,7 @@ so. Adding a check is one new file here and one line in
 ``TRUSTED_CHECKS`` (docs/architecture.md, "How to add a parent-side
 check").
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -39,14 +40,22 @@ def run_trusted_checks(result: EvalResult, ctx: TrustedContext) -> None:
     withdraw_figures(result)
 
 
-def trusted_checks(result: EvalResult, evidence: Optional[dict[str, Any]], seeds: list[int], task: Any,
-                   workdir: str, referee: Any, slots: Optional[list[Any]] = None) -> None:
+def trusted_checks(
+    result: EvalResult,
+    evidence: Optional[dict[str, Any]],
+    seeds: list[int],
+    task: Any,
+    workdir: str,
+    referee: Any,
+    slots: Optional[list[Any]] = None,
+) -> None:
     """Parent side, after a worker's result (pool or fresh mode; ``evidence``:
     what converse() took from the worker, evidence.take_evidence's store and
     the timing's reports; ``slots``: the device's timing slot as the worker
     held it, where it had one): :func:`run_trusted_checks`."""
-    run_trusted_checks(result, TrustedContext(task=task, seeds=seeds, workdir=workdir, referee=referee,
-                                              evidence=evidence, slots=slots))
+    run_trusted_checks(
+        result, TrustedContext(task=task, seeds=seeds, workdir=workdir, referee=referee, evidence=evidence, slots=slots)
+    )
 
 
 __all__ = ["TRUSTED_CHECKS", "TrustedCheck", "TrustedContext", "run_trusted_checks", "trusted_checks"]

@@ -17,6 +17,7 @@ unreliable), never the verdict: the composer
 with the first check's reasons (:func:`overrule`), and a later check does
 not run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -9,6 +9,7 @@ and compare; a result whose trial outputs are missing, repeated, malformed
 or wrong is not the program's own. The referee's own failure is not the
 program's: the result stands, marked unchecked and its timing unreliable.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,9 @@ def checks_disabled() -> bool:
     return os.environ.get("KS_BENCH_NO_CENSUS", "") == "1"
 
 
-def referee_reasons(result: EvalResult, info: Any, seeds: list[int], task: Any, workdir: str,
-                    referee: Any) -> list[str]:
+def referee_reasons(
+    result: EvalResult, info: Any, seeds: list[int], task: Any, workdir: str, referee: Any
+) -> list[str]:
     """Why the referee's re-check rejects ``result`` (``info``: see
     :func:`judge`); notes ``census["referee_trials"]`` when every trial
     passed, and per trial ``census["referee"]``."""
@@ -51,8 +53,10 @@ def referee_reasons(result: EvalResult, info: Any, seeds: list[int], task: Any, 
     if result.category != "ok":
         return []
     if isinstance(info, dict) and info.get("repeated"):
-        return ["the worker handed over the trial outputs for the trusted referee twice: the verdict "
-                "was not the program's to write"]
+        return [
+            "the worker handed over the trial outputs for the trusted referee twice: the verdict "
+            "was not the program's to write"
+        ]
     entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         # whether the checks are off is the parent's own setting (the worker
@@ -60,19 +64,25 @@ def referee_reasons(result: EvalResult, info: Any, seeds: list[int], task: Any, 
         # census.disabled to skip the referee (fixtures/pygpubench/fd_overwrite.py)
         if census.get("disabled") and checks_disabled():
             return []
-        return ["the worker reported a correct result without the trial outputs the trusted referee "
-                "checks: the verdict was not the program's to write"]
+        return [
+            "the worker reported a correct result without the trial outputs the trusted referee "
+            "checks: the verdict was not the program's to write"
+        ]
     most = referee.most_trials(task)
     if len(entries) > most:
-        return [f"the worker named {len(entries)} trials for the referee (at most {most}, one per "
-                "input set): the verdict was not the program's to write"]
+        return [
+            f"the worker named {len(entries)} trials for the referee (at most {most}, one per "
+            "input set): the verdict was not the program's to write"
+        ]
     # a degenerate task's probe sets decide it: the worker must have run
     # each one the referee found to apply (probes.py)
     named = {str(e.get("set", "get_inputs")) for e in entries}
     missing = [s for s in referee.primed_probe_sets(task) if s not in named]
     if missing:
-        return [f"the worker handed over no trial of the probe input set(s) {', '.join(missing)} "
-                "that judge this degenerate task: the verdict was not the program's to write"]
+        return [
+            f"the worker handed over no trial of the probe input set(s) {', '.join(missing)} "
+            "that judge this degenerate task: the verdict was not the program's to write"
+        ]
     for entry in entries:
         found = _trial_reasons(result, entry, seeds, task, workdir, referee, census)
         if found:
@@ -81,51 +91,77 @@ def referee_reasons(result: EvalResult, info: Any, seeds: list[int], task: Any, 
     return []
 
 
-def _trial_reasons(result: EvalResult, info: dict[str, Any], seeds: list[int], task: Any, workdir: str,
-                   referee: Any, census: dict[str, Any]) -> list[str]:
+def _trial_reasons(
+    result: EvalResult,
+    info: dict[str, Any],
+    seeds: list[int],
+    task: Any,
+    workdir: str,
+    referee: Any,
+    census: dict[str, Any],
+) -> list[str]:
     """One trial (the last of one input set) re-checked by the referee."""
     sets = task.config.check_sets + probe_sets()
     if str(info.get("set", "get_inputs")) not in sets:
-        return [f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
-                "the verdict was not the program's to write"]
+        return [
+            f"the worker named an input set the task does not have ({str(info.get('set'))[:80]}): "
+            "the verdict was not the program's to write"
+        ]
     try:
         if info.get("not_handed_over"):  # take_evidence could not copy it
             raise OSError(info["not_handed_over"])
         init_seed, input_seed = seeds[int(info["init_seed_index"])], seeds[int(info["input_seed_index"])]
         limit = referee.evidence_limit(task)
         # workdir holds the parent's copies (take_evidence): linked, not copied again
-        copy = copy_regular(os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir, limit,
-                            link=True)
+        copy = copy_regular(
+            os.path.join(workdir, os.path.basename(str(info["file"]))), referee.workdir, limit, link=True
+        )
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
-        return [f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
-                "verdict was not the program's to write"]
-    request = {"task": task.to_dict(), "init_seed": init_seed, "input_seed": input_seed,
-               "set": str(info.get("set", "get_inputs")), "file": copy, "max_bytes": limit}
+        return [
+            f"the worker named seeds or an outputs file the referee cannot use ({exc}): the "
+            "verdict was not the program's to write"
+        ]
+    request = {
+        "task": task.to_dict(),
+        "init_seed": init_seed,
+        "input_seed": input_seed,
+        "set": str(info.get("set", "get_inputs")),
+        "file": copy,
+        "max_bytes": limit,
+    }
     answer = _ask(referee, request, copy)
     if answer.get("malformed"):
         census["referee"] = "malformed outputs"
-        return [f"the outputs file the worker wrote for the trusted referee cannot be read "
-                f"({answer['malformed'][:300]}): the verdict was not the program's to write"]
+        return [
+            f"the outputs file the worker wrote for the trusted referee cannot be read "
+            f"({answer['malformed'][:300]}): the verdict was not the program's to write"
+        ]
     if "error" in answer:
         # the referee's own failure (its reference raised, it died twice):
         # the worker's verdict stands, but a result nobody trusted checked
         # is never a run's best nor paid above 1 as a reward
         census["referee"] = f"not checked: {answer['error'][:500]}"
-        result.warnings = list(result.warnings) + [f"the trusted referee could not check this result: "
-                                                   f"{answer['error'][:300]}"]
+        result.warnings = list(result.warnings) + [
+            f"the trusted referee could not check this result: {answer['error'][:300]}"
+        ]
         result.timing_reliable = False
         result.unreliable_reasons = list(result.unreliable_reasons or []) + [
-            "not checked by the trusted referee: " + answer["error"][:200]]
+            "not checked by the trusted referee: " + answer["error"][:200]
+        ]
         return []
     if answer.get("reference"):
         census["referee"] = "reference differs"
-        return ["the reference computed next to the program differs from the one the trusted referee "
-                f"computed from the same seeds ({answer['reference'][:400]}): the program tampered "
-                "with the reference"]
+        return [
+            "the reference computed next to the program differs from the one the trusted referee "
+            f"computed from the same seeds ({answer['reference'][:400]}): the program tampered "
+            "with the reference"
+        ]
     if answer.get("candidate"):
         census["referee"] = "candidate differs"
-        return [f"the trusted referee finds the program's outputs wrong ({answer['candidate'][:400]}) "
-                "where the check next to the program passed them: the comparison was forged"]
+        return [
+            f"the trusted referee finds the program's outputs wrong ({answer['candidate'][:400]}) "
+            "where the check next to the program passed them: the comparison was forged"
+        ]
     census["referee"] = "agreed"
     return []
 

@@ -7,6 +7,7 @@ than the slot lasted (a reference made to look slow, a candidate made to
 look fast against it) was not measured. Notes what it compared as
 ``census["timing_cross_check"]``.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,8 +29,9 @@ class SlotCrossCheck(TrustedCheck):
         return slot_reasons(result, list(ctx.slots), self.SLACK, self.GRACE_S)
 
 
-def cross_check_timing(result: EvalResult, slots: list[Any], slack: float = SlotCrossCheck.SLACK,
-                       grace_s: float = SlotCrossCheck.GRACE_S) -> None:
+def cross_check_timing(
+    result: EvalResult, slots: list[Any], slack: float = SlotCrossCheck.SLACK, grace_s: float = SlotCrossCheck.GRACE_S
+) -> None:
     """This check alone (tests, tools): overrule ``result`` when its timing
     claims more than ``slots`` ((start, end) pairs, end None while held) lasted."""
     overrule(result, slot_reasons(result, slots, slack, grace_s))
@@ -61,6 +63,8 @@ def slot_reasons(result: EvalResult, slots: list[Any], slack: float, grace_s: fl
     result.census = census
     census["timing_cross_check"] = {"claimed_s": round(claimed, 4), "slot_s": round(held, 4)}
     if claimed > held * slack + grace_s:
-        return [f"the reported timing adds up to {claimed:.3f} s of timed calls, but the timing slot "
-                f"was held for {held:.3f} s: the statistics were not measured"]
+        return [
+            f"the reported timing adds up to {claimed:.3f} s of timed calls, but the timing slot "
+            f"was held for {held:.3f} s: the statistics were not measured"
+        ]
     return []

@@ -9,6 +9,7 @@ ever reported (a result line the program wrote itself) were not measured
 (fixtures/pygpubench: stack_sig_scan, event_array, heap_sig_scan,
 fd_overwrite; hacks_v3/channel_direct_forge.py).
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -18,8 +19,13 @@ from ..timing import TimingOutcome, combine_shapes
 from .base import TrustedCheck, TrustedContext, overrule
 
 #: a timing report's fields and the result's fields they must equal
-_REPORTED = (("speedup", "speedup"), ("ref_ms", "ref_runtime_ms"), ("cand_ms", "runtime_ms"),
-             ("ci_low", "speedup_ci_low"), ("ci_high", "speedup_ci_high"))
+_REPORTED = (
+    ("speedup", "speedup"),
+    ("ref_ms", "ref_runtime_ms"),
+    ("cand_ms", "runtime_ms"),
+    ("ci_low", "speedup_ci_low"),
+    ("ci_high", "speedup_ci_high"),
+)
 
 
 class TimingReports(TrustedCheck):
@@ -43,13 +49,17 @@ def timing_report_reasons(result: EvalResult, reports: list[Any], task: Any = No
     timed = [r for r in reports if isinstance(r, dict) and not r.get("release_only")]
     last, why = _reported_figures(timed, task) if timed else (None, "no timing reported any figures to the parent")
     if last is not None:
-        differ = [f"{field} {getattr(result, field)!r} against {last.get(key)!r}" for key, field in _REPORTED
-                  if key in last and getattr(result, field) != last.get(key)]
+        differ = [
+            f"{field} {getattr(result, field)!r} against {last.get(key)!r}"
+            for key, field in _REPORTED
+            if key in last and getattr(result, field) != last.get(key)
+        ]
         if not differ:
             return []
         why = "they differ from what the timing reported when it ended: " + "; ".join(differ)
-    return [f"the result's timing figures are not the ones measured ({why}): the verdict was not "
-            "the program's to write"]
+    return [
+        f"the result's timing figures are not the ones measured ({why}): the verdict was not the program's to write"
+    ]
 
 
 def _reported_figures(timed: list[dict[str, Any]], task: Any) -> tuple[Optional[dict[str, Any]], str]:
@@ -66,11 +76,24 @@ def _reported_figures(timed: list[dict[str, Any]], task: Any) -> tuple[Optional[
     if missing:
         return None, f"no timing reported figures for the timing shape(s) {', '.join(missing)}"
     try:
-        outcomes = [TimingOutcome(runtime_ms=float(lasts[n]["cand_ms"]), ref_runtime_ms=float(lasts[n]["ref_ms"]),
-                                  speedup=float(lasts[n]["speedup"]), speedup_ci_low=float(lasts[n]["ci_low"]),
-                                  speedup_ci_high=float(lasts[n]["ci_high"]), verdict="") for n in names]
+        outcomes = [
+            TimingOutcome(
+                runtime_ms=float(lasts[n]["cand_ms"]),
+                ref_runtime_ms=float(lasts[n]["ref_ms"]),
+                speedup=float(lasts[n]["speedup"]),
+                speedup_ci_low=float(lasts[n]["ci_low"]),
+                speedup_ci_high=float(lasts[n]["ci_high"]),
+                verdict="",
+            )
+            for n in names
+        ]
         c = combine_shapes(outcomes, names, config.shape_weights)
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"the timing shapes' reports do not combine ({exc})"
-    return {"speedup": c.speedup, "ref_ms": c.ref_runtime_ms, "cand_ms": c.runtime_ms, "ci_low": c.speedup_ci_low,
-            "ci_high": c.speedup_ci_high}, ""
+    return {
+        "speedup": c.speedup,
+        "ref_ms": c.ref_runtime_ms,
+        "cand_ms": c.runtime_ms,
+        "ci_low": c.speedup_ci_low,
+        "ci_high": c.speedup_ci_high,
+    }, ""
