@@ -10,9 +10,14 @@ PYTHON=${PYTHON:-python3}
 BUILD_DIR=${BUILD_DIR:-build/tests}
 JOBS=${JOBS:-$(nproc)}
 
-echo "== Lint (ruff), import contracts (lint-imports), types (mypy)"
+echo "== Lint and format (ruff), import contracts (lint-imports), types (mypy)"
 # pyproject.toml holds both configurations; any finding fails the run.
 "$PYTHON" -m ruff check python/ tests_py/ benchmarks/
+# the formatter: every Python file as `ruff format` writes it (fix a failure with the command it prints)
+if ! "$PYTHON" -m ruff format --check python/ tests_py/ benchmarks/; then
+  echo "ruff format: the files above are not formatted. Fix them with: ruff format python/ tests_py/ benchmarks/" >&2
+  exit 1
+fi
 # lint-imports through $PYTHON (its script may not be on PATH); PYTHONPATH=python:
 # the contracts are checked on the source tree, not on an installed copy
 PYTHONPATH=python "$PYTHON" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()' --no-cache

@@ -471,39 +471,60 @@ def attribute_memory_fault(
     fp_text = (footprint.describe(margin) if footprint is not None else "reference footprint: not measured") + free_text
     where = str(facts.get("where", ""))[:200]
     if facts["fault"] == "candidate":
-        demand = _int(facts.get("candidate_bytes"))
-        if allowance is not None and demand is not None and demand > allowance:
-            return Attribution(
-                "oom",
-                reason=(
-                    f"the program's own allocations in one call reached {fmt_bytes(demand)}, more than its allowance of "
-                    f"{fmt_bytes(allowance)} (memory_margin {margin:g} x the reference's peak of "
-                    f"{fmt_bytes(footprint.peak_bytes)}); use less device memory"
-                ),
-            )  # type: ignore[union-attr]
-        if room:
-            return Attribution(
-                "oom",
-                reason=(
-                    "the program ran out of device memory while it had the device to itself with the task's needs "
-                    f"free ({fp_text}): its own allocations exhausted it; use less device memory"
-                ),
-            )
-        setting = (
-            "on a shared device"
-            if not alone
-            else "alone on a device too small for the task"
-            if grant.free_bytes is not None
-            else "alone on a device whose free memory is unknown"
-        )  # type: ignore[union-attr]
+        return _candidate_fault(facts, footprint, margin, grant, allowance, bool(room), fp_text)
+    return _harness_fault(facts, footprint, allowance, alone, fp_text, where)
+
+
+def _candidate_fault(
+    facts: dict,
+    footprint: Optional[Footprint],
+    margin: float,
+    grant: Optional[Grant],
+    allowance: Optional[int],
+    room: bool,
+    fp_text: str,
+) -> Attribution:
+    """attribute_memory_fault for a fault in the candidate's own call."""
+    alone = grant is not None and grant.alone
+    demand = _int(facts.get("candidate_bytes"))
+    if allowance is not None and demand is not None and demand > allowance:
         return Attribution(
-            "harness",
-            retry_alone=not alone,
+            "oom",
             reason=(
-                f"the program ran out of device memory asking for {fmt_bytes(demand)}, within its allowance, "
-                f"{setting} ({fp_text})"
+                f"the program's own allocations in one call reached {fmt_bytes(demand)}, more than its allowance of "
+                f"{fmt_bytes(allowance)} (memory_margin {margin:g} x the reference's peak of "
+                f"{fmt_bytes(footprint.peak_bytes)}); use less device memory"
+            ),
+        )  # type: ignore[union-attr]
+    if room:
+        return Attribution(
+            "oom",
+            reason=(
+                "the program ran out of device memory while it had the device to itself with the task's needs "
+                f"free ({fp_text}): its own allocations exhausted it; use less device memory"
             ),
         )
+    setting = (
+        "on a shared device"
+        if not alone
+        else "alone on a device too small for the task"
+        if grant.free_bytes is not None
+        else "alone on a device whose free memory is unknown"
+    )  # type: ignore[union-attr]
+    return Attribution(
+        "harness",
+        retry_alone=not alone,
+        reason=(
+            f"the program ran out of device memory asking for {fmt_bytes(demand)}, within its allowance, "
+            f"{setting} ({fp_text})"
+        ),
+    )
+
+
+def _harness_fault(
+    facts: dict, footprint: Optional[Footprint], allowance: Optional[int], alone: bool, fp_text: str, where: str
+) -> Attribution:
+    """attribute_memory_fault for a fault in the harness's code."""
     held = _int(facts.get("held_bytes"))
     if footprint is not None and held is not None and held > footprint.harness_bytes() + allowance:  # type: ignore[operator]
         return Attribution(

@@ -373,23 +373,10 @@ def run_worker(
             # once per task, as in the pool (probes.py); None: the worker does
             job.update(referee.job_facts(task, limits.timeout_s))
         log_path = os.path.join(private, "worker.log")
-        # the channel is one socket (the worker's stdin and stdout), as in the
-        # pool: the kernel names the writer of every read (SO_PASSCRED), so a
-        # process the program forks cannot write the worker's messages
-        ours, theirs = socket.socketpair()
-        try:
-            credentials = pass_credentials(ours)
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    cmd, stdin=theirs, stdout=theirs, stderr=log, cwd=workdir, env=env, start_new_session=True
-                )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        link = ProcessLink(proc, ours, bwrap=use_bwrap, credentials=credentials)
-        ticket = gate.join(link.signal, key=task.id, pids={proc.pid}, timed_on_cpu=device is None) if gate else None
+        link = _start_worker(cmd, workdir, env, log_path, use_bwrap)
+        ticket = (
+            gate.join(link.signal, key=task.id, pids={link.proc.pid}, timed_on_cpu=device is None) if gate else None
+        )
         seeds: list[int] = []
         # the trial outputs the worker hands over, copied where it cannot write
         evidence: dict[str, Any] = {"src": workdir, "dir": private}
@@ -429,6 +416,26 @@ def run_worker(
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _start_worker(cmd: list[str], workdir: str, env: dict, log_path: str, use_bwrap: bool) -> ProcessLink:
+    """A fresh worker started on its channel: one socket (the worker's stdin
+    and stdout), as in the pool. The kernel names the writer of every read
+    (SO_PASSCRED), so a process the program forks cannot write the worker's
+    messages."""
+    ours, theirs = socket.socketpair()
+    try:
+        credentials = pass_credentials(ours)
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                cmd, stdin=theirs, stdout=theirs, stderr=log, cwd=workdir, env=env, start_new_session=True
+            )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return ProcessLink(proc, ours, bwrap=use_bwrap, credentials=credentials)
 
 
 def _merge_ticket(result: EvalResult, ticket: Any) -> None:

@@ -382,27 +382,7 @@ def measure(
         )
     else:
         opts = harness_options(cfg, host_clock=True)
-        if between_pairs is not None:
-            # no more calls in a sample than sets: each call of a sample gets a
-            # set of its own, every one new since the pair before (the hook's
-            # splices), so no timed call repeats an earlier call's values (a
-            # cache keyed on all of them would hit on the repeats:
-            # timed_rotation.py)
-            opts["max_launches_per_sample"] = max(1, min(opts["max_launches_per_sample"], len(input_sets)))
-        cand.on = cand.raw is not _no_raw_clock
-        try:
-            c = kt.compare(
-                ref_fn,
-                cand,
-                input_sets=[list(s) for s in input_sets],
-                device="cpu",
-                reference_input_sets=[list(s) for s in ref_sets],
-                sync=backend.synchronize,
-                between_pairs=between_pairs,
-                **{k: v for k, v in opts.items() if k != "ci_floor"},
-            )
-        finally:
-            cand.on = False
+        c = _compare_on_host(ref_fn, cand, backend, input_sets, ref_sets, opts, between_pairs)
     roofline = None
     work = _once(work)
     if device_name and work is not None and c.candidate_median_s > 0:
@@ -413,6 +393,40 @@ def measure(
     if work is not None and c.candidate_median_s > 0 and c.verdict != "rejected":
         outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name, work)
     return outcome
+
+
+def _compare_on_host(
+    ref_fn: Callable[..., Any],
+    cand: _TimedCalls,
+    backend: Any,
+    input_sets: Sequence[Sequence[Any]],
+    ref_sets: Sequence[Sequence[Any]],
+    opts: dict[str, Any],
+    between_pairs: Optional[Callable[[int], None]],
+) -> Any:
+    """measure's host-clock comparison (CPU backends), with the clock check on
+    (``cand`` reads the raw clock beside the timing's around every call)."""
+    if between_pairs is not None:
+        # no more calls in a sample than sets: each call of a sample gets a
+        # set of its own, every one new since the pair before (the hook's
+        # splices), so no timed call repeats an earlier call's values (a
+        # cache keyed on all of them would hit on the repeats:
+        # timed_rotation.py)
+        opts["max_launches_per_sample"] = max(1, min(opts["max_launches_per_sample"], len(input_sets)))
+    cand.on = cand.raw is not _no_raw_clock
+    try:
+        return kt.compare(
+            ref_fn,
+            cand,
+            input_sets=[list(s) for s in input_sets],
+            device="cpu",
+            reference_input_sets=[list(s) for s in ref_sets],
+            sync=backend.synchronize,
+            between_pairs=between_pairs,
+            **{k: v for k, v in opts.items() if k != "ci_floor"},
+        )
+    finally:
+        cand.on = False
 
 
 def combine_shapes(

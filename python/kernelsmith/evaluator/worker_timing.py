@@ -409,87 +409,112 @@ def _finalist_timing(
     output of ``cand`` was wrong after new values came into its inputs
     between samples (timed_rotation.timed_with_moves, as in a step's
     timing: ``reference`` gives the expected outputs)."""
-    import dataclasses
+    return _FinalistTimer(chan, backend, out, cfg, cmp, sets_by_shape, spares, reference).timed
 
-    import torch
 
-    names = cfg.timed_shapes
-    # the run's verdict rests on these comparisons: on the host clock they
-    # get their own caps, at least the per-step ones (a per-step timing stops
-    # at 20 pairs / 0.5 s to keep CI quick)
-    t = cfg.timing
-    timing_cfg = dataclasses.replace(
-        t,
-        cpu_max_samples=max(t.cpu_max_samples, t.cpu_finalist_max_samples),
-        cpu_time_budget_s=max(t.cpu_time_budget_s, t.cpu_finalist_time_budget_s),
-    )
-    clone = lambda vals: [v.clone() if isinstance(v, torch.Tensor) else v for v in vals]  # noqa: E731
-    atol, rtol = cfg.tolerances()
+class _FinalistTimer:
+    """_finalist_timing's state: the caps, the copies, the tolerances."""
 
-    def timed(comparison: str, base: Any, cand: Any, paired_reference: bool = True) -> Any:
+    def __init__(
+        self,
+        chan: Any,
+        backend: Any,
+        out: dict[str, Any],
+        cfg: Any,
+        cmp: Any,
+        sets_by_shape: dict[str, list],
+        spares: dict[str, Any],
+        reference: Any,
+    ) -> None:
+        import dataclasses
+
+        import torch
+
+        self.chan, self.backend, self.out, self.cfg, self.cmp = chan, backend, out, cfg, cmp
+        self.sets_by_shape, self.spares, self.reference, self.torch = sets_by_shape, spares, reference, torch
+        # the run's verdict rests on these comparisons: on the host clock they
+        # get their own caps, at least the per-step ones (a per-step timing stops
+        # at 20 pairs / 0.5 s to keep CI quick)
+        t = cfg.timing
+        self.timing_cfg = dataclasses.replace(
+            t,
+            cpu_max_samples=max(t.cpu_max_samples, t.cpu_finalist_max_samples),
+            cpu_time_budget_s=max(t.cpu_time_budget_s, t.cpu_finalist_time_budget_s),
+        )
+        self.atol, self.rtol = cfg.tolerances()
+
+    def clone(self, vals: list) -> list:
+        return [v.clone() if isinstance(v, self.torch.Tensor) else v for v in vals]
+
+    def _measure_once(
+        self, base: Any, cand_call: Any, last: dict, changed: list, shape: list, cand_sets: list, base_sets: list
+    ) -> Any:
+        cmp, clone, atol, rtol = self.cmp, self.clone, self.atol, self.rtol
+        spare = self.spares.get(shape[0])
+        try:
+            o, rotation = timed_with_moves(
+                lambda hook: timing.measure(
+                    base,
+                    cand_call,
+                    self.backend,
+                    cand_sets,
+                    self.timing_cfg,
+                    reference_input_sets=base_sets,
+                    between_pairs=hook,
+                ),
+                cand_sets,
+                base_sets,
+                last,
+                lambda args: self.reference(*clone(args)),
+                lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
+                spare=(clone(spare), clone(spare)) if spare is not None else None,
+            )
+        except BaseException:
+            self.chan.timing_done({"release_only": True})
+            raise
+        finally:
+            last.clear()
+        changed[0] = changed[0] or rotation.wrong or None
+        return o
+
+    def timed(self, comparison: str, base: Any, cand: Any, paired_reference: bool = True) -> Any:
         changed: list[Any] = [None]
-        chan.stage(f"timing {comparison}")
+        self.chan.stage(f"timing {comparison}")
 
         last: dict[str, Any] = {}  # cand's last timed call (timed_rotation.recorded)
         cand_call = recorded(cand, last)
         shape: list[str] = [""]  # the shape being timed (its spare draw)
 
         def measure_once(cand_sets: list, base_sets: list) -> Any:
-            spare = spares.get(shape[0])
-            try:
-                o, rotation = timed_with_moves(
-                    lambda hook: timing.measure(
-                        base,
-                        cand_call,
-                        backend,
-                        cand_sets,
-                        timing_cfg,
-                        reference_input_sets=base_sets,
-                        between_pairs=hook,
-                    ),
-                    cand_sets,
-                    base_sets,
-                    last,
-                    lambda args: reference(*clone(args)),
-                    lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
-                    spare=(clone(spare), clone(spare)) if spare is not None else None,
-                )
-            except BaseException:
-                chan.timing_done({"release_only": True})
-                raise
-            finally:
-                last.clear()
-            changed[0] = changed[0] or rotation.wrong or None
-            return o
+            return self._measure_once(base, cand_call, last, changed, shape, cand_sets, base_sets)
 
         def draw(index: int, name: str) -> list:
             shape[0] = name
-            return [clone(s) for s in sets_by_shape[name]]
+            return [self.clone(s) for s in self.sets_by_shape[name]]
 
         def after(name: str, o: Any, cand_sets: list, base_sets: list, given: list, prints: list, pin: Any) -> None:
-            changed[0] = changed[0] or inputs_after_timing(torch, cmp, cand_sets, base_sets, given, prints)
+            changed[0] = changed[0] or inputs_after_timing(self.torch, self.cmp, cand_sets, base_sets, given, prints)
 
         # each side on copies of its own (a finalist that re-homes its
         # inputs would slow whatever runs next on them), checked afterwards
+        names = self.cfg.timed_shapes
         outcomes = time_shapes(
-            chan,
-            backend,
-            out,
-            t,
+            self.chan,
+            self.backend,
+            self.out,
+            self.cfg.timing,
             names,
-            cmp,
-            clone,
+            self.cmp,
+            self.clone,
             draw,
             measure_once,
             after,
             comparison=comparison,
             **({} if paired_reference else {"ref_ms": None}),
         )
-        o = combine_shapes(outcomes, names, cfg.shape_weights)
+        o = combine_shapes(outcomes, names, self.cfg.shape_weights)
         o.details["inputs_changed"] = changed[0]
         return o
-
-    return timed
 
 
 def _load_finalists(
