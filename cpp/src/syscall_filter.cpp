@@ -138,12 +138,16 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   a.jump(BPF_JEQ, __NR_openat2, notify, N);  // its flags are in memory: the supervisor reads them
   a.ret(SECCOMP_RET_ALLOW);
 
-  // mprotect/pkey_mprotect(addr, len, prot, ...): only what asks for write or
-  // execute goes to the supervisor (read-only and PROT_NONE changes, e.g.
-  // ld.so's RELRO, never do)
+  // mprotect/pkey_mprotect(addr, len, prot, ...): only what asks for execute
+  // goes to the supervisor. A read-write change passes here: glibc's arenas
+  // and the CUDA driver make thousands of them, and reading a CUDA process's
+  // mappings for each cost seconds per evaluation on the H100. Code made
+  // writable without execute cannot run until execute comes back, and that
+  // change is refused (a file mapping given execute it lacks), so a patched
+  // library page is caught when it is made executable again.
   a.bind(on_protect);
   a.load(arg_low(2));
-  a.jump(BPF_JSET, PROT_WRITE | PROT_EXEC, notify, allow);
+  a.jump(BPF_JSET, PROT_EXEC, notify, allow);
 
   // open/openat for writing (O_WRONLY, O_RDWR; 3 is not valid but tried):
   // the supervisor looks at the path (a process's memory file?)
