@@ -4,8 +4,8 @@ examples' seeds) and, with --forged, pygpubench's three native clock
 forgeries, evaluates each with timing on and prints the timed per-call time,
 the least host time of the censused calls on the profiler's clock
 (``census.call_host_ms_per_call``; the program's own kernels' part in
-``own_host_ms_per_call``) and their ratio (``cpu_timer_mismatch``: forged at
-CPU_RATIO, 4x), and the timing clock's share of the raw system call's over
+``own_host_ms_per_call``) and their ratio (``cpu_timer_ratio``: a figure only,
+no bound separates honest programs from got_patch), and the timing clock's share of the raw system call's over
 the timed calls (``clock_mismatch``: forged below CLOCK_SHARE, 0.8).
 
     PYTHONPATH=python TRITON_INTERPRET=1 python3 benchmarks/timer_census_cpu.py [--forged] [--only triton|opencl]

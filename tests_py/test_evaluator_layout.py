@@ -3,6 +3,8 @@ wire protocol's names in one module, every hack check a registered unit."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import ast
 import importlib
 import pkgutil
@@ -272,14 +274,14 @@ def test_trusted_checks_the_first_finding_decides(monkeypatch):
     assert worker_said.speedup is None and worker_said.hack_reasons == ["worker"]
 
 
-def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
+def test_the_timer_check_on_the_cpu_records_host_time_and_judges_the_clock():
     """checks/timer.py on a CPU census (host ranges): the least host time of
-    the censused calls (the profiler's span of each) against the timed
-    per-call time, forged at 4x and 0.5 ms above it (the profiler's clock is
-    not the one time.perf_counter_ns reads). Re-checked calls that stay slow,
-    then one in the timing slot, reject it; 2x passes, and so does 5x of a
-    call too short for the absolute floor. And the clock check: the timed
-    calls' intervals on the timing's clock against the raw system call's."""
+    the censused calls (the profiler's span of each) is recorded beside the
+    program's kernels' own, never judged: the profiler's overhead inside the
+    calls it measures put an honest 0.16 ms OpenCL call at 0.85 ms (5.3x) in
+    the full suite, beyond what got_patch showed. What rejects a slowed clock
+    is the clock check: the timed calls' intervals on the timing's clock
+    against the raw system call's, reported by the timing (clock_check)."""
     import torch
 
     from kernelsmith.evaluator import correctness as cmp
@@ -316,10 +318,10 @@ def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
         def synchronize(self) -> None:
             pass
 
-    def outcome(ms: float) -> object:
-        return type("Outcome", (), {"runtime_ms": ms})()
+    def outcome(ms: float, clock: Optional[dict] = None) -> object:
+        return type("Outcome", (), {"runtime_ms": ms, "details": {"clock_check": clock} if clock else {}})()
 
-    def judge(calls_ms: list[float], timed_ms: float) -> tuple[list[str], dict, int]:
+    def judge(calls_ms: list[float], timed_ms: float, clock: Optional[dict] = None) -> tuple[list[str], dict, int]:
         chan = Chan()
         ctx = Context(
             checks_on=True,
@@ -335,23 +337,19 @@ def test_the_timer_check_on_the_cpu_compares_host_time_with_a_wider_bound():
             rtol=1e-6,
             run_checked=lambda args, where: cmp.flatten_outputs(torch.relu(*args)),
         )
-        facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=outcome(timed_ms))
+        facts = dict(gen=lambda: [torch.randn(8)], held=[torch.randn(8)], first_outcome=outcome(timed_ms, clock))
         return TimerAgreement().reasons(AFTER_TIMING, ctx.update(**facts)), ctx.out, chan.slots
 
-    # the fastest of the censused calls (4 ms) against 1 ms timed: forged
-    (reason,), out, slots = judge([6.0, 4.0, 5.0], 1.0)
-    assert reason.startswith(
-        "the timing says 1 ms per call, but the fastest of the checked calls took 4 ms on "
-        "the host (4x, profiler's clock)"
-    ), reason
-    assert "forged timing figures, or a clock the program changed" in reason, reason
-    assert slots == 1 and out["census"]["call_host_ms_per_call"] == 4.0
-    assert out["census"]["own_host_ms_per_call"] == 2.0
-    # 2x: an honest program's profiler overhead, within the bound
-    reasons, out, slots = judge([2.0], 1.0)
-    assert reasons == [] and slots == 0 and out["census"]["call_host_ms_per_call"] == 2.0
-    # 5x of a 0.1 ms call: 0.4 ms above it, under the absolute floor
-    assert judge([0.5], 0.1)[0] == []
+    # the fastest of the censused calls (0.85 ms) against 0.16 ms timed, as the
+    # honest OpenCL program: recorded, not judged, no re-check in the slot
+    reasons, out, slots = judge([1.2, 0.85, 0.9], 0.16)
+    assert reasons == [] and slots == 0
+    assert out["census"]["call_host_ms_per_call"] == 0.85 and out["census"]["own_host_ms_per_call"] == 0.425
+    # a clock slowed to a fifth inside forward: the clock check's reason
+    slowed = {"calls": 400, "timer_ms": 800.0, "raw_ms": 4000.0}
+    (reason,), out, slots = judge([1.2], 2.0, clock=slowed)
+    assert reason.startswith("the timing's clock measured 800 ms over the 400 timed calls"), reason
+    assert judge([1.2], 2.0, clock={"calls": 400, "timer_ms": 3990.0, "raw_ms": 4000.0})[0] == []
 
     from kernelsmith.evaluator.checks.timer import clock_mismatch
 

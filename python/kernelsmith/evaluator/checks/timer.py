@@ -19,17 +19,16 @@ from typing import Any, Callable, Optional
 from .base import AFTER_TIMING, NO_SPEEDUP, Check, Context
 from .refill import refill_checks
 
-#: the CPU's bound: forged when the least host time of the censused calls
-#: (profiler's clock) is at least this many times the timed per-call time and
-#: more than CPU_SLACK_MS above it. Honest programs on the loaded 2-core
-#: machine reached 1.72 (the Triton examples, the kb_honest zoo, the OpenCL
-#: examples: benchmarks/timer_census_cpu.py; the profiler's overhead lands
-#: inside the calls it measures, more for some programs than others), and
+#: the CPU's host-time comparison is recorded, never a rejection: the
+#: profiler's own overhead lands inside the calls it measures, more for some
+#: programs than others. Honest programs on the loaded 2-core machine reached
+#: 1.72 (benchmarks/timer_census_cpu.py), and in the full test suite an honest
+#: 0.16 ms OpenCL call was seen at 0.85 ms (5.3x) in every re-check, while
 #: got_patch, whose clock runs at a fifth of its speed inside forward, showed
-#: 1.5-3.9: this bound only catches gross forgeries. The clock check below
-#: (clock_mismatch) is what catches got_patch.
-CPU_RATIO = 4.0
-CPU_SLACK_MS = 0.5
+#: 1.5-3.9: no bound separates them. The clock check below (clock_mismatch)
+#: is what catches got_patch; the figures stay in the census
+#: (call_host_ms_per_call, own_host_ms_per_call) and cpu_timer_ratio names
+#: their ratio for benchmarks.
 
 
 def timer_mismatch(
@@ -53,22 +52,11 @@ def timer_mismatch(
     )
 
 
-def cpu_timer_mismatch(call_host_ms: float, timed_ms: float) -> Optional[str]:
-    """The timer against the census on the CPU: the host time of a checked
-    call as the census's profiler measured it (from its first recorded event
-    to its last, on the profiler's clock; the least over the censused calls)
-    against the timed per-call time, forged only past :data:`CPU_RATIO` and
-    :data:`CPU_SLACK_MS`. The whole call, not only the program's kernels:
-    an honest call's kernels can be half of it (the Triton interpreter's
-    launch, the output's allocation), which leaves a clock slowed 5x too
-    close to the bound."""
-    if timed_ms <= 0 or call_host_ms < timed_ms * CPU_RATIO or call_host_ms - timed_ms <= CPU_SLACK_MS:
-        return None
-    return (
-        f"the timing says {timed_ms:.4g} ms per call, but the fastest of the checked calls took "
-        f"{call_host_ms:.4g} ms on the host ({call_host_ms / timed_ms:.2g}x, profiler's clock): the timed calls "
-        "did not do the work that was checked (forged timing figures, or a clock the program changed)"
-    )
+def cpu_timer_ratio(call_host_ms: float, timed_ms: float) -> Optional[float]:
+    """The least host time of the censused calls (profiler's clock) over the
+    timed per-call time, or None without a timed time: a figure for
+    benchmarks/timer_census_cpu.py, not a check (see above)."""
+    return call_host_ms / timed_ms if timed_ms > 0 else None
 
 
 #: the clock check's bound: forged when the timed calls' intervals on the
@@ -115,8 +103,7 @@ def settle_timer_check(
     6 GiB tensors an honest 4.2 ms argmax ran 7.7 ms in every re-check (H100,
     KernelBench level 1). Forged statistics or work hidden from the timer
     stay too slow in every one of them. ``mismatch``: :func:`timer_mismatch`
-    (device time) or :func:`cpu_timer_mismatch` (host time). Returns (own
-    ms, reason)."""
+    by default. Returns (own ms, reason)."""
     problem = mismatch(own_ms, timed_ms)
     for _ in range(tries if problem else 0):
         again = recheck()
@@ -159,17 +146,18 @@ class TimerAgreement(Check):
         seen = census.last if ctx.checks_on and census is not None else None  # the refill checks' last call
         if seen is None or not ctx.first_outcome.runtime_ms:
             return []
-        device = bool(seen.device_level)
-        if device:
-            own_ms: Optional[float] = sum(seen.own.values()) / 1000.0
-        else:
-            # host time of the whole call: the least over every censused call
-            # that ran the program's kernels (trials, refill checks), the
-            # fairest to an honest program on a loaded machine
+        if not seen.device_level:
+            # host time of the whole call, the least over every censused call
+            # that ran the program's kernels (trials, refill checks): recorded,
+            # not judged (above)
             calls = [ms for ms in getattr(census, "span_ms", []) if ms > 0]
-            own_ms = min(calls) if calls else None
-        if own_ms is None:
+            if calls:
+                ctx.out.setdefault("census", {})["call_host_ms_per_call"] = round(min(calls), 6)
+            if getattr(census, "own_ms", None):
+                ctx.out.setdefault("census", {})["own_host_ms_per_call"] = round(min(census.own_ms), 6)
             return []
+        device = True
+        own_ms: Optional[float] = sum(seen.own.values()) / 1000.0
 
         def recheck() -> Optional[float]:
             refill_checks(
@@ -189,17 +177,10 @@ class TimerAgreement(Check):
             last = census.last
             if last is None or bool(last.device_level) != device or not last.own:
                 return None
-            return sum(last.own.values()) / 1000.0 if device else (last.span / 1000.0 or None)
+            return sum(last.own.values()) / 1000.0
 
         own_ms, problem = settle_timer_check(
-            own_ms,
-            float(ctx.first_outcome.runtime_ms),
-            recheck,
-            alone=lambda call: in_slot(ctx.chan, call),
-            mismatch=timer_mismatch if device else cpu_timer_mismatch,
+            own_ms, float(ctx.first_outcome.runtime_ms), recheck, alone=lambda call: in_slot(ctx.chan, call)
         )
-        key = "own_device_ms_per_call" if device else "call_host_ms_per_call"
-        ctx.out.setdefault("census", {})[key] = round(own_ms, 6)
-        if not device and getattr(census, "own_ms", None):
-            ctx.out["census"]["own_host_ms_per_call"] = round(min(census.own_ms), 6)
+        ctx.out.setdefault("census", {})["own_device_ms_per_call"] = round(own_ms, 6)
         return [problem] if problem else []
