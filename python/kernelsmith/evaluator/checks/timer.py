@@ -157,7 +157,7 @@ class TimerAgreement(Check):
                 ctx.out.setdefault("census", {})["own_host_ms_per_call"] = round(min(census.own_ms), 6)
             return []
         device = True
-        own_ms: Optional[float] = sum(seen.own.values()) / 1000.0
+        own_ms = float(sum(seen.own.values())) / 1000.0
 
         def recheck() -> Optional[float]:
             refill_checks(
@@ -177,7 +177,7 @@ class TimerAgreement(Check):
             last = census.last
             if last is None or bool(last.device_level) != device or not last.own:
                 return None
-            return sum(last.own.values()) / 1000.0
+            return float(sum(last.own.values())) / 1000.0
 
         own_ms, problem = settle_timer_check(
             own_ms, float(ctx.first_outcome.runtime_ms), recheck, alone=lambda call: in_slot(ctx.chan, call)
