@@ -4,7 +4,7 @@ examples' seeds) and, with --forged, pygpubench's three native clock
 forgeries, evaluates each with timing on and prints the timed per-call time,
 the least host time of the censused calls on the profiler's clock
 (``census.call_host_ms_per_call``; the program's own kernels' part in
-``own_host_ms_per_call``) and their ratio (``cpu_timer_ratio``: a figure only,
+``own_host_ms_per_call``) and their ratio (a figure only:
 no bound separates honest programs from got_patch), and the timing clock's share of the raw system call's over
 the timed calls (``clock_mismatch``: forged below CLOCK_SHARE, 0.8).
 

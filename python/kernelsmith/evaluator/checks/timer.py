@@ -27,8 +27,7 @@ from .refill import refill_checks
 #: got_patch, whose clock runs at a fifth of its speed inside forward, showed
 #: 1.5-3.9: no bound separates them. The clock check below (clock_mismatch)
 #: is what catches got_patch; the figures stay in the census
-#: (call_host_ms_per_call, own_host_ms_per_call) and cpu_timer_ratio names
-#: their ratio for benchmarks.
+#: (call_host_ms_per_call, own_host_ms_per_call).
 
 
 def timer_mismatch(
@@ -50,13 +49,6 @@ def timer_mismatch(
         f"the timing says {timed_ms:.4g} ms per call, but the program's own kernels ran {own_device_ms:.4g} ms "
         f"{where} (profiler): the timed calls did not do the work that was checked"
     )
-
-
-def cpu_timer_ratio(call_host_ms: float, timed_ms: float) -> Optional[float]:
-    """The least host time of the censused calls (profiler's clock) over the
-    timed per-call time, or None without a timed time: a figure for
-    benchmarks/timer_census_cpu.py, not a check (see above)."""
-    return call_host_ms / timed_ms if timed_ms > 0 else None
 
 
 #: the clock check's bound: forged when the timed calls' intervals on the
@@ -91,7 +83,6 @@ def settle_timer_check(
     recheck: Callable[[], Optional[float]],
     tries: int = 3,
     alone: Optional[Callable[[Callable[[], Optional[float]]], Optional[float]]] = None,
-    mismatch: Callable[[float, float], Optional[str]] = timer_mismatch,
 ) -> tuple[float, Optional[str]]:
     """:func:`timer_mismatch` for a census call made outside the timing slot,
     next to the other workers' device work, which can only slow its kernels
@@ -102,21 +93,20 @@ def settle_timer_check(
     timing slot, the other workers stopped). Beside three workers streaming
     6 GiB tensors an honest 4.2 ms argmax ran 7.7 ms in every re-check (H100,
     KernelBench level 1). Forged statistics or work hidden from the timer
-    stay too slow in every one of them. ``mismatch``: :func:`timer_mismatch`
-    by default. Returns (own ms, reason)."""
-    problem = mismatch(own_ms, timed_ms)
+    stay too slow in every one of them. Returns (own ms, reason)."""
+    problem = timer_mismatch(own_ms, timed_ms)
     for _ in range(tries if problem else 0):
         again = recheck()
         if again is not None:
             own_ms = min(own_ms, again)
-        problem = mismatch(own_ms, timed_ms)
+        problem = timer_mismatch(own_ms, timed_ms)
         if not problem:
             break
     if problem and alone is not None:
         again = alone(recheck)
         if again is not None:
             own_ms = min(own_ms, again)
-        problem = mismatch(own_ms, timed_ms)
+        problem = timer_mismatch(own_ms, timed_ms)
     return own_ms, problem
 
 
@@ -156,7 +146,6 @@ class TimerAgreement(Check):
             if getattr(census, "own_ms", None):
                 ctx.out.setdefault("census", {})["own_host_ms_per_call"] = round(min(census.own_ms), 6)
             return []
-        device = True
         own_ms = float(sum(seen.own.values())) / 1000.0
 
         def recheck() -> Optional[float]:
@@ -175,7 +164,7 @@ class TimerAgreement(Check):
                 fresh=True,
             )
             last = census.last
-            if last is None or bool(last.device_level) != device or not last.own:
+            if last is None or not last.device_level or not last.own:
                 return None
             return float(sum(last.own.values())) / 1000.0
 
