@@ -65,6 +65,17 @@ REASONS = {
 #: the fixtures that act only while timed: evaluated with timing on
 TIMED = {"channel_fork_forge_timed"}
 
+#: known open, with why: taken today, asserted so (a test below), so that
+#: the change that closes one shows here and moves it to REASONS
+OPEN = {
+    # channel_direct_forge plus a timing-done of its own with the figures it
+    # then claims: every message is the worker process's own (its pid), so
+    # neither the credentials nor the report check can tell it from the
+    # harness; closing it takes timing the program cannot forge (docs/evaluator.md
+    # "Same-process forgery: what closing it takes")
+    "channel_forge_report": "a timing report forged from the worker's own process",
+}
+
 
 def _show(r) -> str:
     return f"{r.category}: {r.error[:600]} {r.hack_reasons}\n{r.log_tail[-1500:]}"
@@ -75,7 +86,8 @@ def test_the_channel_fixtures_pass_the_static_checks():
 
     backend = get_backend("triton")
     names = sorted(p.stem for p in HACKS.glob("channel_*.py"))
-    assert names == sorted(REASONS), names
+    assert names == sorted(set(REASONS) | set(OPEN)), names
+    assert not set(REASONS) & set(OPEN)
     for p in HACKS.glob("channel_*.py"):
         report = backend.static_check(p.read_text())
         assert not report.hacks and not report.errors and not report.warnings, (p.name, report)
@@ -129,7 +141,7 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
 @pytest.fixture(scope="module")
 def verdicts():
     relu = Task.load(EXAMPLES / "relu")
-    names = sorted(set(REASONS) - TIMED)
+    names = sorted((set(REASONS) | set(OPEN)) - TIMED)
     items = [(relu, (HACKS / f"{n}.py").read_text()) for n in names]
     items.append((relu, (EXAMPLES / "relu" / "seed.py").read_text()))
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
@@ -150,6 +162,20 @@ def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
         ("channel_direct_forge", "channel_fork_forge")
     ):  # the filter's refusals: the worker's own last word
         assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", sorted(OPEN))
+def test_a_forgery_from_the_workers_own_process_is_still_taken(verdicts, name):
+    """Known open (OPEN): the program reproduces the harness's side of the
+    protocol from the worker's own process (the slot, a timing report, the
+    evidence, the result, all with the same figures) and nothing the parent
+    reads can tell it from the harness. When this fails, the hole is closed:
+    move the fixture to REASONS with the reason that rejects it."""
+    r = verdicts[name]
+    assert r.category == "ok" and not r.hacked and r.speedup == 4.0, _show(r)
+    # the seed of the same batch, honest, timed nowhere near that
+    assert verdicts["seed_relu"].category == "ok"
 
 
 @needs_interpreter
