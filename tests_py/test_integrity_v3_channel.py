@@ -63,7 +63,7 @@ REASONS = {
 }
 
 #: the fixtures that act only while timed: evaluated with timing on
-TIMED = {"channel_fork_forge_timed"}
+TIMED = {"channel_fork_forge_timed", "channel_forge_report", "channel_direct_forge"}
 
 #: known open, with why: taken today, asserted so (a test below), so that
 #: the change that closes one shows here and moves it to REASONS
@@ -143,13 +143,15 @@ def verdicts():
     relu = Task.load(EXAMPLES / "relu")
     names = sorted((set(REASONS) | set(OPEN)) - TIMED)
     items = [(relu, (HACKS / f"{n}.py").read_text()) for n in names]
+    # the open forgery in a job that asked for no timing at all, and the seed
+    items.append((relu, (HACKS / "channel_forge_report.py").read_text()))
     items.append((relu, (EXAMPLES / "relu" / "seed.py").read_text()))
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=False) as ev:
         out = ev.evaluate_many(items)
     timed = sorted(TIMED)
     with Evaluator(backend="triton", workers=1, timeout_s=150, timing=True) as ev:
         out += ev.evaluate_many([(relu, (HACKS / f"{n}.py").read_text()) for n in timed])
-    return dict(zip(names + ["seed_relu"] + timed, out))
+    return dict(zip(names + ["channel_forge_report@untimed", "seed_relu"] + timed, out))
 
 
 @needs_interpreter
@@ -176,6 +178,18 @@ def test_a_forgery_from_the_workers_own_process_is_still_taken(verdicts, name):
     assert r.category == "ok" and not r.hacked and r.speedup == 4.0, _show(r)
     # the seed of the same batch, honest, timed nowhere near that
     assert verdicts["seed_relu"].category == "ok"
+
+
+@needs_interpreter
+def test_a_forged_report_is_refused_where_the_job_asked_for_no_timing(verdicts):
+    """The same forgery in a job sent with timing off: the parent knows no
+    timing of the harness ran, so a speedup is the program's own."""
+    r = verdicts["channel_forge_report@untimed"]
+    assert r.category == "hacked" and r.speedup is None, _show(r)
+    assert r.hack_reasons == [
+        "the result has a speedup (4.0) but no timing was asked for (the job was sent with timing off): the "
+        "verdict was not the program's to write"
+    ]
 
 
 @needs_interpreter

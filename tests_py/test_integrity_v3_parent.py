@@ -18,9 +18,13 @@ stack_sig_scan, file_struct, seccomp_trap)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from kernelsmith.evaluator.trusted.base import TrustedContext
 from kernelsmith.evaluator.trusted.referee_check import judge
-from kernelsmith.evaluator.trusted.timing_reports import check_timing_reports
+from kernelsmith.evaluator.trusted.timing_reports import TimingReports, check_timing_reports
 from kernelsmith.result import EvalResult
+from kernelsmith.task import TaskConfig
 
 
 def _timed(speedup: float = 1.25, ref: float = 2.5, cand: float = 2.0, lo: float = 1.2, hi: float = 1.3) -> EvalResult:
@@ -81,3 +85,32 @@ def test_a_result_claiming_its_checks_off_does_not_skip_the_referee(monkeypatch)
     r = EvalResult(compiled=True, correct=True, category="ok", census={"disabled": "KS_BENCH_NO_CENSUS=1"})
     judge(r, None, [], None, "/nonexistent", referee=None)
     assert r.category == "ok"
+
+
+def test_a_speedup_where_no_timing_was_asked_is_hacked_even_with_a_report():
+    """A report the program forged from the worker's own process passes the
+    report check (hacks_v3/channel_forge_report.py); where the parent sent
+    the job with timing off, or the task turns timing off, no harness timing
+    ran, so any speedup is the program's."""
+
+    def reasons(asked, enabled=True):
+        cfg = TaskConfig()
+        cfg.timing.enabled = enabled
+        ctx = TrustedContext(
+            task=SimpleNamespace(config=cfg),
+            seeds=[],
+            workdir="",
+            referee=None,
+            evidence={"timing_asked": asked, "timing_reports": [_report()]},
+        )
+        return TimingReports().reasons(_timed(), ctx)
+
+    assert reasons(True) == []
+    assert reasons(False) == [
+        "the result has a speedup (1.25) but no timing was asked for (the job was sent with timing off): the "
+        "verdict was not the program's to write"
+    ]
+    assert "the task's configuration turns timing off" in reasons(True, enabled=False)[0]
+    untimed = EvalResult(compiled=True, correct=True, category="ok")
+    ctx = TrustedContext(task=None, seeds=[], workdir="", referee=None, evidence={"timing_asked": False})
+    assert TimingReports().reasons(untimed, ctx) == []

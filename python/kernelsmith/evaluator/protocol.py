@@ -268,6 +268,10 @@ def converse(
     sel = selectors.DefaultSelector()
     sel.register(link.fileno(), selectors.EVENT_READ)
     stood = (lambda: ticket.stood_still()) if ticket is not None else (lambda: 0.0)
+    if evidence is not None:
+        # whether this job times at all: a speedup from a job that does not
+        # was measured by nobody (trusted/timing_reports.py)
+        evidence["timing_asked"] = bool(job.get("timing", True))
     try:
         link.write((json.dumps(job) + "\n").encode())
         while True:

@@ -32,7 +32,30 @@ class TimingReports(TrustedCheck):
     name = "timing reports"
 
     def reasons(self, result: EvalResult, ctx: TrustedContext) -> list[str]:
-        return timing_report_reasons(result, list((ctx.evidence or {}).get("timing_reports") or []), ctx.task)
+        store = ctx.evidence or {}
+        unasked = _timing_not_asked(result, store.get("timing_asked", True), ctx.task)
+        if unasked:
+            return unasked
+        return timing_report_reasons(result, list(store.get("timing_reports") or []), ctx.task)
+
+
+def _timing_not_asked(result: EvalResult, asked: Any, task: Any) -> list[str]:
+    """A speedup from a job the parent sent with timing off, or for a task
+    whose configuration turns timing off: no timing of the harness ran, so
+    whatever reported one was the program (a report forged from the
+    worker's own process, hacks_v3/channel_forge_report.py, is told apart
+    from the harness's only here)."""
+    if result.category != "ok" or result.speedup is None:
+        return []
+    config: Any = getattr(task, "config", None)
+    enabled = bool(getattr(getattr(config, "timing", None), "enabled", True))
+    if asked is not False and enabled:
+        return []
+    why = "the job was sent with timing off" if asked is False else "the task's configuration turns timing off"
+    return [
+        f"the result has a speedup ({result.speedup!r}) but no timing was asked for ({why}): the verdict was not "
+        "the program's to write"
+    ]
 
 
 def check_timing_reports(result: EvalResult, reports: list[Any], task: Any = None) -> None:
