@@ -51,6 +51,11 @@ REASONS = {
     # it (trusted/timing_reports.py)
     "channel_direct_forge": r"^the result's timing figures are not the ones measured \(no timing reported any "
     r"figures to the parent\)",
+    # the timing's side of the protocol reproduced from the worker's own
+    # process (the slot, a timing-done report, evidence, a result, all with
+    # the same figures): the parent ran no audit round of its own
+    # (trusted/audit_check.py, docs/evaluator.md "Audit rounds")
+    "channel_forge_report": r"^the timing reported a speedup but no audit round ran under the parent's clock",
     # a child forked in forward speaks for the worker (evidence, timing-done,
     # result with the figures it reported): the parent knows the writer of
     # every read (SO_PASSCRED) and the worker's pid from its first line
@@ -65,17 +70,6 @@ REASONS = {
 #: the fixtures that act only while timed: evaluated with timing on
 TIMED = {"channel_fork_forge_timed", "channel_forge_report", "channel_direct_forge"}
 
-#: known open, with why: taken today, asserted so (a test below), so that
-#: the change that closes one shows here and moves it to REASONS
-OPEN = {
-    # channel_direct_forge plus a timing-done of its own with the figures it
-    # then claims: every message is the worker process's own (its pid), so
-    # neither the credentials nor the report check can tell it from the
-    # harness; closing it takes timing the program cannot forge (docs/evaluator.md
-    # "Same-process forgery: what closing it takes")
-    "channel_forge_report": "a timing report forged from the worker's own process",
-}
-
 
 def _show(r) -> str:
     return f"{r.category}: {r.error[:600]} {r.hack_reasons}\n{r.log_tail[-1500:]}"
@@ -86,8 +80,7 @@ def test_the_channel_fixtures_pass_the_static_checks():
 
     backend = get_backend("triton")
     names = sorted(p.stem for p in HACKS.glob("channel_*.py"))
-    assert names == sorted(set(REASONS) | set(OPEN)), names
-    assert not set(REASONS) & set(OPEN)
+    assert names == sorted(REASONS), names
     for p in HACKS.glob("channel_*.py"):
         report = backend.static_check(p.read_text())
         assert not report.hacks and not report.errors and not report.warnings, (p.name, report)
@@ -141,7 +134,7 @@ def test_a_candidate_sees_stdio_and_its_own_channel_only(mode):
 @pytest.fixture(scope="module")
 def verdicts():
     relu = Task.load(EXAMPLES / "relu")
-    names = sorted((set(REASONS) | set(OPEN)) - TIMED)
+    names = sorted(set(REASONS) - TIMED)
     items = [(relu, (HACKS / f"{n}.py").read_text()) for n in names]
     # the open forgery in a job that asked for no timing at all, and the seed
     items.append((relu, (HACKS / "channel_forge_report.py").read_text()))
@@ -164,20 +157,6 @@ def test_a_program_that_takes_the_channel_is_rejected_naming_it(verdicts, name):
         ("channel_direct_forge", "channel_fork_forge")
     ):  # the filter's refusals: the worker's own last word
         assert FILTER_PREFIX + r.hack_reasons[0] in r.log_tail
-
-
-@needs_interpreter
-@pytest.mark.parametrize("name", sorted(OPEN))
-def test_a_forgery_from_the_workers_own_process_is_still_taken(verdicts, name):
-    """Known open (OPEN): the program reproduces the harness's side of the
-    protocol from the worker's own process (the slot, a timing report, the
-    evidence, the result, all with the same figures) and nothing the parent
-    reads can tell it from the harness. When this fails, the hole is closed:
-    move the fixture to REASONS with the reason that rejects it."""
-    r = verdicts[name]
-    assert r.category == "ok" and not r.hacked and r.speedup == 4.0, _show(r)
-    # the seed of the same batch, honest, timed nowhere near that
-    assert verdicts["seed_relu"].category == "ok"
 
 
 @needs_interpreter

@@ -15,6 +15,13 @@ worker -> parent
     ``{RETIME: bool}`` (time again, or the slot is freed);
     ``EVIDENCE`` ``{"trials": [...]}``: the trial outputs for the trusted
     referee, answered ``{TAKEN: true}`` once the parent copied them;
+    ``AUDIT_REQUEST`` ``{"set", "input_seed_index", "init_seed_index"}``:
+    an audit round starts (audit.py), answered ``{NONCE: n}`` when the
+    parent's clock starts; ``AUDIT_DONE`` ``{"digests": [[...], ...]}``
+    (or ``{"error": text}``): its outputs' chunk hashes, the clock stops,
+    answered ``{CHUNKS: [[output, chunk], ...]}``; ``AUDIT_EVIDENCE``
+    ``{"file": name}``: those chunks' values, copied before the answer
+    ``{TAKEN: true}``;
     ``RESULT`` ``{"result": {...}}``: the EvalResult dict, the last message.
 
 The pool and its zygote (zygote.py, the forked worker's first line) speak
@@ -40,7 +47,10 @@ from typing import Any, Optional
 from .. import _core
 from . import phases
 from .checks.base import hacked
-from .evidence import take_evidence
+from .audit import CHUNKS as AUDIT_CHUNKS
+from .audit import PICKS as AUDIT_PICKS
+from .audit import ROUNDS as AUDIT_ROUNDS
+from .evidence import copy_regular, take_evidence
 
 # -- worker -> parent: message types ------------------------------------------
 STAGE = "stage"
@@ -48,12 +58,17 @@ SEED_REQUEST = "seed?"
 TIMING_REQUEST = "timing?"
 TIMING_DONE = "timing-done"
 EVIDENCE = "evidence"
+AUDIT_REQUEST = "audit?"
+AUDIT_DONE = "audited"
+AUDIT_EVIDENCE = "audit-evidence"
 RESULT = "result"
 # -- parent -> worker: the answers' keys --------------------------------------
 SEED = "seed"
 GO = "go"
 RETIME = "retime"
 TAKEN = "taken"
+NONCE = "nonce"
+CHUNKS = "chunks"
 # -- pool <-> zygote, and a pool worker's first line -------------------------
 INIT = "init"
 HELLO = "hello"
@@ -187,6 +202,27 @@ class Channel:
         directory, named by ``trials``): the parent copies them before it
         answers."""
         self.send(type=EVIDENCE, trials=trials)
+        self.receive()
+
+    def audit_start(self, set_name: str, input_seed_index: int, init_seed_index: int) -> int:
+        """An audit round (audit.py): the nonce, sent as the parent's clock starts."""
+        self.send(
+            type=AUDIT_REQUEST,
+            set=set_name,
+            input_seed_index=int(input_seed_index),
+            init_seed_index=int(init_seed_index),
+        )
+        return int(self.receive()[NONCE])
+
+    def audit_done(self, digests: Optional[list[list[int]]], error: str = "") -> list[tuple[int, int]]:
+        """The round's output hashes (or why the program's call failed): the
+        parent's clock stops; the (output, chunk) pairs it wants to see."""
+        self.send(type=AUDIT_DONE, **({"error": error[:2000]} if error else {"digests": digests}))
+        return [(int(o), int(c)) for o, c in self.receive().get(CHUNKS) or []]
+
+    def audit_hand_over(self, file: str) -> None:
+        """The asked chunks' values, in a file the parent copies before it answers."""
+        self.send(type=AUDIT_EVIDENCE, file=file)
         self.receive()
 
     def timing_done(self, report: dict[str, Any]) -> bool:
@@ -360,13 +396,97 @@ def _answer(
         if evidence is not None:
             take_evidence(evidence, msg.get("trials"))
         link.write((json.dumps({TAKEN: True}) + "\n").encode())
+    elif kind in (AUDIT_REQUEST, AUDIT_DONE, AUDIT_EVIDENCE):
+        answer = answer_audit(msg, evidence)
+        link.write((json.dumps(answer) + "\n").encode())
+        audits = (evidence or {}).get("audits") or [{}]
+        if kind == AUDIT_REQUEST and audits[-1].get("nonce") == answer[NONCE]:
+            # the clock starts once the nonce is written: the worker cannot
+            # have begun before (a late start only shortens the round)
+            audits[-1]["started"] = time.monotonic()
     elif kind == RESULT:
         return stage, msg.get(RESULT) or {}
     return stage, None
 
 
+#: the most audit rounds a job may ask for (one timed shape's, and one re-timing's)
+_MOST_AUDITS = 4 * AUDIT_ROUNDS
+
+
+def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The parent's side of an audit round's messages (audit.py): the nonce,
+    the round's wall time on the parent's clock and the chunks it asks for,
+    the asked chunks' values copied out of the worker's reach; all kept in
+    ``evidence["audits"]`` for the trusted check (trusted/audit_check.py)."""
+    kind = msg.get("type")
+    audits: list[dict[str, Any]] = evidence.setdefault("audits", []) if evidence is not None else []
+    if kind == AUDIT_REQUEST:
+        nonce = secrets.randbits(62)
+        if len(audits) < _MOST_AUDITS:
+            audits.append(
+                {
+                    "set": str(msg.get("set"))[:200],
+                    "input_seed_index": msg.get("input_seed_index"),
+                    "init_seed_index": msg.get("init_seed_index"),
+                    "nonce": nonce,
+                }
+            )
+        else:
+            evidence["audits_refused"] = True  # type: ignore[index]
+        return {NONCE: nonce}
+    current = audits[-1] if audits else {}
+    if kind == AUDIT_DONE:
+        ended = time.monotonic()
+        if "started" not in current or "wall_s" in current:
+            return {CHUNKS: []}
+        current["wall_s"] = ended - current["started"]
+        digests: list[list[int]] = msg.get("digests") or []
+        if msg.get("error") or not _digest_lists(digests):
+            current["error"] = str(msg.get("error") or "malformed hashes")[:2000]
+            return {CHUNKS: []}
+        current["digests"] = digests
+        pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
+        picks: list[list[int]] = []
+        while pool and len(picks) < AUDIT_PICKS:
+            picks.append(list(pool.pop(secrets.randbelow(len(pool)))))
+        current["picks"] = picks
+        return {CHUNKS: picks}
+    # AUDIT_EVIDENCE: copied now, before any more of the program runs
+    if "picks" in current and "file" not in current and evidence is not None and "src" in evidence:
+        try:
+            current["file"] = copy_regular(
+                os.path.join(evidence["src"], os.path.basename(str(msg.get("file")))),
+                evidence["dir"],
+                int(evidence.get("max_bytes") or (1 << 31)),
+            )
+        except (OSError, ValueError) as exc:
+            current["not_handed_over"] = f"{type(exc).__name__}: {exc}"[:300]
+    return {TAKEN: True}
+
+
+def _digest_lists(digests: Any) -> bool:
+    """Hashes as the worker must send them: per output a list of at most
+    AUDIT_CHUNKS int64 values."""
+    return (
+        isinstance(digests, list)
+        and 0 < len(digests) <= 64
+        and all(
+            isinstance(d, list)
+            and len(d) <= AUDIT_CHUNKS
+            and all(isinstance(x, int) and -(1 << 63) <= x < 1 << 63 for x in d)
+            for d in digests
+        )
+    )
+
+
 __all__ = [
     "Channel",
+    "answer_audit",
+    "AUDIT_REQUEST",
+    "AUDIT_DONE",
+    "AUDIT_EVIDENCE",
+    "NONCE",
+    "CHUNKS",
     "converse",
     "pass_credentials",
     "read_with_sender",

@@ -245,6 +245,101 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     return answer
 
 
+def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
+    """The audit rounds on one input set checked (audit.py), in order: the
+    set drawn once from its seed, changed by each round's nonce in turn (as
+    the worker changed it), the reference run on it, and each round's
+    handed-over chunks compared with it and with the hashes sent before the
+    parent's clock stopped. Per round, with what its work other than the
+    program's call costs on this device (the change of the inputs and the
+    hashes: ``overhead_s``) and the reference's own call (``reference_s``)."""
+    import torch
+
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
+    from . import correctness as cmp
+    from .probes import input_generator  # lazy: as above
+    from .task_inputs import draw_inputs  # lazy: as above
+
+    task = Task.from_dict(req["task"])
+    cfg = task.config
+    device, dtype = backend.device(), getattr(torch, cfg.dtype)
+    cmp.set_comparison(getattr(cfg, "comparison", None))
+    ref = _reference_module(task, req)
+    model = _model_on_device(
+        ref, int(req["init_seed"]), (task.reference_source, int(req["init_seed"]), cfg.dtype), device, dtype
+    )
+    gen = input_generator(ref, str(req.get("set", "get_inputs")))
+    if gen is None:
+        raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
+    torch.manual_seed(int(req["input_seed"]))
+    inputs = draw_inputs(gen, device, dtype)
+    answers = []
+    with torch.no_grad():
+        for round_ in req["rounds"]:
+            answers.append(_audit_round(round_, model, inputs, backend, cmp, cfg.tolerances(), device))
+    return {"rounds": answers}
+
+
+def _audit_round(
+    round_: dict[str, Any], model: Any, inputs: list, backend: Any, cmp: Any, tol: Any, device: str
+) -> dict[str, Any]:
+    """One audit round (:func:`audit`)."""
+    import time
+
+    # lazy: as audit() above
+    from .audit import change_inputs, chunk_bounds, chunk_digests, digest_of_chunk, flat, words
+
+    nonce = int(round_["nonce"])
+    backend.synchronize()
+    started = time.perf_counter()
+    change_inputs(inputs, nonce)
+    backend.synchronize()
+    changed = time.perf_counter() - started
+    started = time.perf_counter()
+    expected = [flat(t) for t in cmp.flatten_outputs(model(*inputs))]
+    backend.synchronize()
+    reference_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for e in expected:
+        chunk_digests(e, nonce)
+    backend.synchronize()
+    overhead_s = changed + time.perf_counter() - started
+    if round_.get("file") is None:  # a round the program's call failed in: the inputs changed all the same
+        return {"overhead_s": overhead_s, "reference_s": reference_s}
+    got = read_outputs(round_["file"], int(round_.get("max_bytes") or MAX_BYTES))["candidate"]
+    picks, digests = round_["picks"], round_["digests"]
+    if len(got) != len(picks) or any(isinstance(g, Sampled) for g in got):
+        return {"malformed": f"{len(got)} chunks handed over for {len(picks)} asked"}
+    wrong, forged = [], []
+    for (o, c), values, sent in zip(picks, got, digests):
+        bounds = chunk_bounds(expected[o].numel()) if 0 <= int(o) < len(expected) else []
+        if not 0 <= int(c) < len(bounds):
+            wrong.append(f"output {o} has no chunk {c}")
+            continue
+        lo, hi = bounds[int(c)]
+        want = expected[int(o)][lo:hi]
+        if values.dtype != want.dtype or values.numel() != want.numel():
+            wrong.append(f"output {o} chunk {c}: {values.numel()} {values.dtype} values, expected {want.numel()}")
+            continue
+        if digest_of_chunk(words(values), lo, nonce) != int(sent):
+            forged.append(f"output {o} chunk {c} (elements {lo}-{hi - 1})")
+        res = cmp.compare([values.to(device)], [want], *tol)
+        if not res["ok"]:
+            wrong.append(f"output {o} chunk {c} (elements {lo}-{hi - 1}): {res['message']}")
+    return {"wrong": wrong, "forged": forged, "overhead_s": overhead_s, "reference_s": reference_s}
+
+
+def _answer(req: dict[str, Any], backend: Any) -> dict[str, Any]:
+    """The request's kind: a priming, a load, an audit round, a trial's re-check."""
+    if req.get("prime"):
+        return prime(req, backend)
+    if req.get("load"):
+        return load(req)
+    if req.get("audit"):
+        return audit(req, backend)
+    return check(req, backend)
+
+
 def main() -> None:
     # lazy: the worker's module (its checks, its timing) loads only once this process runs, not for an import
     from .worker import prepare
@@ -263,7 +358,7 @@ def main() -> None:
     for line in sys.stdin:
         try:
             req = json.loads(line)
-            answer = prime(req, backend) if req.get("prime") else load(req) if req.get("load") else check(req, backend)
+            answer = _answer(req, backend)
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         _release_device_memory()  # nothing of a request stays on the device

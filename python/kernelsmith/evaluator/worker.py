@@ -36,6 +36,7 @@ from ..hardware import HardwareInfo
 from ..task import Task
 from .trials import checkpoint, run_trials, run_checked
 from .worker_timing import run_finalists, time_candidate
+from .worker_audit import audit_timing
 from ..backends.triton.autotune import install, flush
 from .checks import enforce
 from .checks.base import BEFORE_LOAD
@@ -208,6 +209,8 @@ def run_job(job: dict[str, Any], chan: Channel, out: dict[str, Any], backend: An
     if job.get("timing", True) and task.config.timing.enabled:
         time_candidate(ctx)
         checkpoint(ctx)
+        # the parent's own clock on the program's call (audit.py)
+        audit_timing(ctx)
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ...result import EvalResult
 from .base import TrustedCheck, TrustedContext, overrule, withdraw_figures
+from .audit_check import AuditCheck
 from .referee_check import RefereeRecheck
 from .slot_cross_check import SlotCrossCheck
 from .timing_reports import TimingReports
@@ -25,6 +26,7 @@ TRUSTED_CHECKS: list[TrustedCheck] = [
     RefereeRecheck(),  # the referee's re-check of the trials' outputs
     TimingReports(),  # the result's figures against what the timing reported when it ended
     SlotCrossCheck(),  # the timing against the time it held the device's timing slot
+    AuditCheck(),  # the reported speedup against the program's call under the parent's own clock
 ]
 
 

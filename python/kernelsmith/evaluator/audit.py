@@ -1,0 +1,186 @@
+"""Audit rounds: the program's call timed by the parent's clock, on inputs
+it could not know before that clock started, its output verified by the
+trusted referee (docs/evaluator.md "Audit rounds").
+
+Every figure the worker's timing reports is measured in the process the
+program runs in, so a program that reproduces the protocol can report what
+it likes (hacks_v3/channel_forge_report.py). What the parent can see for
+itself only bounds the program's time from above, while a forged report
+claims a time below the true one. So after the timing the worker runs a few
+rounds in which the *parent* holds the clock:
+
+1. the parent sends a nonce and notes the time (``audit?`` -> ``nonce``);
+2. the worker changes every floating-point element of a fresh input set
+   from the nonce (:func:`change_inputs`), calls the program once,
+   synchronises and sends hashes of its outputs per chunk
+   (:func:`chunk_digests`, ``audited``): the parent's clock stops on that
+   message (the kernel's arrival time of it, not when the parent read it);
+3. the parent picks a few chunks at random; the worker hands their values
+   over (``audit-evidence``); the referee rebuilds the changed inputs from
+   the set's seed and the nonces, runs the reference and checks the values
+   (the task's tolerance) and that they hash to what was sent before the
+   clock stopped (:func:`digest_of_chunk`).
+
+The hash of a chunk is two rounds of a 64-bit mix of each element's bits
+and position, the second keyed by the first round's sum, so a change of an
+output within the tolerance cannot be steered onto a hash sent earlier (a
+plain weighted sum of the bits can, by a small lattice problem). Integer
+arithmetic only (wrapping int64): the worker's device and the referee's
+give the same values.
+
+Used by the worker (its rounds: worker_audit.py), the referee process (its
+verification) and the parent (trusted/audit_check.py); loads torch only
+when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: rounds per audited timing, chunks an output is hashed in, chunks the
+#: parent asks to see per round
+ROUNDS = 3
+CHUNKS = 1024
+PICKS = 4
+#: the relative size of the change of every input element (a power of two:
+#: the factors 1 + EPS * (2u - 1) are exact in every float format's range)
+EPS = 2.0**-10
+#: elements hashed at once (int64 temporaries of this many elements: 128 MiB)
+_SLAB = 1 << 24
+
+
+def _signed(x: int) -> int:
+    """A 64-bit constant as the int64 torch computes with."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+_M1 = _signed(0x9E3779B97F4A7C15)
+_M2 = _signed(0xBF58476D1CE4E5B9)
+_M3 = _signed(0x94D049BB133111EB)
+
+
+def _key(nonce: int, lane: int) -> int:
+    """A 64-bit key from the nonce (host arithmetic, the same everywhere)."""
+    x = (int(nonce) * 0x9E3779B97F4A7C15 + lane * 0xD1B54A32D192ED03 + 0x632BE59BD9B4E019) % (1 << 64)
+    x ^= x >> 29
+    x = (x * 0xBF58476D1CE4E5B9) % (1 << 64)
+    return _signed(x ^ (x >> 32))
+
+
+def _mix(v: Any) -> Any:
+    """splitmix64's finaliser on an int64 tensor (in place; arithmetic
+    shifts, wrapping products)."""
+    v ^= v >> 30
+    v *= _M2
+    v ^= v >> 27
+    v *= _M3
+    v ^= v >> 31
+    return v
+
+
+def flat(t: Any) -> Any:
+    """``t``'s elements in its logical order as one flat tensor, a complex
+    element as two: what chunk positions count."""
+    import torch
+
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.contiguous().reshape(-1)
+
+
+def words(t: Any) -> Any:
+    """The bits of ``t``'s elements as a flat int64 tensor (one word per
+    element of :func:`flat`)."""
+    import torch
+
+    t = flat(t)
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    size = t.element_size()
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
+    return t.view(as_int).to(torch.int64)
+
+
+def chunk_bounds(numel: int, chunks: int = CHUNKS) -> list[tuple[int, int]]:
+    """The chunks a flat output of ``numel`` elements is hashed in: equal
+    lengths ``ceil(numel / chunks)``, the last one shorter."""
+    if numel <= 0:
+        return []
+    length = -(-numel // max(1, min(chunks, numel)))
+    return [(lo, min(lo + length, numel)) for lo in range(0, numel, length)]
+
+
+def _digests(w: Any, first: int, length: int, nonce: int) -> Any:
+    """Two-round hashes of ``w`` (int64 words of whole chunks of ``length``
+    elements starting at flat position ``first``), one per chunk."""
+    import torch
+
+    rows = w.numel() // length
+    pos = torch.arange(first, first + rows * length, device=w.device, dtype=torch.int64)
+    v = pos * _M1
+    v += w
+    v += _key(nonce, 1)
+    s1 = _mix(v).reshape(rows, length).sum(dim=1)
+    v = pos * _M3
+    v += _key(nonce, 2)
+    v += (w.reshape(rows, length) ^ s1[:, None]).reshape(-1)
+    return _mix(v).reshape(rows, length).sum(dim=1)
+
+
+def chunk_digests(t: Any, nonce: int, chunks: int = CHUNKS) -> list[int]:
+    """The worker's side: one hash per chunk of ``t`` (:func:`chunk_bounds`),
+    computed on ``t``'s device a slab at a time."""
+    w = words(t)
+    bounds = chunk_bounds(w.numel(), chunks)
+    if not bounds:
+        return []
+    length = bounds[0][1] - bounds[0][0]
+    full = w.numel() // length * length
+    per = max(1, _SLAB // length) * length
+    parts = [_digests(w[lo : min(lo + per, full)], lo, length, nonce) for lo in range(0, full, per)]
+    out = [int(x) for part in parts for x in part.tolist()]
+    if full < w.numel():
+        out.append(digest_of_chunk(w[full:], full, nonce))
+    return out
+
+
+def digest_of_chunk(chunk_words: Any, first: int, nonce: int) -> int:
+    """The referee's side: the hash of one chunk from its words
+    (:func:`words` of the values handed over) and its first position; equal
+    to :func:`chunk_digests`' entry for that chunk."""
+    if chunk_words.numel() == 0:
+        return 0
+    return int(_digests(chunk_words, first, chunk_words.numel(), nonce)[0])
+
+
+def change_inputs(inputs: list[Any], nonce: int) -> None:
+    """Change every element of every floating-point tensor of ``inputs`` in
+    place by a factor in [1 - EPS, 1 + EPS) drawn from ``nonce`` on the
+    tensor's own device (the referee, on the same kind of device, draws the
+    same factors). Other values are left alone."""
+    import torch
+
+    for index, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+            continue
+        gen = torch.Generator(device=t.device)
+        gen.manual_seed((int(nonce) * 1000003 + index) % (1 << 63))
+        factor = torch.rand(t.shape, generator=gen, device=t.device, dtype=t.dtype)
+        factor.mul_(2 * EPS).add_(1 - EPS)
+        with torch.no_grad():
+            t.mul_(factor)
+
+
+__all__ = [
+    "ROUNDS",
+    "CHUNKS",
+    "PICKS",
+    "EPS",
+    "flat",
+    "words",
+    "chunk_bounds",
+    "chunk_digests",
+    "digest_of_chunk",
+    "change_inputs",
+]

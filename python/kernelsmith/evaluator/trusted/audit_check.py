@@ -1,0 +1,255 @@
+"""A timed result's figures against the audit rounds: the program's call
+under the parent's own clock, on inputs it could not know before that
+clock started, its output checked by the trusted referee (audit.py).
+
+The worker's timing runs in the program's process, so a program that
+reproduces the protocol reports what it likes (hacks_v3/
+channel_forge_report.py, report_patch_send.py). Here the parent asks:
+
+* did the rounds run at all (a report with a speedup and no audit round
+  under the parent's clock is not the harness's);
+* are the chunks handed over the ones hashed before the clock stopped, and
+  are they right (the referee, on the rounds' inputs rebuilt from the
+  set's seed and the nonces): a program that skipped the work under the
+  clock and computed the asked chunks afterwards is caught here;
+* could the reported figures have been measured: the program's reported
+  time against its audited call (the fastest round, the rounds' other work
+  and a slack taken off: a lower bound), the reported reference time
+  against the referee's own call of it (with an allowance), and both
+  together. Past ``HACKED_FACTOR`` it is `hacked`, past
+  ``UNRELIABLE_FACTOR`` the timing is marked unreliable (never a run's
+  best): the audited call is one eager call on inputs just written, the
+  timed ones are graph replays on flushed caches, so an honest program's
+  figures differ by some part.
+
+A round the program's call failed in, or one the referee could not check,
+leaves the timing unaudited: unreliable, not hacked.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any, Optional
+
+from ...result import EvalResult
+from ..audit import ROUNDS
+from ..evidence import copy_regular
+from .base import TrustedCheck, TrustedContext
+from .referee_check import checks_disabled
+
+#: the reported speedup against the one the audit allows: hacked past this
+HACKED_FACTOR = 4.0
+#: ... and unreliable past this
+UNRELIABLE_FACTOR = 2.0
+#: taken off the program's audited call before comparing: the round trip,
+#: the parent's own latency reading the message, the eager call's launch
+#: overhead, and a share of the rounds' other work (its noise)
+SLACK_S = 1e-3
+SLACK_SHARE = 0.25
+#: added to the referee's reference call before comparing: its inputs were
+#: just written (warm in cache) where the timed calls' caches are flushed,
+#: so the timed reference may take longer than the referee's by a part
+REFERENCE_SHARE = 1.0
+REFERENCE_SLACK_S = 5e-5
+
+
+class AuditCheck(TrustedCheck):
+    name = "audit rounds"
+
+    def reasons(self, result: EvalResult, ctx: TrustedContext) -> list[str]:
+        store = ctx.evidence or {}
+        if result.category != "ok" or result.speedup is None or checks_disabled():
+            return []
+        census = result.census if isinstance(result.census, dict) else {}
+        result.census = census
+        audits = [a for a in store.get("audits") or [] if isinstance(a, dict)]
+        if not audits:
+            return [
+                "the timing reported a speedup but no audit round ran under the parent's clock (the worker's "
+                "timing runs where the program does; the rounds are what the parent measures itself): the "
+                "verdict was not the program's to write"
+            ]
+        failed = [a["error"] for a in audits if a.get("error")]
+        if failed or len(audits) < ROUNDS:
+            why = failed[0][:300] if failed else f"{len(audits)} of {ROUNDS} rounds ran"
+            _unaudited(result, census, f"the audit rounds did not complete ({why})")
+            return []
+        answers = _ask_referee(audits, ctx)
+        if isinstance(answers, list) and answers and isinstance(answers[0], str):
+            return answers  # hacked: the reasons
+        if isinstance(answers, str):
+            # the referee's own failure is not the program's
+            _unaudited(result, census, f"the referee could not check the audit rounds: {answers}")
+            return []
+        return _figures(result, census, audits, answers, store, ctx.task)
+
+
+def _unaudited(result: EvalResult, census: dict[str, Any], why: str) -> None:
+    census["audit"] = {"unaudited": why}
+    result.timing_reliable = False
+    result.unreliable_reasons = list(result.unreliable_reasons or []) + [why[:300]]
+
+
+def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Any:
+    """The rounds checked by the referee, one request per input set (drawn
+    once, changed by each round's nonce in turn): per round its answer; or
+    the reasons the result is hacked (a list of texts); or, as a text, why
+    the referee could not check them."""
+    for number, a in enumerate(audits):
+        if a.get("not_handed_over") or "file" not in a:
+            return [
+                f"audit round {number + 1}: the worker did not hand over the chunks the parent asked for "
+                f"({str(a.get('not_handed_over') or 'no file')[:200]}): the verdict was not the program's to write"
+            ]
+    answers: list[dict[str, Any]] = []
+    copies: list[str] = []
+    try:
+        for group in _by_set(audits):
+            first = group[0]
+            limit = ctx.referee.evidence_limit(ctx.task)
+            rounds = []
+            for a in group:
+                copies.append(copy_regular(a["file"], ctx.referee.workdir, limit, link=True))
+                picks = [[int(o), int(c)] for o, c in a["picks"]]
+                rounds.append(
+                    {
+                        "nonce": int(a["nonce"]),
+                        "picks": picks,
+                        "digests": [a["digests"][o][c] for o, c in picks],
+                        "file": copies[-1],
+                        "max_bytes": limit,
+                    }
+                )
+            request = {
+                "audit": True,
+                "task": ctx.task.to_dict(),
+                "init_seed": ctx.seeds[int(first["init_seed_index"])],
+                "input_seed": ctx.seeds[int(first["input_seed_index"])],
+                "set": first["set"],
+                "rounds": rounds,
+            }
+            answer = ctx.referee.ask(request)
+            if "error" in answer:
+                return str(answer["error"])[:300]
+            got = answer.get("rounds")
+            if not isinstance(got, list) or len(got) != len(rounds):
+                return "the referee's answer has no round per round asked"
+            answers += got
+    except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
+        return [
+            f"the worker named seeds or chunks for the audit rounds that the referee cannot use ({exc}): the "
+            "verdict was not the program's to write"
+        ]
+    finally:
+        for copy in copies:
+            try:
+                os.unlink(copy)
+            except OSError:
+                pass
+    for number, answer in enumerate(answers):
+        found = _round_reasons(answer, number)
+        if found:
+            return found
+    return answers
+
+
+def _round_reasons(answer: dict[str, Any], number: int) -> list[str]:
+    """Why one round's referee answer makes the result hacked."""
+    if answer.get("malformed"):
+        return [f"audit round {number + 1}: the chunks handed over cannot be read ({answer['malformed'][:300]})"]
+    if answer.get("forged"):
+        return [
+            f"audit round {number + 1}: the output handed over is not the one whose hashes the worker sent "
+            f"before the parent's clock stopped ({'; '.join(answer['forged'])[:300]}): the program computed "
+            "it after the round it was timed in"
+        ]
+    if answer.get("wrong"):
+        return [
+            f"audit round {number + 1}: the program's output on the round's inputs (new values the parent "
+            f"chose as its clock started) is wrong ({'; '.join(answer['wrong'])[:400]})"
+        ]
+    return []
+
+
+def _by_set(audits: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The rounds grouped by the input set they changed, each group in order."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for a in audits:
+        groups.setdefault((a.get("set"), a.get("input_seed_index"), a.get("init_seed_index")), []).append(a)
+    return list(groups.values())
+
+
+def _reported_cand_ms(result: EvalResult, store: dict[str, Any], task: Any) -> Optional[tuple[float, float]]:
+    """The first timed shape's reported (candidate, reference) ms: the
+    shape the rounds audit."""
+    names = list(getattr(getattr(task, "config", None), "timed_shapes", None) or [])
+    reports = [r for r in store.get("timing_reports") or [] if isinstance(r, dict) and not r.get("release_only")]
+    if len(names) > 1:
+        reports = [r for r in reports if r.get("shape") == names[0] and r.get("comparison") is None]
+    try:
+        last = reports[-1]
+        return float(last["cand_ms"]), float(last["ref_ms"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        if result.runtime_ms is None or result.ref_runtime_ms is None:
+            return None
+        return float(result.runtime_ms), float(result.ref_runtime_ms)
+
+
+def _figures(
+    result: EvalResult,
+    census: dict[str, Any],
+    audits: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
+    store: dict[str, Any],
+    task: Any,
+) -> list[str]:
+    """The reported speedup against what the rounds allow."""
+    reported = _reported_cand_ms(result, store, task)
+    # the fastest round: a busy host only ever lengthens one, and the
+    # program had to do the work in every round (a skipped one is caught by
+    # its chunks)
+    wall = min(float(a["wall_s"]) for a in audits)
+    other = statistics.median(float(x.get("overhead_s") or 0.0) for x in answers)
+    reference = statistics.median(float(x.get("reference_s") or 0.0) for x in answers)
+    slack = SLACK_S + SLACK_SHARE * other
+    bound = wall - other - slack  # the program's call took at least this long, if positive
+    figures: dict[str, Any] = {
+        "rounds": len(audits),
+        "wall_ms": [round(float(a["wall_s"]) * 1e3, 4) for a in audits],
+        "other_work_ms": round(other * 1e3, 4),
+        "slack_ms": round(slack * 1e3, 4),
+        "call_at_least_ms": round(max(0.0, bound) * 1e3, 4),
+        "referee_reference_ms": round(reference * 1e3, 4),
+    }
+    census["audit"] = figures
+    if reported is None or reference <= 0:
+        return []
+    cand_ms, ref_ms = reported
+    figures.update(reported_cand_ms=cand_ms, reported_ref_ms=ref_ms)
+    # each side's excess over what the parent's figures allow, and both
+    # together (a report may shade each side by a part below its own
+    # threshold); where the call is under the slack the candidate's side
+    # tells nothing, and the reference's side alone still does
+    candidate_side = max(bound, 0.0) * 1e3 / max(cand_ms, 1e-9)
+    reference_side = ref_ms / (((1 + REFERENCE_SHARE) * reference + REFERENCE_SLACK_S) * 1e3)
+    excess = max(candidate_side, reference_side, candidate_side * reference_side)
+    figures.update(
+        candidate_side=round(candidate_side, 4), reference_side=round(reference_side, 4), excess=round(excess, 4)
+    )
+    message = (
+        f"the timing reported {cand_ms:.4g} ms per call of the program and {ref_ms:.4g} ms of the reference; the "
+        f"parent's own clock saw the program's call take at least {max(bound, 0.0) * 1e3:.4g} ms (the fastest of "
+        f"{len(audits)} audit rounds on inputs it chose as its clock started, outputs checked by the referee) "
+        f"and the referee's reference {reference * 1e3:.4g} ms: the reported speedup is {excess:.3g} times what "
+        "was measured"
+    )
+    if excess > HACKED_FACTOR:
+        return [message + ": the verdict was not the program's to write"]
+    if excess > UNRELIABLE_FACTOR:
+        result.timing_reliable = False
+        result.unreliable_reasons = list(result.unreliable_reasons or []) + [message[:400]]
+    return []
+
+
+__all__ = ["AuditCheck", "HACKED_FACTOR", "UNRELIABLE_FACTOR", "SLACK_S", "SLACK_SHARE", "REFERENCE_SHARE"]
