@@ -288,6 +288,7 @@ def main() -> int:
                 "reason": reason_of(r),
                 "speedup": r.speedup,
                 "phases": r.phases,
+                "audit": (r.census or {}).get("audit"),
             }
             if verdict not in ("as expected",):  # the whole story for what went wrong
                 row["detail"] = {
@@ -302,12 +303,13 @@ def main() -> int:
             ph = r.phases or {}
             where = " ".join(
                 f"{k[:4]}{ph[k]:.1f}"
-                for k in ("queue", "startup", "compile", "correctness", "timing", "referee")
+                for k in ("queue", "startup", "compile", "correctness", "timing", "audit", "referee")
                 if isinstance(ph.get(k), (int, float))
             )
             print(
                 f"[{len(rows):3d}/{len(items)}] {label:50s} {kind:28s} {r.category:9s} {verdict:12s} "
-                f"{r.wall_s:6.1f}s {'alone' if grant.get('alone') else 'shared'} [{where}] {row['reason']}",
+                f"{r.wall_s:6.1f}s {'alone' if grant.get('alone') else 'shared'} [{where}] "
+                f"audit {(row['audit'] or {}).get('excess', '-')} {row['reason']}",
                 flush=True,
             )
             if args.json:  # as it goes: a run cut short by its limit keeps what it judged

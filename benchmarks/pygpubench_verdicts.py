@@ -33,14 +33,26 @@ def main() -> None:
     started = time.monotonic()
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=True) as ev:
         out = ev.evaluate_many(items)
-    print("# name | category | hacked | speedup | runtime_ms | ref_runtime_ms | wall_s | referee | reason")
+    print("# name | category | hacked | speedup | runtime_ms | ref_runtime_ms | wall_s | referee | audit | reason")
     for name, r in zip(["_seed", "_seed_again"] + names, out):
         why = (r.hack_reasons[0] if r.hack_reasons else r.error).replace("\n", " ")[:400]
         referee = (r.census or {}).get("referee")
+        audit = ((r.census or {}).get("audit") or {}).get("excess", "-")
         print(
             " | ".join(
                 str(x)
-                for x in [name, r.category, r.hacked, r.speedup, r.runtime_ms, r.ref_runtime_ms, r.wall_s, referee, why]
+                for x in [
+                    name,
+                    r.category,
+                    r.hacked,
+                    r.speedup,
+                    r.runtime_ms,
+                    r.ref_runtime_ms,
+                    r.wall_s,
+                    referee,
+                    audit,
+                    why,
+                ]
             ),
             flush=True,
         )

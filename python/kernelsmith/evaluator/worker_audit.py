@@ -7,6 +7,7 @@ parent asks for handed over. What the rounds prove is the parent's
 from __future__ import annotations
 
 import os
+import time
 from .audit import ROUNDS, change_inputs, chunk_bounds, chunk_digests, flat
 from .checks.base import Context
 from .evidence import write_outputs
@@ -24,7 +25,10 @@ def audit_timing(ctx: Context) -> None:
     name = ctx.cfg.timed_shapes[0]
     gen = getattr(ctx.ref, name)
     ctx.chan.stage("audit rounds")
-    ctx.chan.timing_slot()
+    waited = ctx.chan.timing_slot()
+    started = time.monotonic()
+    phases = ctx.out.setdefault("phases", {})
+    phases["timing_wait"] = round(phases.get("timing_wait", 0.0) + waited, 4)
     try:
         index = ctx.chan.seeds_received
         inputs = ctx.make_inputs(gen)
@@ -34,6 +38,7 @@ def audit_timing(ctx: Context) -> None:
                     break
     finally:
         ctx.chan.timing_done({"release_only": True})
+        phases["audit"] = round(time.monotonic() - started, 4)
 
 
 def _round(ctx: Context, inputs: list, name: str, index: int, number: int) -> bool:
