@@ -309,3 +309,50 @@ def test_a_single_set_takes_its_new_values_from_the_spare_draw():
     alone = _hook(torch, _sets(torch, 1), _clone(torch, _sets(torch, 1)), {})  # no spare: left alone
     alone(0)
     assert alone.moved + alone.spliced == 0
+
+
+def test_a_splice_is_one_gather_and_one_multi_tensor_copy_per_dtype():
+    """However many sets, sides and tensors, a splice's device work is one
+    ``cat`` of the blocks and one ``_foreach_copy_`` back per dtype (on a
+    GPU two launches, not a clone and a copy per block), here on the CPU
+    build; set ``k``'s block then holds set ``k+1``'s values."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernelsmith.evaluator.timed_rotation import TimedRotation
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.work: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view and func.overloadpacket.__name__ != "split_with_sizes":
+                self.work.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    cand = [
+        [torch.randn(4, 256), torch.randint(0, 9, (7,)), 3, torch.randn(100, dtype=torch.float64)] for _ in range(8)
+    ]
+    ref = _clone(torch, cand)
+    before = _clone(torch, cand)
+    versions = [v._version for s in cand + ref for v in (s[0], s[3])]
+    # draws of n - 1: the first whole move at pair 3, so pair 0 is a splice
+    hook = TimedRotation(cand, ref, {}, lambda a: None, lambda g, e: {"ok": True}, draw=lambda n: n - 1)
+    with Ops() as ops:
+        hook(0)
+    assert hook.spliced == 1 and hook.moved == 0
+    assert sorted(ops.work) == ["_foreach_copy_", "_foreach_copy_", "cat", "cat"], ops.work
+    _whole, spots = hook.moves[-1]
+    for pos, (start, length) in spots.items():
+        for k, s in enumerate(cand):
+            got, want = (
+                s[pos].view(-1)[start : start + length],
+                before[(k + 1) % 8][pos].view(-1)[start : start + length],
+            )
+            assert torch.equal(got, want) and torch.equal(ref[k][pos].view(-1)[start : start + length], want)
+    assert [v._version for s in cand + ref for v in (s[0], s[3])] == versions
+    with Ops() as ops:
+        hook.undo()
+    assert sorted(ops.work) == ["_foreach_copy_", "_foreach_copy_", "cat", "cat"], ops.work
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[3], b[3]) for a, b in zip(cand + ref, before + before))

@@ -55,10 +55,13 @@ block. After the timing every change is undone in reverse order, so the
 checks after it (timed inputs against the reference's copies) see the sets
 as they were given.
 
-Cost: per whole move, two copies of every timed input set on each side; per
-splice, a clone and a copy of one block per floating-point tensor and set
-on each side (and as much again to undo it); per check, one reference call
-and one comparison, none of them inside a timed window. On a GPU the
+Cost: per whole move, a copy of every timed input tensor on each side and
+one more of each tensor (held one at a time), its blocks moved as a
+splice's; per splice, every side's, tensor's and set's block gathered into
+one buffer per dtype and copied back by one multi-tensor copy (two device
+operations per dtype, and as many again to undo it; docs/evaluator.md
+"Whole-value caches" has the counts); per check, one reference call and one
+comparison, none of them inside a timed window. On a GPU the
 comparison synchronises the device between two samples (the L2 flush before
 the next sample keeps the idle device out of its events).
 """
@@ -211,8 +214,7 @@ class TimedRotation:
         spots = self._splices(self.draw if whole else self.fresh_draw)
         if not whole and not spots:
             return  # no floating-point tensor: nothing to splice
-        for sets in self.sides:
-            (_shift if whole else _splice)(self.torch, sets, spots, forward=True)
+        (_shift if whole else _splice)(self.torch, self.sides, spots, forward=True)
         self.moves.append((whole, spots))
         if whole:
             self.moved += 1
@@ -239,57 +241,117 @@ class TimedRotation:
         """Every change undone, the last first: the sets hold what they were given."""
         while self.moves:
             whole, spots = self.moves.pop()
-            for sets in self.sides:
-                (_shift if whole else _splice)(self.torch, sets, spots, forward=False)
+            (_shift if whole else _splice)(self.torch, self.sides, spots, forward=False)
 
 
-def _shift(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]], forward: bool) -> None:
-    """One whole move (or its inverse) of ``sets``' contents, in place,
-    version counters kept: forward, set ``k`` takes set ``k+1``'s values,
-    and at each splice set ``k+2``'s (the same permutation of whole sets, by
-    one outside the splice and by two inside it; the inverse moves each
-    back). Holds one tensor's copy and the splices' few elements at a time."""
-    n = len(sets)
+def _block(t: Any, start: int, length: int) -> Any:
+    """Elements ``start`` to ``start + length`` of ``t`` flattened, as a
+    view: one view op (``as_strided``) for a contiguous tensor that holds
+    them, else ``t.view(-1)[...]`` (which raises where that cannot be)."""
+    if t.is_contiguous() and t.numel() >= start + length:
+        return t.as_strided((length,), (1,), t.storage_offset() + start)
+    return t.view(-1)[start : start + length]
+
+
+def _gather(torch: Any, moves: list[tuple[Any, Any]]) -> list[tuple[list[Any], list[Any]]]:
+    """For ``dst.copy_(src)`` over ``moves`` as if every source were read
+    before any destination is written: the sources copied into one buffer
+    per device and dtype (one ``cat`` each), and per buffer the
+    destinations with their sources' parts of it, for :func:`_scatter`."""
+    groups: dict[tuple[Any, Any], list[tuple[Any, Any]]] = {}
+    for dst, src in moves:
+        groups.setdefault((src.device, src.dtype), []).append((dst, src))
+    staged = []
+    for group in groups.values():
+        stash = torch.cat([src for _dst, src in group]).split([src.numel() for _dst, src in group])
+        staged.append(([dst for dst, _src in group], list(stash)))
+    return staged
+
+
+def _scatter(torch: Any, staged: list[tuple[list[Any], list[Any]]]) -> None:
+    """:func:`_gather`'s destinations written from its buffers: one
+    multi-tensor copy (``torch._foreach_copy_``) per buffer, or one copy per
+    destination where this torch has none."""
+    foreach_copy = getattr(torch, "_foreach_copy_", None)
+    for dsts, srcs in staged:
+        if foreach_copy is not None:
+            foreach_copy(dsts, srcs)
+        else:
+            for dst, src in zip(dsts, srcs):
+                dst.copy_(src)
+
+
+def _tensor_positions(torch: Any, sets: list[list[Any]]) -> list[int]:
+    """The positions where every set holds a tensor."""
+    return [pos for pos in range(len(sets[0])) if all(isinstance(s[pos], torch.Tensor) for s in sets)]
+
+
+def _shift(torch: Any, sides: list[list[list[Any]]], spots: dict[int, tuple[int, int]], forward: bool) -> None:
+    """One whole move (or its inverse) of each side's sets' contents, in
+    place, version counters kept: forward, set ``k`` takes set ``k+1``'s
+    values, and at each splice set ``k+2``'s (the same permutation of whole
+    sets, by one outside the splice and by two inside it; the inverse moves
+    each back). The blocks of every side, position and set are gathered
+    first (one ``cat`` per dtype) and written last (one multi-tensor copy
+    per dtype); in between each tensor's cycle holds one copy of a tensor at
+    a time (its first, whose values go to the last)."""
     step = 1 if forward else -1
-    order = list(range(n)) if forward else list(range(n - 1, -1, -1))
-    with torch.no_grad():
-        for pos in range(len(sets[0])):
-            if not all(isinstance(s[pos], torch.Tensor) for s in sets):
-                continue
+    block_moves: list[tuple[Any, Any]] = []
+    owners: list[Any] = []
+    cycles: list[list[Any]] = []
+    for sets in sides:
+        n = len(sets)
+        for pos in _tensor_positions(torch, sets):
+            tensors = [s[pos] for s in sets]
+            owners += tensors
+            cycles.append(tensors)
             spot = spots.get(pos)
-            blocks = [s[pos].view(-1)[spot[0] : spot[0] + spot[1]].clone() for s in sets] if spot is not None else []
-            saved = sets[order[0]][pos].clone()  # the first overwritten: its values go to the last
+            if spot is not None:
+                blocks = [_block(t, *spot) for t in tensors]
+                block_moves += [(blocks[k], blocks[(k + 2 * step) % n]) for k in range(n)]
+    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(tuple(owners)):
+        staged = _gather(torch, block_moves)
+        for tensors in cycles:
+            n = len(tensors)
+            order = list(range(n)) if forward else list(range(n - 1, -1, -1))
+            saved = tensors[order[0]].clone()  # the first overwritten: its values go to the last
             for i, k in enumerate(order):
-                dst = sets[k][pos]
-                src = saved if i == n - 1 else sets[(k + step) % n][pos]
-                with torch.autograd._unsafe_preserve_version_counter(dst):
-                    dst.copy_(src)
-                    if spot is not None:
-                        dst.view(-1)[spot[0] : spot[0] + spot[1]].copy_(blocks[(k + 2 * step) % n])
-            del saved, blocks
+                tensors[k].copy_(saved if i == n - 1 else tensors[(k + step) % n])
+            del saved
+        _scatter(torch, staged)
 
 
-def _splice(torch: Any, sets: list[list[Any]], spots: dict[int, tuple[int, int]], forward: bool) -> None:
-    """One splice (or its inverse), in place, version counters kept: at each
-    spot, set ``k``'s block takes set ``k+1``'s values there (a cyclic
-    permutation of the blocks among the sets; the inverse takes set
-    ``k-1``'s). Holds the blocks' few elements only."""
-    n = len(sets)
+def _splice(torch: Any, sides: list[list[list[Any]]], spots: dict[int, tuple[int, int]], forward: bool) -> None:
+    """One splice (or its inverse) on each side, in place, version counters
+    kept: at each spot, set ``k``'s block takes set ``k+1``'s values there
+    (a cyclic permutation of the blocks among the sets; the inverse takes
+    set ``k-1``'s). Every side's, position's and set's block in one go: one
+    ``cat`` of the blocks and one multi-tensor copy back per dtype (on a GPU
+    two launches for the lot, not two per block), no host read. Holds the
+    blocks' few elements only."""
     step = 1 if forward else -1
-    with torch.no_grad():
+    moves: list[tuple[Any, Any]] = []
+    owners: list[Any] = []
+    for sets in sides:
+        n = len(sets)
         for pos, (start, length) in spots.items():
             if not all(isinstance(s[pos], torch.Tensor) for s in sets):
                 continue
             # a tensor the program re-homed (another size or layout: the
             # checks after the timing name it) is neither read nor written
-            fits = [s[pos].is_contiguous() and s[pos].numel() >= start + length for s in sets]
-            blocks = [s[pos].view(-1)[start : start + length].clone() if ok else None for s, ok in zip(sets, fits)]
+            blocks = [
+                _block(s[pos], start, length) if s[pos].is_contiguous() and s[pos].numel() >= start + length else None
+                for s in sets
+            ]
             for k in range(n):
-                dst, src = sets[k][pos], blocks[(k + step) % n]
-                if fits[k] and src is not None:
-                    with torch.autograd._unsafe_preserve_version_counter(dst):
-                        dst.view(-1)[start : start + length].copy_(src)
-            del blocks
+                src = blocks[(k + step) % n]
+                if blocks[k] is not None and src is not None:
+                    moves.append((blocks[k], src))
+                    owners.append(sets[k][pos])
+    if not moves:
+        return
+    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(tuple(owners)):
+        _scatter(torch, _gather(torch, moves))
 
 
 def recorded(fn: Callable[..., Any], last: dict[str, Any]) -> Callable[..., Any]:

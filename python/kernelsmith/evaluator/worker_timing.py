@@ -18,7 +18,7 @@ from .affinity import PinnedTiming
 from .checks import Context, enforce
 from .checks.base import AFTER_TIMING, SHAPE_TIMED, TIMED_OUTPUT, TIMING_RESULT
 from .checks.timed_inputs import own_copies
-from .timed_rotation import recorded, timed_with_moves
+from .timed_rotation import TimedRotation, recorded, timed_with_moves
 from ..hardware import HardwareInfo
 from .timing import combine_shapes, CandidateTimingError
 from . import timing
@@ -237,6 +237,51 @@ def spare_draw(
     return spare, clone(spare)
 
 
+def measured_with_moves(
+    ref_call: Callable[..., Any],
+    cand_call: Callable[..., Any],
+    backend: Any,
+    cand_sets: list,
+    ref_sets: list,
+    timing_cfg: Any,
+    last: dict[str, Any],
+    reference: Callable[..., Any],
+    clone: Callable[[list], list],
+    cmp: Any,
+    atol: float,
+    rtol: float,
+    spare: Optional[tuple[list, list]] = None,
+    **measure_kw: Any,
+) -> tuple[Any, TimedRotation]:
+    """``cand_call`` timed against ``ref_call`` (timing.measure, each on its
+    own input sets; ``measure_kw``: its ``device_name`` and ``work``) with
+    new values in both sides' inputs before every pair and the candidate's
+    output of the call after a few of the changes checked against
+    ``reference`` called on clones (``clone``) of its arguments, compared as
+    the task compares (``cmp``, ``atol``, ``rtol``): timed_rotation.py says
+    why. A step's timing and the finalists' re-timing both time through it.
+    The outcome and the hook (its ``wrong``: why the output was wrong, or
+    "")."""
+    return timed_with_moves(
+        lambda hook: timing.measure(
+            ref_call,
+            cand_call,
+            backend,
+            cand_sets,
+            timing_cfg,
+            reference_input_sets=ref_sets,
+            between_pairs=hook,
+            **measure_kw,
+        ),
+        cand_sets,
+        ref_sets,
+        last,
+        lambda args: reference(*clone(args)),
+        lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
+        spare=spare,
+    )
+
+
 def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[str, Any]) -> Callable[[list, list], Any]:
     """One measurement of the candidate against the reference, each call's
     kernels recorded; the program's failure as the program's verdict."""
@@ -267,26 +312,22 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[st
         # call after a few of the changes checked (timed_rotation.py: a
         # program that caches while timed returns an earlier call's output)
         try:
-            o, rotation = timed_with_moves(
-                lambda hook: timing.measure(
-                    ref_call,
-                    cand_call,
-                    backend,
-                    input_sets,
-                    timing_cfg,
-                    reference_input_sets=ref_sets,
-                    device_name=device_name,
-                    work=work if timing_cfg.roofline else None,
-                    between_pairs=hook,
-                ),
+            o, rotation = measured_with_moves(
+                ref_call,
+                cand_call,
+                backend,
                 input_sets,
                 ref_sets,
+                timing_cfg,
                 last,
-                lambda args: ctx.model(*ctx.clone(args)),
-                lambda got, exp: ctx.cmp.compare(
-                    ctx.cmp.flatten_outputs(got), ctx.cmp.flatten_outputs(exp), ctx.atol, ctx.rtol
-                ),
+                ctx.model,
+                ctx.clone,
+                ctx.cmp,
+                ctx.atol,
+                ctx.rtol,
                 spare=spares.get("spare"),
+                device_name=device_name,
+                work=work if timing_cfg.roofline else None,
             )
         except CandidateTimingError as exc:
             # the timed calls' peak is the reference's too: only the failed request counts
@@ -449,24 +490,22 @@ class _FinalistTimer:
     def _measure_once(
         self, base: Any, cand_call: Any, last: dict, changed: list, shape: list, cand_sets: list, base_sets: list
     ) -> Any:
-        cmp, clone, atol, rtol = self.cmp, self.clone, self.atol, self.rtol
+        clone = self.clone
         spare = self.spares.get(shape[0])
         try:
-            o, rotation = timed_with_moves(
-                lambda hook: timing.measure(
-                    base,
-                    cand_call,
-                    self.backend,
-                    cand_sets,
-                    self.timing_cfg,
-                    reference_input_sets=base_sets,
-                    between_pairs=hook,
-                ),
+            o, rotation = measured_with_moves(
+                base,
+                cand_call,
+                self.backend,
                 cand_sets,
                 base_sets,
+                self.timing_cfg,
                 last,
-                lambda args: self.reference(*clone(args)),
-                lambda got, exp: cmp.compare(cmp.flatten_outputs(got), cmp.flatten_outputs(exp), atol, rtol),
+                self.reference,
+                clone,
+                self.cmp,
+                self.atol,
+                self.rtol,
                 spare=(clone(spare), clone(spare)) if spare is not None else None,
             )
         except BaseException:
