@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -536,6 +537,33 @@ TEST(SyscallFilter, MemoryMovedOverALibrarysCodeIsRefused) {
   EXPECT_NE(o.err.find("the program tried to move memory over the code of libc.so"), std::string::npos)
       << o.err;
   EXPECT_NE(o.err.find("(mremap MREMAP_FIXED)"), std::string::npos) << o.err;
+}
+
+TEST(SyscallFilter, SharedMemoryAttachedExecutableOverALibrarysCodeIsRefused) {
+  Outcome o = in_child([] {
+    int id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    if (id < 0 || shmat(id, nullptr, 0) == reinterpret_cast<void*>(-1)) return 2;
+    shmctl(id, IPC_RMID, nullptr);  // gone when the process is
+    sf::install({channel()});
+    shmat(id, libc_code_page(), SHM_EXEC | SHM_REMAP);
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("the program tried to map memory over the code of libc.so"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("(shmat SHM_EXEC of shared memory)"), std::string::npos) << o.err;
+  // attached where the kernel chooses, executable or not: free
+  Outcome f = in_child([] {
+    int id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    if (id < 0) return 2;
+    sf::install({channel()});
+    void* plain = shmat(id, nullptr, 0);
+    void* exec = shmat(id, nullptr, SHM_EXEC);
+    shmctl(id, IPC_RMID, nullptr);
+    if (plain == reinterpret_cast<void*>(-1) || exec == reinterpret_cast<void*>(-1)) return 3;
+    return sf::attempts() == 0 ? 0 : 4;
+  });
+  EXPECT_EQ(f.exit_code(), 0) << f.status << " " << f.err;
 }
 
 TEST(SyscallFilter, ExecuteOverRecordedCodeThatIsNoLongerItsFileIsRefused) {

@@ -26,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -130,6 +131,7 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   int on_close = a.label(), on_range = a.label(), on_dup = a.label();
   int on_protect = a.label(), on_openat = a.label(), on_open = a.label();
   int on_map = a.label(), on_remap = a.label(), on_seccomp = a.label(), on_prctl = a.label();
+  int on_shmat = a.label();
 
   a.load(offsetof(seccomp_data, arch));
   a.jump(BPF_JEQ, AUDIT_ARCH_X86_64, N, kill);  // int 0x80 (i386 numbers): never ours
@@ -148,6 +150,7 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   a.jump(BPF_JEQ, __NR_pkey_mprotect, on_protect, N);
   a.jump(BPF_JEQ, __NR_mmap, on_map, N);
   a.jump(BPF_JEQ, __NR_mremap, on_remap, N);
+  a.jump(BPF_JEQ, __NR_shmat, on_shmat, N);
   a.jump(BPF_JEQ, __NR_seccomp, on_seccomp, N);
   a.jump(BPF_JEQ, __NR_prctl, on_prctl, N);
   a.jump(BPF_JEQ, __NR_openat, on_openat, N);
@@ -182,6 +185,12 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   a.bind(on_remap);
   a.load(arg_low(3));
   a.jump(BPF_JSET, MREMAP_FIXED, notify, allow);
+
+  // shmat(id, addr, flags): System V shared memory attached executable
+  // (SHM_EXEC; with SHM_REMAP over what is there)
+  a.bind(on_shmat);
+  a.load(arg_low(2));
+  a.jump(BPF_JSET, SHM_EXEC, notify, allow);
 
   // seccomp(op, ...), prctl(PR_SET_SECCOMP, ...): a filter of the program's
   // own (it could trap the harness's writes and rewrite them); asking which
@@ -664,24 +673,30 @@ bool protect_refused(const seccomp_notif& req, Line& text) {
   return true;
 }
 
-// An executable mmap, or an mremap to an address the caller names: refused
+// An executable mmap or shmat, or an mremap to an address the caller names: refused
 // (true, `text` says why) when its new range overlaps code recorded at
 // install. An mmap without an address is placed by the kernel, never over
 // a mapping that is there (a hole the program unmapped is another story:
 // docs/evaluator.md).
 bool map_refused(const seccomp_notif& req, Line& text) {
   const auto* arg = req.data.args;
-  const bool remap = req.data.nr == __NR_mremap;
-  const unsigned long long lo = remap ? arg[4] : arg[0], len = remap ? arg[2] : arg[1];
+  const bool remap = req.data.nr == __NR_mremap, shm = req.data.nr == __NR_shmat;
+  const unsigned long long lo = remap ? arg[4] : shm ? arg[1] : arg[0];
+  unsigned long long len = remap ? arg[2] : arg[1];
+  if (shm) {  // the segment's size (shmctl is not filtered); a page where it cannot say
+    shmid_ds ds{};
+    len = shmctl(static_cast<int>(arg[0]), IPC_STAT, &ds) == 0 ? ds.shm_segsz : 4096;
+  }
   if ((lo == 0 && !remap) || len == 0) return false;
   unsigned long long hi = lo + ((len + 4095) & ~4095ull);
   if (hi < lo) hi = ~0ull;
   const CodeRange* over = recorded_code(lo, hi);
   if (over == nullptr) return false;
-  if (remap) {
-    text.add("the program tried to move memory over the code of ")
+  if (remap || shm) {
+    text.add(remap ? "the program tried to move memory over the code of "
+                   : "the program tried to map memory over the code of ")
         .add(over->name)
-        .add(" (mremap MREMAP_FIXED)");
+        .add(remap ? " (mremap MREMAP_FIXED)" : " (shmat SHM_EXEC of shared memory)");
     return true;
   }
   const unsigned long long flags = arg[3];
@@ -772,6 +787,7 @@ void judge(const seccomp_notif& req, seccomp_notif_resp& resp) {
       break;
     case __NR_mmap:
     case __NR_mremap:
+    case __NR_shmat:
       if (!shares_memory(worker, req.pid) || !map_refused(req, text)) {
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
         return;

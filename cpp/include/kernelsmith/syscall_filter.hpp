@@ -22,7 +22,7 @@
 //   longer that file there; anonymous memory elsewhere stays free (JITs,
 //   libffi's closures map it read-write-execute); the same calls by a
 //   descendant: let through (its memory is its own);
-//   mmap asking for execute and mremap with MREMAP_FIXED, by the worker:
+//   mmap and shmat asking for execute, mremap with MREMAP_FIXED, by the worker:
 //   refused (fatal) when the new range overlaps code recorded at install;
 //   read-only and read-write mmaps, and mremaps the kernel places, never
 //   reach the supervisor;
