@@ -625,7 +625,8 @@ TEST(SyscallFilter, HonestMappingsStayFree) {
   // libffi's closures (executable anonymous memory, no address), ld.so's
   // later libraries (a file mapped executable where the kernel chooses),
   // realloc's mremap, a move to an address of its own, a fork's child
-  // mapping over its own copy of recorded code, the recorded code given execute again
+  // mapping over its own copy of recorded code, the recorded code given execute again,
+  // an executable mapping asked near (at) libc's code, which the kernel puts elsewhere
   Outcome o = in_child([] {
     void* victim = recorded_victim();
     if (victim == MAP_FAILED) return 10;
@@ -645,6 +646,9 @@ TEST(SyscallFilter, HonestMappingsStayFree) {
     void* there = mmap(nullptr, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mremap(block, 4 << 20, 4 << 20, MREMAP_MAYMOVE | MREMAP_FIXED, there) != there) return 6;
     if (mprotect(libc_code_page(), 4096, PROT_READ | PROT_EXEC) != 0) return 7;
+    // an address over code that is all there is only a hint: placed elsewhere
+    void* near = mmap(libc_code_page(), 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (near == MAP_FAILED || near == libc_code_page()) return 11;
     pid_t pid = fork();
     if (pid == 0) {
       void* own = mmap(victim, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);

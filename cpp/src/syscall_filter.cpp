@@ -673,6 +673,25 @@ bool protect_refused(const seccomp_notif& req, Line& text) {
   return true;
 }
 
+// Whether the code recorded at install in [lo, hi) is all still there in
+// process `pid`, mapped by its file (or the vDSO) as it was.
+bool code_intact(long pid, unsigned long long lo, unsigned long long hi) {
+  int fd = open(proc_path(pid, "maps").text(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool intact = true;
+  unsigned long long at = lo;  // looked at up to here
+  each_mapping(fd, lo, hi, [&](const Vma& v) {
+    if (v.start > at && recorded_code(at, std::min(v.start, hi)) != nullptr) intact = false;  // a hole
+    const unsigned long long a = std::max(lo, v.start), b = std::min(hi, v.end);
+    for (const CodeRange& r : *g_code)
+      if (r.start < b && a < r.end && !same_code(v, r)) intact = false;
+    at = std::max(at, v.end);
+    return !intact;
+  });
+  close(fd);
+  return intact && (at >= hi || recorded_code(at, hi) == nullptr);
+}
+
 // An executable mmap or shmat, or an mremap to an address the caller names: refused
 // (true, `text` says why) when its new range overlaps code recorded at
 // install. An mmap without an address is placed by the kernel, never over
@@ -692,6 +711,13 @@ bool map_refused(const seccomp_notif& req, Line& text) {
   if (hi < lo) hi = ~0ull;
   const CodeRange* over = recorded_code(lo, hi);
   if (over == nullptr) return false;
+  // an address the kernel may only take where nothing is mapped (mmap
+  // without MAP_FIXED, or with MAP_FIXED_NOREPLACE; shmat without
+  // SHM_REMAP): over code that is all still there it lands elsewhere or
+  // fails; only a hole the program made is refused
+  const unsigned long long flags = arg[shm ? 2 : 3];
+  const bool replaces = remap || (shm ? (flags & SHM_REMAP) != 0 : (flags & MAP_FIXED) != 0);
+  if (!replaces && code_intact(req.pid, lo, hi)) return false;
   if (remap || shm) {
     text.add(remap ? "the program tried to move memory over the code of "
                    : "the program tried to map memory over the code of ")
@@ -699,7 +725,6 @@ bool map_refused(const seccomp_notif& req, Line& text) {
         .add(remap ? " (mremap MREMAP_FIXED)" : " (shmat SHM_EXEC of shared memory)");
     return true;
   }
-  const unsigned long long flags = arg[3];
   text.add("the program tried to map memory over the code of ")
       .add(over->name)
       .add((flags & MAP_FIXED_NOREPLACE) ? " (mmap MAP_FIXED_NOREPLACE of "
