@@ -23,7 +23,9 @@
 //   libffi's closures map it read-write-execute); the same calls by a
 //   descendant: let through (its memory is its own);
 //   mmap and shmat asking for execute, mremap with MREMAP_FIXED, by the worker:
-//   refused (fatal) when the new range overlaps code recorded at install;
+//   refused (fatal) when the new range overlaps code recorded at install
+//   (an address that cannot replace a mapping, without MAP_FIXED or
+//   SHM_REMAP, only where that code is no longer all there);
 //   read-only and read-write mmaps, and mremaps the kernel places, never
 //   reach the supervisor;
 //   seccomp(SECCOMP_SET_MODE_FILTER/STRICT), prctl(PR_SET_SECCOMP), by the
