@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -411,4 +416,248 @@ TEST(SyscallFilter, TheRawClockIsTheMonotonicClock) {
   EXPECT_LE(lo, raw);
   EXPECT_LE(raw, hi);
   EXPECT_LE(raw, sf::raw_monotonic_ns());
+}
+
+// ------------------------------------------------- a filter of its own
+
+namespace {
+
+// A one-instruction filter that allows everything (what a program's own
+// filter would start from).
+long own_filter(bool with_prctl) {
+  sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  sock_fprog prog{1, &allow};
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  if (with_prctl) return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+  return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+}  // namespace
+
+TEST(SyscallFilter, AFilterOfTheProgramsOwnIsRefused) {
+  // pygpubench's seccomp_trap: a filter that traps the harness's writes
+  Outcome p = in_child([] {
+    sf::install({channel()});
+    own_filter(true);
+    return 0;
+  });
+  EXPECT_TRUE(p.killed_by(SIGKILL)) << p.status << " " << p.err;
+  EXPECT_NE(p.err.find(std::string(sf::kLogPrefix) +
+                       "the program tried to install a system-call filter of its own (prctl PR_SET_SECCOMP)"),
+            std::string::npos)
+      << p.err;
+  Outcome s = in_child([] {
+    sf::install({channel()});
+    own_filter(false);
+    return 0;
+  });
+  EXPECT_TRUE(s.killed_by(SIGKILL)) << s.err;
+  EXPECT_NE(s.err.find("a system-call filter of its own (seccomp SECCOMP_SET_MODE_FILTER)"),
+            std::string::npos)
+      << s.err;
+  Outcome strict = in_child([] {
+    sf::install({channel()});
+    syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 0, nullptr);
+    return 0;
+  });
+  EXPECT_TRUE(strict.killed_by(SIGKILL)) << strict.err;
+  EXPECT_NE(strict.err.find("a system-call filter of its own (seccomp SECCOMP_SET_MODE_STRICT)"),
+            std::string::npos)
+      << strict.err;
+}
+
+TEST(SyscallFilter, AskingAboutSeccompAndAChildsOwnFilterPass) {
+  // asking which actions exist, PR_GET_SECCOMP and other prctls pass; a
+  // process the program started may filter itself (its filter is its own)
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    if (!sf::supported()) return 2;  // SECCOMP_GET_ACTION_AVAIL, PR_GET_SECCOMP
+    if (prctl(PR_SET_NAME, "ks-test", 0, 0, 0) != 0) return 3;
+    pid_t pid = fork();
+    if (pid == 0) _exit(own_filter(true) == 0 && own_filter(false) == 0 ? 0 : 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 4;
+    return sf::attempts() == 0 ? 0 : 5;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+// ------------------------------------- memory put over a library's code
+
+namespace {
+
+// A page of /bin/sh mapped executable before the filter, so recorded as
+// code; the tests below replace it (libc's own pages they cannot unmap and
+// still run) or put their memory over libc's page, refused before it lands.
+void* recorded_victim() {
+  int file = open("/bin/sh", O_RDONLY | O_CLOEXEC);
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, file, 0);
+  close(file);
+  return page;
+}
+
+}  // namespace
+
+TEST(SyscallFilter, AnonymousMemoryMappedOverALibrarysCodeIsRefused) {
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    mmap(libc_code_page(), 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+         -1, 0);
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find(std::string(sf::kLogPrefix) +
+                       "the program tried to map memory over the code of libc.so"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("(mmap MAP_FIXED of anonymous memory, executable)"), std::string::npos) << o.err;
+  // a memfd (or any other file) mapped executable over it
+  Outcome f = in_child([] {
+    int memfd = static_cast<int>(syscall(SYS_memfd_create, "patched", 0));
+    if (memfd < 0 || ftruncate(memfd, 4096) != 0) return 2;
+    sf::install({channel()});
+    mmap(libc_code_page(), 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, memfd, 0);
+    return 0;
+  });
+  EXPECT_TRUE(f.killed_by(SIGKILL)) << f.status << " " << f.err;
+  EXPECT_NE(f.err.find("map memory over the code of libc.so"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("(mmap MAP_FIXED of /memfd:patched"), std::string::npos) << f.err;
+}
+
+TEST(SyscallFilter, MemoryMovedOverALibrarysCodeIsRefused) {
+  Outcome o = in_child([] {
+    void* patched = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (patched == MAP_FAILED) return 2;
+    sf::install({channel()});
+    mremap(patched, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, libc_code_page());
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("the program tried to move memory over the code of libc.so"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("(mremap MREMAP_FIXED)"), std::string::npos) << o.err;
+}
+
+TEST(SyscallFilter, SharedMemoryAttachedExecutableOverALibrarysCodeIsRefused) {
+  Outcome o = in_child([] {
+    int id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    if (id < 0 || shmat(id, nullptr, 0) == reinterpret_cast<void*>(-1)) return 2;
+    shmctl(id, IPC_RMID, nullptr);  // gone when the process is
+    sf::install({channel()});
+    shmat(id, libc_code_page(), SHM_EXEC | SHM_REMAP);
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("the program tried to map memory over the code of libc.so"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("(shmat SHM_EXEC of shared memory)"), std::string::npos) << o.err;
+  // attached where the kernel chooses, executable or not: free
+  Outcome f = in_child([] {
+    int id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    if (id < 0) return 2;
+    sf::install({channel()});
+    void* plain = shmat(id, nullptr, 0);
+    void* exec = shmat(id, nullptr, SHM_EXEC);
+    shmctl(id, IPC_RMID, nullptr);
+    if (plain == reinterpret_cast<void*>(-1) || exec == reinterpret_cast<void*>(-1)) return 3;
+    return sf::attempts() == 0 ? 0 : 4;
+  });
+  EXPECT_EQ(f.exit_code(), 0) << f.status << " " << f.err;
+}
+
+TEST(SyscallFilter, ExecuteOverRecordedCodeThatIsNoLongerItsFileIsRefused) {
+  // unmapped, mapped again read-write (no supervisor), patched, then given
+  // execute: refused, whatever memory is there now
+  Outcome o = in_child([] {
+    void* victim = recorded_victim();
+    if (victim == MAP_FAILED) return 2;
+    sf::install({channel()});
+    if (munmap(victim, 4096) != 0) return 3;
+    void* again = mmap(victim, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (again != victim) return 4;
+    static_cast<volatile unsigned char*>(again)[0] = 0xc3;
+    mprotect(again, 4096, PROT_READ | PROT_EXEC);
+    return 0;
+  });
+  EXPECT_TRUE(o.killed_by(SIGKILL)) << o.status << " " << o.err;
+  EXPECT_NE(o.err.find("the program tried to make memory over the code of "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(" executable (mprotect of anonymous memory)"), std::string::npos) << o.err;
+  // an executable mapping at the address of the hole it left
+  Outcome h = in_child([] {
+    void* victim = recorded_victim();
+    if (victim == MAP_FAILED) return 2;
+    sf::install({channel()});
+    if (munmap(victim, 4096) != 0) return 3;
+    mmap(victim, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return 0;
+  });
+  EXPECT_TRUE(h.killed_by(SIGKILL)) << h.status << " " << h.err;
+  EXPECT_NE(h.err.find("(mmap at its address of anonymous memory, executable)"), std::string::npos) << h.err;
+}
+
+TEST(SyscallFilter, AProcessSharingTheWorkersMemoryIsJudgedAsTheWorker) {
+  // clone(CLONE_VM) without CLONE_THREAD: not one of the worker's threads,
+  // but its mprotect changes the worker's memory
+  Outcome o = in_child([] {
+    sf::install({channel()});
+    static char stack[1 << 16];
+    pid_t pid = clone(
+        [](void*) -> int {
+          return mprotect(libc_code_page(), 4096, PROT_READ | PROT_WRITE | PROT_EXEC) == -1 && errno == EPERM
+                     ? 0
+                     : 1;
+        },
+        stack + sizeof(stack), CLONE_VM | SIGCHLD, nullptr);
+    if (pid < 0) return 2;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 3;
+    return sf::reason().find("make executable code writable (mprotect of libc.so") != std::string::npos &&
+                   sf::reason().find("in a process it started") != std::string::npos
+               ? 0
+               : 4;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, HonestMappingsStayFree) {
+  // libffi's closures (executable anonymous memory, no address), ld.so's
+  // later libraries (a file mapped executable where the kernel chooses),
+  // realloc's mremap, a move to an address of its own, a fork's child
+  // mapping over its own copy of recorded code, the recorded code given execute again,
+  // an executable mapping asked near (at) libc's code, which the kernel puts elsewhere
+  Outcome o = in_child([] {
+    void* victim = recorded_victim();
+    if (victim == MAP_FAILED) return 10;
+    sf::install({channel()});
+    void* closure =
+        mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (closure == MAP_FAILED) return 2;
+    int file = open("/bin/sh", O_RDONLY | O_CLOEXEC);
+    void* lib = mmap(nullptr, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE, file, 0);
+    close(file);
+    if (lib == MAP_FAILED) return 3;
+    if (mmap(lib, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != lib)
+      return 4;
+    void* block = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    block = mremap(block, 1 << 20, 4 << 20, MREMAP_MAYMOVE);
+    if (block == MAP_FAILED) return 5;
+    void* there = mmap(nullptr, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mremap(block, 4 << 20, 4 << 20, MREMAP_MAYMOVE | MREMAP_FIXED, there) != there) return 6;
+    if (mprotect(libc_code_page(), 4096, PROT_READ | PROT_EXEC) != 0) return 7;
+    // an address over code that is all there is only a hint: placed elsewhere
+    void* near = mmap(libc_code_page(), 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (near == MAP_FAILED || near == libc_code_page()) return 11;
+    pid_t pid = fork();
+    if (pid == 0) {
+      void* own = mmap(victim, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      _exit(own == victim ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 8;
+    return sf::attempts() == 0 ? 0 : 9;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
 }

@@ -233,6 +233,48 @@ def test_subprocess_and_threads_keep_working_under_the_filter():
 
 
 @pytest.mark.skipif(not _core.syscall_filter_supported(), reason="no seccomp user notifications here")
+def test_honest_native_code_keeps_working_under_the_code_rules():
+    """What the filter's code rules must let through (docs/evaluator.md,
+    "Forged verdicts through the channel" (4)), with PyTorch loaded before the
+    filter as in a worker: a CPU convolution (oneDNN's JIT mprotects anonymous
+    memory read-write-execute), a ctypes callback (a libffi closure, mapped
+    read-write-execute), an extension module loaded after the filter (ld.so
+    maps its code from the file where the kernel chooses), realloc's mremap of
+    a growing buffer; then anonymous memory mapped executable over libc's
+    code ends the process naming it."""
+    p = _run("""
+        import ctypes, socket, sys
+        import torch
+        from kernelsmith import _core
+        ours, _ = socket.socketpair()
+        _core.syscall_filter_install([ours.fileno()])
+        y = torch.nn.functional.conv2d(torch.randn(1, 3, 64, 64), torch.randn(8, 3, 3, 3))
+        twice = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda v: 2 * v)
+        assert "_codecs_jp" not in sys.modules
+        import _codecs_jp
+        grown = bytearray(1 << 20)
+        for _ in range(6):
+            grown.extend(bytes(len(grown)))
+        print(tuple(y.shape), twice(21), _codecs_jp.__file__.endswith(".so"), len(grown) >> 20,
+              _core.syscall_filter_attempts(), flush=True)
+        libc = ctypes.CDLL(None)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        page = ctypes.cast(libc.clock_gettime, ctypes.c_void_p).value & ~0xFFF
+        libc.mmap(page, 4096, 7, 0x32, -1, 0)  # RWX, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
+        print("not reached", flush=True)
+    """)
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.split("\n")[0] == "(1, 8, 62, 62) 42 True 64 0", p.stdout
+    assert "not reached" not in p.stdout
+    assert re.search(
+        re.escape(FILTER_PREFIX) + r"the program tried to map memory over the code of libc\.so[.\d]* "
+        r"\(mmap MAP_FIXED of anonymous memory, executable\)\n",
+        p.stderr,
+    ), p.stderr
+
+
+@pytest.mark.skipif(not _core.syscall_filter_supported(), reason="no seccomp user notifications here")
 def test_a_started_process_that_reads_the_workers_memory_is_recorded():
     p = _run("""
         import ctypes, os, socket

@@ -14,7 +14,8 @@ trusted.referee_check.judge (each check alone); the forged result lines
 of the fixtures go through a real pool in
 test_integrity_v3_channel.py (channel_direct_forge) and
 test_pygpubench_exploits.py (fd_overwrite, heap_sig_scan, event_array,
-stack_sig_scan, file_struct, seccomp_trap)."""
+stack_sig_scan, file_struct; seccomp_trap, which rewrote its result line the
+same way, is refused by the system-call filter before it can)."""
 
 from __future__ import annotations
 

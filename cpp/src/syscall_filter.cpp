@@ -20,11 +20,13 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/kcmp.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -52,6 +54,18 @@ long g_pid = 0;
 int g_listener = -1;
 int g_report = 2;
 bool g_installed = false;
+
+// The code of every file (and the vDSO) mapped executable when the filter was
+// installed: libc, libpython, libtorch, ... Libraries loaded before the
+// program runs are never unloaded, so nothing honest maps over them later.
+// Filled by install() before the filter exists, read by the supervisor.
+struct CodeRange {
+  unsigned long long start, end, offset, inode;
+  unsigned dev_major, dev_minor;
+  char name[64];  // the file's name without its directory, "[vdso]"
+};
+std::vector<CodeRange>* g_code = nullptr;
+
 // the listener handed to the supervisor thread (kPending until the filter is
 // there, -1 when it could not be installed)
 constexpr int kPending = -2;
@@ -116,6 +130,8 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   int allow = a.label(), notify = a.label(), kill = a.label(), enosys = a.label();
   int on_close = a.label(), on_range = a.label(), on_dup = a.label();
   int on_protect = a.label(), on_openat = a.label(), on_open = a.label();
+  int on_map = a.label(), on_remap = a.label(), on_seccomp = a.label(), on_prctl = a.label();
+  int on_shmat = a.label();
 
   a.load(offsetof(seccomp_data, arch));
   a.jump(BPF_JEQ, AUDIT_ARCH_X86_64, N, kill);  // int 0x80 (i386 numbers): never ours
@@ -132,6 +148,11 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   a.jump(BPF_JEQ, __NR_io_uring_setup, enosys, N);
   a.jump(BPF_JEQ, __NR_mprotect, on_protect, N);
   a.jump(BPF_JEQ, __NR_pkey_mprotect, on_protect, N);
+  a.jump(BPF_JEQ, __NR_mmap, on_map, N);
+  a.jump(BPF_JEQ, __NR_mremap, on_remap, N);
+  a.jump(BPF_JEQ, __NR_shmat, on_shmat, N);
+  a.jump(BPF_JEQ, __NR_seccomp, on_seccomp, N);
+  a.jump(BPF_JEQ, __NR_prctl, on_prctl, N);
   a.jump(BPF_JEQ, __NR_openat, on_openat, N);
   a.jump(BPF_JEQ, __NR_open, on_open, N);
   a.jump(BPF_JEQ, __NR_creat, notify, N);
@@ -148,6 +169,40 @@ std::vector<sock_filter> build_program(const std::vector<int>& fds) {
   a.bind(on_protect);
   a.load(arg_low(2));
   a.jump(BPF_JSET, PROT_EXEC, notify, allow);
+
+  // mmap(addr, len, prot, flags, fd, off): only executable ones (libffi's
+  // closures, ld.so's libraries: few) go to the supervisor, which refuses one
+  // over a library's code; read-only and read-write ones (malloc, the CUDA
+  // driver: many) never leave here. Memory mapped over code without execute
+  // cannot run until an mprotect asks for execute, and that one is looked at.
+  a.bind(on_map);
+  a.load(arg_low(2));
+  a.jump(BPF_JSET, PROT_EXEC, notify, allow);
+
+  // mremap(old, old_len, new_len, flags, new): only a move to an address the
+  // caller names (MREMAP_FIXED); glibc's realloc of large blocks lets the
+  // kernel choose
+  a.bind(on_remap);
+  a.load(arg_low(3));
+  a.jump(BPF_JSET, MREMAP_FIXED, notify, allow);
+
+  // shmat(id, addr, flags): System V shared memory attached executable
+  // (SHM_EXEC; with SHM_REMAP over what is there)
+  a.bind(on_shmat);
+  a.load(arg_low(2));
+  a.jump(BPF_JSET, SHM_EXEC, notify, allow);
+
+  // seccomp(op, ...), prctl(PR_SET_SECCOMP, ...): a filter of the program's
+  // own (it could trap the harness's writes and rewrite them); asking which
+  // actions there are (SECCOMP_GET_ACTION_AVAIL, GET_NOTIF_SIZES) passes.
+  // Both take the op/option as an int: the low word.
+  a.bind(on_seccomp);
+  a.load(arg_low(0));
+  a.jump(BPF_JEQ, SECCOMP_SET_MODE_STRICT, notify, N);
+  a.jump(BPF_JEQ, SECCOMP_SET_MODE_FILTER, notify, allow);
+  a.bind(on_prctl);
+  a.load(arg_low(0));
+  a.jump(BPF_JEQ, PR_SET_SECCOMP, notify, allow);
 
   // open/openat for writing (O_WRONLY, O_RDWR; 3 is not valid but tried):
   // the supervisor looks at the path (a process's memory file?)
@@ -311,21 +366,14 @@ std::size_t read_memory(long pid, unsigned long long addr, void* out, std::size_
   return got > 0 ? static_cast<std::size_t>(got) : 0;
 }
 
-// What a protection change would do to the code of a file: 0 nothing, 1 make
-// an executable file mapping (a library's code, or the vDSO) writable, 2 add
-// execute to a file mapping that is not executable (the second half of
-// making code writable by taking its execute away first). Anonymous memory
-// is left alone: JITs (oneDNN's Xbyak under PyTorch's CPU convolutions
-// mprotects it read-write-execute) and libffi's closures (ctypes callbacks,
-// mmap'd read-write-execute) use it. `file` gets the mapping's path.
-// The decision for one mapping that the change covers: `code` for a file's
-// mapping or the vDSO's.
-int mapping_problem(bool exec, bool code, unsigned prot) {
-  if (!code) return 0;
-  if (exec && (prot & PROT_WRITE)) return 1;
-  if (!exec && (prot & PROT_EXEC)) return 2;
-  return 0;
-}
+// One mapping of a process, from PROCMAP_QUERY or a line of the maps text.
+struct Vma {
+  unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+  unsigned dev_major = 0, dev_minor = 0;
+  bool exec = false;
+  const char* name = "";  // the path, "[vdso]", "" for anonymous memory
+  std::size_t name_len = 0;
+};
 
 bool special_code(const char* name, std::size_t n) {
   return (n >= 6 && std::strncmp(name, "[vdso]", 6) == 0) ||
@@ -356,12 +404,14 @@ struct ProcmapQuery {
 constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
 constexpr std::uint64_t kVmaExecutable = 0x04, kCoveringOrNext = 0x10;
 
-// The mappings in [lo, hi) through PROCMAP_QUERY: the problem (>= 0), or -1
-// when this kernel has no such ioctl.
-int query_problem(int fd, unsigned long long lo, unsigned long long hi, unsigned prot, Text& file) {
+// The mappings in [lo, hi) through PROCMAP_QUERY, each handed to `visit`
+// until it returns true; false when this kernel has no such ioctl (or a
+// name did not fit): then the maps text.
+template <class Visit>
+bool query_mappings(int fd, unsigned long long lo, unsigned long long hi, Visit& visit) {
   unsigned long long at = lo;
   while (at < hi) {
-    char name[512];
+    char name[4200];
     ProcmapQuery q;
     std::memset(&q, 0, sizeof(q));
     q.size = sizeof(q);
@@ -369,95 +419,182 @@ int query_problem(int fd, unsigned long long lo, unsigned long long hi, unsigned
     q.query_addr = at;
     q.vma_name_size = sizeof(name);
     q.vma_name_addr = reinterpret_cast<std::uintptr_t>(name);
-    if (ioctl(fd, kProcmapQuery, &q) != 0) {
-      if (errno == ENOENT) return 0;  // no mapping at or after `at`
-      return at == lo ? -1 : 0;
-    }
-    if (q.vma_start >= hi) return 0;
+    if (ioctl(fd, kProcmapQuery, &q) != 0) return errno == ENOENT;  // ENOENT: none at or after `at`
+    if (q.vma_start >= hi) return true;
     std::size_t n = q.vma_name_size ? q.vma_name_size - 1 : 0;  // with its NUL
     if (n >= sizeof(name)) n = sizeof(name) - 1;
     name[n] = '\0';
-    const bool code = q.inode != 0 || special_code(name, n);
-    const int problem = mapping_problem((q.vma_flags & kVmaExecutable) != 0, code, prot);
-    if (problem) {
-      file.add(name, n);
-      return problem;
-    }
-    if (q.vma_end <= at) return 0;
+    Vma v;
+    v.start = q.vma_start;
+    v.end = q.vma_end;
+    v.offset = q.vma_offset;
+    v.inode = q.inode;
+    v.dev_major = q.dev_major;
+    v.dev_minor = q.dev_minor;
+    v.exec = (q.vma_flags & kVmaExecutable) != 0;
+    v.name = name;
+    v.name_len = n;
+    if (visit(v) || q.vma_end <= at) return true;
     at = q.vma_end;
   }
+  return true;
+}
+
+// One line of /proc/<pid>/maps: "start-end perms offset major:minor inode path".
+bool parse_maps_line(const char* ln, std::size_t n, Vma& v) {
+  std::size_t i = 0;
+  auto hex = [&] {
+    unsigned long long x = 0;
+    for (; i < n; ++i) {
+      char c = ln[i];
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (d < 0) break;
+      x = x * 16 + static_cast<unsigned>(d);
+    }
+    return x;
+  };
+  auto spaces = [&] {
+    while (i < n && ln[i] == ' ') ++i;
+  };
+  v.start = hex();
+  if (i >= n || ln[i] != '-') return false;
+  ++i;
+  v.end = hex();
+  spaces();
+  if (i + 4 > n) return false;
+  v.exec = ln[i + 2] == 'x';
+  i += 4;
+  spaces();
+  v.offset = hex();
+  spaces();
+  v.dev_major = static_cast<unsigned>(hex());
+  if (i < n && ln[i] == ':') ++i;
+  v.dev_minor = static_cast<unsigned>(hex());
+  spaces();
+  v.inode = 0;
+  for (; i < n && ln[i] >= '0' && ln[i] <= '9'; ++i)
+    v.inode = v.inode * 10 + static_cast<unsigned>(ln[i] - '0');
+  spaces();
+  v.name = ln + i;
+  v.name_len = n - i;
+  return true;
+}
+
+// The same through the maps text (kernels before 6.11).
+template <class Visit>
+void text_mappings(int fd, unsigned long long lo, unsigned long long hi, Visit& visit) {
+  if (lseek(fd, 0, SEEK_SET) != 0) return;
+  char block[8192], line[4200];
+  std::size_t ll = 0;
+  for (;;) {
+    long got = read(fd, block, sizeof(block));
+    if (got <= 0) return;
+    for (long k = 0; k < got; ++k) {
+      char c = block[k];
+      if (c != '\n') {
+        if (ll + 1 < sizeof(line)) line[ll++] = c;
+        continue;
+      }
+      line[ll] = '\0';
+      Vma v;
+      const bool parsed = parse_maps_line(line, ll, v);
+      ll = 0;
+      if (!parsed || v.end <= lo) continue;
+      if (v.start >= hi || visit(v)) return;
+    }
+  }
+}
+
+// Hands each mapping of the maps file `fd` that overlaps [lo, hi), in
+// address order, to `visit` until it returns true.
+template <class Visit>
+void each_mapping(int fd, unsigned long long lo, unsigned long long hi, Visit visit) {
+  if (!query_mappings(fd, lo, hi, visit)) text_mappings(fd, lo, hi, visit);
+}
+
+// The first code range recorded at install that overlaps [lo, hi).
+const CodeRange* recorded_code(unsigned long long lo, unsigned long long hi) {
+  if (g_code == nullptr) return nullptr;
+  for (const CodeRange& r : *g_code)
+    if (r.start < hi && lo < r.end) return &r;
+  return nullptr;
+}
+
+// Whether mapping `v` is, where it overlaps `r`, the file (at the same
+// offsets) or the vDSO that was there at install.
+bool same_code(const Vma& v, const CodeRange& r) {
+  if (r.inode == 0)
+    return v.inode == 0 && v.start == r.start && v.name_len >= 6 && std::strncmp(v.name, "[vdso]", 6) == 0;
+  return v.inode == r.inode && v.dev_major == r.dev_major && v.dev_minor == r.dev_minor &&
+         v.offset - v.start == r.offset - r.start;
+}
+
+// At install, before the filter: every file's executable mapping and the vDSO.
+void record_code() {
+  auto* code = new std::vector<CodeRange>();
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    each_mapping(fd, 0, ~0ull, [code](const Vma& v) {
+      const bool vdso = v.name_len >= 6 && std::strncmp(v.name, "[vdso]", 6) == 0;
+      if (!v.exec || (v.inode == 0 && !vdso)) return false;
+      CodeRange r{v.start, v.end, v.offset, v.inode, v.dev_major, v.dev_minor, {0}};
+      std::size_t from = v.name_len;
+      while (from > 0 && v.name[from - 1] != '/') --from;
+      std::size_t n = std::min(v.name_len - from, sizeof(r.name) - 1);
+      std::memcpy(r.name, v.name + from, n);
+      r.name[n] = '\0';
+      code->push_back(r);
+      return false;
+    });
+    close(fd);
+  }
+  g_code = code;
+}
+
+// What a protection change would do to the code of a file: 0 nothing, 1 make
+// an executable file mapping (a library's code, or the vDSO) writable, 2 add
+// execute to a file mapping that is not executable (the second half of
+// making code writable by taking its execute away first), 3 make memory
+// executable over code recorded at install that is no longer that code's
+// file there (anonymous or memfd memory, another file, mapped over it).
+// Anonymous memory elsewhere is left alone: JITs (oneDNN's Xbyak under
+// PyTorch's CPU convolutions mprotects it read-write-execute) and libffi's
+// closures (ctypes callbacks, mmap'd read-write-execute) use it.
+// The decision for one mapping that the change covers: `code` for a file's
+// mapping or the vDSO's.
+int mapping_problem(bool exec, bool code, unsigned prot) {
+  if (!code) return 0;
+  if (exec && (prot & PROT_WRITE)) return 1;
+  if (!exec && (prot & PROT_EXEC)) return 2;
   return 0;
 }
 
-int protect_problem(long pid, unsigned long long lo, unsigned long long len, unsigned prot, Text& file) {
+// The problem of a protection change of [lo, lo + len) in process `pid`:
+// `file` gets the path of the mapping at fault ("" for anonymous memory),
+// `over` the recorded code for problem 3.
+int protect_problem(long pid, unsigned long long lo, unsigned long long len, unsigned prot, Text& file,
+                    const CodeRange** over) {
   if (len == 0) return 0;
   const unsigned long long hi = lo + ((len + 4095) & ~4095ull);
   int fd = open(proc_path(pid, "maps").text(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  const int queried = query_problem(fd, lo, hi, prot, file);
-  if (queried >= 0) {
-    close(fd);
-    return queried;
-  }
-  char block[8192], line[600];
-  std::size_t used = 0;
   int problem = 0;
-  bool past = false;
-  auto judge_line = [&](const char* ln, std::size_t n) {
-    std::size_t i = 0;
-    auto hex = [&] {
-      unsigned long long v = 0;
-      for (; i < n; ++i) {
-        char c = ln[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) break;
-        v = v * 16 + static_cast<unsigned>(d);
-      }
-      return v;
-    };
-    auto skip_field = [&] {
-      while (i < n && ln[i] != ' ') ++i;
-      while (i < n && ln[i] == ' ') ++i;
-    };
-    unsigned long long start = hex();
-    if (i >= n || ln[i] != '-') return;
-    ++i;
-    unsigned long long end = hex();
-    if (start >= hi) {
-      past = true;
-      return;
-    }
-    if (end <= lo) return;
-    while (i < n && ln[i] == ' ') ++i;
-    if (i + 4 > n) return;
-    const bool exec = ln[i + 2] == 'x';
-    skip_field();  // perms
-    skip_field();  // offset
-    skip_field();  // device
-    unsigned long long inode = 0;
-    for (; i < n && ln[i] >= '0' && ln[i] <= '9'; ++i)
-      inode = inode * 10 + static_cast<unsigned>(ln[i] - '0');
-    while (i < n && ln[i] == ' ') ++i;
-    const char* path = ln + i;
-    const std::size_t path_len = n - i;
-    if (problem) return;
-    problem = mapping_problem(exec, inode != 0 || special_code(path, path_len), prot);
-    if (problem) file.add(path, path_len);
-  };
-  std::size_t ll = 0;
-  while (!past) {
-    long got = read(fd, block + used, sizeof(block) - used);
-    if (got <= 0) break;
-    for (long k = 0; k < got && !past; ++k) {
-      char c = block[k];
-      if (c == '\n') {
-        judge_line(line, ll);
-        ll = 0;
-      } else if (ll < sizeof(line)) {
-        line[ll++] = c;
+  each_mapping(fd, lo, hi, [&](const Vma& v) {
+    if ((prot & PROT_EXEC) && g_code != nullptr) {
+      const unsigned long long a = std::max(lo, v.start), b = std::min(hi, v.end);
+      for (const CodeRange& r : *g_code) {
+        if (r.start < b && a < r.end && !same_code(v, r)) {
+          problem = 3;
+          *over = &r;
+          break;
+        }
       }
     }
-  }
+    if (problem == 0)
+      problem = mapping_problem(v.exec, v.inode != 0 || special_code(v.name, v.name_len), prot);
+    if (problem) file.add(v.name, v.name_len);
+    return problem != 0;
+  });
   close(fd);
   return problem;
 }
@@ -496,6 +633,114 @@ bool names_memory(long pid, int dirfd, const char* path, Text& seen) {
   }
   seen.add(target, static_cast<std::size_t>(n));
   return seen.starts_with("/proc/") && seen.ends_with("/mem");
+}
+
+// Whether process `pid` uses the worker's memory: one of its threads, or a
+// process cloned with CLONE_VM (kcmp; where it cannot say, a process of its
+// own, as before).
+bool shares_memory(bool worker, long pid) {
+  return worker || syscall(__NR_kcmp, g_pid, pid, KCMP_VM, 0, 0) == 0;
+}
+
+// An mprotect/pkey_mprotect asking for execute: refused (true, `text` says
+// why) when it makes a file's code writable, gives a file's mapping execute
+// it lacks, or makes memory executable over code recorded at install that is
+// not that code's file there any more.
+bool protect_refused(const seccomp_notif& req, Line& text) {
+  const auto* arg = req.data.args;
+  Text file;
+  const CodeRange* over = nullptr;
+  const int problem = protect_problem(req.pid, arg[0], arg[1], static_cast<unsigned>(arg[2]), file, &over);
+  if (problem == 0) return false;
+  const char* call = req.data.nr == __NR_mprotect ? "mprotect" : "pkey_mprotect";
+  if (problem == 3) {
+    text.add("the program tried to make memory over the code of ")
+        .add(over->name)
+        .add(" executable (")
+        .add(call)
+        .add(" of ")
+        .add(file.size() ? file.text() : "anonymous memory")
+        .add(")");
+    return true;
+  }
+  const char* name = std::strrchr(file.text(), '/');
+  text.add(problem == 1 ? "the program tried to make executable code writable ("
+                        : "the program tried to make a file's non-executable mapping executable (")
+      .add(call)
+      .add(" of ")
+      .add(name ? name + 1 : file.text())
+      .add(")");
+  return true;
+}
+
+// Whether the code recorded at install in [lo, hi) is all still there in
+// process `pid`, mapped by its file (or the vDSO) as it was.
+bool code_intact(long pid, unsigned long long lo, unsigned long long hi) {
+  int fd = open(proc_path(pid, "maps").text(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool intact = true;
+  unsigned long long at = lo;  // looked at up to here
+  each_mapping(fd, lo, hi, [&](const Vma& v) {
+    if (v.start > at && recorded_code(at, std::min(v.start, hi)) != nullptr) intact = false;  // a hole
+    const unsigned long long a = std::max(lo, v.start), b = std::min(hi, v.end);
+    for (const CodeRange& r : *g_code)
+      if (r.start < b && a < r.end && !same_code(v, r)) intact = false;
+    at = std::max(at, v.end);
+    return !intact;
+  });
+  close(fd);
+  return intact && (at >= hi || recorded_code(at, hi) == nullptr);
+}
+
+// An executable mmap or shmat, or an mremap to an address the caller names: refused
+// (true, `text` says why) when its new range overlaps code recorded at
+// install. An mmap without an address is placed by the kernel, never over
+// a mapping that is there (a hole the program unmapped is another story:
+// docs/evaluator.md).
+bool map_refused(const seccomp_notif& req, Line& text) {
+  const auto* arg = req.data.args;
+  const bool remap = req.data.nr == __NR_mremap, shm = req.data.nr == __NR_shmat;
+  const unsigned long long lo = remap ? arg[4] : shm ? arg[1] : arg[0];
+  unsigned long long len = remap ? arg[2] : arg[1];
+  if (shm) {  // the segment's size (shmctl is not filtered); a page where it cannot say
+    shmid_ds ds{};
+    len = shmctl(static_cast<int>(arg[0]), IPC_STAT, &ds) == 0 ? ds.shm_segsz : 4096;
+  }
+  if ((lo == 0 && !remap) || len == 0) return false;
+  unsigned long long hi = lo + ((len + 4095) & ~4095ull);
+  if (hi < lo) hi = ~0ull;
+  const CodeRange* over = recorded_code(lo, hi);
+  if (over == nullptr) return false;
+  // an address the kernel may only take where nothing is mapped (mmap
+  // without MAP_FIXED, or with MAP_FIXED_NOREPLACE; shmat without
+  // SHM_REMAP): over code that is all still there it lands elsewhere or
+  // fails; only a hole the program made is refused
+  const unsigned long long flags = arg[shm ? 2 : 3];
+  const bool replaces = remap || (shm ? (flags & SHM_REMAP) != 0 : (flags & MAP_FIXED) != 0);
+  if (!replaces && code_intact(req.pid, lo, hi)) return false;
+  if (remap || shm) {
+    text.add(remap ? "the program tried to move memory over the code of "
+                   : "the program tried to map memory over the code of ")
+        .add(over->name)
+        .add(remap ? " (mremap MREMAP_FIXED)" : " (shmat SHM_EXEC of shared memory)");
+    return true;
+  }
+  text.add("the program tried to map memory over the code of ")
+      .add(over->name)
+      .add((flags & MAP_FIXED_NOREPLACE) ? " (mmap MAP_FIXED_NOREPLACE of "
+           : (flags & MAP_FIXED)         ? " (mmap MAP_FIXED of "
+                                         : " (mmap at its address of ");
+  if (flags & MAP_ANONYMOUS) {
+    text.add("anonymous memory");
+  } else {
+    char target[200];
+    long n = readlink(proc_path(req.pid, "fd/").num(static_cast<unsigned>(arg[4])).text(), target,
+                      sizeof(target) - 1);
+    target[n > 0 ? n : 0] = '\0';
+    text.add(n > 0 ? target : "a file");
+  }
+  text.add(", executable)");
+  return true;
 }
 
 // The answer to one notification. A descendant's close/dup onto a protected
@@ -556,25 +801,36 @@ void judge(const seccomp_notif& req, seccomp_notif_resp& resp) {
       text.add("the program tried to take a descriptor of another process (pidfd_getfd)");
       break;
     case __NR_mprotect:
-    case __NR_pkey_mprotect: {
-      // a descendant's memory is its own; in the worker, only a change to a
-      // file's code (or the vDSO's) is refused
-      Text file;
-      const int problem =
-          worker ? protect_problem(req.pid, arg[0], arg[1], static_cast<unsigned>(arg[2]), file) : 0;
-      if (problem == 0) {
+    case __NR_pkey_mprotect:
+      // a descendant's memory is its own (unless it shares the worker's,
+      // cloned with CLONE_VM); in the worker, only a change to a file's code
+      // (or the vDSO's), or execute over code recorded at install, is refused
+      if (!shares_memory(worker, req.pid) || !protect_refused(req, text)) {
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
         return;
       }
-      const char* name = std::strrchr(file.text(), '/');
-      text.add(problem == 1 ? "the program tried to make executable code writable ("
-                            : "the program tried to make a file's non-executable mapping executable (")
-          .add(nr == __NR_mprotect ? "mprotect" : "pkey_mprotect")
-          .add(" of ")
-          .add(name ? name + 1 : file.text())
+      break;
+    case __NR_mmap:
+    case __NR_mremap:
+    case __NR_shmat:
+      if (!shares_memory(worker, req.pid) || !map_refused(req, text)) {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        return;
+      }
+      break;
+    case __NR_seccomp:
+    case __NR_prctl:
+      // a filter of a descendant's own filters only that process
+      if (!worker) {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        return;
+      }
+      text.add("the program tried to install a system-call filter of its own (")
+          .add(nr == __NR_prctl                    ? "prctl PR_SET_SECCOMP"
+               : arg[0] == SECCOMP_SET_MODE_STRICT ? "seccomp SECCOMP_SET_MODE_STRICT"
+                                                   : "seccomp SECCOMP_SET_MODE_FILTER")
           .add(")");
       break;
-    }
     case __NR_open:
     case __NR_openat:
     case __NR_creat:
@@ -659,6 +915,7 @@ void install(const std::vector<int>& fds, int report_fd) {
   std::copy(sorted.begin(), sorted.end(), g_fds);
   g_pid = syscall(__NR_getpid);
   g_report = report_fd;
+  record_code();
 
   std::vector<sock_filter> code = build_program(sorted);
   sock_fprog prog{};

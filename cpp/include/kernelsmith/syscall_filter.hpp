@@ -13,12 +13,24 @@
 //   ptrace, process_vm_readv/process_vm_writev, pidfd_getfd, by anyone:
 //   refused and recorded (in a page shared across fork); by the worker,
 //   fatal as above. The harness reads the record before each message.
-//   mprotect/pkey_mprotect asking for write or execute, by the worker: the
-//   supervisor reads /proc/<pid>/maps and refuses (fatal, as above) making a
-//   file's executable mapping (a library's code, the vDSO) writable, or
-//   adding execute to a file's mapping that has none; anonymous memory
-//   stays free (JITs, libffi's closures map it read-write-execute); the
-//   same calls by a descendant: let through (its memory is its own);
+//   mprotect/pkey_mprotect asking for execute, by the worker (or a process
+//   sharing its memory, CLONE_VM): the supervisor reads /proc/<pid>/maps and
+//   refuses (fatal, as above) making a file's executable mapping (a
+//   library's code, the vDSO) writable, adding execute to a file's mapping
+//   that has none, or making memory executable over code recorded at
+//   install (every file's executable mapping then, and the vDSO) that is no
+//   longer that file there; anonymous memory elsewhere stays free (JITs,
+//   libffi's closures map it read-write-execute); the same calls by a
+//   descendant: let through (its memory is its own);
+//   mmap and shmat asking for execute, mremap with MREMAP_FIXED, by the worker:
+//   refused (fatal) when the new range overlaps code recorded at install
+//   (an address that cannot replace a mapping, without MAP_FIXED or
+//   SHM_REMAP, only where that code is no longer all there);
+//   read-only and read-write mmaps, and mremaps the kernel places, never
+//   reach the supervisor;
+//   seccomp(SECCOMP_SET_MODE_FILTER/STRICT), prctl(PR_SET_SECCOMP), by the
+//   worker: refused (fatal): a filter of the program's own could trap and
+//   rewrite the harness's writes; a descendant's own filter is its own;
 //   open/openat/creat for writing, openat2: the supervisor opens the path
 //   itself without access (O_PATH, through the caller's cwd or dirfd) and
 //   refuses a process's memory file (/proc/<n>/mem), in any process (a
