@@ -185,6 +185,7 @@ def test_the_honest_seed_passes_its_audit_rounds(verdicts):
     # the interpreter's eager call is the timed call: the lower bound the
     # parent measured is below the reported time, well under the threshold
     assert audit["candidate_side"] < 2 and audit["excess"] < 2, audit
+    assert audit["referee_reference_ms"] > 0 and audit["reference_side"] < 2, audit
 
 
 @needs_interpreter

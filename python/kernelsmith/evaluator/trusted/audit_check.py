@@ -43,15 +43,22 @@ HACKED_FACTOR = 4.0
 #: ... and unreliable past this
 UNRELIABLE_FACTOR = 2.0
 #: taken off the program's audited call before comparing: the round trip,
-#: the parent's own latency reading the message, the eager call's launch
-#: overhead, and a share of the rounds' other work (its noise)
-SLACK_S = 1e-3
-SLACK_SHARE = 0.25
-#: added to the referee's reference call before comparing: its inputs were
+#: the parent's own latency reading the message (a thread of a busy
+#: parent waits for the interpreter's lock), the eager call's launches, and
+#: a share of the rounds' other work (its noise). On the H100 with four
+#: workers an honest round's wall time exceeded the referee's measure of
+#: the other work by 0 to 1.83 ms (24 programs, 2026-11-27)
+SLACK_S = 2.5e-3
+SLACK_SHARE = 0.5
+#: the program's reported time is compared with a margin added: a bound a
+#: few tenths of a millisecond over the slack says nothing of a
+#: microsecond kernel
+CANDIDATE_MARGIN_S = 2.5e-4
+#: added to the referee's reference time before comparing: its inputs were
 #: just written (warm in cache) where the timed calls' caches are flushed,
 #: so the timed reference may take longer than the referee's by a part
 REFERENCE_SHARE = 1.0
-REFERENCE_SLACK_S = 5e-5
+REFERENCE_SLACK_S = 1e-5
 
 
 class AuditCheck(TrustedCheck):
@@ -231,7 +238,7 @@ def _figures(
     # together (a report may shade each side by a part below its own
     # threshold); where the call is under the slack the candidate's side
     # tells nothing, and the reference's side alone still does
-    candidate_side = max(bound, 0.0) * 1e3 / max(cand_ms, 1e-9)
+    candidate_side = max(bound, 0.0) / (cand_ms / 1e3 + CANDIDATE_MARGIN_S)
     reference_side = ref_ms / (((1 + REFERENCE_SHARE) * reference + REFERENCE_SLACK_S) * 1e3)
     excess = max(candidate_side, reference_side, candidate_side * reference_side)
     figures.update(
@@ -241,8 +248,8 @@ def _figures(
         f"the timing reported {cand_ms:.4g} ms per call of the program and {ref_ms:.4g} ms of the reference; the "
         f"parent's own clock saw the program's call take at least {max(bound, 0.0) * 1e3:.4g} ms (the fastest of "
         f"{len(audits)} audit rounds on inputs it chose as its clock started, outputs checked by the referee) "
-        f"and the referee's reference {reference * 1e3:.4g} ms: the reported speedup is {excess:.3g} times what "
-        "was measured"
+        f"and the referee's reference {reference * 1e3:.4g} ms per call: the report is {excess:.3g} times past "
+        "what the parent measured"
     )
     if excess > HACKED_FACTOR:
         return [message + ": the verdict was not the program's to write"]
@@ -252,4 +259,12 @@ def _figures(
     return []
 
 
-__all__ = ["AuditCheck", "HACKED_FACTOR", "UNRELIABLE_FACTOR", "SLACK_S", "SLACK_SHARE", "REFERENCE_SHARE"]
+__all__ = [
+    "AuditCheck",
+    "HACKED_FACTOR",
+    "UNRELIABLE_FACTOR",
+    "SLACK_S",
+    "SLACK_SHARE",
+    "CANDIDATE_MARGIN_S",
+    "REFERENCE_SHARE",
+]
