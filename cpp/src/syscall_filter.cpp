@@ -1065,6 +1065,11 @@ void install(const std::vector<int>& fds, int report_fd) {
   g_opener_tid.store(0);
   g_opener_ready.store(0);
   std::thread([] {
+    // no signal handler runs here (Python's writes to its wakeup descriptor,
+    // a number of the shared table, not of the opener's own)
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     g_opener_tid.store(syscall(__NR_gettid));
     int fd;
     while ((fd = g_start.load()) == kPending) std::this_thread::yield();
