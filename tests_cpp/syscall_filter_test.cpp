@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,13 +14,17 @@
 #include <sys/prctl.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
 #include <functional>
@@ -660,4 +665,277 @@ TEST(SyscallFilter, HonestMappingsStayFree) {
     return sf::attempts() == 0 ? 0 : 9;
   });
   EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+namespace {
+
+// Whether `fd` is a process's memory file (/proc/<n>/mem).
+bool is_memory_file(int fd) {
+  char link[64], target[256];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  if (n <= 0) return false;
+  std::string t(target, static_cast<std::size_t>(n));
+  return t.rfind("/proc/", 0) == 0 && t.size() >= 4 && t.compare(t.size() - 4, 4, "/mem") == 0;
+}
+
+// Opens `path` for writing `rounds` times while `flip` changes what it names
+// (another thread); every descriptor that is a process's memory file is
+// reported on fd 2 as it comes ("won"), before the supervisor may end the
+// process. Returns how many opens gave the harmless file.
+int open_while_flipping(const char* path, const std::function<void(bool)>& flip, int rounds) {
+  std::atomic<bool> stop{false};
+  std::thread flipper([&] {
+    for (bool memory = false; !stop.load(std::memory_order_relaxed); memory = !memory) flip(memory);
+  });
+  int harmless = 0;
+  for (int i = 0; i < rounds; ++i) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (is_memory_file(fd)) {
+      const char won[] = "won: a writable descriptor of the process's memory\n";
+      (void)!write(2, won, sizeof(won) - 1);
+    } else {
+      ++harmless;
+    }
+    close(fd);
+  }
+  stop.store(true);
+  flipper.join();
+  return harmless;
+}
+
+std::string temp_file() {
+  char name[] = "/tmp/ks_race_XXXXXX";
+  int fd = mkstemp(name);
+  if (fd >= 0) close(fd);
+  return name;
+}
+
+// The worker either gets the harmless file every time or is ended by the
+// supervisor when it sees the memory file; never a writable descriptor of
+// its memory.
+void expect_never_won(const Outcome& o) {
+  EXPECT_EQ(o.err.find("won:"), std::string::npos) << o.err;
+  const bool refused = o.killed_by(SIGKILL) &&
+                       o.err.find("the program tried to open a process's memory for writing (/proc/") !=
+                           std::string::npos;
+  EXPECT_TRUE(refused || o.exit_code() == 0) << o.status << " " << o.err;
+}
+
+}  // namespace
+
+TEST(SyscallFilter, AFlippedPathNeverOpensTheMemoryForWriting) {
+  // the path in the program's memory changes between the supervisor's look
+  // and the open (before the supervisor opened the file itself, the
+  // kernel's own open came second and could see the other path)
+  const std::string harmless = temp_file();
+  Outcome o = in_child([&] {
+    sf::install({channel()});
+    static char path[4096];
+    std::snprintf(path, sizeof(path), "%s", harmless.c_str());
+    std::string memory = "/proc/self/mem";
+    open_while_flipping(
+        path,
+        [&](bool to_memory) {
+          const std::string& s = to_memory ? memory : harmless;
+          std::memcpy(path, s.c_str(), s.size() + 1);
+        },
+        20000);
+    return 0;
+  });
+  unlink(harmless.c_str());
+  expect_never_won(o);
+}
+
+TEST(SyscallFilter, AFlippedLinkNeverOpensTheMemoryForWriting) {
+  const std::string harmless = temp_file();
+  const std::string link = harmless + ".link", spare = harmless + ".new";
+  Outcome o = in_child([&] {
+    sf::install({channel()});
+    if (symlink(harmless.c_str(), link.c_str()) != 0) return 2;
+    open_while_flipping(
+        link.c_str(),
+        [&](bool to_memory) {
+          unlink(spare.c_str());
+          if (symlink(to_memory ? "/proc/self/mem" : harmless.c_str(), spare.c_str()) == 0)
+            rename(spare.c_str(), link.c_str());
+        },
+        20000);
+    return 0;
+  });
+  unlink(link.c_str());
+  unlink(spare.c_str());
+  unlink(harmless.c_str());
+  expect_never_won(o);
+}
+
+TEST(SyscallFilter, OpensForWritingKeepTheirMeaning) {
+  // the supervisor opens these files for the worker: the caller's cwd and
+  // directory descriptor, its umask for a new file's mode, its flags, and
+  // the kernel's errno when the open fails
+  Outcome o = in_child([] {
+    char dir[] = "/tmp/ks_open_XXXXXX";
+    if (mkdtemp(dir) == nullptr) return 2;
+    sf::install({channel()});
+    if (chdir(dir) != 0) return 3;
+    umask(027);
+    int a = open("made", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);  // relative to the cwd
+    struct stat st {};
+    if (a < 0 || fstat(a, &st) != 0 || (st.st_mode & 0777) != 0640 || write(a, "abc", 3) != 3) return 4;
+    if ((fcntl(a, F_GETFD) & FD_CLOEXEC) == 0) return 5;
+    int b = open("made", O_RDWR);  // without O_CLOEXEC
+    if (b < 0 || (fcntl(b, F_GETFD) & FD_CLOEXEC) != 0) return 6;
+    char back[4] = {0};
+    if (read(b, back, 3) != 3 || std::string(back) != "abc") return 7;  // the same file
+    if (open("made", O_WRONLY | O_CREAT | O_EXCL, 0600) != -1 || errno != EEXIST) return 8;
+    if (open("missing/file", O_WRONLY | O_CREAT, 0600) != -1 || errno != ENOENT) return 9;
+    if (open("missing", O_WRONLY) != -1 || errno != ENOENT) return 10;
+    umask(0);
+    if (syscall(SYS_creat, "created", 0606) < 0 || stat("created", &st) != 0 || (st.st_mode & 0777) != 0606)
+      return 11;
+    int t = open("made", O_WRONLY | O_TRUNC | O_APPEND);
+    if (t < 0 || fstat(t, &st) != 0 || st.st_size != 0 || write(t, "x", 1) != 1) return 12;
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // a directory descriptor
+    if (chdir("/") != 0) return 13;
+    int e = openat(d, "made", O_RDWR | O_CLOEXEC);
+    if (e < 0 || fstat(e, &st) != 0 || st.st_size != 1) return 14;
+    if (openat(d, "made", O_WRONLY | O_DIRECTORY) != -1 || errno != ENOTDIR) return 15;
+    if (openat(d, ".", O_WRONLY) != -1 || errno != EISDIR) return 16;
+    if (symlinkat("made", d, "link") != 0) return 17;
+    if (openat(d, "link", O_WRONLY | O_NOFOLLOW) != -1 || errno != ELOOP) return 18;
+    int l = openat(d, "link", O_WRONLY | O_CLOEXEC);  // through the link
+    if (l < 0 || fstat(l, &st) != 0 || st.st_size != 1) return 19;
+    if (openat(12345, "made", O_WRONLY) != -1 || errno != EBADF) return 20;
+    if (mkfifoat(d, "fifo", 0600) != 0) return 21;
+    if (openat(d, "fifo", O_WRONLY | O_NONBLOCK) != -1 || errno != ENXIO) return 22;  // no reader
+    int f = openat(d, "fifo", O_RDWR | O_CLOEXEC);
+    if (f < 0) return 23;
+    int g = openat(d, "fifo", O_WRONLY | O_CLOEXEC);  // a reader is there: no waiting
+    if (g < 0 || (fcntl(g, F_GETFL) & O_NONBLOCK) != 0) return 24;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || write(null, "x", 1) != 1) return 25;
+    if (geteuid() != 0) {  // root opens it all the same
+      if (fchmodat(d, "made", 0400, 0) != 0) return 26;
+      if (openat(d, "made", O_WRONLY) != -1 || errno != EACCES) return 27;
+    }
+    for (const char* self : {"/proc/thread-self/fd/", "/proc/self/fd/"}) {  // its own descriptor again
+      struct stat again {};
+      int r = open((self + std::to_string(e)).c_str(), O_WRONLY | O_CLOEXEC);
+      if (r < 0 || fstat(e, &st) != 0 || fstat(r, &again) != 0 || again.st_ino != st.st_ino) return 29;
+    }
+    int unnamed = openat(d, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if ((unnamed < 0 && errno != EOPNOTSUPP) || (unnamed >= 0 && write(unnamed, "x", 1) != 1)) return 30;
+    for (const char* name : {"made", "created", "link", "fifo"}) unlinkat(d, name, 0);
+    rmdir(dir);
+    return sf::attempts() == 0 ? 0 : 28;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, Openat2IsOpenedForTheCallerWithItsResolveFlags) {
+  Outcome o = in_child([] {
+    char dir[] = "/tmp/ks_open2_XXXXXX";
+    if (mkdtemp(dir) == nullptr) return 2;
+    sf::install({channel()});
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    open_how how{};
+    how.flags = O_RDWR | O_CREAT | O_CLOEXEC;
+    how.mode = 0600;
+    int a = static_cast<int>(syscall(SYS_openat2, d, "made", &how, sizeof(how)));
+    if (a < 0 || write(a, "x", 1) != 1) return 3;
+    how.resolve = RESOLVE_BENEATH;
+    if (syscall(SYS_openat2, d, "../escape", &how, sizeof(how)) != -1 || errno != EXDEV) return 4;
+    how.resolve = 0;
+    how.mode = 0;
+    how.flags = O_RDWR | (1ull << 40);  // a flag that does not exist
+    if (syscall(SYS_openat2, d, "made", &how, sizeof(how)) != -1 || errno != EINVAL) return 5;
+    how.flags = O_RDWR;
+    how.mode = 0600;  // a mode without O_CREAT
+    if (syscall(SYS_openat2, d, "made", &how, sizeof(how)) != -1 || errno != EINVAL) return 6;
+    unsigned char bigger[64] = {0};  // a larger struct, zeros after it
+    how.mode = 0;
+    std::memcpy(bigger, &how, sizeof(how));
+    int b = static_cast<int>(syscall(SYS_openat2, d, "made", bigger, sizeof(bigger)));
+    if (b < 0 || (fcntl(b, F_GETFD) & FD_CLOEXEC) != 0) return 7;
+    bigger[sizeof(how)] = 1;
+    if (syscall(SYS_openat2, d, "made", bigger, sizeof(bigger)) != -1 || errno != E2BIG) return 8;
+    how.flags = O_RDONLY;
+    how.resolve = RESOLVE_NO_MAGICLINKS;
+    if (syscall(SYS_openat2, AT_FDCWD, "/proc/self/exe", &how, sizeof(how)) != -1 || errno != ELOOP) return 9;
+    unlinkat(d, "made", 0);
+    rmdir(dir);
+    return sf::attempts() == 0 ? 0 : 10;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, AFifosWriterStillWaitsForItsReader) {
+  // the supervisor never waits: the FIFO's writer is handed its descriptor
+  // once a reader is there
+  Outcome o = in_child([] {
+    char dir[] = "/tmp/ks_fifo_XXXXXX";
+    if (mkdtemp(dir) == nullptr) return 2;
+    const std::string fifo = std::string(dir) + "/fifo";
+    if (mkfifo(fifo.c_str(), 0600) != 0) return 3;
+    sf::install({channel()});
+    std::atomic<int> opened{-2};
+    std::thread writer([&] {
+      int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+      opened.store(fd);
+      if (fd >= 0 && write(fd, "hi", 2) == 2) close(fd);
+    });
+    timespec wait{0, 100 * 1000 * 1000};
+    nanosleep(&wait, nullptr);
+    if (opened.load() != -2) return 4;               // it did not wait
+    int other = open("/tmp", O_RDONLY | O_CLOEXEC);  // other opens go on meanwhile
+    int spare = open((std::string(dir) + "/spare").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (other < 0 || spare < 0) return 5;
+    int reader = open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+    char got[3] = {0};
+    if (reader < 0 || read(reader, got, 2) != 2 || std::string(got) != "hi") return 6;
+    writer.join();
+    if (opened.load() < 0) return 7;
+    unlink(fifo.c_str());
+    unlink((std::string(dir) + "/spare").c_str());
+    rmdir(dir);
+    return sf::attempts() == 0 ? 0 : 8;
+  });
+  EXPECT_EQ(o.exit_code(), 0) << o.status << " " << o.err;
+}
+
+TEST(SyscallFilter, APathFlippedFromAFifoNeverOpensTheMemoryForWriting) {
+  // a FIFO's writer waits for a reader: the open is done again once one is
+  // there, on the FIFO that was checked, not on the path
+  char dir[] = "/tmp/ks_fifo_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Outcome o = in_child([&] {
+    sf::install({channel()});
+    std::atomic<bool> stop{false};
+    std::thread reader([&] {  // opens and closes the reading end over and over
+      while (!stop.load()) {
+        int fd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        timespec pause{0, 200 * 1000};
+        nanosleep(&pause, nullptr);
+        if (fd >= 0) close(fd);
+      }
+    });
+    static char path[4096];
+    std::snprintf(path, sizeof(path), "%s", fifo.c_str());
+    std::string memory = "/proc/self/mem";
+    open_while_flipping(
+        path,
+        [&](bool to_memory) {
+          const std::string& s = to_memory ? memory : fifo;
+          std::memcpy(path, s.c_str(), s.size() + 1);
+        },
+        2000);
+    stop.store(true);
+    reader.join();
+    return 0;
+  });
+  unlink(fifo.c_str());
+  rmdir(dir);
+  expect_never_won(o);
 }

@@ -20,13 +20,18 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/futex.h>
 #include <linux/kcmp.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -604,7 +609,9 @@ int protect_problem(long pid, unsigned long long lo, unsigned long long len, uns
 // the supervisor opens the same path without access (O_PATH, through the
 // caller's cwd or dirfd) and reads what it is. `seen` gets the name.
 // A race: the program can change the path, or the link it goes through,
-// between this look and the kernel's own open (docs/evaluator.md).
+// between this look and the kernel's own open (docs/evaluator.md); the
+// worker's own opens go to the opener instead (below), this look stays for
+// a descendant's and where the opener cannot be used.
 bool names_memory(long pid, int dirfd, const char* path, Text& seen) {
   Text full;
   if (path[0] != '/') {
@@ -741,6 +748,373 @@ bool map_refused(const seccomp_notif& req, Line& text) {
   }
   text.add(", executable)");
   return true;
+}
+
+// ---------------------- opens for writing done for the caller (no allocation)
+
+// The worker's own opens for writing (and every openat2) are not let through
+// after a look at the path, which the program could change (the path in its
+// memory, or a link on the way) before the kernel's own open: the opener
+// thread opens the file itself, checks what it holds, and hands that very
+// file to the caller with SECCOMP_IOCTL_NOTIF_ADDFD and
+// SECCOMP_ADDFD_FLAG_SEND (Linux 5.14+). The opener has a descriptor table
+// of its own (unshare(CLONE_FILES)): the program cannot swap or dup the
+// files it holds. Its own opens for writing pass the filter too, so the
+// supervisor answers them (CONTINUE; what they give is checked on the
+// descriptor): the opener is a second thread because the supervisor cannot
+// answer itself. A descendant's open keeps the look at the path and
+// CONTINUE (the file it opens must be opened in its own process).
+
+bool g_addfd = false;               // probed once by install()
+std::atomic<long> g_opener_tid{0};  // the opener's thread id
+// 0 until the opener has its own table (1) or cannot have one (-1)
+std::atomic<int> g_opener_ready{0};
+// the supervisor's requests for the opener: a ring (one producer, one
+// consumer) and a futex word that counts what was put in
+constexpr unsigned kJobs = 256;
+seccomp_notif g_jobs[kJobs];
+std::atomic<unsigned> g_jobs_put{0}, g_jobs_taken{0};
+std::atomic<int> g_jobs_word{0};
+int g_opener_mem = -1;  // the worker's /proc/<pid>/mem, read-only, in the opener's table
+
+bool opens_file(int nr) {
+  return nr == __NR_open || nr == __NR_openat || nr == __NR_creat || nr == __NR_openat2;
+}
+
+long futex(std::atomic<int>* word, int op, int value, const timespec* timeout = nullptr) {
+  return syscall(__NR_futex, reinterpret_cast<int*>(word), op, value, timeout, nullptr, 0);
+}
+
+// SECCOMP_ADDFD_FLAG_SEND is there when an ADDFD for no pending request
+// fails for the request (ENOENT, or EINPROGRESS for one not yet received)
+// rather than for the flag (EINVAL before 5.14, ENOTTY before 5.9).
+bool addfd_send_available(int listener) {
+  seccomp_notif_addfd probe{};
+  probe.id = 0;
+  probe.flags = SECCOMP_ADDFD_FLAG_SEND;
+  probe.srcfd = static_cast<std::uint32_t>(listener);
+  return ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &probe) != 0 && (errno == ENOENT || errno == EINPROGRESS);
+}
+
+// Puts a worker's open on the opener's ring; false when the opener is not
+// there (no ADDFD, not started, a descendant's call) or the ring is full.
+bool hand_to_opener(const seccomp_notif& req) {
+  if (!opens_file(req.data.nr) || g_opener_ready.load() != 1) return false;
+  if (syscall(__NR_tgkill, g_pid, static_cast<long>(req.pid), 0) != 0) return false;
+  const unsigned put = g_jobs_put.load(std::memory_order_relaxed);
+  if (put - g_jobs_taken.load() >= kJobs) return false;
+  g_jobs[put % kJobs] = req;
+  g_jobs_put.store(put + 1);
+  g_jobs_word.fetch_add(1);
+  futex(&g_jobs_word, FUTEX_WAKE_PRIVATE, 1);
+  return true;
+}
+
+// What an open asks for, from its arguments (and openat2's struct).
+struct OpenCall {
+  int dirfd = AT_FDCWD;
+  std::uint64_t flags = 0, mode = 0, resolve = 0;
+  bool two = false;  // openat2
+  char path[4096];
+};
+
+void answer(int listener, const seccomp_notif& req, int error, bool go_on = false) {
+  seccomp_notif_resp resp{};
+  resp.id = req.id;
+  resp.error = go_on ? 0 : -error;
+  resp.flags = go_on ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
+  ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);  // ENOENT: the caller is gone
+}
+
+// read_memory through the descriptor the opener keeps (a worker's thread
+// has the worker's memory)
+std::size_t read_caller(long tid, unsigned long long addr, void* out, std::size_t n) {
+  if (g_opener_mem < 0) return read_memory(tid, addr, out, n);
+  long got = pread(g_opener_mem, out, n, static_cast<off_t>(addr));
+  return got > 0 ? static_cast<std::size_t>(got) : 0;
+}
+
+// Reads the call's arguments, path and openat2's struct: 0, or the errno
+// the call fails with.
+int read_call(const seccomp_notif& req, OpenCall& c) {
+  const auto* arg = req.data.args;
+  unsigned long long path = arg[0];
+  switch (req.data.nr) {
+    case __NR_open:
+      c.flags = static_cast<std::uint32_t>(arg[1]);
+      c.mode = static_cast<std::uint32_t>(arg[2]);
+      break;
+    case __NR_creat:
+      c.flags = O_CREAT | O_WRONLY | O_TRUNC;
+      c.mode = static_cast<std::uint32_t>(arg[1]);
+      break;
+    default:  // openat, openat2
+      c.dirfd = static_cast<int>(arg[0]);
+      path = arg[1];
+      c.flags = static_cast<std::uint32_t>(arg[2]);
+      c.mode = static_cast<std::uint32_t>(arg[3]);
+  }
+  if (req.data.nr == __NR_openat2) {
+    // the kernel's own checks of the struct (size, flags, mode, resolve):
+    // the same struct with an empty path fails with ENOENT only after them
+    unsigned char how[4096];
+    const unsigned long long size = arg[3];
+    if (size < sizeof(open_how)) return EINVAL;
+    if (size > sizeof(how)) return E2BIG;
+    if (read_caller(req.pid, arg[2], how, size) != size) return EFAULT;
+    if (syscall(__NR_openat2, AT_FDCWD, "", how, size) == 0 || errno != ENOENT) return errno;
+    open_how h;
+    std::memcpy(&h, how, sizeof(h));
+    c.two = true;
+    c.flags = h.flags;
+    c.mode = h.mode;
+    c.resolve = h.resolve;
+  }
+  const std::size_t got = read_caller(req.pid, path, c.path, sizeof(c.path));
+  if (std::memchr(c.path, '\0', got) == nullptr) return got < sizeof(c.path) ? EFAULT : ENAMETOOLONG;
+  if (c.path[0] == '\0') return ENOENT;
+  // /proc/thread-self is the caller's thread, not the opener's
+  constexpr std::size_t kSelf = sizeof("/proc/thread-self") - 1;
+  if (std::strncmp(c.path, "/proc/thread-self", kSelf) == 0 &&
+      (c.path[kSelf] == '/' || c.path[kSelf] == '\0')) {
+    Text t;
+    t.add("/proc/")
+        .num(static_cast<unsigned long long>(g_pid))
+        .add("/task/")
+        .num(req.pid)
+        .add(c.path + kSelf);
+    if (t.size() + 1 > sizeof(c.path)) return ENAMETOOLONG;
+    std::memcpy(c.path, t.text(), t.size() + 1);
+  }
+  return 0;
+}
+
+// The directory the path starts from, opened O_PATH in the opener's table
+// (the caller's cwd or dirfd, through /proc/<tid>/), or -1 with `error`.
+int start_dir(long tid, const OpenCall& c, int& error) {
+  const bool rooted = (c.resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT)) != 0;
+  error = 0;
+  if (c.path[0] == '/' && !rooted) return AT_FDCWD;
+  Text dir;
+  if (c.dirfd == AT_FDCWD) {
+    dir.add(proc_path(tid, "cwd").text());
+  } else if (c.dirfd < 0) {
+    error = EBADF;
+    return -1;
+  } else {
+    dir.add(proc_path(tid, "fd/").text()).num(static_cast<unsigned>(c.dirfd));
+  }
+  int fd = open(dir.text(), O_PATH | O_CLOEXEC);
+  if (fd < 0) error = errno == ENOENT ? EBADF : errno;
+  return fd;
+}
+
+int open_from(int dir, const OpenCall& c, std::uint64_t flags, std::uint64_t mode) {
+  if (!c.two || c.resolve == 0)
+    return static_cast<int>(
+        syscall(__NR_openat, dir, c.path, static_cast<int>(flags), static_cast<unsigned>(mode)));
+  open_how how{};
+  how.flags = flags;
+  how.mode = mode;
+  how.resolve = c.resolve;
+  return static_cast<int>(syscall(__NR_openat2, dir, c.path, &how, sizeof(how)));
+}
+
+// Whether the opener's descriptor `fd` is a process's memory file (a
+// regular file of procfs named mem); `seen` gets its name.
+void name_of(int fd, Text& seen) {
+  Text link;
+  link.add("/proc/thread-self/fd/").num(static_cast<unsigned>(fd));
+  char target[4096];
+  long n = readlink(link.text(), target, sizeof(target) - 1);
+  if (n > 0) seen.add(target, static_cast<std::size_t>(n));
+}
+
+bool holds_memory(int fd, const struct stat& st, Text& seen) {
+  struct statfs fs {};
+  if (!S_ISREG(st.st_mode) || fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) return false;
+  name_of(fd, seen);
+  return seen.ends_with("/mem");
+}
+
+[[noreturn]] void refuse_memory(const Text& seen) {
+  Line text;
+  text.add("the program tried to open a process's memory for writing (").add(seen.text()).add(")");
+  record(text.text());
+  die(text.text());
+}
+
+// Hands the opener's `fd` to the caller (close-on-exec as it asked) as the
+// call's result, and closes it here.
+void hand_over(int listener, const seccomp_notif& req, std::uint64_t flags, int fd) {
+  seccomp_notif_addfd add{};
+  add.id = req.id;
+  add.flags = SECCOMP_ADDFD_FLAG_SEND;
+  add.srcfd = static_cast<std::uint32_t>(fd);
+  add.newfd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0;
+  if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) answer(listener, req, errno);
+  close(fd);
+}
+
+// Opens with the caller's flags where opening may wait (a FIFO without its
+// other end): O_NONBLOCK added, then taken off the open file. -1 with
+// errno ENXIO: a writer would wait for a reader.
+int open_without_waiting(int dir, const OpenCall& c, std::uint64_t flags, std::uint64_t mode) {
+  const bool added = (flags & O_NONBLOCK) == 0;
+  int fd = open_from(dir, c, flags | O_NONBLOCK | O_CLOEXEC, mode);
+  if (fd >= 0 && added) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// The path of the opener's descriptor `look` (/proc/thread-self/fd/N).
+void through_fd(int look, OpenCall& through) {
+  Text again;
+  again.add("/proc/thread-self/fd/").num(static_cast<unsigned>(look));
+  std::memcpy(through.path, again.text(), again.size() + 1);
+}
+
+constexpr int kGoesOn = -1, kWaits = -2;
+
+// Opens the checked file `look` again through /proc/thread-self/fd (the
+// same file) with the caller's flags: the descriptor, or -1 with `error`
+// (kWaits: a FIFO's writer without a reader; kGoesOn: a FIFO's reader).
+int open_again(int look, const struct stat& st, const OpenCall& c, int& error) {
+  OpenCall through;
+  through_fd(look, through);
+  const std::uint64_t flags = (c.flags & ~static_cast<std::uint64_t>(O_CREAT | O_EXCL | O_NOFOLLOW)) |
+                              O_CLOEXEC;
+  const std::uint64_t access = c.flags & O_ACCMODE;
+  const bool waits = S_ISFIFO(st.st_mode) && (c.flags & O_NONBLOCK) == 0 && access != O_RDWR;
+  if (waits && access == O_RDONLY) {
+    error = kGoesOn;  // a reader waits for a writer: no telling without waiting
+    return -1;
+  }
+  int fd = waits ? open_without_waiting(AT_FDCWD, through, flags, 0) : open_from(AT_FDCWD, through, flags, 0);
+  if (fd < 0) error = waits && errno == ENXIO ? kWaits : errno;
+  return fd;
+}
+
+// Writers of a FIFO that waits for its reader: the opener tries again every
+// millisecond (without waiting, so that the other opens go on) until a
+// reader is there or the caller is gone (a signal, its end).
+struct Waiting {
+  seccomp_notif req;
+  int look;  // the FIFO, O_PATH, in the opener's table
+  std::uint64_t flags;
+};
+constexpr int kWaitingMax = 32;
+Waiting g_waiting[kWaitingMax];
+int g_nwaiting = 0;
+
+bool wait_for_reader(const seccomp_notif& req, int look, std::uint64_t flags) {
+  if (g_nwaiting == kWaitingMax) return false;
+  int kept = fcntl(look, F_DUPFD_CLOEXEC, 0);
+  if (kept < 0) return false;
+  g_waiting[g_nwaiting++] = Waiting{req, kept, flags};
+  return true;
+}
+
+void retry_waiting(int listener) {
+  for (int i = 0; i < g_nwaiting;) {
+    Waiting& w = g_waiting[i];
+    int fd = -1;
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &w.req.id) == 0) {
+      OpenCall through;
+      through_fd(w.look, through);
+      const std::uint64_t flags = (w.flags & ~static_cast<std::uint64_t>(O_CREAT | O_EXCL | O_NOFOLLOW)) |
+                                  O_CLOEXEC;
+      fd = open_without_waiting(AT_FDCWD, through, flags, 0);
+      if (fd < 0 && errno == ENXIO) {
+        ++i;
+        continue;
+      }
+      if (fd < 0) answer(listener, w.req, errno);
+      if (fd >= 0) hand_over(listener, w.req, w.flags, fd);
+    }
+    close(w.look);
+    g_waiting[i] = g_waiting[--g_nwaiting];
+  }
+}
+
+// One open of a worker's thread: the file is opened here and handed over,
+// or the call fails with the kernel's errno, or (a FIFO whose open would
+// wait for its other end, an NVIDIA device) it goes on after the look.
+void open_for(int listener, const seccomp_notif& req) {
+  OpenCall c;
+  int error = read_call(req, c);
+  int dir = error ? -1 : start_dir(req.pid, c, error);
+  if (error) return answer(listener, req, error);
+  const bool writing = (c.flags & (O_WRONLY | O_RDWR)) != 0 && (c.flags & O_PATH) == 0;
+  const bool make = (c.flags & __O_TMPFILE) == __O_TMPFILE ||
+                    (c.flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+  int fd = -1;
+  struct stat st {};
+  Text seen;
+  // the file as it is now, without access (O_PATH): checked, then opened
+  // again through that descriptor with the caller's flags (the same file)
+  int look = -1;
+  if ((c.flags & O_PATH) == 0 && !make)
+    look = open_from(dir, c, O_PATH | O_CLOEXEC | (c.flags & (O_NOFOLLOW | O_DIRECTORY)), 0);
+  if (look < 0 && !make && (c.flags & O_PATH) == 0 && (errno != ENOENT || (c.flags & O_CREAT) == 0)) {
+    error = errno;
+  } else if (look < 0) {
+    // O_PATH (no access), or a file to be made: the caller's own call,
+    // without waiting (a FIFO put there since the look), checked after
+    fd = open_without_waiting(dir, c, c.flags, c.mode);
+    if (fd < 0) error = errno;
+  } else if (fstat(look, &st) != 0) {
+    error = errno;
+  } else if (holds_memory(look, st, seen) && writing) {
+    refuse_memory(seen);
+  } else if (S_ISLNK(st.st_mode)) {
+    error = ELOOP;  // O_NOFOLLOW on a link
+  } else if (S_ISSOCK(st.st_mode)) {
+    error = ENXIO;
+  } else if (S_ISCHR(st.st_mode) && (name_of(look, seen), seen.starts_with("/dev/nvidia"))) {
+    error = kGoesOn;  // the CUDA driver's devices: opened by its own thread
+  } else {
+    fd = open_again(look, st, c, error);
+  }
+  if (error == kWaits && wait_for_reader(req, look, c.flags)) error = 0;
+  if (look >= 0) close(look);
+  if (dir >= 0) close(dir);
+  if (error == kGoesOn || error == kWaits) return answer(listener, req, 0, true);  // goes on after the look
+  if (error) return answer(listener, req, error);
+  if (fd < 0) return;  // waits for a reader
+  Text now;
+  if (fstat(fd, &st) == 0 && holds_memory(fd, st, now) && writing) refuse_memory(now);
+  hand_over(listener, req, c.flags, fd);
+}
+
+// The opener: its own descriptor table (the listener and the report
+// descriptor only), then the supervisor's requests one after the other.
+void opener(int listener) {
+  if (syscall(__NR_unshare, CLONE_FILES) != 0) {
+    g_opener_ready.store(-1);
+    return;
+  }
+  const unsigned keep[2] = {static_cast<unsigned>(std::min(listener, g_report)),
+                            static_cast<unsigned>(std::max(listener, g_report))};
+  unsigned from = 0;
+  for (unsigned k : keep) {
+    if (k > from) syscall(__NR_close_range, from, k - 1, 0u);
+    from = k + 1;
+  }
+  syscall(__NR_close_range, from, ~0u, 0u);
+  g_opener_mem = open(proc_path(g_pid, "mem").text(), O_RDONLY | O_CLOEXEC);
+  g_opener_ready.store(1);
+  const timespec ms{0, 1000000};
+  for (unsigned taken = 0;;) {
+    const int word = g_jobs_word.load();
+    if (g_jobs_put.load() != taken) {
+      const seccomp_notif req = g_jobs[taken % kJobs];
+      g_jobs_taken.store(++taken);
+      open_for(listener, req);
+    } else {
+      futex(&g_jobs_word, FUTEX_WAIT_PRIVATE, word, g_nwaiting ? &ms : nullptr);
+    }
+    if (g_nwaiting) retry_waiting(listener);
+  }
 }
 
 // The answer to one notification. A descendant's close/dup onto a protected
@@ -883,7 +1257,14 @@ void supervise(int listener) {
     }
     seccomp_notif_resp resp;
     std::memset(&resp, 0, sizeof(resp));
-    judge(req, resp);
+    if (static_cast<long>(req.pid) == g_opener_tid.load()) {
+      resp.id = req.id;  // the opener's own calls (checked on what they give)
+      resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    } else if (hand_to_opener(req)) {
+      continue;  // the opener answers
+    } else {
+      judge(req, resp);
+    }
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);  // ENOENT: the caller is gone
   }
 }
@@ -936,6 +1317,26 @@ void install(const std::vector<int>& fds, int report_fd) {
     while ((fd = g_start.load()) == kPending) std::this_thread::yield();
     if (fd >= 0) supervise(fd);
   }).detach();
+  // the opener (opens for writing done for the caller), known by its thread
+  // id before the filter is there
+  g_opener_tid.store(0);
+  g_opener_ready.store(0);
+  std::thread([] {
+    // no signal handler runs here (Python's writes to its wakeup descriptor,
+    // a number of the shared table, not of the opener's own)
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    g_opener_tid.store(syscall(__NR_gettid));
+    int fd;
+    while ((fd = g_start.load()) == kPending) std::this_thread::yield();
+    if (fd >= 0 && g_addfd) {
+      opener(fd);
+    } else {
+      g_opener_ready.store(-1);
+    }
+  }).detach();
+  while (g_opener_tid.load() == 0) std::this_thread::yield();
   // every thread of the process takes the filter; the listener (close-on-exec)
   // is this process's only
   long listener =
@@ -944,10 +1345,14 @@ void install(const std::vector<int>& fds, int report_fd) {
               &prog);
   const int saved = errno;
   const int fd = listener < 0 ? -1 : static_cast<int>(listener);
+  g_addfd = fd >= 0 && addfd_send_available(fd);
   g_start.store(fd);
   if (listener < 0) KS_THROW(Error, "syscall filter: seccomp failed, errno " << saved);
   g_listener = fd;
   g_installed = true;
+  // the program's opens go to the opener from its first (its own table
+  // takes a few calls that the supervisor answers)
+  while (g_opener_ready.load() == 0) std::this_thread::yield();
 }
 
 bool installed() { return g_installed; }

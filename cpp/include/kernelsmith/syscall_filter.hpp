@@ -31,18 +31,23 @@
 //   seccomp(SECCOMP_SET_MODE_FILTER/STRICT), prctl(PR_SET_SECCOMP), by the
 //   worker: refused (fatal): a filter of the program's own could trap and
 //   rewrite the harness's writes; a descendant's own filter is its own;
-//   open/openat/creat for writing, openat2: the supervisor opens the path
-//   itself without access (O_PATH, through the caller's cwd or dirfd) and
-//   refuses a process's memory file (/proc/<n>/mem), in any process (a
-//   race: the program can change the path between that look and the
-//   kernel's open).
+//   open/openat/creat for writing, openat2: a process's memory file
+//   (/proc/<n>/mem) is refused, in any process. For the worker's threads
+//   an opener thread (a descriptor table of its own) opens the file
+//   itself (O_PATH, through the caller's cwd or dirfd), checks what it
+//   holds, opens that file again with the caller's flags and hands it over
+//   (SECCOMP_IOCTL_NOTIF_ADDFD, Linux 5.14+), so the file checked is the
+//   file opened. A descendant's open, a FIFO's reader, an NVIDIA device and
+//   kernels without ADDFD keep the look at the path and let the kernel
+//   open it (a race: the program can change the path in between).
 // A system call of another ABI (int 0x80, x32) kills the caller (SIGSYS);
 // io_uring_setup fails with ENOSYS (an io_uring could close the channel).
 // Threads: the filter is synchronised onto every thread of the process
 // (SECCOMP_FILTER_FLAG_TSYNC); later threads and processes inherit it.
 //
 // What it cannot stop: code in the same process writing to the channel
-// itself, or to the record (see docs/evaluator.md, "Integrity v3").
+// itself, or to the record (see docs/evaluator.md, "Integrity v3"; the
+// parent's audit rounds are what a report written so must get past).
 #pragma once
 
 #include <cstdint>
