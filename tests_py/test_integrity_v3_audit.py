@@ -207,3 +207,115 @@ def test_the_report_fixtures_pass_the_static_checks():
         report = backend.static_check(src)
         assert not report.hacks and not report.errors and not report.warnings, (name, report)
         assert src.startswith("# category: report"), name
+
+
+# ------------------------------------------------- the parent's judgement
+
+
+class _Referee:
+    """The referee's side as the check sees it: its folder, its limit, and
+    answers given here (the real one runs in the pool tests above)."""
+
+    def __init__(self, workdir, answer):
+        self.workdir, self.answer, self.asked = str(workdir), answer, []
+
+    def evidence_limit(self, task):
+        return 1 << 20
+
+    def ask(self, request):
+        self.asked.append(request)
+        return self.answer(request)
+
+
+def _judge(tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=30.0, error=None):
+    from kernelsmith.evaluator.trusted.audit_check import AuditCheck
+    from kernelsmith.evaluator.trusted.base import TrustedContext
+    from kernelsmith.result import EvalResult
+
+    store: dict = {
+        "audits": [],
+        "timing_reports": [{"speedup": ref_ms / cand_ms, "ref_ms": ref_ms, "cand_ms": cand_ms}],
+    }
+    for number, wall in enumerate(walls):
+        chunk = tmp_path / f"audit-{number}.bin"
+        chunk.write_bytes(b"x")
+        store["audits"].append(
+            {
+                "set": "get_inputs",
+                "input_seed_index": 2,
+                "init_seed_index": 1,
+                "nonce": 7 + number,
+                "wall_s": wall,
+                "digests": [[11, 12, 13, 14]],
+                "picks": [[0, 1], [0, 3]],
+                "file": str(chunk),
+                **({"error": error} if error and number == len(walls) - 1 else {}),
+            }
+        )
+    result = EvalResult(
+        compiled=True, correct=True, category="ok", speedup=ref_ms / cand_ms, runtime_ms=cand_ms, ref_runtime_ms=ref_ms
+    )
+    referee = _Referee(tmp_path, answer)
+    ctx = TrustedContext(task=Task.load(RELU), seeds=[5, 6, 8], workdir=str(tmp_path), referee=referee, evidence=store)
+    return AuditCheck().reasons(result, ctx), result, referee
+
+
+def _fine(request):
+    return {
+        "rounds": [{"wrong": [], "forged": [], "overhead_s": 0.001, "reference_s": 0.012} for _ in request["rounds"]]
+    }
+
+
+def test_the_referee_is_asked_once_per_set_with_every_nonce_in_order(tmp_path):
+    reasons, result, referee = _judge(tmp_path, _fine)
+    assert reasons == [] and result.timing_reliable, result.census
+    (request,) = referee.asked
+    assert [r["nonce"] for r in request["rounds"]] == [7, 8, 9]
+    assert request["init_seed"] == 6 and request["input_seed"] == 8
+    assert request["rounds"][0]["digests"] == [12, 14]  # the hashes of the picked chunks, as sent
+    # fastest round 40 ms, other work 1 ms, slack 2.5 + 0.5 ms: at least 36 ms
+    # against 40 reported (plus its 0.25 ms margin); the reference 30 ms
+    # against twice the referee's 12 ms
+    audit = result.census["audit"]
+    assert audit["call_at_least_ms"] == pytest.approx(36.0) and audit["candidate_side"] == pytest.approx(36 / 40.25, abs=1e-4)
+    assert audit["reference_side"] == pytest.approx(30 / 24.01, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "cand_ms, verdict",
+    [(30.0, "ok"), (15.0, "unreliable"), (5.0, "hacked")],
+    ids=["1.2x", "2.4x", "7x"],
+)
+def test_the_reported_time_against_the_parents_clock_has_two_thresholds(tmp_path, cand_ms, verdict):
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=cand_ms, ref_ms=12.0)
+    got = "hacked" if reasons else ("unreliable" if not result.timing_reliable else "ok")
+    assert got == verdict, (reasons, result.census["audit"])
+    if reasons:
+        assert "the report is" in reasons[0] and "times past what the parent measured" in reasons[0]
+
+
+def test_a_reference_reported_slower_than_the_referee_times_it_is_caught_alone(tmp_path):
+    # the candidate's side within bounds (40 ms reported), the reference
+    # reported at 200 ms where the referee's back-to-back calls take 12 ms
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=40.0, ref_ms=200.0)
+    assert reasons and result.census["audit"]["reference_side"] > 4
+
+
+def test_wrong_or_late_chunks_are_hacked_and_the_referees_failure_is_not(tmp_path):
+    def wrong(request):
+        return {"rounds": [{"wrong": ["output 0 chunk 1: 3 of 16 differ"], "forged": []}] * len(request["rounds"])}
+
+    def late(request):
+        return {"rounds": [{"wrong": [], "forged": ["output 0 chunk 3 (elements 48-63)"]}] * len(request["rounds"])}
+
+    assert "is wrong (output 0 chunk 1" in _judge(tmp_path, wrong)[0][0]
+    assert "before the parent's clock stopped" in _judge(tmp_path, late)[0][0]
+    reasons, result, _ = _judge(tmp_path, lambda request: {"error": "the referee exited"})
+    assert reasons == [] and not result.timing_reliable
+    assert "could not check the audit rounds" in result.unreliable_reasons[-1]
+
+
+def test_a_round_the_programs_call_failed_in_leaves_the_timing_unaudited(tmp_path):
+    reasons, result, referee = _judge(tmp_path, _fine, error="RuntimeError: not positive definite")
+    assert reasons == [] and not result.timing_reliable and not referee.asked
+    assert "did not complete (RuntimeError: not positive definite)" in result.unreliable_reasons[-1]
