@@ -277,7 +277,9 @@ def test_the_referee_is_asked_once_per_set_with_every_nonce_in_order(tmp_path):
     # against 40 reported (plus its 0.25 ms margin); the reference 30 ms
     # against twice the referee's 12 ms
     audit = result.census["audit"]
-    assert audit["call_at_least_ms"] == pytest.approx(36.0) and audit["candidate_side"] == pytest.approx(36 / 40.25, abs=1e-4)
+    assert audit["call_at_least_ms"] == pytest.approx(36.0) and audit["candidate_side"] == pytest.approx(
+        36 / 40.25, abs=1e-4
+    )
     assert audit["reference_side"] == pytest.approx(30 / 24.01, abs=1e-4)
 
 
