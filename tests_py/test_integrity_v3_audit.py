@@ -130,6 +130,15 @@ def test_malformed_hashes_or_a_failed_call_leave_the_round_unaudited():
         assert store["audits"][0]["error"]
 
 
+def test_more_rounds_than_the_harness_runs_are_noted(tmp_path):
+    store: dict = {}
+    for _ in range(4 * A.ROUNDS + 2):
+        assert isinstance(answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs"}, store)[NONCE], int)
+    assert len(store["audits"]) == 4 * A.ROUNDS and store["audits_refused"]
+    reasons, _result, _referee = _judge(tmp_path, _fine, refused=True)
+    assert reasons and "more audit rounds than the harness runs" in reasons[0]
+
+
 def test_the_chunks_are_copied_at_once_and_only_for_an_asked_round(tmp_path):
     src, dst = tmp_path / "worker", tmp_path / "parent"
     src.mkdir()
@@ -227,7 +236,7 @@ class _Referee:
         return self.answer(request)
 
 
-def _judge(tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=30.0, error=None):
+def _judge(tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=30.0, error=None, refused=False):
     from kernelsmith.evaluator.trusted.audit_check import AuditCheck
     from kernelsmith.evaluator.trusted.base import TrustedContext
     from kernelsmith.result import EvalResult
@@ -236,6 +245,8 @@ def _judge(tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=3
         "audits": [],
         "timing_reports": [{"speedup": ref_ms / cand_ms, "ref_ms": ref_ms, "cand_ms": cand_ms}],
     }
+    if refused:
+        store["audits_refused"] = True
     for number, wall in enumerate(walls):
         chunk = tmp_path / f"audit-{number}.bin"
         chunk.write_bytes(b"x")

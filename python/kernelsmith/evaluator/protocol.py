@@ -431,8 +431,8 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
                     "nonce": nonce,
                 }
             )
-        else:
-            evidence["audits_refused"] = True  # type: ignore[index]
+        elif evidence is not None:
+            evidence["audits_refused"] = True
         return {NONCE: nonce}
     current = audits[-1] if audits else {}
     if kind == AUDIT_DONE:

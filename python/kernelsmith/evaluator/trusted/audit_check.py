@@ -77,6 +77,11 @@ class AuditCheck(TrustedCheck):
                 "timing runs where the program does; the rounds are what the parent measures itself): the "
                 "verdict was not the program's to write"
             ]
+        if store.get("audits_refused"):
+            return [
+                "the worker asked for more audit rounds than the harness runs (a program choosing the rounds it "
+                "is timed in): the verdict was not the program's to write"
+            ]
         failed = [a["error"] for a in audits if a.get("error")]
         if failed or len(audits) < ROUNDS:
             why = failed[0][:300] if failed else f"{len(audits)} of {ROUNDS} rounds ran"
