@@ -30,6 +30,13 @@ def main() -> None:
             print(f"{r.get('category')} | unaudited: {a['unaudited'][:200]}")
             continue
         worst = max(worst, float(a.get("excess") or 0.0)) if r.get("category") == "ok" else worst
+        # the fastest round: what the worker says its parts took, and the rest
+        # of the parent's wall time (the round trip and the parent's latency)
+        walls, says = a.get("wall_ms") or [], a.get("worker_says_ms") or []
+        rest = "-"
+        if walls and len(says) == len(walls):
+            k = walls.index(min(walls))
+            rest = round(walls[k] - sum(says[k].values()), 4)
         print(
             " | ".join(
                 str(x)
@@ -45,6 +52,8 @@ def main() -> None:
                     a.get("reference_side"),
                     a.get("excess"),
                     r.get("timing_reliable") is False,
+                    (says[walls.index(min(walls))] if walls and len(says) == len(walls) else "-"),
+                    rest,
                 ]
             )
         )

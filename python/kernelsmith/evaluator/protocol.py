@@ -214,10 +214,18 @@ class Channel:
         )
         return int(self.receive()[NONCE])
 
-    def audit_done(self, digests: Optional[list[list[int]]], error: str = "") -> list[tuple[int, int]]:
+    def audit_done(
+        self, digests: Optional[list[list[int]]], error: str = "", seen: Optional[dict[str, float]] = None
+    ) -> list[tuple[int, int]]:
         """The round's output hashes (or why the program's call failed): the
-        parent's clock stops; the (output, chunk) pairs it wants to see."""
-        self.send(type=AUDIT_DONE, **({"error": error[:2000]} if error else {"digests": digests}))
+        parent's clock stops; the (output, chunk) pairs it wants to see.
+        ``seen``: the worker's own times of the round's parts, for the
+        record only."""
+        self.send(
+            type=AUDIT_DONE,
+            **({"error": error[:2000]} if error else {"digests": digests}),
+            **({"seen": seen} if seen else {}),
+        )
         return [(int(o), int(c)) for o, c in self.receive().get(CHUNKS) or []]
 
     def audit_hand_over(self, file: str) -> None:
@@ -445,6 +453,9 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
             current["error"] = str(msg.get("error") or "malformed hashes")[:2000]
             return {CHUNKS: []}
         current["digests"] = digests
+        seen = msg.get("seen")
+        if isinstance(seen, dict):  # the worker's word, kept for the record (census), never judged
+            current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:4] if isinstance(v, (int, float))}
         pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
         picks: list[list[int]] = []
         while pool and len(picks) < AUDIT_PICKS:

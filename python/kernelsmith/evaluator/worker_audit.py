@@ -47,15 +47,24 @@ def _round(ctx: Context, inputs: list, name: str, index: int, number: int) -> bo
     import torch
 
     nonce = ctx.chan.audit_start(name, index, ctx.init_seed_index)
+    began = time.perf_counter()
     change_inputs(inputs, nonce)
     try:
+        ctx.backend.synchronize()
+        called = time.perf_counter()
         outs = ctx.cmp.flatten_outputs(ctx.model_new(*inputs))
         ctx.backend.synchronize()
+        hashed = time.perf_counter()
         digests = [chunk_digests(o, nonce) for o in outs]
     except Exception as exc:  # noqa: BLE001 - the parent says what it means for the timing
         ctx.chan.audit_done(None, error=f"{type(exc).__name__}: {exc}")
         return False
-    picks = ctx.chan.audit_done(digests)
+    # the worker's own view of the round (informational: the parent's check
+    # never reads it; where the parent's clock sees more, the difference is
+    # the round trip and the parent's own latency)
+    done = time.perf_counter()
+    seen = {"change_s": called - began, "call_s": hashed - called, "hash_s": done - hashed}
+    picks = ctx.chan.audit_done(digests, seen=seen)
     chunks = []
     for o, c in picks:
         values = flat(outs[o]) if 0 <= o < len(outs) else None

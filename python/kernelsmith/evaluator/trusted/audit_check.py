@@ -233,6 +233,11 @@ def _figures(
         "slack_ms": round(slack * 1e3, 4),
         "call_at_least_ms": round(max(0.0, bound) * 1e3, 4),
         "referee_reference_ms": round(reference * 1e3, 4),
+        # what the worker says its rounds' parts took: not judged, a record of
+        # where an honest round's time goes (the rest is the round trip)
+        "worker_says_ms": [
+            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items()} for a in audits if a.get("seen")
+        ],
     }
     census["audit"] = figures
     if reported is None or reference <= 0:
