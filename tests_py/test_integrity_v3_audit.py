@@ -236,7 +236,9 @@ class _Referee:
         return self.answer(request)
 
 
-def _judge(tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=30.0, error=None, refused=False):
+def _judge(
+    tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=30.0, error=None, refused=False, device=None
+):
     from kernelsmith.evaluator.trusted.audit_check import AuditCheck
     from kernelsmith.evaluator.trusted.base import TrustedContext
     from kernelsmith.result import EvalResult
@@ -266,6 +268,8 @@ def _judge(tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=3
     result = EvalResult(
         compiled=True, correct=True, category="ok", speedup=ref_ms / cand_ms, runtime_ms=cand_ms, ref_runtime_ms=ref_ms
     )
+    if device:
+        result.timing = {"device": device}
     referee = _Referee(tmp_path, answer)
     ctx = TrustedContext(task=Task.load(RELU), seeds=[5, 6, 8], workdir=str(tmp_path), referee=referee, evidence=store)
     return AuditCheck().reasons(result, ctx), result, referee
@@ -286,12 +290,12 @@ def test_the_referee_is_asked_once_per_set_with_every_nonce_in_order(tmp_path):
     assert request["rounds"][0]["digests"] == [12, 14]  # the hashes of the picked chunks, as sent
     # fastest round 40 ms, other work 1 ms, slack 2.5 + 0.5 ms: at least 36 ms
     # against 40 reported (plus its 0.25 ms margin); the reference 30 ms
-    # against twice the referee's 12 ms
+    # against twice the referee's 12 ms plus 0.1 ms (the host clock's slack)
     audit = result.census["audit"]
     assert audit["call_at_least_ms"] == pytest.approx(36.0) and audit["candidate_side"] == pytest.approx(
         36 / 40.25, abs=1e-4
     )
-    assert audit["reference_side"] == pytest.approx(30 / 24.01, abs=1e-4)
+    assert audit["reference_side"] == pytest.approx(30 / 24.1, abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -332,3 +336,15 @@ def test_a_round_the_programs_call_failed_in_leaves_the_timing_unaudited(tmp_pat
     reasons, result, referee = _judge(tmp_path, _fine, error="RuntimeError: not positive definite")
     assert reasons == [] and not result.timing_reliable and not referee.asked
     assert "did not complete (RuntimeError: not positive definite)" in result.unreliable_reasons[-1]
+
+
+def test_the_reference_allowance_is_wider_on_the_host_clock(tmp_path):
+    """The host clock's timed calls carry the harness's per-call host work
+    (a tenth of a millisecond), a CUDA event's do not."""
+
+    def tiny(request):
+        return {"rounds": [{"wrong": [], "forged": [], "overhead_s": 1e-3, "reference_s": 6e-6}] * 3}
+
+    host = _judge(tmp_path, tiny, cand_ms=40.0, ref_ms=0.036)[1].census["audit"]["reference_side"]
+    cuda = _judge(tmp_path, tiny, cand_ms=40.0, ref_ms=0.036, device="cuda")[1].census["audit"]["reference_side"]
+    assert host == pytest.approx(0.036 / 0.112, abs=1e-3) and cuda == pytest.approx(0.036 / 0.022, abs=1e-3)
