@@ -13,8 +13,9 @@ rounds in which the *parent* holds the clock:
 2. the worker changes every floating-point element of a fresh input set
    from the nonce (:func:`change_inputs`), calls the program once,
    synchronises and sends hashes of its outputs per chunk
-   (:func:`chunk_digests`, ``audited``): the parent's clock stops on that
-   message (the kernel's arrival time of it, not when the parent read it);
+   (:func:`chunk_digests`, ``audited``): the parent's clock stops when it
+   reads that message (a unix stream socket carries no arrival time, so a
+   busy parent's own latency counts in the round: the check's slack);
 3. the parent picks a few chunks at random; the worker hands their values
    over (``audit-evidence``); the referee rebuilds the changed inputs from
    the set's seed and the nonces, runs the reference and checks the values

@@ -182,30 +182,43 @@ def _reference_module(task: Any, req: dict[str, Any]) -> Any:
     return ref
 
 
+def _rebuilt(req: dict[str, Any], backend: Any, cmp: Any) -> tuple[Any, Any, list, str]:
+    """What a trial's re-check and the audit rounds both start from: the
+    task (its accuracy contract set on ``cmp``), the reference model from the
+    request's init seed and the input set drawn from its input seed, on this
+    process's device."""
+    import torch
+
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
+    from .probes import input_generator
+    from .task_inputs import draw_inputs  # lazy: as above
+
+    task = Task.from_dict(req["task"])
+    cfg = task.config
+    device, dtype = backend.device(), getattr(torch, cfg.dtype)
+    cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
+    ref = _reference_module(task, req)
+    # The trials the worker names (the last of each input set) share one
+    # init seed: their model is built once, as the worker built it once.
+    model = _model_on_device(
+        ref, int(req["init_seed"]), (task.reference_source, int(req["init_seed"]), cfg.dtype), device, dtype
+    )
+    gen = input_generator(ref, str(req.get("set", "get_inputs")))  # a probe set too (probes.py)
+    if gen is None:
+        raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
+    torch.manual_seed(int(req["input_seed"]))
+    return task, model, draw_inputs(gen, device, dtype), device
+
+
 def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     """One request: rebuild the reference for the trial and compare."""
     import torch
 
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .probes import input_generator  # lazy: as above
-    from .task_inputs import draw_inputs  # lazy: as above
 
-    task = Task.from_dict(req["task"])
-    cfg = task.config
-    device, dtype = backend.device(), getattr(torch, cfg.dtype)
-    atol, rtol = cfg.tolerances()
-    cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
-    key = task.reference_source
-    ref = _reference_module(task, req)
-    # The trials the worker names (the last of each input set) share one
-    # init seed: their model is built once, as the worker built it once.
-    model = _model_on_device(ref, int(req["init_seed"]), (key, int(req["init_seed"]), cfg.dtype), device, dtype)
-    gen = input_generator(ref, str(req.get("set", "get_inputs")))  # a probe set too (probes.py)
-    if gen is None:
-        raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
-    torch.manual_seed(int(req["input_seed"]))
-    inputs = draw_inputs(gen, device, dtype)
+    task, model, inputs, device = _rebuilt(req, backend, cmp)
+    atol, rtol = task.config.tolerances()
     with torch.no_grad():
         expected = cmp.snapshot(cmp.flatten_outputs(model(*inputs)))
     backend.synchronize()
@@ -257,26 +270,12 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .probes import input_generator  # lazy: as above
-    from .task_inputs import draw_inputs  # lazy: as above
 
-    task = Task.from_dict(req["task"])
-    cfg = task.config
-    device, dtype = backend.device(), getattr(torch, cfg.dtype)
-    cmp.set_comparison(getattr(cfg, "comparison", None))
-    ref = _reference_module(task, req)
-    model = _model_on_device(
-        ref, int(req["init_seed"]), (task.reference_source, int(req["init_seed"]), cfg.dtype), device, dtype
-    )
-    gen = input_generator(ref, str(req.get("set", "get_inputs")))
-    if gen is None:
-        raise ValueError(f"the task has no input set {str(req.get('set'))[:80]}")
-    torch.manual_seed(int(req["input_seed"]))
-    inputs = draw_inputs(gen, device, dtype)
+    task, model, inputs, device = _rebuilt(req, backend, cmp)
     answers = []
     with torch.no_grad():
         for round_ in req["rounds"]:
-            answers.append(_audit_round(round_, model, inputs, backend, cmp, cfg.tolerances(), device))
+            answers.append(_audit_round(round_, model, inputs, backend, cmp, task.config.tolerances(), device))
     return {"rounds": answers}
 
 
