@@ -96,10 +96,48 @@ def test_the_input_change_is_the_nonces_and_reaches_every_element():
     changed = (a[0] != x).float().mean().item()
     assert changed > 0.99, changed
     ratio = (a[0] / x).flatten()
-    assert float(ratio.min()) >= 1 - A.EPS - 1e-6 and float(ratio.max()) <= 1 + A.EPS + 1e-6
+    # every element shrinks, by its own part: a mean moves as well as each
+    # element, and no sign flips
+    assert float(ratio.min()) >= 1 - A.EPS - 1e-6 and float(ratio.max()) <= 1 + 1e-6
+    assert abs(float(ratio.mean()) - (1 - A.EPS / 2)) < 1e-3 and float(ratio.std()) > A.EPS / 4
+    assert bool((torch.sign(a[0]) == torch.sign(x)).all())
+    probabilities = [torch.rand(4096)]
+    A.change_inputs(probabilities, 7)
+    assert 0 <= float(probabilities[0].min()) and float(probabilities[0].max()) < 1
     c = [x.clone()]
     A.change_inputs(c, 43)
     assert not torch.equal(a[0], c[0])
+
+
+# ------------------------------------------- the referee's look at freshness
+
+
+def test_chunks_nearer_an_earlier_state_than_their_own_round_are_stale():
+    from kernelsmith.evaluator.referee_process import _staleness
+
+    g = torch.Generator().manual_seed(3)
+    before = [torch.randn(1024, generator=g) for _ in range(4)]
+    factor = [1 - A.EPS * torch.rand(1024, generator=g) for _ in range(4)]
+    now = [b * f for b, f in zip(before, factor)]
+    # an honest kernel: its own error, independent of the change, small or
+    # larger than the change's effect
+    for scale in (0.0, 1e-6, 1e-2, 1.0):
+        honest = [n + scale * torch.randn(1024, generator=g) for n in now]
+        assert _staleness(honest, now, [before]) == "", scale
+    # the output of the inputs before the change, exact or with a kernel's
+    # own small error
+    for scale in (0.0, 1e-4):
+        stale = [b + scale * torch.randn(1024, generator=g) for b in before]
+        why = _staleness(stale, now, [[torch.zeros(1024)] * 4, before])
+        assert why.startswith("the chunks are nearer the reference's output on the inputs as they were after round 1"), why
+    # nothing moved: no state can be told from another
+    assert _staleness(before, before, [before]) == ""
+    # a scalar output (a loss): an honest kernel's bias can be the size of
+    # the change and in its direction (1.003 against 1.0 now and 1.002
+    # before); a few elements are not judged
+    one_now, one_before = [torch.tensor([1.0])], [torch.tensor([1.002])]
+    assert _staleness([one_now[0] + 3e-3], one_now, [one_before]) == ""
+    assert _staleness([one_before[0]], one_now, [one_before]) == ""
 
 
 # ------------------------------------------------- the parent's side of it
@@ -168,6 +206,10 @@ REASONS = {
     r"chose as its clock started\) is wrong \(output 0 chunk \d+",
     "report_lazy_audited": r"^audit round 1: the output handed over is not the one whose hashes the worker sent "
     r"before the parent's clock stopped \(output 0 chunk \d+ \(elements \d+-\d+\)",
+    # the change (up to 6.25 %) is past float32's tolerance: an output of the
+    # inputs before the nonce is wrong
+    "report_stale_audited": r"^audit round 2: the program's output on the round's inputs \(new values the parent "
+    r"chose as its clock started\) is wrong \(output 0 chunk \d+",
 }
 
 
@@ -179,6 +221,36 @@ def verdicts():
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=True) as ev:
         out = ev.evaluate_many(items)
     return dict(zip(["seed"] + names, out))
+
+
+@pytest.fixture(scope="module")
+def loose_verdicts(tmp_path_factory):
+    """The seed and the stale program on relu with a tolerance wider than
+    the audit's change (0.1): the tolerance cannot tell a stale output."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("loose") / "relu"
+    shutil.copytree(RELU, root)
+    (root / "task.yaml").write_text((RELU / "task.yaml").read_text() + "atol: 0.1\nrtol: 0.1\n")
+    loose = Task.load(root)
+    assert loose.config.tolerances() == (0.1, 0.1)
+    items = [(loose, (RELU / "seed.py").read_text()), (loose, (HACKS / "report_stale_audited.py").read_text())]
+    with Evaluator(backend="triton", workers=2, timeout_s=150, timing=True) as ev:
+        seed, stale = ev.evaluate_many(items)
+    return seed, stale
+
+
+@needs_interpreter
+def test_an_output_computed_before_the_nonce_is_caught_where_the_tolerance_cannot_tell(loose_verdicts):
+    seed, stale = loose_verdicts
+    assert seed.category == "ok" and seed.speedup is not None and seed.census["audit"]["excess"] < 2, _show(seed)
+    assert stale.category == "hacked" and stale.speedup is None, _show(stale)
+    assert len(stale.hack_reasons) == 1, stale.hack_reasons
+    assert re.search(
+        r"^audit round 2: the program's output was computed before the round's nonce: the chunks are nearer the "
+        r"reference's output on the inputs as they were after round 1's change than on the round's own inputs",
+        stale.hack_reasons[0],
+    ), stale.hack_reasons
 
 
 def _show(r) -> str:

@@ -265,24 +265,112 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     handed-over chunks compared with it and with the hashes sent before the
     parent's clock stopped. Per round, with what its work other than the
     program's call costs on this device (the change of the inputs and the
-    hashes: ``overhead_s``) and the reference's own call (``reference_s``)."""
+    hashes: ``overhead_s``) and the reference's own call (``reference_s``).
+
+    The reference also runs on the set as it was before the first change,
+    and each state's chunks at every later round's picks are kept: a round's
+    chunks nearer an earlier state's than their own round's were computed
+    before the nonce (:func:`_staleness`)."""
     import torch
 
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
+    from .audit import flat  # lazy: as above
 
     task, model, inputs, device = _rebuilt(req, backend, cmp)
+    rounds = req["rounds"]
+    # per round: the earlier states' chunks at its picks (state 0: the set
+    # before any change; state r: after round r's change)
+    earlier: list[list[list[Any]]] = [[] for _ in rounds]
     answers = []
     with torch.no_grad():
-        for round_ in req["rounds"]:
-            answers.append(_audit_round(round_, model, inputs, backend, cmp, task.config.tolerances(), device))
+        _keep([flat(t) for t in cmp.flatten_outputs(model(*inputs))], rounds, 0, earlier)
+        for number, round_ in enumerate(rounds):
+            answer, expected = _audit_round(
+                round_, model, inputs, backend, cmp, task.config.tolerances(), device, earlier[number]
+            )
+            answers.append(answer)
+            _keep(expected, rounds, number + 1, earlier)
     return {"rounds": answers}
 
 
+def _keep(outputs: list[Any], rounds: list[dict[str, Any]], state: int, earlier: list[list[list[Any]]]) -> None:
+    """The reference's outputs at one state of the input set (``state``
+    changes made), kept at the picks of every round after it."""
+    from .audit import chunk_bounds  # lazy: as audit() above
+
+    for number in range(state, len(rounds)):
+        chunks = []
+        for o, c in rounds[number]["picks"]:
+            bounds = chunk_bounds(outputs[int(o)].numel()) if 0 <= int(o) < len(outputs) else []
+            lo, hi = bounds[int(c)] if 0 <= int(c) < len(bounds) else (0, 0)
+            chunks.append(outputs[int(o)][lo:hi].clone() if hi > lo else None)
+        earlier[number].append(chunks)
+
+
+#: a round's chunks are stale when their squared distance to an earlier
+#: state's reference is under this part of their distance to their own
+#: round's, and of the distance the change moved the reference's output (an
+#: honest program's error is independent of the round's change: it is as
+#: near its own round's reference as to an earlier one, or nearer)
+STALE_PART = 0.25
+#: ... judged only over this many elements or more: each element changes by
+#: its own random part, which no honest error follows element by element;
+#: a scalar output's one error can (a kernel's bias the size of the change)
+STALE_MIN_ELEMENTS = 64
+
+
+def _staleness(got: list[Any], wants: list[Any], states: list[list[Any]]) -> str:
+    """Why a round's handed-over chunks look computed before its nonce: the
+    squared distance of all of them together to an earlier state's
+    reference chunks is under ``STALE_PART`` of their distance to the round's
+    own reference (the change is past the tolerance for most programs, so
+    the tolerance catches a stale output first; this catches it where the
+    task's tolerance or its accuracy contract is wider than the change).
+    Empty when fresh, when the change did not move the outputs (nothing
+    tells the states apart), or over fewer than ``STALE_MIN_ELEMENTS``."""
+    import torch
+
+    if sum(int(x.numel()) for x in got if x is not None) < STALE_MIN_ELEMENTS:
+        return ""
+
+    def distance(a: list[Any], b: list[Any]) -> float:
+        total = 0.0
+        for x, y in zip(a, b):
+            if x is None or y is None or x.numel() != y.numel():
+                return float("nan")
+            d = x.detach().to("cpu", torch.float64) - y.detach().to("cpu", torch.float64)
+            total += float(d[torch.isfinite(d)].square().sum())
+        return total
+
+    now = distance(got, wants)
+    for state, chunks in enumerate(states):
+        moved = distance(wants, chunks)
+        if not moved > 0:
+            continue
+        then = distance(got, chunks)
+        if then < STALE_PART * now and then < STALE_PART * moved:
+            when = "before the first round's change" if state == 0 else f"after round {state}'s change"
+            return (
+                f"the chunks are nearer the reference's output on the inputs as they were {when} than on the "
+                f"round's own inputs (squared distance {then:.3g} against {now:.3g}; the change moved the "
+                f"reference's output by {moved:.3g})"
+            )
+    return ""
+
+
 def _audit_round(
-    round_: dict[str, Any], model: Any, inputs: list, backend: Any, cmp: Any, tol: Any, device: str
-) -> dict[str, Any]:
-    """One audit round (:func:`audit`)."""
+    round_: dict[str, Any],
+    model: Any,
+    inputs: list,
+    backend: Any,
+    cmp: Any,
+    tol: Any,
+    device: str,
+    states: list[list[Any]],
+) -> tuple[dict[str, Any], list[Any]]:
+    """One audit round (:func:`audit`): its answer, and the reference's
+    outputs on its inputs."""
     import time
 
     # lazy: as audit() above
@@ -302,12 +390,12 @@ def _audit_round(
     backend.synchronize()
     overhead_s = changed + time.perf_counter() - started
     if round_.get("file") is None:  # a round the program's call failed in: the inputs changed all the same
-        return {"overhead_s": overhead_s, "reference_s": reference_s}
+        return {"overhead_s": overhead_s, "reference_s": reference_s}, expected
     got = read_outputs(round_["file"], int(round_.get("max_bytes") or MAX_BYTES))["candidate"]
     picks, digests = round_["picks"], round_["digests"]
     if len(got) != len(picks) or any(isinstance(g, Sampled) for g in got):
-        return {"malformed": f"{len(got)} chunks handed over for {len(picks)} asked"}
-    wrong, forged = [], []
+        return {"malformed": f"{len(got)} chunks handed over for {len(picks)} asked"}, expected
+    wrong, forged, wants = [], [], []
     for (o, c), values, sent in zip(picks, got, digests):
         bounds = chunk_bounds(expected[o].numel()) if 0 <= int(o) < len(expected) else []
         if not 0 <= int(c) < len(bounds):
@@ -315,6 +403,7 @@ def _audit_round(
             continue
         lo, hi = bounds[int(c)]
         want = expected[int(o)][lo:hi]
+        wants.append(want)
         if values.dtype != want.dtype or values.numel() != want.numel():
             wrong.append(f"output {o} chunk {c}: {values.numel()} {values.dtype} values, expected {want.numel()}")
             continue
@@ -323,7 +412,11 @@ def _audit_round(
         res = cmp.compare([values.to(device)], [want], *tol)
         if not res["ok"]:
             wrong.append(f"output {o} chunk {c} (elements {lo}-{hi - 1}): {res['message']}")
-    return {"wrong": wrong, "forged": forged, "overhead_s": overhead_s, "reference_s": reference_s}
+    stale = "" if wrong else _staleness(got, wants, states)
+    answer = {"wrong": wrong, "forged": forged, "overhead_s": overhead_s, "reference_s": reference_s}
+    if stale:
+        answer["stale"] = stale
+    return answer, expected
 
 
 def _reference_call_s(model: Any, inputs: list, backend: Any, budget_s: float = 2e-3, most: int = 200) -> float:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ...result import EvalResult
@@ -93,14 +94,14 @@ class AuditCheck(TrustedCheck):
             why = failed[0][:300] if failed else f"{len(audits)} of {ROUNDS} rounds ran"
             _unaudited(result, census, f"the audit rounds did not complete ({why})")
             return []
-        answers = _ask_referee(audits, ctx)
-        if isinstance(answers, list) and answers and isinstance(answers[0], str):
-            return answers  # hacked: the reasons
-        if isinstance(answers, str):
+        checked = _ask_referee(audits, ctx)
+        if checked.hacked:
+            return checked.hacked
+        if checked.failed:
             # the referee's own failure is not the program's
-            _unaudited(result, census, f"the referee could not check the audit rounds: {answers}")
+            _unaudited(result, census, f"the referee could not check the audit rounds: {checked.failed}")
             return []
-        return _figures(result, census, audits, answers, store, ctx.task)
+        return _figures(result, census, audits, checked.answers, store, ctx.task)
 
 
 def _unaudited(result: EvalResult, census: dict[str, Any], why: str) -> None:
@@ -109,17 +110,29 @@ def _unaudited(result: EvalResult, census: dict[str, Any], why: str) -> None:
     result.unreliable_reasons = list(result.unreliable_reasons or []) + [why[:300]]
 
 
-def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Any:
+@dataclass
+class Checked:
+    """The referee's look at the rounds: per round its answer; or the
+    reasons the result is hacked; or why the referee could not check them
+    (its failure, not the program's)."""
+
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    hacked: list[str] = field(default_factory=list)
+    failed: str = ""
+
+
+def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
     """The rounds checked by the referee, one request per input set (drawn
-    once, changed by each round's nonce in turn): per round its answer; or
-    the reasons the result is hacked (a list of texts); or, as a text, why
-    the referee could not check them."""
+    once, changed by each round's nonce in turn)."""
     for number, a in enumerate(audits):
         if a.get("not_handed_over") or "file" not in a:
-            return [
-                f"audit round {number + 1}: the worker did not hand over the chunks the parent asked for "
-                f"({str(a.get('not_handed_over') or 'no file')[:200]}): the verdict was not the program's to write"
-            ]
+            return Checked(
+                hacked=[
+                    f"audit round {number + 1}: the worker did not hand over the chunks the parent asked for "
+                    f"({str(a.get('not_handed_over') or 'no file')[:200]}): the verdict was not the program's to "
+                    "write"
+                ]
+            )
     answers: list[dict[str, Any]] = []
     copies: list[str] = []
     try:
@@ -149,16 +162,18 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Any:
             }
             answer = ctx.referee.ask(request)
             if "error" in answer:
-                return str(answer["error"])[:300]
+                return Checked(failed=str(answer["error"])[:300])
             got = answer.get("rounds")
             if not isinstance(got, list) or len(got) != len(rounds):
-                return "the referee's answer has no round per round asked"
+                return Checked(failed="the referee's answer has no round per round asked")
             answers += got
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
-        return [
-            f"the worker named seeds or chunks for the audit rounds that the referee cannot use ({exc}): the "
-            "verdict was not the program's to write"
-        ]
+        return Checked(
+            hacked=[
+                f"the worker named seeds or chunks for the audit rounds that the referee cannot use ({exc}): the "
+                "verdict was not the program's to write"
+            ]
+        )
     finally:
         for copy in copies:
             try:
@@ -168,8 +183,8 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Any:
     for number, answer in enumerate(answers):
         found = _round_reasons(answer, number)
         if found:
-            return found
-    return answers
+            return Checked(hacked=found)
+    return Checked(answers=answers)
 
 
 def _round_reasons(answer: dict[str, Any], number: int) -> list[str]:
@@ -186,6 +201,11 @@ def _round_reasons(answer: dict[str, Any], number: int) -> list[str]:
         return [
             f"audit round {number + 1}: the program's output on the round's inputs (new values the parent "
             f"chose as its clock started) is wrong ({'; '.join(answer['wrong'])[:400]})"
+        ]
+    if answer.get("stale"):
+        return [
+            f"audit round {number + 1}: the program's output was computed before the round's nonce: "
+            f"{str(answer['stale'])[:400]}; the round's call did no work under the parent's clock"
         ]
     return []
 
