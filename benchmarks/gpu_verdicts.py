@@ -210,6 +210,9 @@ def run_suite(backend: str, suite: list, args: argparse.Namespace, on_gpu: bool,
             f"{fmt(r.runtime_ms)} {fmt(r.ref_runtime_ms)} {speed:>24} {verdict or '-':<17} "
             f"{'-' if graph is None else ('yes' if graph else 'no'):<5} {r.wall_s:7.1f}  {why[:110]}"
         )
+        audit = (r.census or {}).get("audit")
+        if audit:
+            print(f"{'':<26} audit: {audit_summary(audit)}")
         cov = (r.census or {}).get("coverage")
         if cov is not None and Path(task).name.startswith("l2_"):
             print(
@@ -228,6 +231,25 @@ def run_suite(backend: str, suite: list, args: argparse.Namespace, on_gpu: bool,
             f"gpu state {t.get('gpu_state') or '-'}; * = suspicious (roofline or reference hidden work)"
         )
     return mismatches, results
+
+
+def audit_summary(audit: dict) -> str:
+    """One line of a result's audit figures (census["audit"]): the calls per
+    round and whether a CUDA graph replayed them, the rounds' wall times,
+    the other work and slack, what the calls took at least against what was
+    reported, and the excess."""
+    if "unaudited" in audit:
+        return f"unaudited: {audit['unaudited'][:160]}"
+    says = audit.get("worker_says_ms") or []
+    graph = "graph" if says and all(s.get("graph") for s in says) else "eager"
+    calls = audit.get("calls", 1)
+    reported = audit.get("reported_cand_ms")
+    claimed = f"{calls * reported:.4g}" if isinstance(reported, (int, float)) else "-"
+    return (
+        f"{calls} calls ({audit.get('calls_needed', '-')} needed, {graph}); rounds {audit.get('wall_ms')} ms; other "
+        f"{audit.get('other_work_ms')} slack {audit.get('slack_ms')}; calls at least {audit.get('call_at_least_ms')} "
+        f"ms against {claimed} reported; excess {audit.get('excess', '-')}"
+    )
 
 
 def main() -> int:

@@ -37,7 +37,10 @@ def main() -> None:
     for name, r in zip(["_seed", "_seed_again"] + names, out):
         why = (r.hack_reasons[0] if r.hack_reasons else r.error).replace("\n", " ")[:400]
         referee = (r.census or {}).get("referee")
-        audit = ((r.census or {}).get("audit") or {}).get("excess", "-")
+        figures = (r.census or {}).get("audit") or {}
+        says = figures.get("worker_says_ms") or []
+        graph = " graph" if says and all(s.get("graph") for s in says) else ""
+        audit = f"{figures.get('excess', '-')} x{figures.get('calls', '-')}{graph}"
         print(
             " | ".join(
                 str(x)

@@ -129,7 +129,9 @@ def test_chunks_nearer_an_earlier_state_than_their_own_round_are_stale():
     for scale in (0.0, 1e-4):
         stale = [b + scale * torch.randn(1024, generator=g) for b in before]
         why = _staleness(stale, now, [[torch.zeros(1024)] * 4, before])
-        assert why.startswith("the chunks are nearer the reference's output on the inputs as they were after round 1"), why
+        assert why.startswith(
+            "the chunks are nearer the reference's output on the inputs as they were after round 1"
+        ), why
     # nothing moved: no state can be told from another
     assert _staleness(before, before, [before]) == ""
     # a scalar output (a loss): an honest kernel's bias can be the size of
@@ -201,7 +203,8 @@ def test_the_chunks_are_copied_at_once_and_only_for_an_asked_round(tmp_path):
 #: fixture -> what its reason must say
 REASONS = {
     "report_patch_send": r"^the timing reported [\d.e-]+ ms per call of the program and [\d.e-]+ ms of the reference; "
-    r"the parent's own clock saw the program's call take at least [\d.e-]+ ms \(the fastest of 3 audit rounds",
+    r"the parent's own clock saw the program's (?:call|\d+ calls) take at least [\d.e-]+ ms \(the fastest of 3 audit "
+    r"rounds",
     "report_skip_audited": r"^audit round 1: the program's output on the round's inputs \(new values the parent "
     r"chose as its clock started\) is wrong \(output 0 chunk \d+",
     "report_lazy_audited": r"^audit round 1: the output handed over is not the one whose hashes the worker sent "
@@ -309,7 +312,17 @@ class _Referee:
 
 
 def _judge(
-    tmp_path, answer, walls=(0.050, 0.040, 0.045), cand_ms=40.0, ref_ms=30.0, error=None, refused=False, device=None
+    tmp_path,
+    answer,
+    walls=(0.050, 0.040, 0.045),
+    cand_ms=40.0,
+    ref_ms=30.0,
+    error=None,
+    refused=False,
+    device=None,
+    calls=(1, 1, 1),
+    planned=None,
+    declared=None,
 ):
     from kernelsmith.evaluator.trusted.audit_check import AuditCheck
     from kernelsmith.evaluator.trusted.base import TrustedContext
@@ -330,6 +343,9 @@ def _judge(
                 "input_seed_index": 2,
                 "init_seed_index": 1,
                 "nonce": 7 + number,
+                "calls": calls[number],
+                "planned": planned[number] if planned else calls[number],
+                "declared_bytes": declared,
                 "wall_s": wall,
                 "digests": [[11, 12, 13, 14]],
                 "picks": [[0, 1], [0, 3]],
@@ -347,10 +363,58 @@ def _judge(
     return AuditCheck().reasons(result, ctx), result, referee
 
 
-def _fine(request):
+def _fine(request, call_bytes=1 << 16):
     return {
-        "rounds": [{"wrong": [], "forged": [], "overhead_s": 0.001, "reference_s": 0.012} for _ in request["rounds"]]
+        "rounds": [{"wrong": [], "forged": [], "overhead_s": 0.001, "reference_s": 0.012} for _ in request["rounds"]],
+        "call_bytes": call_bytes,
     }
+
+
+def test_a_microsecond_call_is_audited_over_as_many_calls_as_its_reported_time_asks(tmp_path):
+    # 2 us reported per call: 4096 calls (the most) of 64 KiB each; the
+    # fastest round 40 ms, other work 1 ms, slack 3 ms: the calls took at
+    # least 36 ms, 4096 x 2 us = 8.2 ms reported: hacked
+    reasons, result, referee = _judge(tmp_path, _fine, cand_ms=0.002, ref_ms=0.01, calls=(4096,) * 3, device="cuda")
+    assert referee.asked[0]["calls"] == 4096
+    assert len(reasons) == 1 and "the program's 4096 calls take at least 36 ms" in reasons[0], reasons
+    audit = result.census["audit"]
+    assert audit["calls"] == audit["calls_needed"] == 4096 and audit["candidate_side"] > 4, audit
+    # the same calls at their honest time: 4096 x 9 us = 36.9 ms reported
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=0.009, ref_ms=0.01, calls=(4096,) * 3, device="cuda")
+    assert reasons == [] and result.timing_reliable, result.census["audit"]
+
+
+def test_rounds_of_fewer_calls_than_the_report_asks_leave_the_timing_unreliable(tmp_path):
+    # one call of a microsecond kernel: rounds of 4 ms, under the slack
+    short = (0.0040, 0.0035, 0.0038)
+    reasons, result, _ = _judge(
+        tmp_path, _fine, walls=short, cand_ms=0.002, ref_ms=0.01, calls=(1, 1, 1), device="cuda"
+    )
+    assert reasons == [] and not result.timing_reliable, result.census["audit"]
+    assert any("made 1 calls each where the reported 0.002 ms per call" in r for r in result.unreliable_reasons)
+    # ... hacked where the worker declared more bytes per call than the
+    # referee counts (fewer calls for the same report)
+    reasons, result, _ = _judge(
+        tmp_path, _fine, walls=short, cand_ms=0.002, ref_ms=0.01, calls=(1, 1, 1), declared=1 << 40, device="cuda"
+    )
+    assert len(reasons) == 1 and "the worker declared 1099511627776 bytes per call" in reasons[0], reasons
+    # the parent's count of bytes bounds the calls: 512 MiB over 1 MiB a call
+    reasons, result, _ = _judge(
+        tmp_path, lambda r: _fine(r, 1 << 20), cand_ms=0.002, ref_ms=0.01, calls=(512,) * 3, device="cuda"
+    )
+    assert result.census["audit"]["calls_needed"] == 512 and result.timing_reliable, result.census["audit"]
+
+
+@pytest.mark.parametrize("calls", [(4, 4, 8), (0, 0, 0), (5000,) * 3, ("4",) * 3])
+def test_rounds_whose_calls_are_not_the_harness_are_hacked(tmp_path, calls):
+    reasons, _, referee = _judge(tmp_path, _fine, calls=calls)
+    assert not referee.asked and len(reasons) == 1 and "calls per audit round" in reasons[0], reasons
+
+
+def test_rounds_of_other_calls_than_the_parent_asked_for_are_hacked(tmp_path):
+    reasons, _, referee = _judge(tmp_path, _fine, calls=(2, 2, 2), planned=(4096, 4096, 4096))
+    assert not referee.asked and len(reasons) == 1, reasons
+    assert "audit round 1: the worker made 2 calls where the parent asked for 4096" in reasons[0], reasons
 
 
 def test_the_referee_is_asked_once_per_set_with_every_nonce_in_order(tmp_path):

@@ -36,7 +36,7 @@ when called.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 #: rounds per audited timing, chunks an output is hashed in, chunks the
 #: parent asks to see per round
@@ -54,6 +54,19 @@ PICKS = 4
 EPS = 2.0**-4
 #: elements hashed at once (int64 temporaries of this many elements: 128 MiB)
 _SLAB = 1 << 24
+#: a round calls the program on this many copies of the set at least as long
+#: as the reported time says these calls take (:func:`calls_per_round`): a
+#: forged time below the true one is then seen above the check's slack of a
+#: few milliseconds, where one call of a microsecond kernel is not
+TARGET_S = 10e-3
+#: ... at most this many calls (each one of the program's Python runs once
+#: when the round's calls are captured in a CUDA graph)
+MOST_CALLS = 4096
+#: ... and at most this many bytes of input copies and outputs
+COPIES_BYTES = 512 << 20
+#: each copy of a tensor past the first starts this many elements after the
+#: last (a fresh tensor's alignment for every dtype)
+ALIGN = 64
 
 
 def _signed(x: int) -> int:
@@ -161,6 +174,86 @@ def digest_of_chunk(chunk_words: Any, first: int, nonce: int) -> int:
     return int(_digests(chunk_words, first, chunk_words.numel(), nonce)[0])
 
 
+def calls_per_round(cand_s: float, call_bytes: int) -> int:
+    """The program's calls in one audit round: enough that at the reported
+    time per call (``cand_s``) they take ``TARGET_S``, within ``MOST_CALLS``
+    and ``COPIES_BYTES`` (``call_bytes``: one call's inputs and outputs).
+    The worker sizes its rounds by it, and the parent checks that they
+    were, from the report it holds and the referee's own byte count."""
+    if not cand_s > 0:
+        return 1
+    wanted = -(-TARGET_S // cand_s)
+    return max(1, int(min(wanted, MOST_CALLS, COPIES_BYTES // max(1, int(call_bytes)))))
+
+
+def reported_times(reports: Any, shape: Optional[str] = None) -> Optional[tuple[float, float]]:
+    """The (candidate, reference) ms per call of the last timing report of
+    the audited shape (``shape``, else the first one reported) among the
+    worker's reports, or None: the figures the rounds are sized by and
+    checked against."""
+    usable = [r for r in reports or [] if isinstance(r, dict) and not r.get("release_only")]
+    usable = [r for r in usable if r.get("comparison") is None]
+    named = [r.get("shape") for r in usable if r.get("shape") is not None]
+    if named:
+        first = shape if shape is not None else named[0]
+        usable = [r for r in usable if r.get("shape") == first]
+    try:
+        last = usable[-1]
+        return float(last["cand_ms"]), float(last["ref_ms"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+
+
+def tensor_bytes(values: Any) -> int:
+    """The bytes of the tensors in ``values`` (a list or tuple of them,
+    other values counted as none)."""
+    import torch
+
+    return sum(int(v.numel()) * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def copies(inputs: list[Any], calls: int) -> tuple[list[Any], list[list[Any]]]:
+    """The round's ``calls`` input sets: every floating-point tensor of
+    ``inputs`` copied ``calls`` times into one buffer (rows of a
+    ``(calls, padded)`` tensor, each row's data aligned as a fresh
+    tensor's), other values shared. Returns (the list :func:`change_inputs`
+    draws over, in ``inputs``' positions: a buffer for each copied tensor,
+    the value itself otherwise; the calls' sets). With one call the set is
+    ``inputs`` itself. The worker and the referee build the same buffers,
+    so the same nonce changes them alike."""
+    import torch
+
+    if calls <= 1:
+        return list(inputs), [list(inputs)]
+    buffers: list[Any] = []
+    sets: list[list[Any]] = [[] for _ in range(calls)]
+    for t in inputs:
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+            buffers.append(t)
+            for s in sets:
+                s.append(t)
+            continue
+        n = t.numel()
+        padded = -(-n // ALIGN) * ALIGN
+        big = torch.zeros((calls, padded), dtype=t.dtype, device=t.device)
+        big[:, :n] = t.detach().reshape(1, n)
+        buffers.append(big)
+        for k, s in enumerate(sets):
+            s.append(big[k, :n].view(t.shape))
+    return buffers, sets
+
+
+def stacked(outputs: list[list[Any]]) -> list[Any]:
+    """Per output position, the calls' outputs one after another as one flat
+    tensor (:func:`flat` of each): what a round's hashes and chunks are
+    taken over."""
+    import torch
+
+    if len(outputs) == 1:
+        return [flat(o) for o in outputs[0]]
+    return [torch.stack([flat(call[i]) for call in outputs]).reshape(-1) for i in range(len(outputs[0]))]
+
+
 def change_inputs(inputs: list[Any], nonce: int) -> None:
     """Change every element of every floating-point tensor of ``inputs`` in
     place by a factor in (1 - EPS, 1] drawn from ``nonce`` on the tensor's
@@ -180,6 +273,14 @@ def change_inputs(inputs: list[Any], nonce: int) -> None:
 
 
 __all__ = [
+    "TARGET_S",
+    "MOST_CALLS",
+    "COPIES_BYTES",
+    "calls_per_round",
+    "reported_times",
+    "tensor_bytes",
+    "copies",
+    "stacked",
     "ROUNDS",
     "CHUNKS",
     "PICKS",

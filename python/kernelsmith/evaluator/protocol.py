@@ -15,8 +15,11 @@ worker -> parent
     ``{RETIME: bool}`` (time again, or the slot is freed);
     ``EVIDENCE`` ``{"trials": [...]}``: the trial outputs for the trusted
     referee, answered ``{TAKEN: true}`` once the parent copied them;
-    ``AUDIT_REQUEST`` ``{"set", "input_seed_index", "init_seed_index"}``:
-    an audit round starts (audit.py), answered ``{NONCE: n}`` when the
+    ``AUDIT_PLAN`` ``{"call_bytes": n}``: the audit rounds' size, answered
+    ``{CALLS: k}``, the program's calls per round the parent's rule gives
+    for the time the worker reported (audit.calls_per_round);
+    ``AUDIT_REQUEST`` ``{"set", "input_seed_index", "init_seed_index",
+    "calls"}``: an audit round starts (audit.py), answered ``{NONCE: n}`` when the
     parent's clock starts; ``AUDIT_DONE`` ``{"digests": [[...], ...]}``
     (or ``{"error": text}``): its outputs' chunk hashes, the clock stops,
     answered ``{CHUNKS: [[output, chunk], ...]}``; ``AUDIT_EVIDENCE``
@@ -50,6 +53,7 @@ from .checks.base import hacked
 from .audit import CHUNKS as AUDIT_CHUNKS
 from .audit import PICKS as AUDIT_PICKS
 from .audit import ROUNDS as AUDIT_ROUNDS
+from .audit import calls_per_round, reported_times
 from .evidence import copy_regular, take_evidence
 
 # -- worker -> parent: message types ------------------------------------------
@@ -58,6 +62,7 @@ SEED_REQUEST = "seed?"
 TIMING_REQUEST = "timing?"
 TIMING_DONE = "timing-done"
 EVIDENCE = "evidence"
+AUDIT_PLAN = "audit-plan?"
 AUDIT_REQUEST = "audit?"
 AUDIT_DONE = "audited"
 AUDIT_EVIDENCE = "audit-evidence"
@@ -68,6 +73,7 @@ GO = "go"
 RETIME = "retime"
 TAKEN = "taken"
 NONCE = "nonce"
+CALLS = "calls"
 CHUNKS = "chunks"
 # -- pool <-> zygote, and a pool worker's first line -------------------------
 INIT = "init"
@@ -204,13 +210,23 @@ class Channel:
         self.send(type=EVIDENCE, trials=trials)
         self.receive()
 
-    def audit_start(self, set_name: str, input_seed_index: int, init_seed_index: int) -> int:
-        """An audit round (audit.py): the nonce, sent as the parent's clock starts."""
+    def audit_plan(self, call_bytes: int) -> int:
+        """The program's calls in each audit round, from the parent: sized by
+        the time the worker reported, which the parent holds (``call_bytes``:
+        one call's inputs and outputs, which bound the copies)."""
+        self.send(type=AUDIT_PLAN, call_bytes=int(call_bytes))
+        return max(1, int(self.receive().get(CALLS) or 1))
+
+    def audit_start(self, set_name: str, input_seed_index: int, init_seed_index: int, calls: int = 1) -> int:
+        """An audit round (audit.py): the nonce, sent as the parent's clock
+        starts. ``calls``: the program's calls in the round (on as many
+        copies of the set)."""
         self.send(
             type=AUDIT_REQUEST,
             set=set_name,
             input_seed_index=int(input_seed_index),
             init_seed_index=int(init_seed_index),
+            calls=int(calls),
         )
         return int(self.receive()[NONCE])
 
@@ -404,7 +420,7 @@ def _answer(
         if evidence is not None:
             take_evidence(evidence, msg.get("trials"))
         link.write((json.dumps({TAKEN: True}) + "\n").encode())
-    elif kind in (AUDIT_REQUEST, AUDIT_DONE, AUDIT_EVIDENCE):
+    elif kind in (AUDIT_PLAN, AUDIT_REQUEST, AUDIT_DONE, AUDIT_EVIDENCE):
         answer = answer_audit(msg, evidence)
         link.write((json.dumps(answer) + "\n").encode())
         audits = (evidence or {}).get("audits") or [{}]
@@ -428,14 +444,28 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
     ``evidence["audits"]`` for the trusted check (trusted/audit_check.py)."""
     kind = msg.get("type")
     audits: list[dict[str, Any]] = evidence.setdefault("audits", []) if evidence is not None else []
+    if kind == AUDIT_PLAN:
+        store = evidence if evidence is not None else {}
+        declared = msg.get("call_bytes")
+        declared = declared if isinstance(declared, int) and 0 <= declared < 1 << 62 else 0
+        reported = reported_times(store.get("timing_reports"))
+        calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared)
+        store["audit_plan"] = {"calls": calls, "call_bytes": declared}
+        return {CALLS: calls}
     if kind == AUDIT_REQUEST:
         nonce = secrets.randbits(62)
         if len(audits) < _MOST_AUDITS:
+            planned = (evidence or {}).get("audit_plan") or {}
             audits.append(
                 {
                     "set": str(msg.get("set"))[:200],
                     "input_seed_index": msg.get("input_seed_index"),
                     "init_seed_index": msg.get("init_seed_index"),
+                    "calls": msg.get("calls", 1),
+                    # what the parent told the worker to make, and the
+                    # bytes per call it was told (checked by the referee's)
+                    "planned": planned.get("calls", 1),
+                    "declared_bytes": planned.get("call_bytes"),
                     "nonce": nonce,
                 }
             )
@@ -455,7 +485,7 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
         current["digests"] = digests
         seen = msg.get("seen")
         if isinstance(seen, dict):  # the worker's word, kept for the record (census), never judged
-            current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:4] if isinstance(v, (int, float))}
+            current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:5] if isinstance(v, (int, float))}
         pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
         picks: list[list[int]] = []
         while pool and len(picks) < AUDIT_PICKS:
@@ -493,6 +523,8 @@ def _digest_lists(digests: Any) -> bool:
 __all__ = [
     "Channel",
     "answer_audit",
+    "AUDIT_PLAN",
+    "CALLS",
     "AUDIT_REQUEST",
     "AUDIT_DONE",
     "AUDIT_EVIDENCE",

@@ -33,7 +33,7 @@ import json
 import os
 import sys
 import types
-from typing import Any
+from typing import Any, Optional
 
 from ..task import Task
 from .evidence import MAX_BYTES, Sampled, evidence_positions, read_outputs
@@ -260,52 +260,97 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
 def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     """The audit rounds on one input set checked (audit.py), in order: the
-    set drawn once from its seed, changed by each round's nonce in turn (as
-    the worker changed it), the reference run on it, and each round's
-    handed-over chunks compared with it and with the hashes sent before the
-    parent's clock stopped. Per round, with what its work other than the
-    program's call costs on this device (the change of the inputs and the
-    hashes: ``overhead_s``) and the reference's own call (``reference_s``).
+    set drawn once from its seed and copied for the round's calls as the
+    worker copied it (:func:`audit.copies`), the copies changed by each
+    round's nonce in turn, and each round's handed-over chunks compared with
+    the reference's outputs on the copies they come from and with the hashes
+    sent before the parent's clock stopped. Per round, with what its work
+    other than the program's calls costs on this device (the change of the
+    inputs, the outputs' stacking and the hashes: ``overhead_s``) and the
+    reference's own call (``reference_s``); with the bytes of one call's
+    inputs and outputs (``call_bytes``: the parent sizes the rounds by them).
 
-    The reference also runs on the set as it was before the first change,
-    and each state's chunks at every later round's picks are kept: a round's
-    chunks nearer an earlier state's than their own round's were computed
-    before the nonce (:func:`_staleness`)."""
+    The reference also runs on the copies as they were before the first
+    change, and each state's chunks at every later round's picks are kept: a
+    round's chunks nearer an earlier state's than their own round's were
+    computed before the nonce (:func:`_staleness`)."""
     import torch
 
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .audit import flat  # lazy: as above
+    from .audit import MOST_CALLS, copies, flat, tensor_bytes  # lazy: as above
 
     task, model, inputs, device = _rebuilt(req, backend, cmp)
+    calls = int(req.get("calls") or 1)
+    if not 1 <= calls <= MOST_CALLS:
+        raise ValueError(f"{calls} calls in a round, the harness makes 1 to {MOST_CALLS}")
     rounds = req["rounds"]
-    # per round: the earlier states' chunks at its picks (state 0: the set
-    # before any change; state r: after round r's change)
-    earlier: list[list[list[Any]]] = [[] for _ in rounds]
-    answers = []
     with torch.no_grad():
-        _keep([flat(t) for t in cmp.flatten_outputs(model(*inputs))], rounds, 0, earlier)
+        outputs = cmp.flatten_outputs(model(*inputs))
+        sizes = [flat(t).numel() for t in outputs]
+        call_bytes = tensor_bytes(inputs) + tensor_bytes(outputs)
+        del outputs
+        buffers, sets = copies(inputs, calls)
+        state = _State(model, sets, sizes, cmp)
+        # per round: the earlier states' chunks at its picks (state 0: the
+        # copies before any change; state r: after round r's change)
+        earlier: list[list[list[Any]]] = [[] for _ in rounds]
+        _keep(state, rounds, 0, earlier)
+        answers = []
         for number, round_ in enumerate(rounds):
-            answer, expected = _audit_round(
-                round_, model, inputs, backend, cmp, task.config.tolerances(), device, earlier[number]
+            answers.append(
+                _audit_round(round_, state, buffers, backend, task.config.tolerances(), device, earlier[number])
             )
-            answers.append(answer)
-            _keep(expected, rounds, number + 1, earlier)
-    return {"rounds": answers}
+            _keep(state, rounds, number + 1, earlier)
+    return {"rounds": answers, "call_bytes": call_bytes}
 
 
-def _keep(outputs: list[Any], rounds: list[dict[str, Any]], state: int, earlier: list[list[list[Any]]]) -> None:
-    """The reference's outputs at one state of the input set (``state``
-    changes made), kept at the picks of every round after it."""
-    from .audit import chunk_bounds  # lazy: as audit() above
+class _State:
+    """The reference's outputs on the round's copies as they are now, call
+    by call as a chunk needs them (a chunk of the stacked outputs spans one
+    call's output or a few)."""
 
-    for number in range(state, len(rounds)):
-        chunks = []
-        for o, c in rounds[number]["picks"]:
-            bounds = chunk_bounds(outputs[int(o)].numel()) if 0 <= int(o) < len(outputs) else []
-            lo, hi = bounds[int(c)] if 0 <= int(c) < len(bounds) else (0, 0)
-            chunks.append(outputs[int(o)][lo:hi].clone() if hi > lo else None)
-        earlier[number].append(chunks)
+    def __init__(self, model: Any, sets: list[list[Any]], sizes: list[int], cmp: Any) -> None:
+        self.model, self.sets, self.sizes, self.cmp = model, sets, sizes, cmp
+        self.outputs: dict[int, list[Any]] = {}
+
+    def changed(self) -> None:
+        self.outputs.clear()
+
+    def call(self, k: int) -> list[Any]:
+        from .audit import flat  # lazy: as audit() above
+
+        if k not in self.outputs:
+            self.outputs[k] = [flat(t) for t in self.cmp.flatten_outputs(self.model(*self.sets[k]))]
+        return self.outputs[k]
+
+    def bounds(self, o: int, c: int) -> Optional[tuple[int, int]]:
+        """Chunk ``c`` of output ``o`` stacked over the calls, or None."""
+        from .audit import chunk_bounds  # lazy: as audit() above
+
+        if not 0 <= o < len(self.sizes):
+            return None
+        every = chunk_bounds(self.sizes[o] * len(self.sets))
+        return every[c] if 0 <= c < len(every) else None
+
+    def chunk(self, o: int, c: int) -> Optional[Any]:
+        """The reference's values of chunk ``c`` of output ``o``."""
+        import torch
+
+        where = self.bounds(o, c)
+        if where is None:
+            return None
+        lo, hi = where
+        n = self.sizes[o]
+        pieces = [self.call(k)[o][max(lo - k * n, 0) : min(hi - k * n, n)] for k in range(lo // n, (hi - 1) // n + 1)]
+        return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).clone()
+
+
+def _keep(state: _State, rounds: list[dict[str, Any]], changes: int, earlier: list[list[list[Any]]]) -> None:
+    """The reference's chunks with ``changes`` changes made, kept at the
+    picks of every round after them."""
+    for number in range(changes, len(rounds)):
+        earlier[number].append([state.chunk(int(o), int(c)) for o, c in rounds[number]["picks"]])
 
 
 #: a round's chunks are stale when their squared distance to an earlier
@@ -361,62 +406,70 @@ def _staleness(got: list[Any], wants: list[Any], states: list[list[Any]]) -> str
 
 def _audit_round(
     round_: dict[str, Any],
-    model: Any,
-    inputs: list,
+    state: _State,
+    buffers: list[Any],
     backend: Any,
-    cmp: Any,
     tol: Any,
     device: str,
     states: list[list[Any]],
-) -> tuple[dict[str, Any], list[Any]]:
-    """One audit round (:func:`audit`): its answer, and the reference's
-    outputs on its inputs."""
+) -> dict[str, Any]:
+    """One audit round (:func:`audit`)."""
     import time
 
+    import torch
+
     # lazy: as audit() above
-    from .audit import change_inputs, chunk_bounds, chunk_digests, digest_of_chunk, flat, words
+    from .audit import change_inputs, chunk_digests, digest_of_chunk, words
 
     nonce = int(round_["nonce"])
     backend.synchronize()
     started = time.perf_counter()
-    change_inputs(inputs, nonce)
+    change_inputs(buffers, nonce)
     backend.synchronize()
     changed = time.perf_counter() - started
-    expected = [flat(t) for t in cmp.flatten_outputs(model(*inputs))]
-    reference_s = _reference_call_s(model, inputs, backend)
+    state.changed()
+    first = state.call(0)
+    reference_s = _reference_call_s(state.model, state.sets[0], backend)
+    # the round's other work on this device: the outputs stacked over the
+    # calls (a copy of them) and hashed, on tensors of their size
+    calls = len(state.sets)
+    alike = [torch.empty(n * calls, dtype=f.dtype, device=f.device) for n, f in zip(state.sizes, first)]
+    backend.synchronize()
     started = time.perf_counter()
-    for e in expected:
-        chunk_digests(e, nonce)
+    for t in alike:
+        if calls > 1:
+            t = t.clone()
+        chunk_digests(t, nonce)
     backend.synchronize()
     overhead_s = changed + time.perf_counter() - started
+    del alike
     if round_.get("file") is None:  # a round the program's call failed in: the inputs changed all the same
-        return {"overhead_s": overhead_s, "reference_s": reference_s}, expected
+        return {"overhead_s": overhead_s, "reference_s": reference_s}
     got = read_outputs(round_["file"], int(round_.get("max_bytes") or MAX_BYTES))["candidate"]
     picks, digests = round_["picks"], round_["digests"]
     if len(got) != len(picks) or any(isinstance(g, Sampled) for g in got):
-        return {"malformed": f"{len(got)} chunks handed over for {len(picks)} asked"}, expected
+        return {"malformed": f"{len(got)} chunks handed over for {len(picks)} asked"}
     wrong, forged, wants = [], [], []
     for (o, c), values, sent in zip(picks, got, digests):
-        bounds = chunk_bounds(expected[o].numel()) if 0 <= int(o) < len(expected) else []
-        if not 0 <= int(c) < len(bounds):
+        where, want = state.bounds(int(o), int(c)), state.chunk(int(o), int(c))
+        if where is None or want is None:
             wrong.append(f"output {o} has no chunk {c}")
             continue
-        lo, hi = bounds[int(c)]
-        want = expected[int(o)][lo:hi]
+        lo, hi = where
         wants.append(want)
         if values.dtype != want.dtype or values.numel() != want.numel():
             wrong.append(f"output {o} chunk {c}: {values.numel()} {values.dtype} values, expected {want.numel()}")
             continue
         if digest_of_chunk(words(values), lo, nonce) != int(sent):
             forged.append(f"output {o} chunk {c} (elements {lo}-{hi - 1})")
-        res = cmp.compare([values.to(device)], [want], *tol)
+        res = state.cmp.compare([values.to(device)], [want], *tol)
         if not res["ok"]:
             wrong.append(f"output {o} chunk {c} (elements {lo}-{hi - 1}): {res['message']}")
     stale = "" if wrong else _staleness(got, wants, states)
     answer = {"wrong": wrong, "forged": forged, "overhead_s": overhead_s, "reference_s": reference_s}
     if stale:
         answer["stale"] = stale
-    return answer, expected
+    return answer
 
 
 def _reference_call_s(model: Any, inputs: list, backend: Any, budget_s: float = 2e-3, most: int = 200) -> float:

@@ -1,14 +1,25 @@
 """The worker's side of the audit rounds (audit.py): after the timing, in a
-timing slot of its own, the program called on a fresh input set changed
+timing slot of its own, the program called on fresh input sets changed
 from the parent's nonce, its outputs hashed per chunk, the chunks the
 parent asks for handed over. What the rounds prove is the parent's
-(trusted/audit_check.py): this side only does the work the parent times."""
+(trusted/audit_check.py): this side only does the work the parent times.
+
+A round calls the program as many times as the parent says
+(``audit.calls_per_round`` of the time the worker reported), on as many
+copies of the set (:func:`audit.copies`), so that a microsecond kernel's
+calls add up to more than the check's slack. On a CUDA device the calls are
+captured once in a CUDA graph before the first nonce and replayed in every
+round, as the timing replays its own: the round's wall time is the calls'
+device time, not their launches'. Where the capture fails the calls run
+eagerly, which only lengthens the round."""
 
 from __future__ import annotations
 
 import os
 import time
-from .audit import ROUNDS, change_inputs, chunk_bounds, chunk_digests, flat
+from typing import Any, Optional
+
+from .audit import ROUNDS, change_inputs, chunk_bounds, chunk_digests, copies, stacked, tensor_bytes
 from .checks.base import Context
 from .evidence import write_outputs
 
@@ -33,26 +44,80 @@ def audit_timing(ctx: Context) -> None:
         index = ctx.chan.seeds_received
         inputs = ctx.make_inputs(gen)
         with torch.no_grad():
+            calls = _Calls(ctx, inputs)
             for number in range(ROUNDS):
-                if not _round(ctx, inputs, name, index, number):
+                if not _round(ctx, calls, name, index, number):
                     break
     finally:
         ctx.chan.timing_done({"release_only": True})
         phases["audit"] = round(time.monotonic() - started, 4)
 
 
-def _round(ctx: Context, inputs: list, name: str, index: int, number: int) -> bool:
+class _Calls:
+    """A round's calls of the program: their input copies, and on a CUDA
+    device the graph that replays them."""
+
+    def __init__(self, ctx: Context, inputs: list) -> None:
+        import torch
+
+        self.ctx = ctx
+        self.error = ""
+        self.graph: Optional[Any] = None
+        self.outputs: list[Any] = []
+        try:
+            # one call first: the outputs' size, and the program warm on the
+            # round's set (a lazy initialisation does not land in the graph)
+            first = ctx.cmp.flatten_outputs(ctx.model_new(*inputs))
+            ctx.backend.synchronize()
+            call_bytes = tensor_bytes(inputs) + tensor_bytes(first)
+            del first
+        except Exception as exc:  # noqa: BLE001 - the round says the call failed
+            call_bytes, self.error = 0, f"{type(exc).__name__}: {exc}"
+        # sized by the parent, from the time this worker reported
+        self.count = ctx.chan.audit_plan(call_bytes)
+        self.buffers, self.sets = copies(inputs, self.count)
+        if not self.error and self.count > 1 and ctx.backend.timing_device() == "cuda":
+            try:
+                self.graph, self.outputs = self._capture(torch)
+            except Exception:  # noqa: BLE001 - eager calls instead: a longer round, never a shorter one
+                self.graph, self.outputs = None, []
+                torch.cuda.synchronize()
+
+    def _capture(self, torch: Any) -> tuple[Any, list[Any]]:
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.ctx.model_new(*self.sets[0])
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            outputs = stacked([self.ctx.cmp.flatten_outputs(self.ctx.model_new(*s)) for s in self.sets])
+        return graph, outputs
+
+    def run(self) -> list[Any]:
+        """The round's calls on the copies as they are now: per output
+        position the calls' outputs one after another, flat."""
+        if self.graph is not None:
+            self.graph.replay()
+            return self.outputs
+        return stacked([self.ctx.cmp.flatten_outputs(self.ctx.model_new(*s)) for s in self.sets])
+
+
+def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> bool:
     """One round; False when the program's call failed (the parent marks
     the timing unaudited)."""
     import torch
 
-    nonce = ctx.chan.audit_start(name, index, ctx.init_seed_index)
+    nonce = ctx.chan.audit_start(name, index, ctx.init_seed_index, calls.count)
     began = time.perf_counter()
-    change_inputs(inputs, nonce)
+    if calls.error:
+        ctx.chan.audit_done(None, error=calls.error)
+        return False
+    change_inputs(calls.buffers, nonce)
     try:
         ctx.backend.synchronize()
         called = time.perf_counter()
-        outs = ctx.cmp.flatten_outputs(ctx.model_new(*inputs))
+        outs = calls.run()
         ctx.backend.synchronize()
         hashed = time.perf_counter()
         digests = [chunk_digests(o, nonce) for o in outs]
@@ -63,11 +128,16 @@ def _round(ctx: Context, inputs: list, name: str, index: int, number: int) -> bo
     # never reads it; where the parent's clock sees more, the difference is
     # the round trip and the parent's own latency)
     done = time.perf_counter()
-    seen = {"change_s": called - began, "call_s": hashed - called, "hash_s": done - hashed}
+    seen = {
+        "change_s": called - began,
+        "call_s": hashed - called,
+        "hash_s": done - hashed,
+        "graph": 1.0 if calls.graph is not None else 0.0,
+    }
     picks = ctx.chan.audit_done(digests, seen=seen)
     chunks = []
     for o, c in picks:
-        values = flat(outs[o]) if 0 <= o < len(outs) else None
+        values = outs[o] if 0 <= o < len(outs) else None
         bounds = chunk_bounds(values.numel()) if values is not None else []
         lo, hi = bounds[c] if 0 <= c < len(bounds) else (0, 0)
         chunks.append(values[lo:hi] if values is not None else torch.empty(0))

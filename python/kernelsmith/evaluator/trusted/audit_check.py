@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ...result import EvalResult
-from ..audit import ROUNDS
+from ..audit import MOST_CALLS, ROUNDS, calls_per_round, reported_times
 from ..evidence import copy_regular
 from .base import TrustedCheck, TrustedContext
 from .referee_check import checks_disabled
@@ -101,7 +101,7 @@ class AuditCheck(TrustedCheck):
             # the referee's own failure is not the program's
             _unaudited(result, census, f"the referee could not check the audit rounds: {checked.failed}")
             return []
-        return _figures(result, census, audits, checked.answers, store, ctx.task)
+        return _figures(result, census, audits, checked, store, ctx.task)
 
 
 def _unaudited(result: EvalResult, census: dict[str, Any], why: str) -> None:
@@ -119,11 +119,29 @@ class Checked:
     answers: list[dict[str, Any]] = field(default_factory=list)
     hacked: list[str] = field(default_factory=list)
     failed: str = ""
+    #: one call's inputs and outputs, as the referee counts them
+    call_bytes: int = 0
 
 
 def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
     """The rounds checked by the referee, one request per input set (drawn
     once, changed by each round's nonce in turn)."""
+    calls = {a.get("calls") for a in audits}
+    if len(calls) != 1 or not all(isinstance(k, int) and 1 <= k <= MOST_CALLS for k in calls):
+        return Checked(
+            hacked=[
+                f"the worker declared {sorted(map(str, calls))} calls per audit round (the harness makes the same "
+                f"number, 1 to {MOST_CALLS}, in every round): the verdict was not the program's to write"
+            ]
+        )
+    for number, a in enumerate(audits):
+        if a.get("calls") != a.get("planned", 1):
+            return Checked(
+                hacked=[
+                    f"audit round {number + 1}: the worker made {a.get('calls')} calls where the parent asked for "
+                    f"{a.get('planned', 1)}: the verdict was not the program's to write"
+                ]
+            )
     for number, a in enumerate(audits):
         if a.get("not_handed_over") or "file" not in a:
             return Checked(
@@ -135,6 +153,7 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
             )
     answers: list[dict[str, Any]] = []
     copies: list[str] = []
+    call_bytes = 0
     try:
         for group in _by_set(audits):
             first = group[0]
@@ -158,6 +177,7 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
                 "init_seed": ctx.seeds[int(first["init_seed_index"])],
                 "input_seed": ctx.seeds[int(first["input_seed_index"])],
                 "set": first["set"],
+                "calls": int(first["calls"]),
                 "rounds": rounds,
             }
             answer = ctx.referee.ask(request)
@@ -167,6 +187,7 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
             if not isinstance(got, list) or len(got) != len(rounds):
                 return Checked(failed="the referee's answer has no round per round asked")
             answers += got
+            call_bytes = int(answer.get("call_bytes") or 0)
     except (KeyError, ValueError, TypeError, IndexError, OSError) as exc:
         return Checked(
             hacked=[
@@ -184,7 +205,7 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
         found = _round_reasons(answer, number)
         if found:
             return Checked(hacked=found)
-    return Checked(answers=answers)
+    return Checked(answers=answers, call_bytes=call_bytes)
 
 
 def _round_reasons(answer: dict[str, Any], number: int) -> list[str]:
@@ -222,27 +243,25 @@ def _reported_cand_ms(result: EvalResult, store: dict[str, Any], task: Any) -> O
     """The first timed shape's reported (candidate, reference) ms: the
     shape the rounds audit."""
     names = list(getattr(getattr(task, "config", None), "timed_shapes", None) or [])
-    reports = [r for r in store.get("timing_reports") or [] if isinstance(r, dict) and not r.get("release_only")]
-    if len(names) > 1:
-        reports = [r for r in reports if r.get("shape") == names[0] and r.get("comparison") is None]
-    try:
-        last = reports[-1]
-        return float(last["cand_ms"]), float(last["ref_ms"])
-    except (IndexError, KeyError, TypeError, ValueError):
-        if result.runtime_ms is None or result.ref_runtime_ms is None:
-            return None
-        return float(result.runtime_ms), float(result.ref_runtime_ms)
+    found = reported_times(store.get("timing_reports"), names[0] if len(names) > 1 else None)
+    if found is not None:
+        return found
+    if result.runtime_ms is None or result.ref_runtime_ms is None:
+        return None
+    return float(result.runtime_ms), float(result.ref_runtime_ms)
 
 
 def _figures(
     result: EvalResult,
     census: dict[str, Any],
     audits: list[dict[str, Any]],
-    answers: list[dict[str, Any]],
+    checked: Checked,
     store: dict[str, Any],
     task: Any,
 ) -> list[str]:
     """The reported speedup against what the rounds allow."""
+    answers = checked.answers
+    calls = int(audits[0]["calls"])
     reported = _reported_cand_ms(result, store, task)
     # the fastest round: a busy host only ever lengthens one, and the
     # program had to do the work in every round (a skipped one is caught by
@@ -254,6 +273,7 @@ def _figures(
     bound = wall - other - slack  # the program's call took at least this long, if positive
     figures: dict[str, Any] = {
         "rounds": len(audits),
+        "calls": calls,
         "wall_ms": [round(float(a["wall_s"]) * 1e3, 4) for a in audits],
         "other_work_ms": round(other * 1e3, 4),
         "slack_ms": round(slack * 1e3, 4),
@@ -269,12 +289,27 @@ def _figures(
     if reported is None or reference <= 0:
         return []
     cand_ms, ref_ms = reported
-    figures.update(reported_cand_ms=cand_ms, reported_ref_ms=ref_ms)
+    needed = calls_per_round(cand_ms / 1e3, checked.call_bytes)
+    figures.update(reported_cand_ms=cand_ms, reported_ref_ms=ref_ms, calls_needed=needed)
+    if calls < needed:
+        declared = audits[0].get("declared_bytes")
+        why = (
+            f"the audit rounds made {calls} calls each where the reported {cand_ms:.4g} ms per call and "
+            f"{checked.call_bytes} bytes per call (the referee's count) ask for {needed}"
+        )
+        if isinstance(declared, int) and declared > checked.call_bytes:
+            # fewer calls bought with bytes the call does not move
+            return [f"{why}: the worker declared {declared} bytes per call: the verdict was not the program's to write"]
+        # the rounds were sized before a later report (a re-timing): they
+        # bound less than the parent's rule asks, the program's word not
+        # against the parent's
+        result.timing_reliable = False
+        result.unreliable_reasons = list(result.unreliable_reasons or []) + [why]
     # each side's excess over what the parent's figures allow, and both
     # together (a report may shade each side by a part below its own
-    # threshold); where the call is under the slack the candidate's side
+    # threshold); where the calls are under the slack the candidate's side
     # tells nothing, and the reference's side alone still does
-    candidate_side = max(bound, 0.0) / (cand_ms / 1e3 + CANDIDATE_MARGIN_S)
+    candidate_side = max(bound, 0.0) / (calls * cand_ms / 1e3 + CANDIDATE_MARGIN_S)
     timing = result.timing if isinstance(result.timing, dict) else {}
     ref_slack = REFERENCE_SLACK_S if timing.get("device") == "cuda" else HOST_REFERENCE_SLACK_S
     reference_side = ref_ms / (((1 + REFERENCE_SHARE) * reference + ref_slack) * 1e3)
@@ -284,8 +319,9 @@ def _figures(
     )
     message = (
         f"the timing reported {cand_ms:.4g} ms per call of the program and {ref_ms:.4g} ms of the reference; the "
-        f"parent's own clock saw the program's call take at least {max(bound, 0.0) * 1e3:.4g} ms (the fastest of "
-        f"{len(audits)} audit rounds on inputs it chose as its clock started, outputs checked by the referee) "
+        f"parent's own clock saw the program's {_calls_text(calls)} take at least {max(bound, 0.0) * 1e3:.4g} ms "
+        f"(the fastest of {len(audits)} audit rounds on inputs it chose as its clock started, outputs checked by "
+        "the referee) "
         f"and the referee's reference {reference * 1e3:.4g} ms per call: the report is {excess:.3g} times past "
         "what the parent measured"
     )
@@ -295,6 +331,10 @@ def _figures(
         result.timing_reliable = False
         result.unreliable_reasons = list(result.unreliable_reasons or []) + [message[:400]]
     return []
+
+
+def _calls_text(calls: int) -> str:
+    return "call" if calls == 1 else f"{calls} calls"
 
 
 __all__ = [
