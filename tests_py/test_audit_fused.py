@@ -174,6 +174,20 @@ def test_a_non_contiguous_input_hashes_in_its_logical_order() -> None:
     assert _fused(base.t(), 8, FEW) != _fused(base, 8, FEW)
 
 
+def test_keys_of_another_kind_are_refused() -> None:
+    t = torch.zeros(8, device=DEVICE)
+    for keys in (
+        fused.keys_of(1, DEVICE).to(torch.int32),
+        fused.keys_of(1, DEVICE)[:1],
+        torch.zeros(3, dtype=torch.int64),
+    ):
+        with pytest.raises(ValueError, match="keys must be"):
+            fused.fused_digests(t, keys)
+    if DEVICE == "cpu":
+        with pytest.raises(ValueError, match="keys must be"):
+            fused.fused_digests(t, fused.keys_of(1, "meta"))
+
+
 def test_an_empty_tensor_has_no_digests() -> None:
     t = torch.zeros(0, 5, device=DEVICE)
     out = fused.fused_digests(t, fused.keys_of(1, DEVICE))

@@ -186,6 +186,12 @@ def fused_digests(t: Any, keys: Any, chunks: int = audit.CHUNKS) -> Any:
     result and form, so a caller needs one code path on every host; that
     path reads the keys to the host and makes int64 temporaries, so it is
     neither fast nor capturable."""
+    # host-side checks only (no synchronisation): keys elsewhere than ``t``
+    # would be read out of bounds by the kernel
+    if keys.dtype != torch.int64 or keys.numel() != 2 or keys.device != t.device:
+        raise ValueError(
+            f"keys must be keys_of(nonce, {t.device}): 2 int64 on t's device, not {keys.dtype} {tuple(keys.shape)} on {keys.device}"
+        )
     if not triton_runs(t):
         return _torch_digests(t, keys, chunks)
     words = _int_view(t)
