@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any, Optional
 
-from .audit import ROUNDS, change_inputs, chunk_bounds, chunk_digests, copies, stacked, tensor_bytes
+from .audit import ROUNDS, change_inputs, chunk_bounds, copies, flat, round_digests, stacked, tensor_bytes
 from .checks.base import Context
 from .evidence import write_outputs
 
@@ -64,12 +64,14 @@ class _Calls:
         self.error = ""
         self.graph: Optional[Any] = None
         self.outputs: list[Any] = []
+        shapes: list[tuple[int, Any, Any]] = []  # each output's elements, dtype and device
         try:
             # one call first: the outputs' size, and the program warm on the
             # round's set (a lazy initialisation does not land in the graph)
             first = ctx.cmp.flatten_outputs(ctx.model_new(*inputs))
             ctx.backend.synchronize()
             call_bytes = tensor_bytes(inputs) + tensor_bytes(first)
+            shapes = [(flat(o).numel(), flat(o).dtype, o.device) for o in first]
             del first
         except Exception as exc:  # noqa: BLE001 - the round says the call failed
             call_bytes, self.error = 0, f"{type(exc).__name__}: {exc}"
@@ -82,6 +84,11 @@ class _Calls:
             except Exception:  # noqa: BLE001 - eager calls instead: a longer round, never a shorter one
                 self.graph, self.outputs = None, []
                 torch.cuda.synchronize()
+        if not self.error:
+            # the hashes' kernel compiled for these sizes before the first
+            # nonce, not in the first round
+            for n, dtype, device in shapes:
+                round_digests(torch.empty(n * self.count, dtype=dtype, device=device), 0)
 
     def _capture(self, torch: Any) -> tuple[Any, list[Any]]:
         graph = torch.cuda.CUDAGraph()
@@ -125,7 +132,7 @@ def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> b
         outs = calls.run()
         ctx.backend.synchronize()
         hashed = time.perf_counter()
-        digests = [chunk_digests(o, nonce) for o in outs]
+        digests = [round_digests(o, nonce) for o in outs]
     except Exception as exc:  # noqa: BLE001 - the parent says what it means for the timing
         ctx.chan.audit_done(None, error=f"{type(exc).__name__}: {exc}")
         return False
