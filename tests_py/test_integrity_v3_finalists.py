@@ -189,7 +189,7 @@ def test_each_finalists_row_is_judged_by_its_own_rounds(tmp_path):
         # finalist 2 has no rounds at all; finalist 3's call failed in its last round
         + _rounds(tmp_path, "finalist 3", (0.013, 0.012, 0.014), error="RuntimeError: no")
     )
-    reports = [_report("finalist 0", 10.0), _report("finalist 1", 0.5), _report("finalist 2", 10.0)]
+    reports = [_report(f"finalist {i}", cand) for i, cand in enumerate((10.0, 0.5, 10.0, 10.0))]
     rows[1]["audit"] = {"excess": 0.1}  # the worker's word on a parent's field is dropped
     got, referee = _judge_rows(tmp_path, rows, audits, reports)
     honest = got[0]
@@ -219,13 +219,26 @@ def test_each_finalists_row_is_judged_by_its_own_rounds(tmp_path):
 
 
 def test_a_row_forged_apart_from_its_report_is_caught(tmp_path):
-    # the report honest, the row's program time divided by 20: the row's
-    # figure is what a run takes, so it is judged too
+    # the report honest (the rounds pass it), the row's program time divided
+    # by 20: the row's figure is what a run takes, so it must be the reported one
     rows = [_row(0, 0.5)]
     got, _ = _judge_rows(
         tmp_path, rows, _rounds(tmp_path, "finalist 0", (0.013, 0.012, 0.014)), [_report("finalist 0", 10.0)]
     )
-    assert got[0]["hacked"] and re.search(FORGED, got[0]["error"]), got[0]
+    assert got[0]["hacked"] and got[0]["audit"]["excess"] < 2, got[0]
+    assert "the result's timing figures are not the ones measured" in got[0]["error"], got[0]["error"]
+    assert "runtime_ms 0.5 against 10.0" in got[0]["error"], got[0]["error"]
+
+
+def test_a_speedup_written_apart_from_the_reported_one_is_caught(tmp_path):
+    # times honest (the rounds pass), the row's speedup times 20: what a run
+    # ranks by is the speedup, so it must be the reported one
+    rows = [{**_row(0, 10.0), "speedup": 0.06}]
+    got, _ = _judge_rows(
+        tmp_path, rows, _rounds(tmp_path, "finalist 0", (0.013, 0.012, 0.014)), [_report("finalist 0", 10.0)]
+    )
+    assert got[0]["hacked"] and got[0]["audit"]["excess"] < 2, got[0]
+    assert "the result's timing figures are not the ones measured" in got[0]["error"], got[0]["error"]
 
 
 def test_refused_rounds_hack_their_finalist_or_every_one_when_nobodys(tmp_path):

@@ -43,6 +43,7 @@ from ..evidence import copy_regular
 from ..finalists import FIGURES
 from .base import TrustedCheck, TrustedContext
 from .referee_check import checks_disabled
+from .timing_reports import timing_report_reasons
 
 #: the reported speedup against the one the audit allows: hacked past this
 HACKED_FACTOR = 4.0
@@ -136,11 +137,18 @@ def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
             [a for a in audits if a.get("comparison") == tag],
             tag in refused or alien,
             ctx,
-            _claimed(row, reported_times(store.get("timing_reports"), names[0] if len(names) > 1 else None, tag)),
+            _claimed(
+                row, reported_times(store.get("timing_reports"), names[0] if len(names) > 1 else None, tag), len(names)
+            ),
             timing.get("device") == "cuda",
         )
         if judged.record is not None:
             row["audit"] = judged.record
+        if not judged.hacked:
+            # the row's own figures, the speedup and its CI too, must be the
+            # ones its timing reported (the step's timing_reports check, per
+            # finalist): the rounds bound the times, not a speedup written apart
+            judged.hacked = _row_against_reports(row, store.get("timing_reports"), tag, ctx.task)
         if judged.hacked:
             for key in FIGURES:
                 row.pop(key, None)
@@ -150,22 +158,36 @@ def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
             row.update(timing_reliable=False, unreliable_reasons=judged.unreliable)
 
 
-def _claimed(row: dict[str, Any], reported: Optional[tuple[float, float]]) -> Optional[tuple[float, float]]:
-    """What a finalist's figures claim: of its row (what the run takes) and
-    its last timing report (what its rounds were sized by), the shorter
-    program time and the longer reference time (a forged figure claims the
-    program faster or the reference slower than they are)."""
-    cands, refs = [], []
-    if reported is not None:
-        cands.append(reported[0])
-        refs.append(reported[1])
-    for key, into in (("runtime_ms", cands), ("ref_runtime_ms", refs)):
-        value = row.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            into.append(float(value))
-    if not cands or not refs:
+def _row_against_reports(row: dict[str, Any], reports: Any, tag: str, task: Any) -> list[str]:
+    """Why a finalist's row is not what its comparison's timing reported
+    when it ended (timing_reports.timing_report_reasons on that
+    comparison's reports)."""
+    mine = [{**r, "comparison": None} for r in reports or [] if isinstance(r, dict) and r.get("comparison") == tag]
+    as_result = EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        speedup=row.get("speedup"),
+        speedup_ci_low=row.get("speedup_ci_low"),
+        speedup_ci_high=row.get("speedup_ci_high"),
+        runtime_ms=row.get("runtime_ms"),
+        ref_runtime_ms=row.get("ref_runtime_ms"),
+    )
+    return timing_report_reasons(as_result, mine, task)
+
+
+def _claimed(
+    row: dict[str, Any], reported: Optional[tuple[float, float]], shapes: int
+) -> Optional[tuple[float, float]]:
+    """What a finalist's figures claim on the audited shape: its last
+    report's (what its rounds were sized by; the row must equal its reports,
+    :func:`_row_against_reports`), else, timed on one shape, the row's."""
+    if reported is not None or shapes > 1:
+        return reported
+    cand, ref = row.get("runtime_ms"), row.get("ref_runtime_ms")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (cand, ref)):
         return None
-    return min(cands), max(refs)
+    return float(cand), float(ref)  # type: ignore[arg-type]
 
 
 @dataclass
