@@ -200,13 +200,16 @@ def calls_per_round(cand_s: float, call_bytes: int) -> int:
     return max(1, int(min(wanted, MOST_CALLS, COPIES_BYTES // max(1, int(call_bytes)))))
 
 
-def reported_times(reports: Any, shape: Optional[str] = None) -> Optional[tuple[float, float]]:
+def reported_times(
+    reports: Any, shape: Optional[str] = None, comparison: Optional[str] = None
+) -> Optional[tuple[float, float]]:
     """The (candidate, reference) ms per call of the last timing report of
     the audited shape (``shape``, else the first one reported) among the
-    worker's reports, or None: the figures the rounds are sized by and
-    checked against."""
+    worker's reports of ``comparison`` (None: a step's own timing; a
+    finalists' re-timing names each of its comparisons, ``"finalist 3"``),
+    or None: the figures the rounds are sized by and checked against."""
     usable = [r for r in reports or [] if isinstance(r, dict) and not r.get("release_only")]
-    usable = [r for r in usable if r.get("comparison") is None]
+    usable = [r for r in usable if r.get("comparison") == comparison]
     named = [r.get("shape") for r in usable if r.get("shape") is not None]
     if named:
         first = shape if shape is not None else named[0]

@@ -34,15 +34,20 @@ def apply_verdicts(entries: list[dict[str, Any]], load: dict[str, Any]) -> None:
     """Each timed finalist's reliability from the gate's attempts (``load``
     of the finalists' EvalResult): the last attempt of ``finalist <i>``
     decides, as a step's last attempt does. A finalist with figures but no
-    trusted record of its timing is unreliable."""
+    trusted record of its timing is unreliable. What the parent's audit
+    check already said of a row (trusted/audit_check.audit_finalists: its
+    rounds left it unaudited or past the unreliable threshold) stays."""
     attempts = list((load or {}).get("attempts") or [])
     reference = [a for a in attempts if a.get("comparison") == "reference"]
     for entry in entries:
         if entry.get("speedup") is None:
             continue
+        audited = list(entry.get("unreliable_reasons") or [])
         mine = [a for a in attempts if a.get("comparison") == f"finalist {entry['index']}"]
         if not mine:
-            entry.update(timing_reliable=False, unreliable_reasons=["no trusted record of this finalist's timing"])
+            entry.update(
+                timing_reliable=False, unreliable_reasons=audited + ["no trusted record of this finalist's timing"]
+            )
             continue
         # a task timed on several shapes: each shape's last attempt decides for it
         lasts = {a.get("shape"): a for a in mine}
@@ -56,6 +61,7 @@ def apply_verdicts(entries: list[dict[str, Any]], load: dict[str, Any]) -> None:
             # the reference alone was never timed reliably: a finalist is
             # judged against the running baseline, where there is one
             entry["reference_alone"] = "unreliable: " + "; ".join(reference[-1]["reasons"])
+        reasons = audited + reasons
         entry.update(timing_reliable=not reasons, unreliable_reasons=reasons, timing_attempts=len(mine))
         for key in ("reference_alone_ms", "reference_baseline_ms", "reference_ratio"):
             if key in last:
@@ -92,6 +98,7 @@ def reliable(entry: dict[str, Any]) -> bool:
     """A finalist whose confirmed figure may become a run's best."""
     return (
         bool(entry.get("correct"))
+        and not entry.get("hacked")
         and entry.get("speedup") is not None
         and not entry.get("suspicious")
         and entry.get("timing_reliable", False) is True
@@ -104,8 +111,10 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
     winner's head-to-head figure is no higher than its alone figure's CI:
     above it, the alone figures replace the head-to-head ones (``capped``);
     an alone timing that failed or is unreliable marks the finalist
-    unreliable, and the next one is tried. Returns the indices re-timed."""
-    checked: list[int] = []
+    unreliable, and the next one is tried. First, a finalist its audit
+    rounds found hacked next to the others is re-timed alone
+    (:func:`_alone_after_audit`). Returns the indices re-timed."""
+    checked = _alone_after_audit(entries, retime_alone)
     # No finalist reliable, some only because the reference moved next to
     # them (several programs in one worker: measured 2.3-2.9x on the
     # reference with five fused finalists, each 1.3-1.45x alone): the one
@@ -115,6 +124,7 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
         e
         for e in entries
         if e.get("correct")
+        and e["index"] not in checked
         and e.get("speedup") is not None
         and not e.get("suspicious")
         and e.get("unreliable_reasons")
@@ -158,6 +168,41 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
             )
             top["head_to_head"] = {k: top.get(k) for k in FIGURES}
             top.update({k: alone[k] for k in FIGURES if k in alone})
+
+
+def _alone_after_audit(
+    entries: list[dict[str, Any]], retime_alone: Callable[[int], Optional[dict[str, Any]]]
+) -> list[int]:
+    """Each finalist its audit rounds found hacked next to the others
+    (``audit_hacked``: trusted/audit_check.audit_finalists) re-timed alone,
+    audited again: every finalist's import-time code runs in the shared
+    worker before any is timed, so one that rewrites the channel's reports
+    rewrites every finalist's (hacks_v3/report_patch_send), and a hacked
+    row there may be another's doing. Alone, its verdict is its own: a row
+    that passes there takes the alone figures and verdicts
+    (``hacked_next_to_others`` keeps what was found); one hacked alone too
+    stays hacked. Returns the indices re-timed."""
+    checked: list[int] = []
+    for entry in entries:
+        if not entry.get("audit_hacked"):
+            continue
+        checked.append(entry["index"])
+        alone = retime_alone(entry["index"]) or {}
+        if not alone.get("correct") or alone.get("hacked") or alone.get("speedup") is None:
+            entry["alone"] = {"error": alone.get("error") or "no figure"}
+            continue
+        entry["hacked_next_to_others"] = entry.pop("error", "")
+        entry.pop("audit_hacked")
+        entry.update(
+            {k: alone[k] for k in FIGURES if k in alone},
+            correct=True,
+            hacked=False,
+            timing_reliable=alone.get("timing_reliable") is True,
+            unreliable_reasons=list(alone.get("unreliable_reasons") or []),
+            alone={k: alone[k] for k in FIGURES if k in alone},
+            **{k: alone[k] for k in ("audit", "timing_attempts", "suspicious") if k in alone},
+        )
+    return checked
 
 
 __all__ = ["FIGURES", "apply_verdicts", "check_reference_spread", "hold_to_alone", "reliable"]

@@ -48,7 +48,7 @@ from .contention import DeviceGate
 from .referee import Referee
 from .protocol import EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse, pass_credentials, read_with_sender
 from .sandbox import Limits, _merge_ticket, finish_result, make_job, sandbox_prefix, worker_environment, write_job_files
-from .trusted import trusted_checks
+from .trusted import finalist_checks, trusted_checks
 
 #: first uid handed to children when the pool runs as root
 UID_BASE = 61000
@@ -596,10 +596,11 @@ class DevicePool:
             refereed = time.monotonic()
             if not finalists:
                 trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, ticket.slots)
+            else:  # each finalist's row against its own audit rounds
+                finalist_checks(result, evidence, seeds, task, evidence["dir"], self.referee)
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
-            if not finalists:
-                result.phases["referee"] = round(refereed, 4)
+            result.phases["referee"] = round(refereed, 4)  # a finalists' re-timing: its audit rounds' checks
             return result
         finally:
             if "dir" in evidence:

@@ -20,7 +20,8 @@ worker -> parent
     for the time the worker reported (audit.calls_per_round);
     ``AUDIT_REQUEST`` ``{"set", "input_seed_index", "init_seed_index",
     "calls"}``: an audit round starts (audit.py), answered ``{NONCE: n}`` when the
-    parent's clock starts; ``AUDIT_DONE`` ``{"digests": [[...], ...]}``
+    parent's clock starts (in a finalists' re-timing both also say
+    ``"comparison": "finalist <i>"``, whose rounds they are); ``AUDIT_DONE`` ``{"digests": [[...], ...]}``
     (or ``{"error": text}``): its outputs' chunk hashes, the clock stops,
     answered ``{CHUNKS: [[output, chunk], ...]}``; ``AUDIT_EVIDENCE``
     ``{"file": name}``: those chunks' values, copied before the answer
@@ -210,23 +211,33 @@ class Channel:
         self.send(type=EVIDENCE, trials=trials)
         self.receive()
 
-    def audit_plan(self, call_bytes: int) -> int:
+    def audit_plan(self, call_bytes: int, comparison: Optional[str] = None) -> int:
         """The program's calls in each audit round, from the parent: sized by
         the time the worker reported, which the parent holds (``call_bytes``:
-        one call's inputs and outputs, which bound the copies)."""
-        self.send(type=AUDIT_PLAN, call_bytes=int(call_bytes))
+        one call's inputs and outputs, which bound the copies; ``comparison``:
+        the finalist whose rounds these are, named as its timing reports
+        name it, None for a step's own timing)."""
+        self.send(type=AUDIT_PLAN, call_bytes=int(call_bytes), **_named(comparison))
         return max(1, int(self.receive().get(CALLS) or 1))
 
-    def audit_start(self, set_name: str, input_seed_index: int, init_seed_index: int, calls: int = 1) -> int:
+    def audit_start(
+        self,
+        set_name: str,
+        input_seed_index: int,
+        init_seed_index: int,
+        calls: int = 1,
+        comparison: Optional[str] = None,
+    ) -> int:
         """An audit round (audit.py): the nonce, sent as the parent's clock
         starts. ``calls``: the program's calls in the round (on as many
-        copies of the set)."""
+        copies of the set); ``comparison``: as for :meth:`audit_plan`."""
         self.send(
             type=AUDIT_REQUEST,
             set=set_name,
             input_seed_index=int(input_seed_index),
             init_seed_index=int(init_seed_index),
             calls=int(calls),
+            **_named(comparison),
         )
         return int(self.receive()[NONCE])
 
@@ -255,6 +266,12 @@ class Channel:
         when it does not."""
         self.send(type=TIMING_DONE, report=report)
         return bool(self.receive().get(RETIME))
+
+
+def _named(comparison: Optional[str]) -> dict[str, str]:
+    """An audit message's ``comparison`` field: absent for a step's own
+    rounds (their messages are as they were before finalists had rounds)."""
+    return {} if comparison is None else {"comparison": str(comparison)}
 
 
 # -- who wrote it: the sender's pid on a unix socket ----------------------------
@@ -332,6 +349,11 @@ def converse(
         # whether this job times at all: a speedup from a job that does not
         # was measured by nobody (trusted/timing_reports.py)
         evidence["timing_asked"] = bool(job.get("timing", True))
+        # whose audit rounds this job may run: a step's own (untagged), or
+        # one set per finalist of a finalists' re-timing, named as the
+        # finalist's timing reports are (answer_audit)
+        count = len(job.get("finalists") or [])
+        evidence["audit_comparisons"] = [f"finalist {i}" for i in range(count)] if count else [None]
     try:
         link.write((json.dumps(job) + "\n").encode())
         while True:
@@ -433,7 +455,11 @@ def _answer(
     return stage, None
 
 
-#: the most audit rounds a job may ask for (one timed shape's, and one re-timing's)
+#: the most audit rounds a job may ask for per comparison it audits (one
+#: timed shape's, and one re-timing's): a step's job audits one, a
+#: finalists' job one per finalist it was sent (``audit_comparisons``, set
+#: by converse from the parent's own job), so a job's rounds stay within
+#: this times the finalists the parent chose to send
 _MOST_AUDITS = 4 * AUDIT_ROUNDS
 
 
@@ -444,18 +470,28 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
     ``evidence["audits"]`` for the trusted check (trusted/audit_check.py)."""
     kind = msg.get("type")
     audits: list[dict[str, Any]] = evidence.setdefault("audits", []) if evidence is not None else []
+    store = evidence if evidence is not None else {}
+    # whose rounds: a step's own (None) or a finalist's, by the name its
+    # timing reports carry ("finalist 3")
+    comparison = msg.get("comparison")
+    comparison = str(comparison)[:200] if comparison is not None else None
     if kind == AUDIT_PLAN:
-        store = evidence if evidence is not None else {}
         declared = msg.get("call_bytes")
         declared = declared if isinstance(declared, int) and 0 <= declared < 1 << 62 else 0
-        reported = reported_times(store.get("timing_reports"))
+        # sized by that comparison's own last report
+        reported = reported_times(store.get("timing_reports"), comparison=comparison)
         calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared)
-        store["audit_plan"] = {"calls": calls, "call_bytes": declared}
+        plan = {"calls": calls, "call_bytes": declared}
+        store.setdefault("audit_plans", {})[comparison] = plan
+        if comparison is None:
+            store["audit_plan"] = plan
         return {CALLS: calls}
     if kind == AUDIT_REQUEST:
         nonce = secrets.randbits(62)
-        if len(audits) < _MOST_AUDITS:
-            planned = (evidence or {}).get("audit_plan") or {}
+        allowed = store.get("audit_comparisons", [None])
+        mine = sum(1 for a in audits if a.get("comparison") == comparison)
+        if comparison in allowed and mine < _MOST_AUDITS:
+            planned = (store.get("audit_plans") or {}).get(comparison) or {}
             audits.append(
                 {
                     "set": str(msg.get("set"))[:200],
@@ -467,10 +503,16 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
                     "planned": planned.get("calls", 1),
                     "declared_bytes": planned.get("call_bytes"),
                     "nonce": nonce,
+                    **({} if comparison is None else {"comparison": comparison}),
                 }
             )
         elif evidence is not None:
+            # more rounds than the harness runs, or rounds of a comparison
+            # this job has none of: what they were for is kept, the rounds not
             evidence["audits_refused"] = True
+            refused = evidence.setdefault("audits_refused_for", [])
+            if comparison not in refused and len(refused) < 64:
+                refused.append(comparison)
         return {NONCE: nonce}
     current = audits[-1] if audits else {}
     if kind == AUDIT_DONE:

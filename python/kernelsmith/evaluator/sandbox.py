@@ -358,7 +358,7 @@ def run_worker(
     ``mode="fresh"`` evaluator: one Python start-up per candidate). With a
     ``referee`` (evaluator/referee.py) a correct result is re-checked by the
     trusted process and the timing cross-checked against the slot, as in the
-    pool."""
+    pool; a finalists' re-timing has each finalist's audit rounds checked."""
     started = time.monotonic()
     private = tempfile.mkdtemp(prefix="ks-eval-")  # parent-only: the log
     workdir = tempfile.mkdtemp(prefix="ks-work-")  # the worker's only writable place
@@ -406,11 +406,14 @@ def run_worker(
         if referee is not None:
             # curation and in-place runs import this module too, without a referee
             # lazy: the parent's checks, loaded only where a referee judges
-            from .trusted import trusted_checks
+            from .trusted import finalist_checks, trusted_checks
 
-            trusted_checks(
-                result, evidence, seeds, task, private, referee, ticket.slots if ticket is not None else None
-            )
+            if finalists:  # each finalist's row against its own audit rounds
+                finalist_checks(result, evidence, seeds, task, private, referee)
+            else:
+                trusted_checks(
+                    result, evidence, seeds, task, private, referee, ticket.slots if ticket is not None else None
+                )
         result.wall_s = round(time.monotonic() - started, 3)
         return result
     finally:

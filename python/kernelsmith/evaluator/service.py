@@ -260,7 +260,8 @@ class Evaluator(TaskBackends):
                 gate=self.gates[device],
                 cpu_threads=self.cpu_threads,
                 finalists=finalists,
-                referee=None if finalists else self._referee(backend, device),
+                # a finalists' re-timing too: the referee checks each finalist's audit rounds
+                referee=self._referee(backend, device),
             )
 
         try:
@@ -400,9 +401,13 @@ class Evaluator(TaskBackends):
         speedup_ci_high, runtime_ms, ref_runtime_ms, verdict,
         timing_reliable, unreliable_reasons, alone, capped, error}],
         "head_to_head": {...}, "result": EvalResult}``; a source that fails
-        the static checks is left out with its reason. Only a row that is
-        correct, timed, not suspicious and ``timing_reliable`` may become a
-        best (``finalists.reliable``)."""
+        the static checks is left out with its reason. Each timed row is
+        judged by its own audit rounds too (``audit``: their figures; a row
+        they find hacked is ``correct: False, hacked: True`` with the reason
+        as ``error``, and with ``alone`` is decided by its alone re-timing:
+        ``hacked_next_to_others``). Only a row that is correct, not hacked,
+        timed, not suspicious and ``timing_reliable`` may become a best
+        (``finalists.reliable``)."""
         entries, head, result = self._head_to_head(self._task(task), sources)
         if alone:
             rows = {e["index"]: e for e in entries}
@@ -441,9 +446,13 @@ class Evaluator(TaskBackends):
             entry["index"] = kept[int(entry["index"])]
             entries.append(entry)
         head = dict((result.timing or {}).get("head_to_head") or {})
+        hacked = [e["index"] for e in timed if e.get("audit_hacked")]  # by now the caller's indices
         for key in ("first", "second"):
             if key in head:
                 head[key] = kept[int(head[key])]
+                if head[key] in hacked and "error" not in head:
+                    # ranked by the worker on figures its audit rounds refuted
+                    head["error"] = f"finalist {head[key]}'s audit rounds found its figures forged"
         if not timed:  # the worker failed before timing: every finalist shares its verdict
             entries += [{"index": i, "correct": False, "error": result.error or result.category} for i in kept]
         return sorted(entries, key=lambda e: e["index"]), head, result

@@ -11,13 +11,19 @@ calls add up to more than the check's slack. On a CUDA device the calls are
 captured once in a CUDA graph before the first nonce and replayed in every
 round, as the timing replays its own: the round's wall time is the calls'
 device time, not their launches'. Where the capture fails the calls run
-eagerly, which only lengthens the round."""
+eagerly, which only lengthens the round.
+
+A step audits its program after its timing (:func:`audit_timing`); the
+finalists' re-timing audits each finalist it timed (:func:`audit_finalist`),
+the same rounds (:func:`audit_rounds`) with every audit message naming the
+finalist."""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Optional
+from types import SimpleNamespace
+from typing import Any, Callable, Optional
 
 from .audit import ROUNDS, change_inputs, chunk_bounds, copies, flat, round_digests, stacked, tensor_bytes
 from .checks.base import Context
@@ -27,24 +33,79 @@ from .evidence import write_outputs
 def audit_timing(ctx: Context) -> None:
     """ROUNDS audit rounds on the first timed shape's generator, when the
     timing gave this program a speedup (nothing to audit otherwise)."""
-    import torch
-
     if ctx.out.get("category") != "ok" or ctx.out.get("speedup") is None or not ctx.checks_on:
         # nothing to audit; or the throughput benchmark's switch, which the
         # parent reads in its own environment too (trusted/audit_check.py)
         return
     name = ctx.cfg.timed_shapes[0]
-    gen = getattr(ctx.ref, name)
-    ctx.chan.stage("audit rounds")
+    audit_rounds(ctx, name, getattr(ctx.ref, name), ctx.out.setdefault("phases", {}))
+
+
+def audit_finalist(
+    chan: Any,
+    comparison: str,
+    model: Any,
+    cmp: Any,
+    backend: Any,
+    make_inputs: Callable[[Any], list],
+    init_seed_index: int,
+    workdir: str,
+    name: str,
+    gen: Any,
+    phases: dict[str, float],
+) -> None:
+    """A finalist's rounds in the finalists' re-timing (worker_timing.run_finalists),
+    as a step's: ``model`` (built from the seed at ``init_seed_index``) on a
+    fresh set of ``gen`` (the first timed shape, ``name``). Every audit
+    message says ``comparison`` (its timing reports' name, ``"finalist
+    3"``), so the parent sizes the rounds by that finalist's own report and
+    judges its row by them."""
+    view = SimpleNamespace(
+        chan=_Tagged(chan, comparison),
+        cmp=cmp,
+        model_new=model,
+        backend=backend,
+        make_inputs=make_inputs,
+        init_seed_index=init_seed_index,
+        workdir=workdir,
+    )
+    audit_rounds(view, name, gen, phases, f"audit rounds of {comparison}")
+
+
+class _Tagged:
+    """A channel whose audit messages name a comparison (the finalist the
+    rounds are of); every other message goes as it is."""
+
+    def __init__(self, chan: Any, comparison: str) -> None:
+        self._chan, self.comparison = chan, comparison
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._chan, attr)
+
+    def audit_plan(self, call_bytes: int) -> int:
+        return int(self._chan.audit_plan(call_bytes, comparison=self.comparison))
+
+    def audit_start(self, set_name: str, input_seed_index: int, init_seed_index: int, calls: int = 1) -> int:
+        return int(self._chan.audit_start(set_name, input_seed_index, init_seed_index, calls, self.comparison))
+
+
+def audit_rounds(ctx: Any, name: str, gen: Any, phases: dict[str, float], stage: str = "audit rounds") -> None:
+    """ROUNDS rounds on a fresh set of ``gen`` (the timed shape ``name``) in
+    a timing slot of their own. ``ctx``: what the rounds read, a step's
+    Context or :func:`audit_finalist`'s view of a finalist: ``chan``,
+    ``cmp``, ``model_new``, ``backend``, ``make_inputs``,
+    ``init_seed_index`` (the seed the program's model was built from),
+    ``workdir`` (where the asked chunks are written for the parent)."""
+    import torch
+
+    ctx.chan.stage(stage)
     started = time.monotonic()
-    phases = ctx.out.setdefault("phases", {})
     index = ctx.chan.seeds_received
     inputs = ctx.make_inputs(gen)
     with torch.no_grad():
         # the copies, the graph's capture and the hash's compile before the
         # timing slot: the slot stops the device's other workers, and none
-        # of this is timed (on the H100 the pool's throughput fell to 0.85x
-        # of session 18's while the slot covered them)
+        # of this is timed
         calls = _Calls(ctx, inputs)
         waited = ctx.chan.timing_slot()
         phases["timing_wait"] = round(phases.get("timing_wait", 0.0) + waited, 4)
@@ -55,15 +116,16 @@ def audit_timing(ctx: Context) -> None:
                     break
         finally:
             ctx.chan.timing_done({"release_only": True})
-            phases["audit_slot"] = round(time.monotonic() - slot, 4)
-            phases["audit"] = round(time.monotonic() - started - waited, 4)
+            # added up: a finalists' re-timing audits each finalist in turn
+            phases["audit_slot"] = round(phases.get("audit_slot", 0.0) + time.monotonic() - slot, 4)
+            phases["audit"] = round(phases.get("audit", 0.0) + time.monotonic() - started - waited, 4)
 
 
 class _Calls:
     """A round's calls of the program: their input copies, and on a CUDA
     device the graph that replays them."""
 
-    def __init__(self, ctx: Context, inputs: list) -> None:
+    def __init__(self, ctx: Any, inputs: list) -> None:
         import torch
 
         self.ctx = ctx
@@ -165,4 +227,4 @@ def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> b
     return True
 
 
-__all__ = ["audit_timing"]
+__all__ = ["audit_finalist", "audit_rounds", "audit_timing"]

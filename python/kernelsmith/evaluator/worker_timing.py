@@ -10,6 +10,7 @@ The timing itself (pairs, statistics, hidden work, the roofline) is
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from typing import Any, Callable, Optional
@@ -25,6 +26,7 @@ from . import timing
 from .. import timing as kt
 from .checks.timed_inputs import inputs_after_timing
 from .task_inputs import draw_inputs
+from .worker_audit import audit_finalist
 
 
 def cpu_seconds() -> float:
@@ -378,7 +380,9 @@ def run_finalists(
     re-timing: contention.py): first the reference alone, before any
     finalist is loaded, then each finalist, whose paired reference must stay
     near the reference alone (a program that slows what runs next to it
-    would otherwise look fast)."""
+    would otherwise look fast). Then each finalist with a speedup runs a
+    step's audit rounds (:func:`_audit_finalists`): its figures here are
+    this process's word."""
     import torch
 
     # lazy: evaluator.correctness pulls in torch, numpy, which evaluator.worker_timing does not load on its own
@@ -390,6 +394,9 @@ def run_finalists(
     cfg = task.config
     device, dtype = backend.device(), getattr(torch, cfg.dtype)
     cmp.set_comparison(getattr(cfg, "comparison", None))  # a task's accuracy contract (KernelBench-X)
+    # every model here (the reference's, each finalist's) is built from this
+    # seed: the referee rebuilds the reference of the audit rounds from it
+    init_seed_index = chan.seeds_received
     seed = chan.seed()
 
     def make_inputs(gen: Any = None) -> list[Any]:
@@ -419,6 +426,8 @@ def run_finalists(
         entries, models = _load_finalists(job, chan, backend, cfg, cmp, seed, init_inputs, check, expected)
         chan.stage("timing finalists")
         head = _time_finalists(timed, model, entries, models, several=len(cfg.timed_shapes) > 1)
+        if os.environ.get("KS_BENCH_NO_CENSUS", "") != "1":  # the throughput benchmark's switch, as a step's
+            _audit_finalists(job, chan, backend, cfg, cmp, ref, make_inputs, init_seed_index, entries, models, out)
     out.update(
         category="ok",
         compiled=True,
@@ -427,6 +436,9 @@ def run_finalists(
             "finalists": entries,
             "head_to_head": head if len(entries) > 1 else {},
             "reference_alone_ms": alone.ref_runtime_ms,
+            # the clock the comparisons were timed on, as a step's timing says
+            # it (the audit check's reference allowance reads it)
+            "device": backend.timing_device(),
         },
     )
     return out
@@ -556,6 +568,46 @@ class _FinalistTimer:
         return o
 
 
+def _audit_finalists(
+    job: dict[str, Any],
+    chan: Any,
+    backend: Any,
+    cfg: Any,
+    cmp: Any,
+    ref: Any,
+    make_inputs: Callable[[Any], list],
+    init_seed_index: int,
+    entries: list[dict[str, Any]],
+    models: list[Any],
+    out: dict[str, Any],
+) -> None:
+    """Each finalist whose re-timing gave it a speedup audited as a step's
+    timing is (worker_audit.py): its figures here are this process's word as
+    much as a step's, and every finalist's import-time code runs in it. The
+    rounds name the finalist (``"finalist <i>"``, as its timing reports
+    do), on the first timed shape, the model built from the finalists'
+    seed."""
+    name = cfg.timed_shapes[0]
+    workdir = os.path.dirname(os.path.abspath(job["finalists"][0]))
+    phases = out.setdefault("phases", {})
+    for entry, m in zip(entries, models):
+        if m is None or entry.get("speedup") is None:
+            continue
+        audit_finalist(
+            chan,
+            f"finalist {entry['index']}",
+            m,
+            cmp,
+            backend,
+            make_inputs,
+            init_seed_index,
+            workdir,
+            name,
+            getattr(ref, name),
+            phases,
+        )
+
+
 def _load_finalists(
     job: dict[str, Any],
     chan: Any,
@@ -569,8 +621,6 @@ def _load_finalists(
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """Each finalist loaded and checked on ``check`` against ``expected``:
     its entry and its model (None where it failed)."""
-    import os
-
     import torch
 
     # lazy: cycle evaluator.worker_timing -> evaluator.worker -> evaluator.worker_timing

@@ -315,6 +315,7 @@ class LocalScorer:
                 if (
                     not e
                     or not e.get("correct")
+                    or e.get("hacked")
                     or not _number(e.get("runtime_ms"))
                     or e.get("suspicious")
                     or e.get("timing_reliable") is False

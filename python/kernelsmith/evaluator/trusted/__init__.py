@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from ...result import EvalResult
 from .base import TrustedCheck, TrustedContext, overrule, withdraw_figures
-from .audit_check import AuditCheck
+from .audit_check import AuditCheck, audit_finalists
 from .referee_check import RefereeRecheck
 from .slot_cross_check import SlotCrossCheck
 from .timing_reports import TimingReports
@@ -60,4 +60,23 @@ def trusted_checks(
     )
 
 
-__all__ = ["TRUSTED_CHECKS", "TrustedCheck", "TrustedContext", "run_trusted_checks", "trusted_checks"]
+def finalist_checks(
+    result: EvalResult, evidence: Optional[dict[str, Any]], seeds: list[int], task: Any, workdir: str, referee: Any
+) -> None:
+    """Parent side, after a finalists' re-timing (worker_timing.run_finalists):
+    each timed finalist's row against its own audit rounds
+    (audit_check.audit_finalists). The step's checks do not apply: the job
+    hands over no trial outputs and its result has no speedup of its own;
+    the gate's verdicts on each comparison are read by the caller
+    (finalists.apply_verdicts)."""
+    audit_finalists(result, TrustedContext(task=task, seeds=seeds, workdir=workdir, referee=referee, evidence=evidence))
+
+
+__all__ = [
+    "TRUSTED_CHECKS",
+    "finalist_checks",
+    "TrustedCheck",
+    "TrustedContext",
+    "run_trusted_checks",
+    "trusted_checks",
+]

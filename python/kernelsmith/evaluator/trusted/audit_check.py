@@ -24,6 +24,10 @@ channel_forge_report.py, report_patch_send.py). Here the parent asks:
 
 A round the program's call failed in, or one the referee could not check,
 leaves the timing unaudited: unreliable, not hacked.
+
+One timing's rounds are judged by :func:`judge_rounds`: a step's result
+(:class:`AuditCheck`), and each row of a finalists' re-timing against the
+rounds tagged with its name (:func:`audit_finalists`).
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from typing import Any, Optional
 from ...result import EvalResult
 from ..audit import MOST_CALLS, ROUNDS, calls_per_round, reported_times
 from ..evidence import copy_regular
+from ..finalists import FIGURES
 from .base import TrustedCheck, TrustedContext
 from .referee_check import checks_disabled
+from .timing_reports import timing_report_reasons
 
 #: the reported speedup against the one the audit allows: hacked past this
 HACKED_FACTOR = 4.0
@@ -74,40 +80,165 @@ class AuditCheck(TrustedCheck):
     def reasons(self, result: EvalResult, ctx: TrustedContext) -> list[str]:
         store = ctx.evidence or {}
         if result.category != "ok" or result.speedup is None or checks_disabled():
+            # a finalists' re-timing has no speedup of its own: its rows are
+            # judged by audit_finalists
             return []
         census = result.census if isinstance(result.census, dict) else {}
         result.census = census
-        audits = [a for a in store.get("audits") or [] if isinstance(a, dict)]
-        if not audits:
-            return [
+        audits = [a for a in store.get("audits") or [] if isinstance(a, dict) and a.get("comparison") is None]
+        timing = result.timing if isinstance(result.timing, dict) else {}
+        judged = judge_rounds(
+            audits,
+            bool(store.get("audits_refused")),
+            ctx,
+            _reported_cand_ms(result, store, ctx.task),
+            timing.get("device") == "cuda",
+        )
+        if judged.record is not None:
+            census["audit"] = judged.record
+        if judged.unreliable:
+            result.timing_reliable = False
+            result.unreliable_reasons = list(result.unreliable_reasons or []) + judged.unreliable
+        return judged.hacked
+
+
+def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
+    """A finalists' re-timing (worker_timing.run_finalists): each row with a
+    speedup judged against its own audit rounds (tagged ``"finalist <i>"``,
+    as its timing reports are) as a step's result is against its rounds.
+    A row the rounds find hacked loses its figures and is ``correct: False,
+    hacked: True`` with the reason as its ``error`` (finalists.reliable
+    never takes it); one they leave unaudited or past the unreliable
+    threshold is ``timing_reliable: False`` with the reason; the figures go
+    in the row's ``audit``. The worker's word on those fields is dropped
+    first (the row is its own, its verdict the parent's)."""
+    timing = result.timing if isinstance(result.timing, dict) else {}
+    rows = timing.get("finalists")
+    if result.category != "ok" or not isinstance(rows, list) or checks_disabled():
+        return
+    store = ctx.evidence or {}
+    audits = [a for a in store.get("audits") or [] if isinstance(a, dict)]
+    refused = list(store.get("audits_refused_for") or [])
+    # the names the parent allowed this job's rounds (protocol.converse, from its own job)
+    allowed = list(store.get("audit_comparisons") or [])
+    names = list(getattr(getattr(ctx.task, "config", None), "timed_shapes", None) or [])
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        for key in ("audit", "audit_hacked", "hacked_next_to_others", "timing_reliable", "unreliable_reasons"):
+            row.pop(key, None)
+        if row.get("speedup") is None or not row.get("correct"):
+            continue
+        tag = f"finalist {row.get('index')}"
+        # a refused round of this finalist, or of a name no finalist of the
+        # job has: a program of this process chose rounds of its own
+        alien = any(c not in allowed for c in refused)
+        judged = judge_rounds(
+            [a for a in audits if a.get("comparison") == tag],
+            tag in refused or alien,
+            ctx,
+            _claimed(
+                row, reported_times(store.get("timing_reports"), names[0] if len(names) > 1 else None, tag), len(names)
+            ),
+            timing.get("device") == "cuda",
+        )
+        if judged.record is not None:
+            row["audit"] = judged.record
+        if not judged.hacked:
+            # the row's own figures, the speedup and its CI too, must be the
+            # ones its timing reported (the step's timing_reports check, per
+            # finalist): the rounds bound the times, not a speedup written apart
+            judged.hacked = _row_against_reports(row, store.get("timing_reports"), tag, ctx.task)
+        if judged.hacked:
+            for key in FIGURES:
+                row.pop(key, None)
+            row.update(correct=False, hacked=True, error=judged.hacked[0], audit_hacked=True)
+            continue
+        if judged.unreliable:
+            row.update(timing_reliable=False, unreliable_reasons=judged.unreliable)
+
+
+def _row_against_reports(row: dict[str, Any], reports: Any, tag: str, task: Any) -> list[str]:
+    """Why a finalist's row is not what its comparison's timing reported
+    when it ended (timing_reports.timing_report_reasons on that
+    comparison's reports)."""
+    mine = [{**r, "comparison": None} for r in reports or [] if isinstance(r, dict) and r.get("comparison") == tag]
+    as_result = EvalResult(
+        compiled=True,
+        correct=True,
+        category="ok",
+        speedup=row.get("speedup"),
+        speedup_ci_low=row.get("speedup_ci_low"),
+        speedup_ci_high=row.get("speedup_ci_high"),
+        runtime_ms=row.get("runtime_ms"),
+        ref_runtime_ms=row.get("ref_runtime_ms"),
+    )
+    return timing_report_reasons(as_result, mine, task)
+
+
+def _claimed(
+    row: dict[str, Any], reported: Optional[tuple[float, float]], shapes: int
+) -> Optional[tuple[float, float]]:
+    """What a finalist's figures claim on the audited shape: its last
+    report's (what its rounds were sized by; the row must equal its reports,
+    :func:`_row_against_reports`), else, timed on one shape, the row's."""
+    if reported is not None or shapes > 1:
+        return reported
+    cand, ref = row.get("runtime_ms"), row.get("ref_runtime_ms")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (cand, ref)):
+        return None
+    return float(cand), float(ref)  # type: ignore[arg-type]
+
+
+@dataclass
+class Judged:
+    """What a timing's audit rounds say of it: why it is hacked, why its
+    timing is unreliable, and the figures for the record (None: none)."""
+
+    hacked: list[str] = field(default_factory=list)
+    unreliable: list[str] = field(default_factory=list)
+    record: Optional[dict[str, Any]] = None
+
+
+def judge_rounds(
+    audits: list[dict[str, Any]],
+    refused: bool,
+    ctx: TrustedContext,
+    reported: Optional[tuple[float, float]],
+    on_gpu: bool,
+) -> Judged:
+    """One timing's rounds (``audits``: its records, in order) against its
+    reported (candidate, reference) ms per call: a step's, or one finalist's."""
+    if not audits:
+        return Judged(
+            hacked=[
                 "the timing reported a speedup but no audit round ran under the parent's clock (the worker's "
                 "timing runs where the program does; the rounds are what the parent measures itself): the "
                 "verdict was not the program's to write"
             ]
-        if store.get("audits_refused"):
-            return [
+        )
+    if refused:
+        return Judged(
+            hacked=[
                 "the worker asked for more audit rounds than the harness runs (a program choosing the rounds it "
                 "is timed in): the verdict was not the program's to write"
             ]
-        failed = [a["error"] for a in audits if a.get("error")]
-        if failed or len(audits) < ROUNDS:
-            why = failed[0][:300] if failed else f"{len(audits)} of {ROUNDS} rounds ran"
-            _unaudited(result, census, f"the audit rounds did not complete ({why})")
-            return []
-        checked = _ask_referee(audits, ctx)
-        if checked.hacked:
-            return checked.hacked
-        if checked.failed:
-            # the referee's own failure is not the program's
-            _unaudited(result, census, f"the referee could not check the audit rounds: {checked.failed}")
-            return []
-        return _figures(result, census, audits, checked, store, ctx.task)
+        )
+    failed = [a["error"] for a in audits if a.get("error")]
+    if failed or len(audits) < ROUNDS:
+        why = failed[0][:300] if failed else f"{len(audits)} of {ROUNDS} rounds ran"
+        return _unaudited(f"the audit rounds did not complete ({why})")
+    checked = _ask_referee(audits, ctx)
+    if checked.hacked:
+        return Judged(hacked=checked.hacked)
+    if checked.failed:
+        # the referee's own failure is not the program's
+        return _unaudited(f"the referee could not check the audit rounds: {checked.failed}")
+    return _figures(audits, checked, reported, on_gpu)
 
 
-def _unaudited(result: EvalResult, census: dict[str, Any], why: str) -> None:
-    census["audit"] = {"unaudited": why}
-    result.timing_reliable = False
-    result.unreliable_reasons = list(result.unreliable_reasons or []) + [why[:300]]
+def _unaudited(why: str) -> Judged:
+    return Judged(unreliable=[why[:300]], record={"unaudited": why})
 
 
 @dataclass
@@ -252,17 +383,12 @@ def _reported_cand_ms(result: EvalResult, store: dict[str, Any], task: Any) -> O
 
 
 def _figures(
-    result: EvalResult,
-    census: dict[str, Any],
-    audits: list[dict[str, Any]],
-    checked: Checked,
-    store: dict[str, Any],
-    task: Any,
-) -> list[str]:
-    """The reported speedup against what the rounds allow."""
+    audits: list[dict[str, Any]], checked: Checked, reported: Optional[tuple[float, float]], on_gpu: bool
+) -> Judged:
+    """The reported (candidate, reference) ms per call against what the
+    rounds allow."""
     answers = checked.answers
     calls = int(audits[0]["calls"])
-    reported = _reported_cand_ms(result, store, task)
     # the fastest round: a busy host only ever lengthens one, and the
     # program had to do the work in every round (a skipped one is caught by
     # its chunks)
@@ -285,9 +411,9 @@ def _figures(
             {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items()} for a in audits if a.get("seen")
         ],
     }
-    census["audit"] = figures
+    judged = Judged(record=figures)
     if reported is None or reference <= 0:
-        return []
+        return judged
     cand_ms, ref_ms = reported
     needed = calls_per_round(cand_ms / 1e3, checked.call_bytes)
     figures.update(reported_cand_ms=cand_ms, reported_ref_ms=ref_ms, calls_needed=needed)
@@ -299,19 +425,20 @@ def _figures(
         )
         if isinstance(declared, int) and declared > checked.call_bytes:
             # fewer calls bought with bytes the call does not move
-            return [f"{why}: the worker declared {declared} bytes per call: the verdict was not the program's to write"]
+            judged.hacked = [
+                f"{why}: the worker declared {declared} bytes per call: the verdict was not the program's to write"
+            ]
+            return judged
         # the rounds were sized before a later report (a re-timing): they
         # bound less than the parent's rule asks, the program's word not
         # against the parent's
-        result.timing_reliable = False
-        result.unreliable_reasons = list(result.unreliable_reasons or []) + [why]
+        judged.unreliable.append(why)
     # each side's excess over what the parent's figures allow, and both
     # together (a report may shade each side by a part below its own
     # threshold); where the calls are under the slack the candidate's side
     # tells nothing, and the reference's side alone still does
     candidate_side = max(bound, 0.0) / (calls * cand_ms / 1e3 + CANDIDATE_MARGIN_S)
-    timing = result.timing if isinstance(result.timing, dict) else {}
-    ref_slack = REFERENCE_SLACK_S if timing.get("device") == "cuda" else HOST_REFERENCE_SLACK_S
+    ref_slack = REFERENCE_SLACK_S if on_gpu else HOST_REFERENCE_SLACK_S
     reference_side = ref_ms / (((1 + REFERENCE_SHARE) * reference + ref_slack) * 1e3)
     excess = max(candidate_side, reference_side, candidate_side * reference_side)
     figures.update(
@@ -326,11 +453,10 @@ def _figures(
         "what the parent measured"
     )
     if excess > HACKED_FACTOR:
-        return [message + ": the verdict was not the program's to write"]
-    if excess > UNRELIABLE_FACTOR:
-        result.timing_reliable = False
-        result.unreliable_reasons = list(result.unreliable_reasons or []) + [message[:400]]
-    return []
+        judged.hacked = [message + ": the verdict was not the program's to write"]
+    elif excess > UNRELIABLE_FACTOR:
+        judged.unreliable.append(message[:400])
+    return judged
 
 
 def _calls_text(calls: int) -> str:
@@ -339,6 +465,8 @@ def _calls_text(calls: int) -> str:
 
 __all__ = [
     "AuditCheck",
+    "audit_finalists",
+    "judge_rounds",
     "HACKED_FACTOR",
     "UNRELIABLE_FACTOR",
     "SLACK_S",
