@@ -371,16 +371,16 @@ def _fine(request, call_bytes=1 << 16):
 
 
 def test_a_microsecond_call_is_audited_over_as_many_calls_as_its_reported_time_asks(tmp_path):
-    # 2 us reported per call: 4096 calls (the most) of 64 KiB each; the
+    # 2 us reported per call: 2500 calls (5 ms of them) of 64 KiB each; the
     # fastest round 40 ms, other work 1 ms, slack 3 ms: the calls took at
-    # least 36 ms, 4096 x 2 us = 8.2 ms reported: hacked
-    reasons, result, referee = _judge(tmp_path, _fine, cand_ms=0.002, ref_ms=0.01, calls=(4096,) * 3, device="cuda")
-    assert referee.asked[0]["calls"] == 4096
-    assert len(reasons) == 1 and "the program's 4096 calls take at least 36 ms" in reasons[0], reasons
+    # least 36 ms, 2500 x 2 us = 5 ms reported: hacked
+    reasons, result, referee = _judge(tmp_path, _fine, cand_ms=0.002, ref_ms=0.01, calls=(2500,) * 3, device="cuda")
+    assert referee.asked[0]["calls"] == 2500
+    assert len(reasons) == 1 and "the program's 2500 calls take at least 36 ms" in reasons[0], reasons
     audit = result.census["audit"]
-    assert audit["calls"] == audit["calls_needed"] == 4096 and audit["candidate_side"] > 4, audit
-    # the same calls at their honest time: 4096 x 9 us = 36.9 ms reported
-    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=0.009, ref_ms=0.01, calls=(4096,) * 3, device="cuda")
+    assert audit["calls"] == audit["calls_needed"] == 2500 and audit["candidate_side"] > 4, audit
+    # the same calls at their honest time: 2500 x 15 us = 37.5 ms reported
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=0.015, ref_ms=0.02, calls=(2500,) * 3, device="cuda")
     assert reasons == [] and result.timing_reliable, result.census["audit"]
 
 

@@ -74,20 +74,20 @@ def test_each_finalists_plan_is_sized_by_its_own_report_and_its_rounds_are_tagge
         plans[tag] = answer_audit({"type": AUDIT_PLAN, "call_bytes": 1024, "comparison": tag}, store)[CALLS]
         for _ in range(A.ROUNDS):
             answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "calls": plans[tag], "comparison": tag}, store)
-    # 10 ms of calls at each one's reported time
-    assert plans == {"finalist 0": 2, "finalist 1": 1000}
+    # 5 ms of calls at each one's reported time
+    assert plans == {"finalist 0": 1, "finalist 1": 500}
     rounds = store["audits"]
     assert [a["comparison"] for a in rounds] == ["finalist 0"] * A.ROUNDS + ["finalist 1"] * A.ROUNDS
-    assert [a["planned"] for a in rounds] == [2] * A.ROUNDS + [1000] * A.ROUNDS
+    assert [a["planned"] for a in rounds] == [1] * A.ROUNDS + [500] * A.ROUNDS
     assert not store.get("audits_refused")
 
 
 def test_a_steps_rounds_are_as_before_and_other_names_are_refused():
     store: dict = {"timing_reports": [_report(None, 1.0)]}
-    assert answer_audit({"type": AUDIT_PLAN, "call_bytes": 1024}, store)[CALLS] == 10
-    answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "calls": 10}, store)
-    assert "comparison" not in store["audits"][0] and store["audits"][0]["planned"] == 10
-    assert store["audit_plan"] == {"calls": 10, "call_bytes": 1024}
+    assert answer_audit({"type": AUDIT_PLAN, "call_bytes": 1024}, store)[CALLS] == 5
+    answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "calls": 5}, store)
+    assert "comparison" not in store["audits"][0] and store["audits"][0]["planned"] == 5
+    assert store["audit_plan"] == {"calls": 5, "call_bytes": 1024}
     # a step's job has no finalist: a round named as one is not kept
     answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "comparison": "finalist 0"}, store)
     assert len(store["audits"]) == 1 and store["audits_refused"] and store["audits_refused_for"] == ["finalist 0"]
