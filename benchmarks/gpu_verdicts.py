@@ -240,8 +240,7 @@ def audit_summary(audit: dict) -> str:
     reported, and the excess."""
     if "unaudited" in audit:
         return f"unaudited: {audit['unaudited'][:160]}"
-    says = audit.get("worker_says_ms") or []
-    graph = "graph" if says and all(s.get("graph") for s in says) else "eager"
+    graph = "graph" if audit.get("worker_says_graph") else "eager"
     calls = audit.get("calls", 1)
     reported = audit.get("reported_cand_ms")
     claimed = f"{calls * reported:.4g}" if isinstance(reported, (int, float)) else "-"

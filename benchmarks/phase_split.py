@@ -27,7 +27,9 @@ def main() -> None:
     for key in ["wall_s"] + keys:
         cells = []
         for rows in tables.values():
-            values = [float(r["wall_s"]) if key == "wall_s" else float((r.get("phases") or {}).get(key, 0.0)) for r in rows]
+            values = [
+                float(r["wall_s"]) if key == "wall_s" else float((r.get("phases") or {}).get(key, 0.0)) for r in rows
+            ]
             cells.append(f"{statistics.median(values):.3f}" if values else "-")
         print(f"{key} | " + " | ".join(cells))
 

@@ -38,8 +38,7 @@ def main() -> None:
         why = (r.hack_reasons[0] if r.hack_reasons else r.error).replace("\n", " ")[:400]
         referee = (r.census or {}).get("referee")
         figures = (r.census or {}).get("audit") or {}
-        says = figures.get("worker_says_ms") or []
-        graph = " graph" if says and all(s.get("graph") for s in says) else ""
+        graph = " graph" if figures.get("worker_says_graph") else ""
         audit = f"{figures.get('excess', '-')} x{figures.get('calls', '-')}{graph}"
         print(
             " | ".join(

@@ -408,8 +408,13 @@ def _figures(
         # what the worker says its rounds' parts took: not judged, a record of
         # where an honest round's time goes (the rest is the round trip)
         "worker_says_ms": [
-            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items()} for a in audits if a.get("seen")
+            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items() if k != "graph"}
+            for a in audits
+            if a.get("seen")
         ],
+        # whether the worker says a CUDA graph replayed the calls (its word,
+        # never judged: an eager round is only longer)
+        "worker_says_graph": bool(audits) and all((a.get("seen") or {}).get("graph") for a in audits),
     }
     judged = Judged(record=figures)
     if reported is None or reference <= 0:
