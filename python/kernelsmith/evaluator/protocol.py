@@ -516,24 +516,7 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
         return {NONCE: nonce}
     current = audits[-1] if audits else {}
     if kind == AUDIT_DONE:
-        ended = time.monotonic()
-        if "started" not in current or "wall_s" in current:
-            return {CHUNKS: []}
-        current["wall_s"] = ended - current["started"]
-        digests: list[list[int]] = msg.get("digests") or []
-        if msg.get("error") or not _digest_lists(digests):
-            current["error"] = str(msg.get("error") or "malformed hashes")[:2000]
-            return {CHUNKS: []}
-        current["digests"] = digests
-        seen = msg.get("seen")
-        if isinstance(seen, dict):  # the worker's word, kept for the record (census), never judged
-            current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:5] if isinstance(v, (int, float))}
-        pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
-        picks: list[list[int]] = []
-        while pool and len(picks) < AUDIT_PICKS:
-            picks.append(list(pool.pop(secrets.randbelow(len(pool)))))
-        current["picks"] = picks
-        return {CHUNKS: picks}
+        return _answer_done(msg, current)
     # AUDIT_EVIDENCE: copied now, before any more of the program runs
     if "picks" in current and "file" not in current and evidence is not None and "src" in evidence:
         try:
@@ -545,6 +528,29 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
         except (OSError, ValueError) as exc:
             current["not_handed_over"] = f"{type(exc).__name__}: {exc}"[:300]
     return {TAKEN: True}
+
+
+def _answer_done(msg: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """A round's hashes (``AUDIT_DONE``): the parent's clock stops, the
+    hashes are kept, the chunks to hand over picked with ``secrets``."""
+    ended = time.monotonic()
+    if "started" not in current or "wall_s" in current:
+        return {CHUNKS: []}
+    current["wall_s"] = ended - current["started"]
+    digests: list[list[int]] = msg.get("digests") or []
+    if msg.get("error") or not _digest_lists(digests):
+        current["error"] = str(msg.get("error") or "malformed hashes")[:2000]
+        return {CHUNKS: []}
+    current["digests"] = digests
+    seen = msg.get("seen")
+    if isinstance(seen, dict):  # the worker's word, kept for the record (census), never judged
+        current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:5] if isinstance(v, (int, float))}
+    pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
+    picks: list[list[int]] = []
+    while pool and len(picks) < AUDIT_PICKS:
+        picks.append(list(pool.pop(secrets.randbelow(len(pool)))))
+    current["picks"] = picks
+    return {CHUNKS: picks}
 
 
 def _digest_lists(digests: Any) -> bool:

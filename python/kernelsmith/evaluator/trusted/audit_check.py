@@ -257,31 +257,9 @@ class Checked:
 def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
     """The rounds checked by the referee, one request per input set (drawn
     once, changed by each round's nonce in turn)."""
-    calls = {a.get("calls") for a in audits}
-    if len(calls) != 1 or not all(isinstance(k, int) and 1 <= k <= MOST_CALLS for k in calls):
-        return Checked(
-            hacked=[
-                f"the worker declared {sorted(map(str, calls))} calls per audit round (the harness makes the same "
-                f"number, 1 to {MOST_CALLS}, in every round): the verdict was not the program's to write"
-            ]
-        )
-    for number, a in enumerate(audits):
-        if a.get("calls") != a.get("planned", 1):
-            return Checked(
-                hacked=[
-                    f"audit round {number + 1}: the worker made {a.get('calls')} calls where the parent asked for "
-                    f"{a.get('planned', 1)}: the verdict was not the program's to write"
-                ]
-            )
-    for number, a in enumerate(audits):
-        if a.get("not_handed_over") or "file" not in a:
-            return Checked(
-                hacked=[
-                    f"audit round {number + 1}: the worker did not hand over the chunks the parent asked for "
-                    f"({str(a.get('not_handed_over') or 'no file')[:200]}): the verdict was not the program's to "
-                    "write"
-                ]
-            )
+    declared = _declared_reasons(audits)
+    if declared:
+        return Checked(hacked=declared)
     answers: list[dict[str, Any]] = []
     copies: list[str] = []
     call_bytes = 0
@@ -337,6 +315,32 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
         if found:
             return Checked(hacked=found)
     return Checked(answers=answers, call_bytes=call_bytes)
+
+
+def _declared_reasons(audits: list[dict[str, Any]]) -> list[str]:
+    """Why the rounds as the worker declared them are not the harness's:
+    calls per round out of range or unequal, calls other than the parent
+    planned, chunks not handed over."""
+    calls = {a.get("calls") for a in audits}
+    if len(calls) != 1 or not all(isinstance(k, int) and 1 <= k <= MOST_CALLS for k in calls):
+        return [
+            f"the worker declared {sorted(map(str, calls))} calls per audit round (the harness makes the same "
+            f"number, 1 to {MOST_CALLS}, in every round): the verdict was not the program's to write"
+        ]
+    for number, a in enumerate(audits):
+        if a.get("calls") != a.get("planned", 1):
+            return [
+                f"audit round {number + 1}: the worker made {a.get('calls')} calls where the parent asked for "
+                f"{a.get('planned', 1)}: the verdict was not the program's to write"
+            ]
+    for number, a in enumerate(audits):
+        if a.get("not_handed_over") or "file" not in a:
+            return [
+                f"audit round {number + 1}: the worker did not hand over the chunks the parent asked for "
+                f"({str(a.get('not_handed_over') or 'no file')[:200]}): the verdict was not the program's to "
+                "write"
+            ]
+    return []
 
 
 def _round_reasons(answer: dict[str, Any], number: int) -> list[str]:
