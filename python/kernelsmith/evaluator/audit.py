@@ -137,35 +137,49 @@ def chunk_bounds(numel: int, chunks: int = CHUNKS) -> list[tuple[int, int]]:
 def _digests(w: Any, first: int, length: int, nonce: int) -> Any:
     """Two-round hashes of ``w`` (int64 words of whole chunks of ``length``
     elements starting at flat position ``first``), one per chunk."""
+    return _keyed(w, first, length, _key(nonce, 1), _key(nonce, 2))
+
+
+def _keyed(w: Any, first: int, length: int, key1: int, key2: int) -> Any:
+    """:func:`_digests` with the nonce's two keys given (audit_fused.py's
+    kernel holds keys, not the nonce)."""
     import torch
 
     rows = w.numel() // length
     pos = torch.arange(first, first + rows * length, device=w.device, dtype=torch.int64)
     v = pos * _M1
     v += w
-    v += _key(nonce, 1)
+    v += key1
     s1 = _mix(v).reshape(rows, length).sum(dim=1)
     v = pos * _M3
-    v += _key(nonce, 2)
+    v += key2
     v += (w.reshape(rows, length) ^ s1[:, None]).reshape(-1)
     return _mix(v).reshape(rows, length).sum(dim=1)
+
+
+def digest_tensor(w: Any, key1: int, key2: int, chunks: int = CHUNKS) -> Any:
+    """One hash per chunk of the words ``w`` (:func:`words`) as an int64
+    tensor on their device, a slab at a time, the last shorter chunk on its
+    own: the torch path of :func:`chunk_digests` and of audit_fused.py's
+    fallback."""
+    import torch
+
+    bounds = chunk_bounds(w.numel(), chunks)
+    if not bounds:
+        return torch.zeros(0, dtype=torch.int64, device=w.device)
+    length = bounds[0][1] - bounds[0][0]
+    full = w.numel() // length * length
+    per = max(1, _SLAB // length) * length
+    parts = [_keyed(w[lo : min(lo + per, full)], lo, length, key1, key2) for lo in range(0, full, per)]
+    if full < w.numel():
+        parts.append(_keyed(w[full:], full, w.numel() - full, key1, key2))
+    return torch.cat(parts)
 
 
 def chunk_digests(t: Any, nonce: int, chunks: int = CHUNKS) -> list[int]:
     """The worker's side: one hash per chunk of ``t`` (:func:`chunk_bounds`),
     computed on ``t``'s device a slab at a time."""
-    w = words(t)
-    bounds = chunk_bounds(w.numel(), chunks)
-    if not bounds:
-        return []
-    length = bounds[0][1] - bounds[0][0]
-    full = w.numel() // length * length
-    per = max(1, _SLAB // length) * length
-    parts = [_digests(w[lo : min(lo + per, full)], lo, length, nonce) for lo in range(0, full, per)]
-    out = [int(x) for part in parts for x in part.tolist()]
-    if full < w.numel():
-        out.append(digest_of_chunk(w[full:], full, nonce))
-    return out
+    return [int(x) for x in digest_tensor(words(t), _key(nonce, 1), _key(nonce, 2), chunks).tolist()]
 
 
 def round_digests(t: Any, nonce: int) -> list[int]:
@@ -310,6 +324,7 @@ __all__ = [
     "words",
     "chunk_bounds",
     "chunk_digests",
+    "digest_tensor",
     "round_digests",
     "digest_of_chunk",
     "change_inputs",

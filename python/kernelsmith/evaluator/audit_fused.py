@@ -141,35 +141,11 @@ def triton_runs(t: Any) -> bool:
     return triton is not None and (t.is_cuda or _INTERPRETED)
 
 
-def _torch_keyed(w: Any, first: int, length: int, key1: int, key2: int) -> Any:
-    """:func:`.audit._digests` with the keys given instead of the nonce (the
-    fallback holds keys only): the same operations in the same order."""
-    rows = w.numel() // length
-    pos = torch.arange(first, first + rows * length, device=w.device, dtype=torch.int64)
-    v = pos * audit._M1
-    v += w
-    v += key1
-    s1 = audit._mix(v).reshape(rows, length).sum(dim=1)
-    v = pos * audit._M3
-    v += key2
-    v += (w.reshape(rows, length) ^ s1[:, None]).reshape(-1)
-    return audit._mix(v).reshape(rows, length).sum(dim=1)
-
-
 def _torch_digests(t: Any, keys: Any, chunks: int) -> Any:
-    """The torch path, a slab at a time as :func:`.audit.chunk_digests`, the
-    last shorter chunk on its own as :func:`.audit.digest_of_chunk`."""
-    w = audit.words(t)
-    length, count = _layout(w.numel(), chunks)
-    if count == 0:
-        return torch.zeros(0, dtype=torch.int64, device=w.device)
+    """The torch path (:func:`.audit.digest_tensor`) with the keys read to
+    the host."""
     key1, key2 = (int(k) for k in keys.tolist())
-    full = w.numel() // length * length
-    per = max(1, audit._SLAB // length) * length
-    parts = [_torch_keyed(w[lo : min(lo + per, full)], lo, length, key1, key2) for lo in range(0, full, per)]
-    if full < w.numel():
-        parts.append(_torch_keyed(w[full:], full, w.numel() - full, key1, key2))
-    return torch.cat(parts)
+    return audit.digest_tensor(audit.words(t), key1, key2, chunks)
 
 
 def fused_digests(t: Any, keys: Any, chunks: int = audit.CHUNKS) -> Any:
