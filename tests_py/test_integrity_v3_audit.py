@@ -384,6 +384,24 @@ def test_a_microsecond_call_is_audited_over_as_many_calls_as_its_reported_time_a
     assert reasons == [] and result.timing_reliable, result.census["audit"]
 
 
+def test_the_rounds_calls_are_sized_for_the_clock_the_parent_knows_times_the_job():
+    from kernelsmith.evaluator.protocol import AUDIT_PLAN, CALLS
+
+    # 2 us a call, 64 KiB a call: 2500 calls on a GPU, 128 on the host clock
+    # (8 MiB of copies: the torch hashes there cost about 100 ns an element)
+    assert A.calls_per_round(2e-6, 1 << 16) == 2500
+    assert A.calls_per_round(2e-6, 1 << 16, host=True) == (8 << 20) // (1 << 16)
+    reports = [{"speedup": 2.0, "ref_ms": 0.004, "cand_ms": 0.002}]
+    for host, calls in ((False, 2500), (True, 128)):
+        store: dict = {"timing_reports": reports, "host_clock": host}
+        assert answer_audit({"type": AUDIT_PLAN, "call_bytes": 1 << 16}, store)[CALLS] == calls
+        answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "calls": calls}, store)
+        assert store["audits"][0]["host_clock"] is host and store["audits"][0]["planned"] == calls
+    # a store that does not say (no gate): the host's smaller budget
+    store = {"timing_reports": reports}
+    assert answer_audit({"type": AUDIT_PLAN, "call_bytes": 1 << 16}, store)[CALLS] == 128
+
+
 def test_rounds_of_fewer_calls_than_the_report_asks_leave_the_timing_unreliable(tmp_path):
     # one call of a microsecond kernel: rounds of 4 ms, under the slack
     short = (0.0040, 0.0035, 0.0038)

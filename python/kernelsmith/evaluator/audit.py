@@ -67,6 +67,11 @@ TARGET_S = 5e-3
 MOST_CALLS = 4096
 #: ... and at most this many bytes of input copies and outputs
 COPIES_BYTES = 512 << 20
+#: ... on the host clock (CPU backends) this many: there the hashes run the
+#: torch path, about 100 ns an element on the 2-core machine (a round of
+#: 4096 relu calls, 67M elements, took the referee 7 s), where a GPU hashes
+#: 64M elements in 0.3 ms (audit_fused.py)
+HOST_COPIES_BYTES = 8 << 20
 #: each copy of a tensor past the first starts this many elements after the
 #: last (a fresh tensor's alignment for every dtype)
 ALIGN = 64
@@ -205,17 +210,19 @@ def digest_of_chunk(chunk_words: Any, first: int, nonce: int) -> int:
     return int(_digests(chunk_words, first, chunk_words.numel(), nonce)[0])
 
 
-def calls_per_round(cand_s: float, call_bytes: int) -> int:
+def calls_per_round(cand_s: float, call_bytes: int, host: bool = False) -> int:
     """The program's calls in one audit round: enough that at the reported
     time per call (``cand_s``) they take ``TARGET_S``, within ``MOST_CALLS``
-    and ``COPIES_BYTES`` (``call_bytes``: one call's inputs and outputs).
+    and ``COPIES_BYTES`` (``HOST_COPIES_BYTES`` on the host clock;
+    ``call_bytes``: one call's inputs and outputs).
     The worker sizes its rounds by it, and the parent checks that they
     were, from the report it holds and the referee's own byte count."""
     if not cand_s > 0:
         return 1
     # rounded first: 5 ms over 2 us is 2500, not 2500.0000000000005
     wanted = -(-round(TARGET_S / cand_s, 6) // 1)
-    return max(1, int(min(wanted, MOST_CALLS, COPIES_BYTES // max(1, int(call_bytes)))))
+    budget = HOST_COPIES_BYTES if host else COPIES_BYTES
+    return max(1, int(min(wanted, MOST_CALLS, budget // max(1, int(call_bytes)))))
 
 
 def reported_times(

@@ -354,6 +354,9 @@ def converse(
         # finalist's timing reports are (answer_audit)
         count = len(job.get("finalists") or [])
         evidence["audit_comparisons"] = [f"finalist {i}" for i in range(count)] if count else [None]
+        # which clock times this job (the gate's ticket): the audit rounds'
+        # copies are sized for it (audit.calls_per_round)
+        evidence["host_clock"] = bool(ticket.timed_on_cpu) if ticket is not None else True
     try:
         link.write((json.dumps(job) + "\n").encode())
         while True:
@@ -480,8 +483,10 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
         declared = declared if isinstance(declared, int) and 0 <= declared < 1 << 62 else 0
         # sized by that comparison's own last report
         reported = reported_times(store.get("timing_reports"), comparison=comparison)
-        calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared)
-        plan = {"calls": calls, "call_bytes": declared}
+        # the parent's own word on the clock (the gate's ticket), not the worker's
+        host = bool(store.get("host_clock", True))
+        calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared, host)
+        plan = {"calls": calls, "call_bytes": declared, "host_clock": host}
         store.setdefault("audit_plans", {})[comparison] = plan
         if comparison is None:
             store["audit_plan"] = plan
@@ -502,6 +507,7 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
                     # bytes per call it was told (checked by the referee's)
                     "planned": planned.get("calls", 1),
                     "declared_bytes": planned.get("call_bytes"),
+                    "host_clock": planned.get("host_clock", True),
                     "nonce": nonce,
                     **({} if comparison is None else {"comparison": comparison}),
                 }

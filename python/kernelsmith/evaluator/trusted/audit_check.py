@@ -424,7 +424,7 @@ def _figures(
     if reported is None or reference <= 0:
         return judged
     cand_ms, ref_ms = reported
-    needed = calls_per_round(cand_ms / 1e3, checked.call_bytes)
+    needed = calls_per_round(cand_ms / 1e3, checked.call_bytes, bool(audits[0].get("host_clock", not on_gpu)))
     figures.update(reported_cand_ms=cand_ms, reported_ref_ms=ref_ms, calls_needed=needed)
     if calls < needed:
         declared = audits[0].get("declared_bytes")
