@@ -87,7 +87,7 @@ def test_a_steps_rounds_are_as_before_and_other_names_are_refused():
     assert answer_audit({"type": AUDIT_PLAN, "call_bytes": 1024}, store)[CALLS] == 5
     answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "calls": 5}, store)
     assert "comparison" not in store["audits"][0] and store["audits"][0]["planned"] == 5
-    assert store["audit_plan"] == {"calls": 5, "call_bytes": 1024}
+    assert store["audit_plan"] == {"calls": 5, "call_bytes": 1024, "host_clock": True}
     # a step's job has no finalist: a round named as one is not kept
     answer_audit({"type": AUDIT_REQUEST, "set": "get_inputs", "comparison": "finalist 0"}, store)
     assert len(store["audits"]) == 1 and store["audits_refused"] and store["audits_refused_for"] == ["finalist 0"]
