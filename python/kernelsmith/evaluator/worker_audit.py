@@ -145,7 +145,8 @@ class _Calls:
             call_bytes, self.error = 0, f"{type(exc).__name__}: {exc}"
         # sized by the parent, from the time this worker reported
         self.count = ctx.chan.audit_plan(call_bytes)
-        self.buffers, self.sets = copies(inputs, self.count)
+        # a call that failed makes no copies: every round reports the failure
+        self.buffers, self.sets = copies(inputs, 1 if self.error else self.count)
         if not self.error and self.count > 1 and ctx.backend.timing_device() == "cuda":
             try:
                 self.graph, self.outputs = self._capture(torch)
