@@ -122,7 +122,8 @@ def test_batched_steps_evaluate_together_and_export(evaluator, tmp_path):
     first = env.step_many([(episodes[0], CORRECT), (episodes[1], CORRECT_32), (episodes[2], NO_CODE)])
     # Both programs went to the pool in one batch; the unapplied answer never reached it.
     assert evaluator.batches[before:] == [2]
-    assert [s.info["status"] for s in first] == ["correct", "correct", "edit-failed"]
+    why = [(s.result.category, s.result.error) for s in first if s.result is not None and not s.result.correct]
+    assert [s.info["status"] for s in first] == ["correct", "correct", "edit-failed"], why
     second = env.step_many([(ep, CORRECT_32 if i != 1 else CORRECT) for i, ep in enumerate(episodes)])
     assert evaluator.batches[before + 1 :] == [3] and all(s.done for s in second)
     # The second turn of episode 0 is paid over its first program: ratio of the speedups over the reference.
