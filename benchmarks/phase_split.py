@@ -2,7 +2,9 @@
 ``phases``: startup, load, compile, correctness, census, timing, audit,
 audit_slot; the parent's: queue, referee) over the timed results of one or
 more results JSON files written by benchmarks/gpu_verdicts.py --json, side
-by side, with each file's median wall time.
+by side, with each file's median wall time; then the audit rounds' parts:
+the worker's set-up before the slot and its first round (its own word), and
+the referee's check of the rounds, part by part.
 
     python3 benchmarks/phase_split.py BASE.json HEAD.json
 """
@@ -20,16 +22,34 @@ def rows_of(path: str) -> list[dict]:
     return [r.get("result", r) for r in rows]
 
 
+def audit_parts(row: dict) -> dict[str, float]:
+    """The audit's parts in seconds: the worker's set-up before the slot
+    and its first round (``worker:``, its word: census.audit.worker_says_ms[0])
+    and the referee's check (``referee:``, census.audit.referee_split_ms)."""
+    audit = (row.get("census") or {}).get("audit") or {}
+    said = audit.get("worker_says_ms") or [{}]
+    parts = {f"worker:{k}": float(v) / 1e3 for k, v in (said[0] or {}).items()}
+    parts.update({f"referee:{k}": float(v) / 1e3 for k, v in (audit.get("referee_split_ms") or {}).items()})
+    return parts
+
+
+def value(row: dict, key: str) -> float:
+    if key == "wall_s":
+        return float(row["wall_s"])
+    if ":" in key:
+        return audit_parts(row).get(key, 0.0)
+    return float((row.get("phases") or {}).get(key, 0.0))
+
+
 def main() -> None:
     tables = {path: [r for r in rows_of(path) if r.get("speedup") is not None] for path in sys.argv[1:]}
     keys = sorted({k for rows in tables.values() for r in rows for k in (r.get("phases") or {})})
+    parts = sorted({k for rows in tables.values() for r in rows for k in audit_parts(r)})
     print("# phase | " + " | ".join(f"{path} (median s over {len(rows)} timed)" for path, rows in tables.items()))
-    for key in ["wall_s"] + keys:
+    for key in ["wall_s"] + keys + parts:
         cells = []
         for rows in tables.values():
-            values = [
-                float(r["wall_s"]) if key == "wall_s" else float((r.get("phases") or {}).get(key, 0.0)) for r in rows
-            ]
+            values = [value(r, key) for r in rows]
             cells.append(f"{statistics.median(values):.3f}" if values else "-")
         print(f"{key} | " + " | ".join(cells))
 

@@ -270,6 +270,16 @@ def test_the_honest_seed_passes_its_audit_rounds(verdicts):
     # parent measured is below the reported time, well under the threshold
     assert audit["candidate_side"] < 2 and audit["excess"] < 2, audit
     assert audit["referee_reference_ms"] > 0 and audit["reference_side"] < 2, audit
+    # where each side's time went, kept as a record: the worker's set-up
+    # before the slot with its first round, the referee's check part by part
+    # (its parts happen inside the parent's request, the wait included)
+    setup = audit["worker_says_ms"][0]
+    assert {"warm_s", "plan_s", "copies_s", "capture_s", "compile_s", "call_s", "hash_s"} <= set(setup), setup
+    assert all(v >= 0 for v in setup.values()) and setup["warm_s"] > 0, setup
+    assert all("warm_s" not in later for later in audit["worker_says_ms"][1:]), audit["worker_says_ms"]
+    split = audit["referee_split_ms"]
+    assert set(split) == {"asked", "rebuild", "copies", "compile", "earlier_states", "rounds"}, split
+    assert split["rounds"] > 0 and split["asked"] >= sum(v for k, v in split.items() if k != "asked"), split
 
 
 @needs_interpreter

@@ -314,7 +314,33 @@ def change_inputs(inputs: list[Any], nonce: int) -> None:
             t.mul_(factor)
 
 
+class Parts:
+    """Each call adds the time since the previous one (the backend's device
+    synchronised first) to ``parts[name]``: where a side's audit set-up and
+    check spend their time, kept as a record (``census["audit"]``'s
+    ``worker_says_ms`` and ``referee_split_ms``), never judged."""
+
+    def __init__(self, backend: Any, parts: Optional[dict[str, float]] = None) -> None:
+        import time
+
+        self.backend = backend
+        self.parts: dict[str, float] = {} if parts is None else parts
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        import time
+
+        try:
+            self.backend.synchronize()
+        except Exception:  # noqa: BLE001 - a failed call's device error: the rounds report it
+            pass
+        now = time.perf_counter()
+        self.parts[name] = self.parts.get(name, 0.0) + now - self.last
+        self.last = now
+
+
 __all__ = [
+    "Parts",
     "TARGET_S",
     "MOST_CALLS",
     "COPIES_BYTES",

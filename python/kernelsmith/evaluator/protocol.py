@@ -550,7 +550,7 @@ def _answer_done(msg: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     current["digests"] = digests
     seen = msg.get("seen")
     if isinstance(seen, dict):  # the worker's word, kept for the record (census), never judged
-        current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:5] if isinstance(v, (int, float))}
+        current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:10] if isinstance(v, (int, float))}
     pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
     picks: list[list[int]] = []
     while pool and len(picks) < AUDIT_PICKS:

@@ -278,8 +278,9 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .audit import MOST_CALLS, copies, flat, round_digests, tensor_bytes  # lazy: as above
+    from .audit import MOST_CALLS, Parts, copies, flat, round_digests, tensor_bytes  # lazy: as above
 
+    spent = Parts(backend)
     task, model, inputs, device = _rebuilt(req, backend, cmp)
     calls = int(req.get("calls") or 1)
     if not 1 <= calls <= MOST_CALLS:
@@ -290,25 +291,31 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         sizes = [flat(t).numel() for t in outputs]
         call_bytes = tensor_bytes(inputs) + tensor_bytes(outputs)
         del outputs
+        spent("rebuild")
         buffers, sets = copies(inputs, calls)
         state = _State(model, sets, sizes, cmp)
+        spent("copies")
         if device.startswith("cuda"):
             # the hashes' kernel compiled for these sizes before the rounds'
             # measures of the other work (audit.round_digests)
             for n, out in zip(sizes, state.call(0)):
                 round_digests(torch.empty(n * calls, dtype=out.dtype, device=out.device), 0)
             state.changed()
+        spent("compile")
         # per round: the earlier states' chunks at its picks (state 0: the
         # copies before any change; state r: after round r's change)
         earlier: list[list[list[Any]]] = [[] for _ in rounds]
         _keep(state, rounds, 0, earlier)
+        spent("earlier_states")
         answers = []
         for number, round_ in enumerate(rounds):
             answers.append(
                 _audit_round(round_, state, buffers, backend, task.config.tolerances(), device, earlier[number])
             )
+            spent("rounds")
             _keep(state, rounds, number + 1, earlier)
-    return {"rounds": answers, "call_bytes": call_bytes}
+            spent("earlier_states")
+    return {"rounds": answers, "call_bytes": call_bytes, "spent_s": spent.parts}
 
 
 class _State:

@@ -25,7 +25,17 @@ import time
 from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
-from .audit import ROUNDS, change_inputs, chunk_bounds, copies, flat, round_digests, stacked, tensor_bytes
+from .audit import (
+    ROUNDS,
+    Parts,
+    change_inputs,
+    chunk_bounds,
+    copies,
+    flat,
+    round_digests,
+    stacked,
+    tensor_bytes,
+)
 from .checks.base import Context
 from .evidence import write_outputs
 
@@ -132,6 +142,10 @@ class _Calls:
         self.error = ""
         self.graph: Optional[Any] = None
         self.outputs: list[Any] = []
+        # what the set-up before the slot took, part by part (sent with the
+        # first round as the worker's word: a record, never judged)
+        self.setup: dict[str, float] = {}
+        mark = Parts(ctx.backend, self.setup)
         shapes: list[tuple[int, Any, Any]] = []  # each output's elements, dtype and device
         try:
             # one call first: the outputs' size, and the program warm on the
@@ -143,21 +157,26 @@ class _Calls:
             del first
         except Exception as exc:  # noqa: BLE001 - the round says the call failed
             call_bytes, self.error = 0, f"{type(exc).__name__}: {exc}"
+        mark("warm_s")
         # sized by the parent, from the time this worker reported
         self.count = ctx.chan.audit_plan(call_bytes)
+        mark("plan_s")
         # a call that failed makes no copies: every round reports the failure
         self.buffers, self.sets = copies(inputs, 1 if self.error else self.count)
+        mark("copies_s")
         if not self.error and self.count > 1 and ctx.backend.timing_device() == "cuda":
             try:
                 self.graph, self.outputs = self._capture(torch)
             except Exception:  # noqa: BLE001 - eager calls instead: a longer round, never a shorter one
                 self.graph, self.outputs = None, []
                 torch.cuda.synchronize()
+        mark("capture_s")
         if not self.error:
             # the hashes' kernel compiled for these sizes before the first
             # nonce, not in the first round
             for n, dtype, device in shapes:
                 round_digests(torch.empty(n * self.count, dtype=dtype, device=device), 0)
+        mark("compile_s")
 
     def _capture(self, torch: Any) -> tuple[Any, list[Any]]:
         graph = torch.cuda.CUDAGraph()
@@ -214,6 +233,7 @@ def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> b
         "call_s": hashed - called,
         "hash_s": done - hashed,
         "graph": 1.0 if calls.graph is not None else 0.0,
+        **(calls.setup if number == 0 else {}),
     }
     picks = ctx.chan.audit_done(digests, seen=seen)
     chunks = []

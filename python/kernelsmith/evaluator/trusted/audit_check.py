@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -252,6 +253,10 @@ class Checked:
     failed: str = ""
     #: one call's inputs and outputs, as the referee counts them
     call_bytes: int = 0
+    #: where the referee's time went, per part (its ``spent_s``), and the
+    #: requests' whole time in this process (``asked``: with the wait for
+    #: the referee, which serves one request at a time, and the round trip)
+    spent_s: dict[str, float] = field(default_factory=dict)
 
 
 def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
@@ -263,6 +268,7 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
     answers: list[dict[str, Any]] = []
     copies: list[str] = []
     call_bytes = 0
+    spent: dict[str, float] = {}
     try:
         for group in _by_set(audits):
             first = group[0]
@@ -289,7 +295,12 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
                 "calls": int(first["calls"]),
                 "rounds": rounds,
             }
+            asked = time.perf_counter()
             answer = ctx.referee.ask(request)
+            spent["asked"] = spent.get("asked", 0.0) + time.perf_counter() - asked
+            parts = answer.get("spent_s")
+            for part, seconds in (parts if isinstance(parts, dict) else {}).items():
+                spent[str(part)] = spent.get(str(part), 0.0) + float(seconds)
             if "error" in answer:
                 return Checked(failed=str(answer["error"])[:300])
             got = answer.get("rounds")
@@ -314,7 +325,7 @@ def _ask_referee(audits: list[dict[str, Any]], ctx: TrustedContext) -> Checked:
         found = _round_reasons(answer, number)
         if found:
             return Checked(hacked=found)
-    return Checked(answers=answers, call_bytes=call_bytes)
+    return Checked(answers=answers, call_bytes=call_bytes, spent_s=spent)
 
 
 def _declared_reasons(audits: list[dict[str, Any]]) -> list[str]:
@@ -419,6 +430,8 @@ def _figures(
         # whether the worker says a CUDA graph replayed the calls (its word,
         # never judged: an eager round is only longer)
         "worker_says_graph": bool(audits) and all((a.get("seen") or {}).get("graph") for a in audits),
+        # the referee's time on these rounds, part by part (a record)
+        "referee_split_ms": {k: round(v * 1e3, 3) for k, v in checked.spent_s.items()},
     }
     judged = Judged(record=figures)
     if reported is None or reference <= 0:
