@@ -19,7 +19,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from ..hardware import HardwareInfo
 from . import __path__ as package_path
@@ -330,6 +330,14 @@ class Backend(abc.ABC):
         """Run by the pool's trusted builder (a process that runs no candidate
         code): compile each requested build from its key text and write it
         into ``shared_dir``. Returns how many entries were written."""
+        return 0
+
+    def publish_kernels(self, trusted_workdir: str, shared_dir: str, names: Sequence[str]) -> int:
+        """Run by the pool's parent: copy the kernels ``names`` that a trusted
+        process of the pool (the referee, whose working folder is
+        ``trusted_workdir``) compiled into ``shared_dir``, where the pool's
+        workers load them instead of compiling them. Returns how many were
+        copied; 0 where the backend shares no compiled kernels."""
         return 0
 
     # -- worker process -------------------------------------------------

@@ -314,6 +314,12 @@ def change_inputs(inputs: list[Any], nonce: int) -> None:
             t.mul_(factor)
 
 
+#: the Triton kernels that hash a round's outputs on a CUDA device
+#: (audit_fused.py): the pool shares the referee's compiles of them with its
+#: workers (Backend.publish_kernels), each of which compiled them on every job
+HASH_KERNELS = ("_digest_kernel",)
+
+
 class Parts:
     """Each call adds the time since the previous one (the backend's device
     synchronised first) to ``parts[name]``: where a side's audit set-up and
@@ -340,6 +346,7 @@ class Parts:
 
 
 __all__ = [
+    "HASH_KERNELS",
     "Parts",
     "TARGET_S",
     "MOST_CALLS",

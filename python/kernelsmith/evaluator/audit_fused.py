@@ -53,6 +53,13 @@ def _layout(numel: int, chunks: int) -> tuple[int, int]:
     return length, -(-numel // length)
 
 
+#: the lanes of one program's loop and its warps: one compile per element
+#: width. A chunk shorter than BLOCK leaves lanes masked (1024 chunks of 16
+#: elements: a million masked lanes, microseconds on a GPU)
+BLOCK = 1024
+WARPS = 4
+
+
 def keys_of(nonce: int, device: Any) -> Any:
     """The two keys of ``nonce`` (:func:`.audit._key` lanes 1 and 2) as an
     int64 tensor on ``device``: what :func:`fused_digests` reads."""
@@ -87,7 +94,12 @@ if triton is not None:
         v ^= v >> 31
         return v
 
-    @triton.jit
+    # ``numel`` and ``length`` not specialised (Triton would compile one
+    # kernel per "divisible by 16" and "equal to 1" of each): with one BLOCK
+    # the kernel is compiled once per element width (uint8, int16, int32,
+    # int64) in a process, whatever the sizes it hashes, rather than anew
+    # for each size class a round's outputs fall in
+    @triton.jit(do_not_specialize=["numel", "length"])
     def _digest_kernel(words_ptr, keys_ptr, out_ptr, numel, length, BLOCK: tl.constexpr):
         """One program per chunk: the chunk's two-round digest, equal bit for
         bit to :func:`.audit._digests` (the referee recomputes chunks with
@@ -101,7 +113,7 @@ if triton is not None:
         round 2: digest = sum of mix(pos * M3 + key2 + (w ^ s1))
         """
         # positions in int64 (``numel`` and ``length`` come as int32 when they
-        # fit, or as the constant 1)
+        # fit)
         chunk = tl.program_id(0).to(tl.int64)
         lo = chunk * length
         hi = tl.minimum(lo + length, numel)  # the last chunk is shorter
@@ -175,10 +187,7 @@ def fused_digests(t: Any, keys: Any, chunks: int = audit.CHUNKS) -> Any:
     out = torch.empty(count, dtype=torch.int64, device=words.device)
     if count == 0:
         return out
-    block = min(2048, max(16, triton.next_power_of_2(length)))
-    _digest_kernel[(count,)](
-        words, keys, out, words.numel(), length, BLOCK=block, num_warps=max(1, min(8, block // 256))
-    )
+    _digest_kernel[(count,)](words, keys, out, words.numel(), length, BLOCK=BLOCK, num_warps=WARPS)
     return out
 
 

@@ -44,6 +44,7 @@ from typing import Any, Optional, Sequence
 from .._process import kill_group, kill_process
 from ..result import EvalResult
 from . import phases
+from .audit import HASH_KERNELS
 from .contention import DeviceGate
 from .referee import Referee
 from .protocol import EXIT, HELLO, INIT, READY, SIGNAL, SPAWN, SPAWNED, converse, pass_credentials, read_with_sender
@@ -598,6 +599,7 @@ class DevicePool:
                 trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, ticket.slots)
             else:  # each finalist's row against its own audit rounds
                 finalist_checks(result, evidence, seeds, task, evidence["dir"], self.referee)
+            self._publish_kernels()
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             result.phases["referee"] = round(refereed, 4)  # a finalists' re-timing: its audit rounds' checks
@@ -610,6 +612,17 @@ class DevicePool:
             child.discard()
             if child.uid is not None:
                 self.uids.give(child.uid)  # type: ignore[union-attr]
+
+    def _publish_kernels(self) -> None:
+        """The audit hashes' kernels the referee has compiled (at its first
+        check of a job's rounds, one per element width), copied where the
+        next workers load them rather than compile them again
+        (Backend.publish_kernels); a listing of the referee's cache once
+        they are all there."""
+        try:
+            self.backend.publish_kernels(self.referee.workdir, self.cache_dir, HASH_KERNELS)
+        except OSError:  # an optimisation only: the workers compile for themselves
+            pass
 
     def close(self) -> None:
         self._closed = True

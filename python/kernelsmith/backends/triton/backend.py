@@ -11,7 +11,7 @@ import functools
 import os
 import threading
 import types
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ..._astutil import dotted
 from ...evaluator.static import LOWERING_DTYPES, common_checks
@@ -216,6 +216,13 @@ def warm_compiler(arch: Optional[int] = None) -> list[str]:
     return done
 
 
+#: a process's own Triton compile cache, in its working folder (worker_env)
+PRIVATE_CACHE = ".triton"
+#: the folder of the pool's shared cache that holds the kernels its trusted
+#: processes compiled (publish_kernels)
+POOL_KERNELS = "triton-kernels"
+
+
 #: the folder (below the user's cache) where the zygote keeps Triton's two
 #: host modules between pools; KERNELSMITH_HOST_CACHE=off builds them in the
 #: pool's own folder every time, as before
@@ -320,7 +327,7 @@ class TritonBackend(Backend):
         return report
 
     def worker_env(self, workdir: str, cpu_threads: Optional[int] = None) -> dict[str, str]:
-        env = {"TRITON_CACHE_DIR": os.path.join(workdir, ".triton")}
+        env = {"TRITON_CACHE_DIR": os.path.join(workdir, PRIVATE_CACHE)}
         if not _interpret():
             # read-only: the kernels trusted processes compiled (cache)
             # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
@@ -340,9 +347,20 @@ class TritonBackend(Backend):
 
         return {
             cache.SHARED_ENV: os.path.join(shared_dir, "triton"),
+            cache.POOL_KERNELS_ENV: os.path.join(shared_dir, POOL_KERNELS),
             cache.REQUESTS_ENV: requests_dir,
             "TRITON_CACHE_MANAGER": cache.MANAGER,
         }
+
+    def publish_kernels(self, trusted_workdir: str, shared_dir: str, names: Sequence[str]) -> int:
+        if _interpret():
+            return 0  # the interpreter compiles nothing
+        # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own
+        from . import cache
+
+        # the trusted process's Triton cache: worker_env's, in its working folder
+        source = os.path.join(trusted_workdir, PRIVATE_CACHE)
+        return sum(cache.publish_kernels(source, os.path.join(shared_dir, POOL_KERNELS), n) for n in names)
 
     def build_shared_cache(self, key_texts: list[str], shared_dir: str) -> int:
         # lazy: backends.triton.cache pulls in triton, which backends.triton.backend does not load on its own

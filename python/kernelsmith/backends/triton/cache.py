@@ -42,6 +42,9 @@ import types
 from typing import Any, Optional
 
 SHARED_ENV = "KERNELSMITH_TRITON_SHARED_CACHE"
+#: the pool's folder of kernels its trusted processes compiled (the audit
+#: hashes the referee compiled: :func:`publish_kernels`), read-only to workers
+POOL_KERNELS_ENV = "KERNELSMITH_TRITON_POOL_KERNELS"
 #: the trusted kernel layer: a folder of Triton's compile cache written only
 #: by processes that run trusted code (see :func:`trusted_kernel_folder`)
 TRUSTED_ENV = "KERNELSMITH_TRITON_TRUSTED_KERNELS"
@@ -121,12 +124,17 @@ except Exception:  # noqa: BLE001 - Triton missing: the class is never named the
 
 
 class LayeredCacheManager(_FileCacheManager):  # type: ignore[misc,valid-type]
-    """Triton's file cache, except that a launcher is first looked up in the
-    pool's shared folder (read-only to workers, written by the trusted
-    builder). Writes go to the worker's private cache as before."""
+    """Triton's file cache, except that a compiled kernel is first looked up
+    in the trusted kernel layer, then in the pool's kernels (both read-only
+    to workers: :func:`trusted_kernel_folder`, :func:`publish_kernels`), and
+    a launcher in the pool's shared folder (written by the trusted builder).
+    Writes go to the worker's private cache as before."""
 
     def get_group(self, filename: str) -> Optional[dict[str, str]]:
-        group = trusted_group(str(getattr(self, "key", "")), filename)
+        key = str(getattr(self, "key", ""))
+        group = trusted_group(key, filename)
+        if group is None:
+            group = _group_in(os.environ.get(POOL_KERNELS_ENV, ""), key, filename)
         return group if group is not None else super().get_group(filename)
 
     def get_file(self, filename: str) -> Optional[str]:
@@ -223,6 +231,49 @@ def _group_in(folder: str, key: str, filename: str) -> Optional[dict[str, str]]:
             return None
         group[name] = local
     return group
+
+
+def publish_kernels(source: str, dest: str, name: str) -> int:
+    """Copy each kernel ``name`` compiled in Triton's cache folder
+    ``source`` (a trusted process's own: the pool's referee) that ``dest``
+    lacks into ``dest``, one key's folder at a time, whole or not at all (a
+    reader sees a key's folder only once its files are in). A worker whose
+    cache is :class:`LayeredCacheManager` and whose
+    ``KERNELSMITH_TRITON_POOL_KERNELS`` is ``dest`` then loads the binary
+    rather than compiling it: Triton's key is the SHA-256 of the source, the
+    signature and specialisation, the options, the target and its own
+    version, so a worker finds only what its own compile would have made.
+    The audit rounds' hash kernel (evaluator/audit_fused.py) took a worker
+    about 0.4 s to compile on every job (the H200's 1.34 s first compile
+    less the 0.94 s the zygote now does once: warm_compiler). Only plain
+    files of the key's own folder are copied. Returns how many kernels."""
+    import shutil
+    import tempfile
+
+    try:
+        keys = sorted(os.listdir(source))
+    except OSError:
+        return 0
+    written = 0
+    for key in keys:
+        group = _group_in(source, key, f"{name}.json")
+        if group is None or os.path.exists(os.path.join(dest, key)):
+            continue
+        os.makedirs(dest, mode=0o755, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".publish-", dir=dest)
+        try:
+            os.chmod(staging, 0o755)
+            files = {**group, f"__grp__{name}.json": os.path.join(source, key, f"__grp__{name}.json")}
+            for filename, path in files.items():
+                if os.path.islink(path) or not os.path.isfile(path):
+                    raise OSError(f"{path}: not a plain file")
+                shutil.copyfile(path, os.path.join(staging, filename))
+                os.chmod(os.path.join(staging, filename), 0o644)
+            os.rename(staging, os.path.join(dest, key))
+            written += 1
+        except OSError:  # another thread published it first, or a file went away: the worker compiles
+            shutil.rmtree(staging, ignore_errors=True)
+    return written
 
 
 #: the user's own Triton compile cache, read by the trusted test run only
