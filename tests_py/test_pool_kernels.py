@@ -76,7 +76,9 @@ def test_a_worker_loads_the_kernel_the_referee_compiled_instead_of_compiling_it(
     assert tc.publish_kernels(str(source), str(shared), HASH_KERNELS[0]) == 1
     # published once: a second look copies nothing, leaves no staging folder
     assert tc.publish_kernels(str(source), str(shared), HASH_KERNELS[0]) == 0
-    assert sorted(os.path.relpath(p, shared) for p in map(str, shared.rglob("*")) if os.path.isfile(p)) == first["private"]
+    assert (
+        sorted(os.path.relpath(p, shared) for p in map(str, shared.rglob("*")) if os.path.isfile(p)) == first["private"]
+    )
     for path in shared.rglob("*"):
         assert oct(path.stat().st_mode & 0o777) == ("0o755" if path.is_dir() else "0o644"), path
 
