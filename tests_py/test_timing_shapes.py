@@ -136,7 +136,10 @@ def test_evolution_prefers_the_program_fast_on_every_shape(mock_llm, tmp_path, m
     assert set(by_source) == {"even", "specialised"}, [s.get("status") for s in steps]
     evals = EvalStore.load(out)
     special, even = evals.raw(by_source["specialised"]["eval_key"]), evals.raw(by_source["even"]["eval_key"])
-    assert special["category"] == "ok" and len(special["timing"]["shapes"]) == 3
+    assert special["category"] == "ok" and len(special["timing"]["shapes"]) == 3, (
+        special.get("hack_reasons"),
+        special.get("error"),
+    )
     # per step: faster than the seed on get_inputs, slower on the mean
     first = {
         name: {r["shape"]: r["speedup"] for r in e["timing"]["shapes"]}

@@ -60,24 +60,63 @@ def host_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def process_cpu_s(pids: Any) -> Optional[float]:
+    """CPU seconds (user and system, every thread) the processes ``pids``
+    have used so far, as the kernel counts them (/proc/<pid>/stat, readable
+    for any process): the parent's own measure of a worker's use, where
+    the worker's report is its word. None where one cannot be read."""
+    total = 0.0
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    for pid in pids:
+        try:
+            with open(f"/proc/{int(pid)}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (float(fields[11]) + float(fields[12])) / tick  # utime, stime
+        except (OSError, IndexError, ValueError):
+            return None
+    return total
+
+
 class HostLoadWindow:
-    """Busy cores of the whole host between :meth:`start` and :meth:`stop`."""
+    """Busy cores of the whole host between :meth:`start` and :meth:`stop`;
+    with ``pids``, also the cores those processes used (``own_cores``) and
+    the rest (``other_cores``), both measured here."""
 
     def __init__(self) -> None:
         self._start: Optional[tuple[float, float]] = None
         self._wall = 0.0
+        self._pids: list[int] = []
+        self._own: Optional[float] = None
 
-    def start(self) -> None:
+    def start(self, pids: Any = ()) -> None:
+        self._pids = [int(p) for p in pids or ()]
+        self._own = process_cpu_s(self._pids) if self._pids else None
         self._start = _proc_stat()
         self._wall = time.monotonic()
 
     def stop(self) -> dict[str, float]:
         end = _proc_stat()
+        wall = time.monotonic() - self._wall
         cores = float(os.cpu_count() or 1)
         if self._start is None or end is None or end[1] <= self._start[1]:
             return {}
         busy = (end[0] - self._start[0]) / (end[1] - self._start[1]) * cores
-        return {"busy_cores": round(busy, 3), "cores": cores, "window_s": round(time.monotonic() - self._wall, 4)}
+        window = {"busy_cores": round(busy, 3), "cores": cores, "window_s": round(wall, 4)}
+        own = process_cpu_s(self._pids) if self._own is not None else None
+        if own is not None and self._own is not None and wall > 0:
+            mine = (own - self._own) / wall
+            window.update(own_cores=round(mine, 3), other_cores=round(max(0.0, busy - mine), 3))
+        return window
+
+
+def busy_host(other_cores: Any, cores: Any, policy: Optional["TimingPolicy"] = None) -> bool:
+    """Whether ``other_cores`` of ``cores`` used by other processes leave
+    less than a timing of one thread needs (the gate's own rule, for a
+    measure the parent took itself)."""
+    if not isinstance(other_cores, (int, float)) or not isinstance(cores, (int, float)):
+        return False
+    policy = policy or TimingPolicy()
+    return cores - other_cores < (1 + policy.free_core_headroom) * policy.free_core_share
 
 
 _NVML: dict[str, Any] = {}  # device index -> (pynvml, handle), or None where NVML cannot say
@@ -339,7 +378,7 @@ class DeviceGate:
 
     def _start_window(self, ticket: TimingTicket) -> None:
         ticket._window = HostLoadWindow()
-        ticket._window.start()
+        ticket._window.start(ticket.pids)
         if not ticket.timed_on_cpu:
             ticket._clock = ClockWatch(self.device)
 
@@ -412,6 +451,10 @@ class DeviceGate:
             other_cores=round(others, 3),
             cores=window["cores"],
         )
+        if "other_cores" in window:
+            # the same with the worker's use as the parent measured it (its
+            # report's cpu_s is its word): what the audit check trusts
+            attempt["other_cores_measured"] = window["other_cores"]
         threads = int(report.get("threads") or 1)
         needed = (threads + self.policy.free_core_headroom) * self.policy.free_core_share
         if ticket.timed_on_cpu and window["cores"] - others < needed:

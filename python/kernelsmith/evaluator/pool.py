@@ -295,6 +295,11 @@ class Child:
         if pass_credentials(self.sock):
             line, sender = self._first_line()
             self.worker_pid = sender or None  # 0: written before our end asked (not the case: spawn asks first)
+            if self.worker_pid:
+                # the worker as this side's /proc and NVML name it (under
+                # bwrap the zygote's pid is of its own namespace): the gate
+                # measures its CPU use and knows its device context as ours
+                self.ticket.pids.add(self.worker_pid)
         else:
             line = self.reader.readline()
         try:

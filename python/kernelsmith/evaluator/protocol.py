@@ -51,6 +51,7 @@ from typing import Any, Optional
 from .. import _core
 from . import phases
 from .checks.base import hacked
+from .contention import HostLoadWindow
 from .audit import CHUNKS as AUDIT_CHUNKS
 from .audit import PICKS as AUDIT_PICKS
 from .audit import ROUNDS as AUDIT_ROUNDS
@@ -211,13 +212,19 @@ class Channel:
         self.send(type=EVIDENCE, trials=trials)
         self.receive()
 
-    def audit_plan(self, call_bytes: int, comparison: Optional[str] = None) -> int:
+    def audit_plan(self, call_bytes: int, comparison: Optional[str] = None, shape: Optional[str] = None) -> int:
         """The program's calls in each audit round, from the parent: sized by
         the time the worker reported, which the parent holds (``call_bytes``:
         one call's inputs and outputs, which bound the copies; ``comparison``:
         the finalist whose rounds these are, named as its timing reports
-        name it, None for a step's own timing)."""
-        self.send(type=AUDIT_PLAN, call_bytes=int(call_bytes), **_named(comparison))
+        name it, None for a step's own timing; ``shape``: the timed shape
+        the rounds are on, whose report sizes them)."""
+        self.send(
+            type=AUDIT_PLAN,
+            call_bytes=int(call_bytes),
+            **_named(comparison),
+            **({} if shape is None else {"shape": shape}),
+        )
         return max(1, int(self.receive().get(CALLS) or 1))
 
     def audit_start(
@@ -354,9 +361,18 @@ def converse(
         # finalist's timing reports are (answer_audit)
         count = len(job.get("finalists") or [])
         evidence["audit_comparisons"] = [f"finalist {i}" for i in range(count)] if count else [None]
+        # ... and on which input sets: each timed shape of the job's task
+        # (TaskConfig.timed_shapes), each comparison's rounds per shape
+        config = (job.get("task") or {}).get("config") or {}
+        evidence["audit_shapes"] = [str(n) for n in config.get("timing_shapes") or []] or ["get_inputs"]
         # which clock times this job (the gate's ticket): the audit rounds'
         # copies are sized for it (audit.calls_per_round)
         evidence["host_clock"] = bool(ticket.timed_on_cpu) if ticket is not None else True
+        # the worker's process as this side names it: each round's host load
+        # less the worker's own use, measured here (a busy host lengthens a
+        # round, which then cannot prove a report forged)
+        pid = getattr(link, "worker_pid", None)
+        evidence["worker_pids"] = sorted(ticket.pids) if ticket is not None and ticket.pids else [pid] if pid else []
     try:
         link.write((json.dumps(job) + "\n").encode())
         while True:
@@ -458,11 +474,11 @@ def _answer(
     return stage, None
 
 
-#: the most audit rounds a job may ask for per comparison it audits (one
-#: timed shape's, and one re-timing's): a step's job audits one, a
-#: finalists' job one per finalist it was sent (``audit_comparisons``, set
-#: by converse from the parent's own job), so a job's rounds stay within
-#: this times the finalists the parent chose to send
+#: the most audit rounds a job may ask for per comparison it audits and
+#: timed shape: a step's job audits one comparison, a finalists' job one per
+#: finalist it was sent (``audit_comparisons``), each on every timed shape
+#: of the task (``audit_shapes``; both set by converse from the parent's own
+#: job), so a job's rounds stay within this times what the parent sent
 _MOST_AUDITS = 4 * AUDIT_ROUNDS
 
 
@@ -481,25 +497,33 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
     if kind == AUDIT_PLAN:
         declared = msg.get("call_bytes")
         declared = declared if isinstance(declared, int) and 0 <= declared < 1 << 62 else 0
-        # sized by that comparison's own last report
-        reported = reported_times(store.get("timing_reports"), comparison=comparison)
+        shapes = store.get("audit_shapes") or [None]
+        shape = msg.get("shape")
+        shape = str(shape)[:200] if shape is not None else shapes[0]
+        # sized by that comparison's own last report of the shape
+        reported = reported_times(store.get("timing_reports"), shape, comparison=comparison)
         # the parent's own word on the clock (the gate's ticket), not the worker's
         host = bool(store.get("host_clock", True))
         calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared, host)
         plan = {"calls": calls, "call_bytes": declared, "host_clock": host}
-        store.setdefault("audit_plans", {})[comparison] = plan
-        if comparison is None:
+        store.setdefault("audit_plans", {})[(comparison, shape)] = plan
+        if comparison is None and shape == shapes[0]:
             store["audit_plan"] = plan
         return {CALLS: calls}
     if kind == AUDIT_REQUEST:
         nonce = secrets.randbits(62)
         allowed = store.get("audit_comparisons", [None])
-        mine = sum(1 for a in audits if a.get("comparison") == comparison)
-        if comparison in allowed and mine < _MOST_AUDITS:
-            planned = (store.get("audit_plans") or {}).get(comparison) or {}
+        shapes = store.get("audit_shapes")
+        name = str(msg.get("set"))[:200]
+        mine = sum(1 for a in audits if a.get("comparison") == comparison and a.get("set") == name)
+        if comparison in allowed and (shapes is None or name in shapes) and mine < _MOST_AUDITS:
+            plans = store.get("audit_plans") or {}
+            # a plan that named no shape where the parent knows none (a test's
+            # store without the job's shapes) is for whichever set comes
+            planned = plans.get((comparison, name)) or plans.get((comparison, None)) or {}
             audits.append(
                 {
-                    "set": str(msg.get("set"))[:200],
+                    "set": name,
                     "input_seed_index": msg.get("input_seed_index"),
                     "init_seed_index": msg.get("init_seed_index"),
                     "calls": msg.get("calls", 1),
@@ -512,6 +536,11 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
                     **({} if comparison is None else {"comparison": comparison}),
                 }
             )
+            # started before the nonce is written, stopped after the clock
+            # stops: its own reads are never inside the round's wall time
+            window = HostLoadWindow()
+            window.start(store.get("worker_pids") or ())
+            audits[-1]["window"] = window
         elif evidence is not None:
             # more rounds than the harness runs, or rounds of a comparison
             # this job has none of: what they were for is kept, the rounds not
@@ -543,6 +572,9 @@ def _answer_done(msg: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     if "started" not in current or "wall_s" in current:
         return {CHUNKS: []}
     current["wall_s"] = ended - current["started"]
+    window = current.pop("window", None)
+    if window is not None:
+        current["load"] = window.stop()
     digests: list[list[int]] = msg.get("digests") or []
     if msg.get("error") or not _digest_lists(digests):
         current["error"] = str(msg.get("error") or "malformed hashes")[:2000]

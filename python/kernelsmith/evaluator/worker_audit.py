@@ -41,14 +41,15 @@ from .evidence import write_outputs
 
 
 def audit_timing(ctx: Context) -> None:
-    """ROUNDS audit rounds on the first timed shape's generator, when the
-    timing gave this program a speedup (nothing to audit otherwise)."""
+    """ROUNDS audit rounds on each timed shape's generator, when the timing
+    gave this program a speedup (nothing to audit otherwise): every shape's
+    report counts in the combined speedup, so every one is bounded."""
     if ctx.out.get("category") != "ok" or ctx.out.get("speedup") is None or not ctx.checks_on:
         # nothing to audit; or the throughput benchmark's switch, which the
         # parent reads in its own environment too (trusted/audit_check.py)
         return
-    name = ctx.cfg.timed_shapes[0]
-    audit_rounds(ctx, name, getattr(ctx.ref, name), ctx.out.setdefault("phases", {}))
+    for name in ctx.cfg.timed_shapes:
+        audit_rounds(ctx, name, getattr(ctx.ref, name), ctx.out.setdefault("phases", {}))
 
 
 def audit_finalist(
@@ -92,8 +93,8 @@ class _Tagged:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._chan, attr)
 
-    def audit_plan(self, call_bytes: int) -> int:
-        return int(self._chan.audit_plan(call_bytes, comparison=self.comparison))
+    def audit_plan(self, call_bytes: int, shape: Optional[str] = None) -> int:
+        return int(self._chan.audit_plan(call_bytes, comparison=self.comparison, shape=shape))
 
     def audit_start(self, set_name: str, input_seed_index: int, init_seed_index: int, calls: int = 1) -> int:
         return int(self._chan.audit_start(set_name, input_seed_index, init_seed_index, calls, self.comparison))
@@ -116,7 +117,7 @@ def audit_rounds(ctx: Any, name: str, gen: Any, phases: dict[str, float], stage:
         # the copies, the graph's capture and the hash's compile before the
         # timing slot: the slot stops the device's other workers, and none
         # of this is timed
-        calls = _Calls(ctx, inputs)
+        calls = _Calls(ctx, inputs, name)
         waited = ctx.chan.timing_slot()
         phases["timing_wait"] = round(phases.get("timing_wait", 0.0) + waited, 4)
         slot = time.monotonic()
@@ -135,7 +136,7 @@ class _Calls:
     """A round's calls of the program: their input copies, and on a CUDA
     device the graph that replays them."""
 
-    def __init__(self, ctx: Any, inputs: list) -> None:
+    def __init__(self, ctx: Any, inputs: list, shape: str) -> None:
         import torch
 
         self.ctx = ctx
@@ -159,7 +160,7 @@ class _Calls:
             call_bytes, self.error = 0, f"{type(exc).__name__}: {exc}"
         mark("warm_s")
         # sized by the parent, from the time this worker reported
-        self.count = ctx.chan.audit_plan(call_bytes)
+        self.count = ctx.chan.audit_plan(call_bytes, shape=shape)
         mark("plan_s")
         # a call that failed makes no copies: every round reports the failure
         self.buffers, self.sets = copies(inputs, 1 if self.error else self.count)

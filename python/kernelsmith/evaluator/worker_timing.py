@@ -585,27 +585,26 @@ def _audit_finalists(
     timing is (worker_audit.py): its figures here are this process's word as
     much as a step's, and every finalist's import-time code runs in it. The
     rounds name the finalist (``"finalist <i>"``, as its timing reports
-    do), on the first timed shape, the model built from the finalists'
-    seed."""
-    name = cfg.timed_shapes[0]
+    do), on each timed shape, the model built from the finalists' seed."""
     workdir = os.path.dirname(os.path.abspath(job["finalists"][0]))
     phases = out.setdefault("phases", {})
     for entry, m in zip(entries, models):
         if m is None or entry.get("speedup") is None:
             continue
-        audit_finalist(
-            chan,
-            f"finalist {entry['index']}",
-            m,
-            cmp,
-            backend,
-            make_inputs,
-            init_seed_index,
-            workdir,
-            name,
-            getattr(ref, name),
-            phases,
-        )
+        for name in cfg.timed_shapes:
+            audit_finalist(
+                chan,
+                f"finalist {entry['index']}",
+                m,
+                cmp,
+                backend,
+                make_inputs,
+                init_seed_index,
+                workdir,
+                name,
+                getattr(ref, name),
+                phases,
+            )
 
 
 def _load_finalists(

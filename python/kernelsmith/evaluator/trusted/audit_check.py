@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 from ...result import EvalResult
 from ..audit import MOST_CALLS, ROUNDS, calls_per_round, reported_times
+from ..contention import busy_host
 from ..evidence import copy_regular
 from ..finalists import FIGURES
 from .base import TrustedCheck, TrustedContext
@@ -88,12 +89,14 @@ class AuditCheck(TrustedCheck):
         result.census = census
         audits = [a for a in store.get("audits") or [] if isinstance(a, dict) and a.get("comparison") is None]
         timing = result.timing if isinstance(result.timing, dict) else {}
-        judged = judge_rounds(
+        judged = judge_shapes(
             audits,
             bool(store.get("audits_refused")),
             ctx,
-            _reported_cand_ms(result, store, ctx.task),
+            _shapes(ctx.task),
+            lambda name, several: _reported_cand_ms(result, store, name, several),
             timing.get("device") == "cuda",
+            lambda name, several: timing_busy(result.load, name if several else None, None),
         )
         if judged.record is not None:
             census["audit"] = judged.record
@@ -101,6 +104,47 @@ class AuditCheck(TrustedCheck):
             result.timing_reliable = False
             result.unreliable_reasons = list(result.unreliable_reasons or []) + judged.unreliable
         return judged.hacked
+
+
+def _shapes(task: Any) -> list[str]:
+    """The task's timed shapes (TaskConfig.timed_shapes): each one's rounds
+    are judged against its own report."""
+    return [str(n) for n in getattr(getattr(task, "config", None), "timed_shapes", None) or []] or ["get_inputs"]
+
+
+def judge_shapes(
+    audits: list[dict[str, Any]],
+    refused: bool,
+    ctx: TrustedContext,
+    shapes: list[str],
+    reported: Any,
+    on_gpu: bool,
+    busy: Any = None,
+) -> Judged:
+    """One timing's rounds on each of its timed shapes (``audits``: its
+    records, in order; ``reported(name, several)``: the (candidate,
+    reference) ms the timing reported for the shape), each shape judged by
+    :func:`judge_rounds` against its own report: every shape's report
+    counts in the combined speedup, so a shape with no rounds, or rounds
+    that find its report forged, makes the whole timing hacked. The record
+    is the first shape's, with every shape's under ``shapes`` when there
+    are several. ``busy(name, several)``: why the shape's timing ran on a
+    busy host, as the parent measured it ("" when it did not)."""
+    several = len(shapes) > 1
+
+    def judge(name: str, mine: list[dict[str, Any]]) -> Judged:
+        why = busy(name, several) if busy is not None else ""
+        return judge_rounds(mine, refused, ctx, reported(name, several), on_gpu, why)
+
+    if not several:  # the parent refused rounds on any other set (protocol.answer_audit)
+        return judge(shapes[0], audits)
+    verdicts = [(name, judge(name, [a for a in audits if a.get("set") == name])) for name in shapes]
+    judged = Judged(record=dict(verdicts[0][1].record or {}))
+    judged.record["shapes"] = {name: v.record for name, v in verdicts if v.record is not None}  # type: ignore[index]
+    for name, v in verdicts:
+        judged.hacked += [f"timing shape {name}: {why}" for why in v.hacked]
+        judged.unreliable += [f"timing shape {name}: {why}"[:300] for why in v.unreliable]
+    return judged
 
 
 def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
@@ -122,7 +166,7 @@ def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
     refused = list(store.get("audits_refused_for") or [])
     # the names the parent allowed this job's rounds (protocol.converse, from its own job)
     allowed = list(store.get("audit_comparisons") or [])
-    names = list(getattr(getattr(ctx.task, "config", None), "timed_shapes", None) or [])
+    names = _shapes(ctx.task)
     for row in rows:
         if not isinstance(row, dict):
             continue
@@ -134,14 +178,16 @@ def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
         # a refused round of this finalist, or of a name no finalist of the
         # job has: a program of this process chose rounds of its own
         alien = any(c not in allowed for c in refused)
-        judged = judge_rounds(
+        judged = judge_shapes(
             [a for a in audits if a.get("comparison") == tag],
             tag in refused or alien,
             ctx,
-            _claimed(
-                row, reported_times(store.get("timing_reports"), names[0] if len(names) > 1 else None, tag), len(names)
+            names,
+            lambda name, several, row=row, tag=tag: _claimed(
+                row, reported_times(store.get("timing_reports"), name if several else None, tag), several
             ),
             timing.get("device") == "cuda",
+            lambda name, several, tag=tag: timing_busy(result.load, name if several else None, tag),
         )
         if judged.record is not None:
             row["audit"] = judged.record
@@ -178,12 +224,12 @@ def _row_against_reports(row: dict[str, Any], reports: Any, tag: str, task: Any)
 
 
 def _claimed(
-    row: dict[str, Any], reported: Optional[tuple[float, float]], shapes: int
+    row: dict[str, Any], reported: Optional[tuple[float, float]], several: bool
 ) -> Optional[tuple[float, float]]:
-    """What a finalist's figures claim on the audited shape: its last
-    report's (what its rounds were sized by; the row must equal its reports,
+    """What a finalist's figures claim on an audited shape: its last report's
+    (what its rounds were sized by; the row must equal its reports,
     :func:`_row_against_reports`), else, timed on one shape, the row's."""
-    if reported is not None or shapes > 1:
+    if reported is not None or several:
         return reported
     cand, ref = row.get("runtime_ms"), row.get("ref_runtime_ms")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (cand, ref)):
@@ -207,9 +253,11 @@ def judge_rounds(
     ctx: TrustedContext,
     reported: Optional[tuple[float, float]],
     on_gpu: bool,
+    busy: str = "",
 ) -> Judged:
     """One timing's rounds (``audits``: its records, in order) against its
-    reported (candidate, reference) ms per call: a step's, or one finalist's."""
+    reported (candidate, reference) ms per call: a step's, or one finalist's.
+    ``busy``: why the timing ran on a busy host (:func:`timing_busy`)."""
     if not audits:
         return Judged(
             hacked=[
@@ -235,7 +283,33 @@ def judge_rounds(
     if checked.failed:
         # the referee's own failure is not the program's
         return _unaudited(f"the referee could not check the audit rounds: {checked.failed}")
-    return _figures(audits, checked, reported, on_gpu)
+    return _figures(audits, checked, reported, on_gpu, busy)
+
+
+def timing_busy(load: Any, shape: Optional[str], comparison: Optional[str]) -> str:
+    """Why the timing of ``shape`` (None: the task's one shape) and
+    ``comparison`` ran on a busy host, from the last of its attempts in the
+    gate's record (``result.load``: the parent's), by the other processes'
+    use the parent measured itself (``other_cores_measured``); "" when it
+    did not, or where nothing was measured."""
+    attempts = [
+        a
+        for a in (load or {}).get("attempts") or []
+        if isinstance(a, dict)
+        and a.get("comparison") == comparison
+        and (shape is None or a.get("shape") in (None, shape))
+        and "other_cores_measured" in a
+    ]
+    if not attempts:
+        return ""
+    last = attempts[-1]
+    return _busy_text(last.get("other_cores_measured"), last.get("cores"), "its timing")
+
+
+def _busy_text(others: Any, cores: Any, what: str) -> str:
+    if not busy_host(others, cores):
+        return ""
+    return f"{what} ran on a busy host ({float(others):.2f} of {float(cores):g} cores used by other processes)"
 
 
 def _unaudited(why: str) -> Judged:
@@ -385,12 +459,14 @@ def _by_set(audits: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return list(groups.values())
 
 
-def _reported_cand_ms(result: EvalResult, store: dict[str, Any], task: Any) -> Optional[tuple[float, float]]:
-    """The first timed shape's reported (candidate, reference) ms: the
-    shape the rounds audit."""
-    names = list(getattr(getattr(task, "config", None), "timed_shapes", None) or [])
-    found = reported_times(store.get("timing_reports"), names[0] if len(names) > 1 else None)
-    if found is not None:
+def _reported_cand_ms(
+    result: EvalResult, store: dict[str, Any], name: str, several: bool
+) -> Optional[tuple[float, float]]:
+    """A timed shape's reported (candidate, reference) ms: what its rounds
+    were sized by and are judged against (a task timed on one shape: the
+    result's own figures where no report says)."""
+    found = reported_times(store.get("timing_reports"), name if several else None)
+    if found is not None or several:
         return found
     if result.runtime_ms is None or result.ref_runtime_ms is None:
         return None
@@ -398,16 +474,29 @@ def _reported_cand_ms(result: EvalResult, store: dict[str, Any], task: Any) -> O
 
 
 def _figures(
-    audits: list[dict[str, Any]], checked: Checked, reported: Optional[tuple[float, float]], on_gpu: bool
+    audits: list[dict[str, Any]],
+    checked: Checked,
+    reported: Optional[tuple[float, float]],
+    on_gpu: bool,
+    busy: str = "",
 ) -> Judged:
     """The reported (candidate, reference) ms per call against what the
-    rounds allow."""
+    rounds allow. Where the host was busy while the timing or the fastest
+    round ran (``busy``, and each round's load as the parent measured it),
+    figures past the hacked threshold leave the timing unreliable instead:
+    other processes lengthen a round and the timed calls unevenly, which an
+    honest program cannot help (a busy 2-core host once made the honest
+    fused_residual seed's round 3.6 times its report)."""
     answers = checked.answers
     calls = int(audits[0]["calls"])
     # the fastest round: a busy host only ever lengthens one, and the
     # program had to do the work in every round (a skipped one is caught by
     # its chunks)
-    wall = min(float(a["wall_s"]) for a in audits)
+    fastest = min(audits, key=lambda a: float(a["wall_s"]))
+    wall = float(fastest["wall_s"])
+    found = fastest.get("load")
+    load: dict[str, Any] = found if isinstance(found, dict) else {}
+    busy = busy or _busy_text(load.get("other_cores"), load.get("cores"), "the fastest audit round")
     other = statistics.median(float(x.get("overhead_s") or 0.0) for x in answers)
     reference = statistics.median(float(x.get("reference_s") or 0.0) for x in answers)
     slack = SLACK_S + SLACK_SHARE * other
@@ -427,6 +516,9 @@ def _figures(
             for a in audits
             if a.get("seen")
         ],
+        # the other processes' use of the host during the fastest round, as
+        # the parent measured it
+        "fastest_round_other_cores": load.get("other_cores"),
         # whether the worker says a CUDA graph replayed the calls (its word,
         # never judged: an eager round is only longer)
         "worker_says_graph": bool(audits) and all((a.get("seen") or {}).get("graph") for a in audits),
@@ -474,10 +566,12 @@ def _figures(
         f"and the referee's reference {reference * 1e3:.4g} ms per call: the report is {excess:.3g} times past "
         "what the parent measured"
     )
-    if excess > HACKED_FACTOR:
+    if excess > HACKED_FACTOR and not busy:
         judged.hacked = [message + ": the verdict was not the program's to write"]
     elif excess > UNRELIABLE_FACTOR:
-        judged.unreliable.append(message[:400])
+        judged.unreliable.append(f"{message[:400]}; {busy}" if busy else message[:400])
+    if busy:
+        figures["busy"] = busy
     return judged
 
 
