@@ -2,9 +2,11 @@
 (tests_py/fixtures/pygpubench; docs/pygpubench.md), all in one Evaluator
 batch with the honest seed twice for comparison; one line per program.
 ``--dir tests_py/fixtures/hacks_v3`` runs integrity v3's held-out programs
-(relu candidates too) the same way.
+(relu candidates too) the same way; ``--shapes get_inputs,get_inputs_odd``
+times relu on those shapes (``--dir tests_py/fixtures/hacks_shapes``: the
+report forged on a later shape).
 
-    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [--dir DIR] [name ...]
+    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [--dir DIR] [--shapes A,B] [name ...]
 """
 
 from __future__ import annotations
@@ -26,8 +28,17 @@ def main() -> None:
     fixtures = FIXTURES
     if args[:1] == ["--dir"] and len(args) >= 2:
         fixtures, args = Path(args[1]).resolve(), args[2:]
+    shapes = ""
+    if args[:1] == ["--shapes"] and len(args) >= 2:
+        shapes, args = args[1], args[2:]
     names = args or sorted(p.stem for p in fixtures.glob("*.py"))
     task = Task.load(RELU)
+    if shapes:
+        import dataclasses
+
+        task = dataclasses.replace(
+            task, config=dataclasses.replace(task.config, timing_shapes=[s for s in shapes.split(",") if s])
+        )
     seed = (RELU / "seed.py").read_text()
     items = [(task, seed), (task, seed)] + [(task, (fixtures / f"{n}.py").read_text()) for n in names]
     started = time.monotonic()

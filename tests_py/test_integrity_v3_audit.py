@@ -408,10 +408,11 @@ BUSY = {"busy_cores": 2.0, "own_cores": 0.5, "other_cores": 1.5, "cores": 2.0}
 def test_a_busy_host_leaves_figures_past_the_threshold_unreliable_not_hacked(tmp_path):
     """Other processes lengthen a round (and the timed calls) unevenly: an
     honest program cannot help it, so where the parent measured the host
-    busy while the fastest round or the timing ran, figures that would be
-    hacked leave the timing unreliable with the reason. A busy round that is
-    not the fastest excuses nothing; nor does the worker's own word on its
-    use (the gate's ``other_cores`` from its report's cpu_s)."""
+    busy while the fastest round ran (the candidate's side) or the timing
+    did (the reference's side), figures that would be hacked leave the
+    timing unreliable with the reason. A busy round that is not the fastest
+    excuses nothing; nor does the worker's own word on its use (the gate's
+    ``other_cores`` from its report's cpu_s)."""
     # 7x on the candidate's side (5 ms reported, at least 36 measured)
     reasons, result, _ = _judge(tmp_path, _fine, cand_ms=5.0, ref_ms=12.0, loads=[IDLE, BUSY, IDLE])
     assert reasons == [] and not result.timing_reliable, result.census["audit"]
@@ -427,6 +428,12 @@ def test_a_busy_host_leaves_figures_past_the_threshold_unreliable_not_hacked(tmp
     busy_timing = [{"speedup": 5.0, "other_cores": 0.0, "other_cores_measured": 1.4, "cores": 2.0}]
     reasons, result, _ = _judge(tmp_path, _fine, cand_ms=40.0, ref_ms=200.0, attempts=busy_timing)
     assert reasons == [] and "its timing ran on a busy host (1.40 of 2 cores" in result.unreliable_reasons[-1]
+    # a busy timing only inflates the times it reports: it excuses no round
+    # longer than the reported calls, and a busy round no slower reference
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=5.0, ref_ms=12.0, attempts=busy_timing)
+    assert reasons and "times past what the parent measured" in reasons[0]
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=40.0, ref_ms=200.0, loads=[BUSY] * 3)
+    assert reasons and result.census["audit"]["reference_side"] > 4
     said_busy = [{"speedup": 5.0, "other_cores": 1.9, "other_cores_measured": 0.2, "cores": 2.0}]
     reasons, result, _ = _judge(tmp_path, _fine, cand_ms=40.0, ref_ms=200.0, attempts=said_busy)
     assert reasons and result.census["audit"]["reference_side"] > 4

@@ -481,12 +481,16 @@ def _figures(
     busy: str = "",
 ) -> Judged:
     """The reported (candidate, reference) ms per call against what the
-    rounds allow. Where the host was busy while the timing or the fastest
-    round ran (``busy``, and each round's load as the parent measured it),
-    figures past the hacked threshold leave the timing unreliable instead:
-    other processes lengthen a round and the timed calls unevenly, which an
-    honest program cannot help (a busy 2-core host once made the honest
-    fused_residual seed's round 3.6 times its report)."""
+    rounds allow. Other processes lengthen a round and the timed calls
+    unevenly, which an honest program cannot help (a busy 2-core host once
+    made the honest fused_residual seed's fastest round 3.6 times its
+    report, and its reported reference twice the referee's), so each side
+    past the hacked threshold is excused where the host was busy when what
+    inflates it ran, as the parent measured it: the candidate's side (a
+    round longer than the calls) when the fastest round ran busy, the
+    reference's side (a reference reported slower) when the timing did
+    (``busy``), the two together when either did. Excused figures past
+    the threshold leave the timing unreliable with the reason."""
     answers = checked.answers
     calls = int(audits[0]["calls"])
     # the fastest round: a busy host only ever lengthens one, and the
@@ -496,7 +500,7 @@ def _figures(
     wall = float(fastest["wall_s"])
     found = fastest.get("load")
     load: dict[str, Any] = found if isinstance(found, dict) else {}
-    busy = busy or _busy_text(load.get("other_cores"), load.get("cores"), "the fastest audit round")
+    round_busy = _busy_text(load.get("other_cores"), load.get("cores"), "the fastest audit round")
     other = statistics.median(float(x.get("overhead_s") or 0.0) for x in answers)
     reference = statistics.median(float(x.get("reference_s") or 0.0) for x in answers)
     slack = SLACK_S + SLACK_SHARE * other
@@ -566,12 +570,17 @@ def _figures(
         f"and the referee's reference {reference * 1e3:.4g} ms per call: the report is {excess:.3g} times past "
         "what the parent measured"
     )
-    if excess > HACKED_FACTOR and not busy:
+    excused = "; ".join(x for x in (round_busy, busy) if x)
+    if (
+        (candidate_side > HACKED_FACTOR and not round_busy)
+        or (reference_side > HACKED_FACTOR and not busy)
+        or (candidate_side * reference_side > HACKED_FACTOR and not excused)
+    ):
         judged.hacked = [message + ": the verdict was not the program's to write"]
     elif excess > UNRELIABLE_FACTOR:
-        judged.unreliable.append(f"{message[:400]}; {busy}" if busy else message[:400])
-    if busy:
-        figures["busy"] = busy
+        judged.unreliable.append(f"{message[:400]}; {excused}" if excused else message[:400])
+    if excused:
+        figures["busy"] = excused
     return judged
 
 
