@@ -353,26 +353,7 @@ def converse(
     sel.register(link.fileno(), selectors.EVENT_READ)
     stood = (lambda: ticket.stood_still()) if ticket is not None else (lambda: 0.0)
     if evidence is not None:
-        # whether this job times at all: a speedup from a job that does not
-        # was measured by nobody (trusted/timing_reports.py)
-        evidence["timing_asked"] = bool(job.get("timing", True))
-        # whose audit rounds this job may run: a step's own (untagged), or
-        # one set per finalist of a finalists' re-timing, named as the
-        # finalist's timing reports are (answer_audit)
-        count = len(job.get("finalists") or [])
-        evidence["audit_comparisons"] = [f"finalist {i}" for i in range(count)] if count else [None]
-        # ... and on which input sets: each timed shape of the job's task
-        # (TaskConfig.timed_shapes), each comparison's rounds per shape
-        config = (job.get("task") or {}).get("config") or {}
-        evidence["audit_shapes"] = [str(n) for n in config.get("timing_shapes") or []] or ["get_inputs"]
-        # which clock times this job (the gate's ticket): the audit rounds'
-        # copies are sized for it (audit.calls_per_round)
-        evidence["host_clock"] = bool(ticket.timed_on_cpu) if ticket is not None else True
-        # the worker's process as this side names it: each round's host load
-        # less the worker's own use, measured here (a busy host lengthens a
-        # round, which then cannot prove a report forged)
-        pid = getattr(link, "worker_pid", None)
-        evidence["worker_pids"] = sorted(ticket.pids) if ticket is not None and ticket.pids else [pid] if pid else []
+        _job_facts(job, link, ticket, evidence)
     try:
         link.write((json.dumps(job) + "\n").encode())
         while True:
@@ -420,6 +401,33 @@ def converse(
             ticket.release()
         sel.close()
         link.close()
+
+
+def _job_facts(job: dict[str, Any], link: Any, ticket: Any, evidence: dict[str, Any]) -> None:
+    """What the parent's checks of this job's messages need from the
+    parent's own side (the job it sent, its gate ticket, the worker's pid
+    as it names it), kept in ``evidence`` before the job is sent."""
+    # whether this job times at all: a speedup from a job that does not
+    # was measured by nobody (trusted/timing_reports.py)
+    evidence["timing_asked"] = bool(job.get("timing", True))
+    # whose audit rounds this job may run: a step's own (untagged), or
+    # one set per finalist of a finalists' re-timing, named as the
+    # finalist's timing reports are (answer_audit)
+    count = len(job.get("finalists") or [])
+    evidence["audit_comparisons"] = [f"finalist {i}" for i in range(count)] if count else [None]
+    # ... and on which input sets: each timed shape of the job's task
+    # (TaskConfig.timed_shapes), each comparison's rounds per shape
+    config = (job.get("task") or {}).get("config") or {}
+    evidence["audit_shapes"] = [str(n) for n in config.get("timing_shapes") or []] or ["get_inputs"]
+    # which clock times this job (the gate's ticket): the audit rounds'
+    # copies are sized for it (audit.calls_per_round)
+    evidence["host_clock"] = bool(ticket.timed_on_cpu) if ticket is not None else True
+    # the worker's process as this side names it (proven by the kernel's
+    # credentials on its first line, else the pid the gate knows): each
+    # round's host load less the worker's own use, measured here (a busy
+    # host lengthens a round, which then cannot prove a report forged)
+    pid = getattr(link, "worker_pid", None)
+    evidence["worker_pids"] = [pid] if pid else sorted(ticket.pids) if ticket is not None else []
 
 
 def _answer(
@@ -495,21 +503,7 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
     comparison = msg.get("comparison")
     comparison = str(comparison)[:200] if comparison is not None else None
     if kind == AUDIT_PLAN:
-        declared = msg.get("call_bytes")
-        declared = declared if isinstance(declared, int) and 0 <= declared < 1 << 62 else 0
-        shapes = store.get("audit_shapes") or [None]
-        shape = msg.get("shape")
-        shape = str(shape)[:200] if shape is not None else shapes[0]
-        # sized by that comparison's own last report of the shape
-        reported = reported_times(store.get("timing_reports"), shape, comparison=comparison)
-        # the parent's own word on the clock (the gate's ticket), not the worker's
-        host = bool(store.get("host_clock", True))
-        calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared, host)
-        plan = {"calls": calls, "call_bytes": declared, "host_clock": host}
-        store.setdefault("audit_plans", {})[(comparison, shape)] = plan
-        if comparison is None and shape == shapes[0]:
-            store["audit_plan"] = plan
-        return {CALLS: calls}
+        return _answer_plan(msg, store, comparison)
     if kind == AUDIT_REQUEST:
         nonce = secrets.randbits(62)
         allowed = store.get("audit_comparisons", [None])
@@ -563,6 +557,26 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
         except (OSError, ValueError) as exc:
             current["not_handed_over"] = f"{type(exc).__name__}: {exc}"[:300]
     return {TAKEN: True}
+
+
+def _answer_plan(msg: dict[str, Any], store: dict[str, Any], comparison: Optional[str]) -> dict[str, Any]:
+    """An audit plan (``AUDIT_PLAN``): the calls per round of the named
+    shape's rounds, from that comparison's own last report of it."""
+    declared = msg.get("call_bytes")
+    declared = declared if isinstance(declared, int) and 0 <= declared < 1 << 62 else 0
+    shapes = store.get("audit_shapes") or [None]
+    shape = msg.get("shape")
+    shape = str(shape)[:200] if shape is not None else shapes[0]
+    # sized by that comparison's own last report of the shape
+    reported = reported_times(store.get("timing_reports"), shape, comparison=comparison)
+    # the parent's own word on the clock (the gate's ticket), not the worker's
+    host = bool(store.get("host_clock", True))
+    calls = calls_per_round(reported[0] / 1e3 if reported else 0.0, declared, host)
+    plan = {"calls": calls, "call_bytes": declared, "host_clock": host}
+    store.setdefault("audit_plans", {})[(comparison, shape)] = plan
+    if comparison is None and shape == shapes[0]:
+        store["audit_plan"] = plan
+    return {CALLS: calls}
 
 
 def _answer_done(msg: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:

@@ -143,7 +143,7 @@ def judge_shapes(
     judged.record["shapes"] = {name: v.record for name, v in verdicts if v.record is not None}  # type: ignore[index]
     for name, v in verdicts:
         judged.hacked += [f"timing shape {name}: {why}" for why in v.hacked]
-        judged.unreliable += [f"timing shape {name}: {why}"[:300] for why in v.unreliable]
+        judged.unreliable += [f"timing shape {name}: {why}" for why in v.unreliable]
     return judged
 
 
@@ -505,30 +505,7 @@ def _figures(
     reference = statistics.median(float(x.get("reference_s") or 0.0) for x in answers)
     slack = SLACK_S + SLACK_SHARE * other
     bound = wall - other - slack  # the program's call took at least this long, if positive
-    figures: dict[str, Any] = {
-        "rounds": len(audits),
-        "calls": calls,
-        "wall_ms": [round(float(a["wall_s"]) * 1e3, 4) for a in audits],
-        "other_work_ms": round(other * 1e3, 4),
-        "slack_ms": round(slack * 1e3, 4),
-        "call_at_least_ms": round(max(0.0, bound) * 1e3, 4),
-        "referee_reference_ms": round(reference * 1e3, 4),
-        # what the worker says its rounds' parts took: not judged, a record of
-        # where an honest round's time goes (the rest is the round trip)
-        "worker_says_ms": [
-            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items() if k != "graph"}
-            for a in audits
-            if a.get("seen")
-        ],
-        # the other processes' use of the host during the fastest round, as
-        # the parent measured it
-        "fastest_round_other_cores": load.get("other_cores"),
-        # whether the worker says a CUDA graph replayed the calls (its word,
-        # never judged: an eager round is only longer)
-        "worker_says_graph": bool(audits) and all((a.get("seen") or {}).get("graph") for a in audits),
-        # the referee's time on these rounds, part by part (a record)
-        "referee_split_ms": {k: round(v * 1e3, 3) for k, v in checked.spent_s.items()},
-    }
+    figures = _record(audits, checked, other, slack, bound, reference, load)
     judged = Judged(record=figures)
     if reported is None or reference <= 0:
         return judged
@@ -570,6 +547,15 @@ def _figures(
         f"and the referee's reference {reference * 1e3:.4g} ms per call: the report is {excess:.3g} times past "
         "what the parent measured"
     )
+    _verdict(judged, candidate_side, reference_side, message, round_busy, busy)
+    return judged
+
+
+def _verdict(
+    judged: Judged, candidate_side: float, reference_side: float, message: str, round_busy: str, busy: str
+) -> None:
+    """Hacked past HACKED_FACTOR, unreliable past UNRELIABLE_FACTOR, each
+    side excused by the load that inflates it (:func:`_figures`)."""
     excused = "; ".join(x for x in (round_busy, busy) if x)
     if (
         (candidate_side > HACKED_FACTOR and not round_busy)
@@ -577,11 +563,48 @@ def _figures(
         or (candidate_side * reference_side > HACKED_FACTOR and not excused)
     ):
         judged.hacked = [message + ": the verdict was not the program's to write"]
-    elif excess > UNRELIABLE_FACTOR:
-        judged.unreliable.append(f"{message[:400]}; {excused}" if excused else message[:400])
-    if excused:
-        figures["busy"] = excused
-    return judged
+    elif max(candidate_side, reference_side, candidate_side * reference_side) > UNRELIABLE_FACTOR:
+        # the reason's whole end kept: the busy host is what the figures cannot tell
+        judged.unreliable.append(f"{message[:300]}; {excused}" if excused else message[:400])
+    if excused and judged.record is not None:
+        judged.record["busy"] = excused
+
+
+def _record(
+    audits: list[dict[str, Any]],
+    checked: Checked,
+    other: float,
+    slack: float,
+    bound: float,
+    reference: float,
+    load: dict[str, Any],
+) -> dict[str, Any]:
+    """The rounds' figures as the result's census keeps them."""
+    calls = int(audits[0]["calls"])
+    return {
+        "rounds": len(audits),
+        "calls": calls,
+        "wall_ms": [round(float(a["wall_s"]) * 1e3, 4) for a in audits],
+        "other_work_ms": round(other * 1e3, 4),
+        "slack_ms": round(slack * 1e3, 4),
+        "call_at_least_ms": round(max(0.0, bound) * 1e3, 4),
+        "referee_reference_ms": round(reference * 1e3, 4),
+        # what the worker says its rounds' parts took: not judged, a record of
+        # where an honest round's time goes (the rest is the round trip)
+        "worker_says_ms": [
+            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items() if k != "graph"}
+            for a in audits
+            if a.get("seen")
+        ],
+        # the other processes' use of the host during the fastest round, as
+        # the parent measured it
+        "fastest_round_other_cores": load.get("other_cores"),
+        # whether the worker says a CUDA graph replayed the calls (its word,
+        # never judged: an eager round is only longer)
+        "worker_says_graph": bool(audits) and all((a.get("seen") or {}).get("graph") for a in audits),
+        # the referee's time on these rounds, part by part (a record)
+        "referee_split_ms": {k: round(v * 1e3, 3) for k, v in checked.spent_s.items()},
+    }
 
 
 def _calls_text(calls: int) -> str:
