@@ -39,6 +39,8 @@ if has tests; then
 fi
 if has verdicts; then
   timeout ${VERDICTS_LIMIT:-420} python3 benchmarks/gpu_verdicts.py --timeout 60 --json "$OUT/gpu_verdicts.json" 2>&1 | cut -c1-300 | tee "$OUT/gpu_verdicts.log"
+  # where each timed evaluation's time went, the audit rounds' parts too (the worker's set-up, the referee's check)
+  [ -f "$OUT/gpu_verdicts.json" ] && python3 benchmarks/phase_split.py "$OUT/gpu_verdicts.json" | tee "$OUT/phase_split.log"
 fi
 if has opencl; then
   timeout 150 python3 benchmarks/gpu_opencl_examples.py --nvidia-icd --device NVIDIA 2>&1 | tee "$OUT/gpu_opencl.log"
@@ -79,6 +81,9 @@ if has integrity; then
   timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py 2>&1 | cut -c1-400 | tee "$OUT/pygpubench.log"
   timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py --dir tests_py/fixtures/hacks_v3 2>&1 \
     | cut -c1-400 | tee "$OUT/hacks_v3.log"
+  # a report forged on a later timing shape (relu timed on two shapes)
+  timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py --dir tests_py/fixtures/hacks_shapes \
+    --shapes get_inputs,get_inputs_odd 2>&1 | cut -c1-400 | tee "$OUT/hacks_shapes.log"
 fi
 if has degenerate; then
   for f in 19_ReLU 20_LeakyReLU 31_ELU 32_HardTanh; do
