@@ -464,6 +464,22 @@ def test_the_parent_measures_the_workers_use_and_the_rest_of_the_host(tmp_path):
     assert other["own_cores"] < 0.1 and other["other_cores"] > 0.3, other
     assert own["own_cores"] > 0.3 and own["other_cores"] < other["other_cores"], own
 
+    # a process the worker starts is the worker's use: a program cannot make
+    # the host look busy (its figures then only unreliable) by spinning a child
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.run({spin!r})"],
+    )
+    try:
+        time.sleep(0.3)
+        window = HostLoadWindow()
+        window.start([parent.pid])
+        time.sleep(0.8)
+        tree = window.stop()
+    finally:
+        parent.kill()
+        parent.wait()
+    assert tree["own_cores"] > 0.3, tree
+
 
 def test_a_microsecond_call_is_audited_over_as_many_calls_as_its_reported_time_asks(tmp_path):
     # 2 us reported per call: 2500 calls (5 ms of them) of 64 KiB each; the

@@ -60,20 +60,48 @@ def host_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def _descendants(pid: int, most: int = 1024) -> list[int]:
+    """The processes ``pid`` started, and theirs (each thread's
+    /proc/<pid>/task/<tid>/children), at most ``most``."""
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < most:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += kids
+            todo += kids
+    return found[:most]
+
+
 def process_cpu_s(pids: Any) -> Optional[float]:
     """CPU seconds (user and system, every thread) the processes ``pids``
-    have used so far, as the kernel counts them (/proc/<pid>/stat, readable
-    for any process): the parent's own measure of a worker's use, where
-    the worker's report is its word. None where one cannot be read."""
+    and every process they started have used so far, as the kernel counts
+    them (/proc/<pid>/stat, readable for any process: a live process's own
+    times and those of its children it has reaped): the parent's own
+    measure of a worker's use, where the worker's report is its word. A
+    process the program starts (a spinner to make the host look busy) is
+    the worker's use, not other work. None where a pid cannot be read."""
     total = 0.0
     tick = float(os.sysconf("SC_CLK_TCK"))
-    for pid in pids:
+    roots = [int(p) for p in pids]
+    for pid in roots + [d for r in roots for d in _descendants(r)]:
         try:
-            with open(f"/proc/{int(pid)}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += (float(fields[11]) + float(fields[12])) / tick  # utime, stime
+            # utime, stime, cutime, cstime
+            total += sum(float(fields[i]) for i in (11, 12, 13, 14)) / tick
         except (OSError, IndexError, ValueError):
-            return None
+            if pid in roots:
+                return None
     return total
 
 
