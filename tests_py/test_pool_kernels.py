@@ -20,10 +20,12 @@ import pytest
 
 pytest.importorskip("triton")
 
+import kernelsmith  # noqa: E402
 from kernelsmith.backends.triton import cache as tc  # noqa: E402
 from kernelsmith.evaluator.audit import HASH_KERNELS  # noqa: E402
 
-PYTHON = str(Path(__file__).resolve().parent.parent / "python")
+#: the folder holding the kernelsmith package this test imported
+PACKAGE_ROOT = str(Path(kernelsmith.__file__).resolve().parent.parent)
 
 #: one compile of the hash kernel for int32 words, as fused_digests launches
 #: it (BLOCK, WARPS; numel and length not specialised), printing the cubin's
@@ -49,8 +51,15 @@ print(json.dumps({
 
 
 def _compile(cache: Path, **env: str) -> dict:
+    # kernelsmith as this test run imports it (the installed package, or
+    # the tree on PYTHONPATH): the compiled _core lives only there
     full = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_CACHE_MANAGER")}
-    full.update(PYTHONPATH=PYTHON, TRITON_CACHE_DIR=str(cache), TRITON_DEFAULT_FP_FUSION="1", **env)
+    full.update(
+        PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
+        TRITON_CACHE_DIR=str(cache),
+        TRITON_DEFAULT_FP_FUSION="1",
+        **env,
+    )
     done = subprocess.run([sys.executable, "-c", COMPILE], env=full, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

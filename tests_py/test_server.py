@@ -70,7 +70,9 @@ def test_job_queue_waits_for_room_in_arrival_order():
     done: list[str] = []
     queue = JobQueue(lambda payload: gate.wait(30) and done.append(payload) or payload, workers=1, capacity=1)
     try:
-        first = queue.submit_many(["a"])  # running
+        first = queue.submit_many(["a"])  # running, once the worker thread has taken it
+        while queue.running < 1:
+            threading.Event().wait(0.01)
         second = queue.submit_many(["b"])  # waiting: the queue is full now
         with pytest.raises(QueueFull, match="queue full"):
             queue.submit_many(["x"], wait_s=0.0)  # no patience: refused at once
