@@ -137,14 +137,15 @@ class HostLoadWindow:
         return window
 
 
-def busy_host(other_cores: Any, cores: Any, policy: Optional["TimingPolicy"] = None) -> bool:
+def busy_host(other_cores: Any, cores: Any, policy: Optional["TimingPolicy"] = None, threads: int = 1) -> bool:
     """Whether ``other_cores`` of ``cores`` used by other processes leave
-    less than a timing of one thread needs (the gate's own rule, for a
-    measure the parent took itself)."""
+    less than a timing of ``threads`` threads needs: the gate's rule for a
+    timing attempt, and the audit check's for a measure the parent took
+    itself."""
     if not isinstance(other_cores, (int, float)) or not isinstance(cores, (int, float)):
         return False
     policy = policy or TimingPolicy()
-    return cores - other_cores < (1 + policy.free_core_headroom) * policy.free_core_share
+    return cores - other_cores < (threads + policy.free_core_headroom) * policy.free_core_share
 
 
 _NVML: dict[str, Any] = {}  # device index -> (pynvml, handle), or None where NVML cannot say
@@ -484,8 +485,7 @@ class DeviceGate:
             # report's cpu_s is its word): what the audit check trusts
             attempt["other_cores_measured"] = window["other_cores"]
         threads = int(report.get("threads") or 1)
-        needed = (threads + self.policy.free_core_headroom) * self.policy.free_core_share
-        if ticket.timed_on_cpu and window["cores"] - others < needed:
+        if ticket.timed_on_cpu and busy_host(others, window["cores"], self.policy, threads):
             reasons.append(
                 f"host busy: {others:.2f} of {window['cores']:g} cores used by other work "
                 f"while the timing needed {threads}"

@@ -604,7 +604,8 @@ class DevicePool:
                 trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, ticket.slots)
             else:  # each finalist's row against its own audit rounds
                 finalist_checks(result, evidence, seeds, task, evidence["dir"], self.referee)
-            self._publish_kernels()
+            if evidence.get("audits"):  # the referee hashed this job's rounds: it may have compiled the kernel
+                self._publish_kernels()
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             result.phases["referee"] = round(refereed, 4)  # a finalists' re-timing: its audit rounds' checks
@@ -622,8 +623,9 @@ class DevicePool:
         """The audit hashes' kernels the referee has compiled (at its first
         check of a job's rounds, one per element width), copied where the
         next workers load them rather than compile them again
-        (Backend.publish_kernels); a listing of the referee's cache once
-        they are all there."""
+        (Backend.publish_kernels). Only after a job whose rounds the
+        referee checked: a listing of its cache, and a look for the kernel's
+        group in each key folder not yet published."""
         try:
             self.backend.publish_kernels(self.referee.workdir, self.cache_dir, HASH_KERNELS)
         except OSError:  # an optimisation only: the workers compile for themselves

@@ -243,9 +243,10 @@ def publish_kernels(source: str, dest: str, name: str) -> int:
     rather than compiling it: Triton's key is the SHA-256 of the source, the
     signature and specialisation, the options, the target and its own
     version, so a worker finds only what its own compile would have made.
-    The audit rounds' hash kernel (evaluator/audit_fused.py) took a worker
-    about 0.4 s to compile on every job (the H200's 1.34 s first compile
-    less the 0.94 s the zygote now does once: warm_compiler). Only plain
+    The audit rounds' hash kernel (evaluator/audit_fused.py) was compiled
+    by every worker on every job (estimated at 0.4 s on the H200: a small
+    kernel's 1.34 s first compile less the 0.94 s the zygote now does once,
+    warm_compiler; not yet measured for this kernel). Only plain
     files of the key's own folder are copied. Returns how many kernels."""
     import shutil
     import tempfile
@@ -265,9 +266,11 @@ def publish_kernels(source: str, dest: str, name: str) -> int:
             os.chmod(staging, 0o755)
             files = {**group, f"__grp__{name}.json": os.path.join(source, key, f"__grp__{name}.json")}
             for filename, path in files.items():
-                if os.path.islink(path) or not os.path.isfile(path):
+                data = _plain_file(path)
+                if data is None:
                     raise OSError(f"{path}: not a plain file")
-                shutil.copyfile(path, os.path.join(staging, filename))
+                with open(os.path.join(staging, filename), "wb") as f:
+                    f.write(data)
                 os.chmod(os.path.join(staging, filename), 0o644)
             os.rename(staging, os.path.join(dest, key))
             written += 1
