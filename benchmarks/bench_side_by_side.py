@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 
-def one_run(tree: Path, backend: str, extra: list[str], gpu: bool = False) -> dict:
+def one_run(tree: Path, backend: str, extra: list[str], gpu: bool = False, keep: Optional[Path] = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "stats.json"
         env = dict(os.environ, PYTHONPATH=str(tree / "python"))
@@ -56,6 +58,8 @@ def one_run(tree: Path, backend: str, extra: list[str], gpu: bool = False) -> di
                 f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
             )
         data = json.loads(out.read_text())
+        if keep is not None:  # every result, for benchmarks/phase_split.py
+            shutil.copyfile(out, keep)
     groups = data["stats"]["pool"]
     results = [c["results"]["pool"] for c in data["candidates"]]
     wall = sum(g["n"] for g in groups.values())
@@ -75,11 +79,15 @@ def main() -> int:
     parser.add_argument("--backend", default="opencl")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gpu", action="store_true", help="compiled Triton on the GPU (default: the interpreter)")
+    parser.add_argument("--keep", type=Path, default=None, help="a folder: each run's results, as SIDE_rROUND.json")
     args, extra = parser.parse_known_args()
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for i in range(args.rounds):
         for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
-            r = one_run(getattr(args, side), args.backend, extra, args.gpu)
+            keep = args.keep / f"{side}_r{i + 1}.json" if args.keep is not None else None
+            r = one_run(getattr(args, side), args.backend, extra, args.gpu, keep)
             runs[side].append(r)
             print(
                 f"round {i + 1} {side:<6}: {r['evals_per_min']:.1f} evaluations/min, median wall "

@@ -15,7 +15,8 @@
 # sidebyside (issues 28/29: pool throughput and verdicts at HEAD and at the commit in .carry/base, alternately),
 # and issue 30's kbx (benchmarks/bench_kernelbenchx.py over a KernelBench-X checkout in .carry/KernelBenchX: every task
 # loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS),
-# and issue 29's integrity (pygpubench's exploits rewritten, then the held-out hacks_v3 programs, every verdict).
+# and issue 29's integrity (pygpubench's exploits rewritten, then the held-out hacks_v3 programs, every verdict)
+# and refprofile (the referee's requests profiled over the pool's throughput run).
 # Example: bash benchmarks/gpu_verify.sh build tests verdicts opencl
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -109,7 +110,18 @@ if has sidebyside; then
     -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" > "$OUT/build_base.log" 2>&1 && cmake --build build/gpu -j16 >> "$OUT/build_base.log" 2>&1) \
     || { tail -30 "$OUT/build_base.log"; exit 1; }
   timeout ${SIDE_LIMIT:-540} python3 benchmarks/bench_side_by_side.py "$PWD/.carry/base" "$PWD" --backend triton --gpu \
-    --rounds ${SIDE_ROUNDS:-2} --timeout 20 2>&1 | cut -c1-300 | tee "$OUT/side_by_side.log"
+    --rounds ${SIDE_ROUNDS:-2} --timeout 20 --keep /tmp/side 2>&1 | cut -c1-300 | tee "$OUT/side_by_side.log"
+  # where each side's evaluations spent their time (the first round of each)
+  python3 benchmarks/phase_split.py /tmp/side/before_r1.json /tmp/side/after_r1.json | tee "$OUT/side_phases.log"
+fi
+if has refprofile; then
+  # where the referee's time goes in the pool's throughput run (its requests under cProfile), and each
+  # evaluation's phases; KERNELSMITH_REFEREE_PROFILE is read by evaluator/referee_process.py
+  KERNELSMITH_REFEREE_PROFILE=/tmp/referee.prof timeout ${REFPROFILE_LIMIT:-240} python3 benchmarks/bench_eval_throughput.py \
+    --backend triton --modes pool --timeout 20 --json "$OUT/refprofile_throughput.json" 2>&1 | tail -3 | tee "$OUT/refprofile.log"
+  python3 benchmarks/phase_split.py "$OUT/refprofile_throughput.json" | tee -a "$OUT/refprofile.log"
+  python3 -c 'import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats("cumulative").print_stats(45); s.sort_stats("tottime").print_stats(30)' \
+    /tmp/referee.prof 2>&1 | cut -c1-220 >> "$OUT/refprofile.log"
 fi
 if has flainit; then
   # issue 27: fla's task init cold, after the user's own test run, and again (benchmarks/bench_fla_task_init.sh)

@@ -1,7 +1,8 @@
 """Where an evaluation's time goes: the median of each phase (the worker's
 ``phases``: startup, load, compile, correctness, census, timing, audit,
 audit_slot; the parent's: queue, referee) over the timed results of one or
-more results JSON files written by benchmarks/gpu_verdicts.py --json, side
+more results JSON files written by benchmarks/gpu_verdicts.py --json (or
+bench_eval_throughput.py --json, as bench_side_by_side.py --keep keeps them), side
 by side, with each file's median wall time; then the audit rounds' parts:
 the worker's set-up before the slot and its first round (its own word), and
 the referee's check of the rounds, part by part.
@@ -17,7 +18,11 @@ import sys
 
 
 def rows_of(path: str) -> list[dict]:
+    """The results of a gpu_verdicts.py --json file, or of a
+    bench_eval_throughput.py --json one (each candidate's pool result)."""
     data = json.loads(open(path).read())
+    if isinstance(data, dict) and "candidates" in data:
+        return [r for c in data["candidates"] for r in (c.get("results") or {}).values()]
     rows = data["rows"] if isinstance(data, dict) else data
     return [r.get("result", r) for r in rows]
 

@@ -78,6 +78,26 @@ def test_layout_is_chunk_bounds() -> None:
                 assert bounds == [(k * length, min((k + 1) * length, numel)) for k in range(count)]
 
 
+def test_one_chunk_bound_is_its_entry_of_chunk_bounds() -> None:
+    # the referee looks up a picked chunk's bounds without listing them all
+    for numel in [0, 1, 2, 7, 1023, 1024, 1025, 2047, 2049, 5000, 70001, (1 << 20) + 1]:
+        for chunks in (1, 3, audit.CHUNKS):
+            bounds = audit.chunk_bounds(numel, chunks)
+            for c in [-1, *range(len(bounds) + 2)]:
+                assert audit.chunk_bound(numel, c, chunks) == (bounds[c] if 0 <= c < len(bounds) else None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: the host's hash is compared with it")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_torch_hash_of_a_chunk_is_the_same_on_the_device_and_the_host(dtype: torch.dtype) -> None:
+    # the referee hashes handed-over chunks on its device (referee_process._audit_round);
+    # the torch path's integer arithmetic wraps the same way on both
+    for numel, nonce in [(1, 3), (4097, 2**62 - 1), (40961, -12345)]:
+        t = _random(dtype, numel, seed=numel)
+        words = audit.words(t)
+        assert audit.digest_of_chunk(words, 4096 * 7, nonce) == audit.digest_of_chunk(words.cpu(), 4096 * 7, nonce)
+
+
 def test_the_int_view_reads_bits_as_words_does() -> None:
     for dtype in DTYPES:
         t = _random(dtype, 64, 1)

@@ -139,6 +139,16 @@ def chunk_bounds(numel: int, chunks: int = CHUNKS) -> list[tuple[int, int]]:
     return [(lo, min(lo + length, numel)) for lo in range(0, numel, length)]
 
 
+def chunk_bound(numel: int, c: int, chunks: int = CHUNKS) -> Optional[tuple[int, int]]:
+    """Chunk ``c`` of :func:`chunk_bounds` (``numel``, ``chunks``) without
+    the list of all of them; None past the last."""
+    if numel <= 0 or c < 0:
+        return None
+    length = -(-numel // max(1, min(chunks, numel)))
+    lo = c * length
+    return (lo, min(lo + length, numel)) if lo < numel else None
+
+
 def _digests(w: Any, first: int, length: int, nonce: int) -> Any:
     """Two-round hashes of ``w`` (int64 words of whole chunks of ``length``
     elements starting at flat position ``first``), one per chunk."""
@@ -362,6 +372,7 @@ __all__ = [
     "EPS",
     "flat",
     "words",
+    "chunk_bound",
     "chunk_bounds",
     "chunk_digests",
     "digest_tensor",

@@ -600,6 +600,7 @@ class DevicePool:
             )
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
             refereed = time.monotonic()
+            self.referee.take_spent()  # this thread's requests from here on
             if not finalists:
                 trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, ticket.slots)
             else:  # each finalist's row against its own audit rounds
@@ -609,6 +610,8 @@ class DevicePool:
             refereed = time.monotonic() - refereed
             result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
             result.phases["referee"] = round(refereed, 4)  # a finalists' re-timing: its audit rounds' checks
+            # of which: waiting for another job's request, and the referee's answers
+            result.phases.update({f"referee_{k}": round(v, 4) for k, v in self.referee.take_spent().items()})
             return result
         finally:
             if "dir" in evidence:

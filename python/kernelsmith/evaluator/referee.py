@@ -52,6 +52,9 @@ class Referee:
         self._spec = (backend, device, isolation, cpu_threads)
         self._lock = threading.Lock()
         self._prime_lock = threading.Lock()
+        # per calling thread (one job's checks run in one thread): requests,
+        # the wait for the lock (another job's request) and the time served
+        self._spent = threading.local()
         self._primed: dict[str, dict[str, Any]] = {}
         self.restarts = 0
         self._spawn()
@@ -123,29 +126,56 @@ class Referee:
         referee could not answer (it is restarted where that helps: found
         dead, or silent past ``timeout_s``)."""
         import selectors
+        import time
 
+        asked = time.perf_counter()
         with self._lock:
-            if self.proc.poll() is not None and self._ready and self.restarts < self.MAX_RESTARTS:
-                # it died since its last answer (killed, out of memory): a
-                # new one, rather than every later result left unchecked
-                self._restart()
-            if not self._wait_ready_locked(timeout_s):
-                if self.proc.poll() is None:  # still starting: the request would wait behind that
-                    return {"error": f"the referee did not start in {timeout_s:.0f} s"}
-                return {"error": "the referee did not start: " + self._log_tail()}
-            sel = selectors.DefaultSelector()
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            served, stood = time.perf_counter(), self.ticket.stood_still()
             try:
-                self.proc.stdin.write((json.dumps(request) + "\n").encode())
-                self.proc.stdin.flush()
-                if not sel.select(timeout=timeout_s):
-                    self._restart()
-                    return {"error": f"the referee gave no answer in {timeout_s:.0f} s (restarted)"}
-                line = self.proc.stdout.readline()
-            except (BrokenPipeError, OSError) as exc:
-                return {"error": f"the referee failed: {exc}"}
-            finally:
-                sel.close()
+                return self._ask_locked(request, timeout_s, selectors)
+            finally:  # one request at a time: the referee's stops meanwhile are this one's
+                kind = "audit" if request.get("audit") else "check" if "file" in request else "other"
+                self._count(kind, served - asked, time.perf_counter() - served, self.ticket.stood_still() - stood)
+
+    def _count(self, kind: str, waited: float, served: float, stopped: float) -> None:
+        spent = self._spent.__dict__
+        for key, value in (("requests", 1), ("waited_s", waited), (f"{kind}_s", served), ("stopped_s", stopped)):
+            spent[key] = spent.get(key, 0) + value
+
+    def take_spent(self) -> dict[str, float]:
+        """This thread's requests since its last call: how many, the wait
+        for another job's request to finish (``waited_s``), the time from
+        sending to the answer per kind of request (``check_s``: a trial's
+        re-check, ``audit_s``: an input set's audit rounds, ``other_s``),
+        and of those the time the referee stood still while a worker held
+        the timing slot (``stopped_s``). A record only."""
+        spent = dict(self._spent.__dict__)
+        self._spent.__dict__.clear()
+        return spent
+
+    def _ask_locked(self, request: dict[str, Any], timeout_s: float, selectors: Any) -> dict[str, Any]:
+        """:meth:`ask` with the lock held."""
+        if self.proc.poll() is not None and self._ready and self.restarts < self.MAX_RESTARTS:
+            # it died since its last answer (killed, out of memory): a
+            # new one, rather than every later result left unchecked
+            self._restart()
+        if not self._wait_ready_locked(timeout_s):
+            if self.proc.poll() is None:  # still starting: the request would wait behind that
+                return {"error": f"the referee did not start in {timeout_s:.0f} s"}
+            return {"error": "the referee did not start: " + self._log_tail()}
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            if not sel.select(timeout=timeout_s):
+                self._restart()
+                return {"error": f"the referee gave no answer in {timeout_s:.0f} s (restarted)"}
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError) as exc:
+            return {"error": f"the referee failed: {exc}"}
+        finally:
+            sel.close()
         if not line:
             try:  # its pipe closes before it is reaped: callers test proc.poll() next
                 self.proc.wait(timeout=5)
