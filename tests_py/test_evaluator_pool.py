@@ -203,6 +203,14 @@ def test_warm_up_primes_the_referee_with_each_tasks_reference():
         result = ev.evaluate(task, task.seed_source)
     assert result.category == "ok", result.error
     assert "referee" in result.phases
+    # the parent's records of its checks: each check's time, and the
+    # referee's requests of this job (one re-check per input set the worker
+    # handed over; timing off: no audit rounds)
+    phases = result.phases
+    assert {"check_referee", "check_audit_rounds"} <= set(phases), phases
+    assert phases["referee_requests"] == 1 + len(task.config.extra_inputs), phases
+    assert phases["referee_check_s"] > 0 and "referee_audit_s" not in phases, phases
+    assert phases["referee_waited_s"] >= 0 and phases["referee_stopped_s"] >= 0, phases
 
 
 ZEROS_PROGRAM = """

@@ -130,12 +130,14 @@ class Referee:
 
         asked = time.perf_counter()
         with self._lock:
-            served, stood = time.perf_counter(), self.ticket.stood_still()
+            # the ticket of the process asked (a restart joins the gate with a new one)
+            ticket = self.ticket
+            served, stood = time.perf_counter(), ticket.stood_still()
             try:
                 return self._ask_locked(request, timeout_s, selectors)
             finally:  # one request at a time: the referee's stops meanwhile are this one's
                 kind = "audit" if request.get("audit") else "check" if "file" in request else "other"
-                self._count(kind, served - asked, time.perf_counter() - served, self.ticket.stood_still() - stood)
+                self._count(kind, served - asked, time.perf_counter() - served, ticket.stood_still() - stood)
 
     def _count(self, kind: str, waited: float, served: float, stopped: float) -> None:
         spent = self._spent.__dict__
