@@ -182,6 +182,64 @@ def test_with_every_finalist_marked_for_its_reference_the_fastest_is_retimed_alo
     assert not reliable(entries[0]) and not reliable(entries[2])
 
 
+def test_a_moved_finalist_ahead_of_the_reliable_ones_is_retimed_alone():
+    """The reference moved next to the faster program only (Triton's
+    interpreter, test_inplace_evolve: 9.5 ms paired with it, 5.8 ms alone)
+    while the slower one stayed reliable: the faster one is re-timed alone
+    and its alone figure, reliable, makes it the best; a moved finalist
+    behind the reliable best is not re-timed (its figure, already inflated
+    by the reference, claims nothing more)."""
+    moved = ["reference moved with the program: 9.486 ms paired with finalist 0, 5.795 ms alone (1.64x)"]
+
+    def row(i, s, runtime, **extra):
+        return {
+            "index": i,
+            "correct": True,
+            "speedup": s,
+            "speedup_ci_low": s * 0.85,
+            "speedup_ci_high": s * 1.15,
+            "runtime_ms": runtime,
+            **extra,
+        }
+
+    entries = [
+        row(0, 2.65, 3.49, timing_reliable=False, unreliable_reasons=list(moved)),
+        row(1, 0.985, 5.70, timing_reliable=True),
+        row(2, 0.9, 6.1, timing_reliable=False, unreliable_reasons=list(moved)),
+    ]
+    alone = {0: row(0, 1.66, 3.5, timing_reliable=True), 1: row(1, 1.0, 5.6, timing_reliable=True)}
+    asked: list[int] = []
+    checked = hold_to_alone(entries, lambda i: asked.append(i) or dict(alone[i]))
+    assert asked == [0] and checked == [0]
+    assert reliable(entries[0]) and entries[0]["speedup"] == pytest.approx(1.66)
+    assert entries[0]["head_to_head"]["speedup"] == pytest.approx(2.65) and "moved" in entries[0]["retimed_alone"]
+    assert not reliable(entries[2]) and "alone" not in entries[2]
+    best = max((e for e in entries if reliable(e)), key=lambda e: e["speedup"])
+    assert best["index"] == 0
+
+    # re-timed alone, the program moves the reference there too: it stays
+    # unreliable and the reliable one is the winner, held to its own alone figure
+    entries = [
+        row(0, 2.65, 3.49, timing_reliable=False, unreliable_reasons=list(moved)),
+        row(1, 0.985, 5.70, timing_reliable=True),
+    ]
+    again = dict(alone[0], timing_reliable=False, unreliable_reasons=list(moved))
+    asked = []
+    checked = hold_to_alone(entries, lambda i: asked.append(i) or (dict(again) if i == 0 else dict(alone[i])))
+    assert asked == [0, 0, 1] and not reliable(entries[0]) and reliable(entries[1])  # taken twice, then the next
+    assert "re-timed alone: reference moved" in entries[0]["unreliable_reasons"][-1]
+
+    # the host, not the program: the alone re-timing's reference drifted once,
+    # the second one is reliable and stands
+    entries = [row(0, 2.5, 3.49, timing_reliable=True), row(1, 0.985, 5.70, timing_reliable=True)]
+    drifted = dict(alone[0], timing_reliable=False, unreliable_reasons=["reference drifted: 10.47 ms against 5.95 ms"])
+    answers = [drifted, dict(alone[0])]
+    asked = []
+    checked = hold_to_alone(entries, lambda i: asked.append(i) or answers.pop(0))
+    assert asked == [0, 0] and checked == [0] and reliable(entries[0])
+    assert entries[0]["alone"]["speedup"] == pytest.approx(1.66) and "capped" in entries[0]  # 2.5 above its alone CI
+
+
 def _fused(vec: int, work_group: int) -> str:
     seed = (EXAMPLE / "seed.py").read_text()
     out = (
