@@ -105,6 +105,11 @@ def reliable(entry: dict[str, Any]) -> bool:
     )
 
 
+#: what a finalist's ``alone`` keeps of its alone re-timing: the figures,
+#: and ``alone_attempts`` where the first came back unreliable
+ALONE_KEYS = (*FIGURES, "alone_attempts")
+
+
 def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], Optional[dict[str, Any]]]) -> list[int]:
     """Re-time the reliable winner alone (``retime_alone(index)``: its row
     from a worker with no other finalist, verdicts applied) until the
@@ -156,7 +161,7 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
         entry = min(moved, key=lambda e: e.get("runtime_ms") or float("inf"))
         checked.append(entry["index"])
         alone = retime_alone(entry["index"]) or {}
-        entry["alone"] = {k: alone.get(k) for k in FIGURES if k in alone}
+        entry["alone"] = {k: alone.get(k) for k in ALONE_KEYS if k in alone}
         if reliable(alone):
             entry["head_to_head"] = {k: entry.get(k) for k in FIGURES}
             entry["retimed_alone"] = "; ".join(entry["unreliable_reasons"])
@@ -179,9 +184,9 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
                 timing_reliable=False,
                 unreliable_reasons=list(top.get("unreliable_reasons") or []) + [f"re-timed alone: {why}"],
             )
-            top["alone"] = {k: alone.get(k) for k in FIGURES if k in alone}
+            top["alone"] = {k: alone.get(k) for k in ALONE_KEYS if k in alone}
             continue
-        top["alone"] = {k: alone[k] for k in FIGURES if k in alone}
+        top["alone"] = {k: alone[k] for k in ALONE_KEYS if k in alone}
         high = alone.get("speedup_ci_high")
         if isinstance(high, (int, float)) and top["speedup"] > high:
             # faster next to the others than alone, beyond the alone CI: the
