@@ -110,24 +110,15 @@ def reliable(entry: dict[str, Any]) -> bool:
 ALONE_KEYS = (*FIGURES, "alone_attempts")
 
 
-def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], Optional[dict[str, Any]]]) -> list[int]:
-    """Re-time the reliable winner alone (``retime_alone(index)``: its row
-    from a worker with no other finalist, verdicts applied) until the
-    winner's head-to-head figure is no higher than its alone figure's CI:
-    above it, the alone figures replace the head-to-head ones (``capped``);
-    an alone timing that failed or is unreliable marks the finalist
-    unreliable, and the next one is tried. First, a finalist its audit
-    rounds found hacked next to the others is re-timed alone
-    (:func:`_alone_after_audit`). Returns the indices re-timed."""
-    checked = _alone_after_audit(entries, retime_alone)
-    once = retime_alone
+def _twice(once: Callable[[int], Optional[dict[str, Any]]]) -> Callable[[int], Optional[dict[str, Any]]]:
+    """``once`` (an alone re-timing), taken once more where it came back
+    unreliable without an error (``alone_attempts``): the host made it so
+    (its reference drifted from the running baseline: a process of Triton's
+    interpreter on the 2-core machine ran the same reference at 5.5 ms or,
+    for seconds at a time, 8.6-11.6 ms); a program that makes its own
+    timing unreliable does so again."""
 
     def retime_alone(index: int) -> Optional[dict[str, Any]]:
-        # an alone re-timing the host made unreliable (its reference drifted
-        # from the running baseline: a process of Triton's interpreter on
-        # the 2-core machine ran the same reference at 5.5 ms or, for
-        # seconds at a time, 8.6-11.6 ms) is taken once more; a program that
-        # makes its own timing unreliable does so again
         alone = once(index)
         if alone and not reliable(alone) and alone.get("unreliable_reasons") and not alone.get("error"):
             again = once(index)
@@ -136,15 +127,21 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
                 return again
         return alone
 
-    # Finalists unreliable only because the reference moved next to them
-    # (several programs in one worker: measured 2.3-2.9x on the reference
-    # with five fused finalists, each 1.3-1.45x alone; under Triton's
-    # interpreter a reference 1.64x slower paired with a 1.66x program than
-    # alone, which left the seed best), and whose figure there is above
-    # every reliable one's: the one with the lowest own time is re-timed
-    # alone, where nothing else of theirs is loaded, and that figure, if
-    # reliable, is its confirmed one. A program that moves the reference
-    # itself moves it alone too, and stays unreliable.
+    return retime_alone
+
+
+def _retime_moved(
+    entries: list[dict[str, Any]], checked: list[int], retime_alone: Callable[[int], Optional[dict[str, Any]]]
+) -> None:
+    """Finalists unreliable only because the reference moved next to them
+    (several programs in one worker: measured 2.3-2.9x on the reference
+    with five fused finalists, each 1.3-1.45x alone; under Triton's
+    interpreter a reference 1.64x slower paired with a 1.66x program than
+    alone, which left the seed best), and whose figure there is above
+    every reliable one's: the one with the lowest own time is re-timed
+    alone, where nothing else of theirs is loaded, and that figure, if
+    reliable, is its confirmed one. A program that moves the reference
+    itself moves it alone too, and stays unreliable."""
     ahead = max((float(e["speedup"]) for e in entries if reliable(e)), default=None)
     moved = [
         e
@@ -157,18 +154,35 @@ def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], O
         and e.get("unreliable_reasons")
         and all(r.startswith(SIDE_EFFECT) for r in e["unreliable_reasons"])
     ]
-    if moved:
-        entry = min(moved, key=lambda e: e.get("runtime_ms") or float("inf"))
-        checked.append(entry["index"])
-        alone = retime_alone(entry["index"]) or {}
-        entry["alone"] = {k: alone.get(k) for k in ALONE_KEYS if k in alone}
-        if reliable(alone):
-            entry["head_to_head"] = {k: entry.get(k) for k in FIGURES}
-            entry["retimed_alone"] = "; ".join(entry["unreliable_reasons"])
-            entry.update({k: alone[k] for k in FIGURES if k in alone}, timing_reliable=True, unreliable_reasons=[])
-        else:
-            why = alone.get("error") or "; ".join(alone.get("unreliable_reasons") or []) or "no figure"
-            entry["unreliable_reasons"] = list(entry["unreliable_reasons"]) + [f"re-timed alone: {why}"]
+    if not moved:
+        return
+    entry = min(moved, key=lambda e: e.get("runtime_ms") or float("inf"))
+    checked.append(entry["index"])
+    alone = retime_alone(entry["index"]) or {}
+    entry["alone"] = {k: alone.get(k) for k in ALONE_KEYS if k in alone}
+    if reliable(alone):
+        entry["head_to_head"] = {k: entry.get(k) for k in FIGURES}
+        entry["retimed_alone"] = "; ".join(entry["unreliable_reasons"])
+        entry.update({k: alone[k] for k in FIGURES if k in alone}, timing_reliable=True, unreliable_reasons=[])
+    else:
+        why = alone.get("error") or "; ".join(alone.get("unreliable_reasons") or []) or "no figure"
+        entry["unreliable_reasons"] = list(entry["unreliable_reasons"]) + [f"re-timed alone: {why}"]
+
+
+def hold_to_alone(entries: list[dict[str, Any]], retime_alone: Callable[[int], Optional[dict[str, Any]]]) -> list[int]:
+    """Re-time the reliable winner alone (``retime_alone(index)``: its row
+    from a worker with no other finalist, verdicts applied) until the
+    winner's head-to-head figure is no higher than its alone figure's CI:
+    above it, the alone figures replace the head-to-head ones (``capped``);
+    an alone timing that failed or is unreliable marks the finalist
+    unreliable, and the next one is tried. First, a finalist its audit
+    rounds found hacked next to the others is re-timed alone
+    (:func:`_alone_after_audit`), then one the reference moved next to
+    (:func:`_retime_moved`); an unreliable alone re-timing is taken twice
+    (:func:`_twice`). Returns the indices re-timed."""
+    checked = _alone_after_audit(entries, retime_alone)
+    retime_alone = _twice(retime_alone)
+    _retime_moved(entries, checked, retime_alone)
     while True:
         candidates = [e for e in entries if reliable(e)]
         if not candidates:
