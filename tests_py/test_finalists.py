@@ -100,20 +100,18 @@ def test_a_reference_far_from_the_median_over_the_finalists_is_marked():
     assert "median" in entries[2]["unreliable_reasons"][0]
 
 
+def _row(i: int, s: float, **extra: object) -> dict:
+    """A correct finalist's row at speedup ``s`` with a +-15% CI."""
+    return {"index": i, "correct": True, "speedup": s, "speedup_ci_low": s * 0.85, "speedup_ci_high": s * 1.15, **extra}
+
+
 def test_the_winner_is_held_to_its_alone_figure():
     """Above its alone CI: capped to the alone figure, and the next one,
     now ahead, is re-timed alone too; an alone timing that is unreliable
     marks the finalist, and nothing unchecked stays on top."""
 
     def row(i, s):
-        return {
-            "index": i,
-            "correct": True,
-            "speedup": s,
-            "speedup_ci_low": s * 0.85,
-            "speedup_ci_high": s * 1.15,
-            "timing_reliable": True,
-        }
+        return _row(i, s, timing_reliable=True)
 
     entries = [row(0, 3.8), row(1, 1.3), row(2, 1.2), row(3, 0.9)]
     alone = {
@@ -192,15 +190,7 @@ def test_a_moved_finalist_ahead_of_the_reliable_ones_is_retimed_alone():
     moved = ["reference moved with the program: 9.486 ms paired with finalist 0, 5.795 ms alone (1.64x)"]
 
     def row(i, s, runtime, **extra):
-        return {
-            "index": i,
-            "correct": True,
-            "speedup": s,
-            "speedup_ci_low": s * 0.85,
-            "speedup_ci_high": s * 1.15,
-            "runtime_ms": runtime,
-            **extra,
-        }
+        return _row(i, s, runtime_ms=runtime, **extra)
 
     entries = [
         row(0, 2.65, 3.49, timing_reliable=False, unreliable_reasons=list(moved)),
