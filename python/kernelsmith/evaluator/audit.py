@@ -139,14 +139,22 @@ def chunk_bounds(numel: int, chunks: int = CHUNKS) -> list[tuple[int, int]]:
     return [(lo, min(lo + length, numel)) for lo in range(0, numel, length)]
 
 
+def chunk_layout(numel: int, chunks: int = CHUNKS) -> tuple[int, int]:
+    """(length of a chunk, number of chunks) of :func:`chunk_bounds`
+    without building its list."""
+    if numel <= 0:
+        return 0, 0
+    length = -(-numel // max(1, min(chunks, numel)))
+    return length, -(-numel // length)
+
+
 def chunk_bound(numel: int, c: int, chunks: int = CHUNKS) -> Optional[tuple[int, int]]:
     """Chunk ``c`` of :func:`chunk_bounds` (``numel``, ``chunks``) without
     the list of all of them; None past the last."""
-    if numel <= 0 or c < 0:
+    length, count = chunk_layout(numel, chunks)
+    if not 0 <= c < count:
         return None
-    length = -(-numel // max(1, min(chunks, numel)))
-    lo = c * length
-    return (lo, min(lo + length, numel)) if lo < numel else None
+    return c * length, min((c + 1) * length, numel)
 
 
 def _digests(w: Any, first: int, length: int, nonce: int) -> Any:
@@ -373,6 +381,7 @@ __all__ = [
     "flat",
     "words",
     "chunk_bound",
+    "chunk_layout",
     "chunk_bounds",
     "chunk_digests",
     "digest_tensor",

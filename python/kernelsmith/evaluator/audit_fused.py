@@ -44,13 +44,7 @@ def _int_view(t: Any) -> Any:
     return f.view(as_int)
 
 
-def _layout(numel: int, chunks: int) -> tuple[int, int]:
-    """(length of a chunk, number of chunks) of :func:`.audit.chunk_bounds`
-    without building its list."""
-    if numel <= 0:
-        return 0, 0
-    length = -(-numel // max(1, min(chunks, numel)))
-    return length, -(-numel // length)
+_layout = audit.chunk_layout  # (length of a chunk, number of chunks) of audit.chunk_bounds
 
 
 #: the lanes of one program's loop and its warps: one compile per element
