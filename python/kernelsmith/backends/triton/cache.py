@@ -246,7 +246,9 @@ def publish_kernels(source: str, dest: str, name: str) -> int:
     The audit rounds' hash kernel (evaluator/audit_fused.py) was compiled
     by every worker on every job (estimated at 0.4 s on the H200: a small
     kernel's 1.34 s first compile less the 0.94 s the zygote now does once,
-    warm_compiler; not yet measured for this kernel). Only plain
+    warm_compiler; not measured for this kernel); with the published one a
+    worker's set-up step that loads it took 0.011 s a job (median, the H100's
+    Triton verdict table, 2026-11-27: phase_split's worker:compile_s). Only plain
     files of the key's own folder are copied. Returns how many kernels."""
     import shutil
     import tempfile
