@@ -289,6 +289,7 @@ def main() -> int:
                 "speedup": r.speedup,
                 "phases": r.phases,
                 "audit": (r.census or {}).get("audit"),
+                "unreliable_reasons": list(r.unreliable_reasons or []),
             }
             if verdict not in ("as expected",):  # the whole story for what went wrong
                 row["detail"] = {
@@ -348,6 +349,8 @@ def main() -> int:
         print("honest kernels timed:")
         for r in honest:
             print(f"  {r['problem']:50s} {r['kind']:32s} {r['reason']}")
+            for why in r["unreliable_reasons"]:  # why a timing never becomes a best
+                print(f"      unreliable: {' '.join(str(why).split())[:400]}")
     if args.json:
         Path(args.json).write_text(
             json.dumps(
