@@ -613,3 +613,72 @@ def test_the_reference_allowance_is_wider_on_the_host_clock(tmp_path):
     host = _judge(tmp_path, tiny, cand_ms=40.0, ref_ms=0.036)[1].census["audit"]["reference_side"]
     cuda = _judge(tmp_path, tiny, cand_ms=40.0, ref_ms=0.036, device="cuda")[1].census["audit"]["reference_side"]
     assert host == pytest.approx(0.036 / 0.112, abs=1e-3) and cuda == pytest.approx(0.036 / 0.022, abs=1e-3)
+
+
+def test_a_report_past_the_parents_figures_below_the_threshold_is_paid_what_they_allow(tmp_path):
+    """Below the unreliable threshold a report may still claim more than the
+    parent's own figures allow. The speedup paid is then the parent's: the
+    candidate's runtime raised to the rounds' lower bound, the reference's
+    lowered to the referee's allowance, the speedup and its CI by both; the
+    report is kept beside. An honest report (each side below 1) is paid as
+    reported."""
+    # honest: 40 ms reported against at least 36 measured
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=40.0, ref_ms=12.0)
+    assert reasons == [] and result.timing_reliable and result.speedup == pytest.approx(0.3)
+    assert "clipped" not in result.census["audit"] and "clip_candidate" not in result.census["audit"]
+    # the most an understated report could still be paid in full: one call of
+    # 40 ms reported, 3 ms of slack and the 0.25 ms margin over it
+    assert result.census["audit"]["headroom"] == pytest.approx(43.25 / 40, abs=1e-4)
+    # 30 ms reported where the parent saw at least 36 (a side of 36/30.25):
+    # reliable (below 2), but paid at the parent's figure
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=30.0, ref_ms=12.0)
+    side = 36 / 30.25
+    assert reasons == [] and result.timing_reliable, result.census["audit"]
+    assert result.runtime_ms == pytest.approx(30.0 * side) and result.ref_runtime_ms == pytest.approx(12.0)
+    assert result.speedup == pytest.approx(0.4 / side)
+    clipped = result.census["audit"]["clipped"]
+    assert clipped["reported"]["speedup"] == pytest.approx(0.4) and clipped["reported"]["runtime_ms"] == 30.0
+    assert clipped["by"] == pytest.approx(side, abs=1e-4) and clipped["reference"] == 1.0
+    # the reference reported at 30 ms where the referee allows 2 x 12 + 0.1:
+    # its runtime is brought down to the allowance, the speedup with it
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=40.0, ref_ms=30.0)
+    assert reasons == [] and result.ref_runtime_ms == pytest.approx(24.1) and result.runtime_ms == 40.0
+    assert result.speedup == pytest.approx(24.1 / 40.0)
+    # a side past 1 where the parent measured the host busy is the load's
+    # doing as much as the report's: left as reported
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=30.0, ref_ms=12.0, loads=[BUSY] * 3)
+    assert reasons == [] and result.speedup == pytest.approx(0.4) and "clipped" not in result.census["audit"]
+
+
+def test_the_clip_keeps_a_figure_past_the_hacked_threshold_hacked(tmp_path):
+    # 7x on the candidate's side: hacked, and no figure is paid at all
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=5.0, ref_ms=12.0)
+    assert reasons and "clipped" not in result.census["audit"]
+    # 15 ms: unreliable (2.4x), and clipped too: never a best, and never paid
+    # more than the parent measured
+    reasons, result, _ = _judge(tmp_path, _fine, cand_ms=15.0, ref_ms=12.0)
+    assert reasons == [] and not result.timing_reliable
+    assert result.runtime_ms == pytest.approx(36 * 15 / 15.25) and result.census["audit"]["clipped"]
+
+
+def test_the_shapes_clips_combine_as_their_speedups_do(monkeypatch):
+    """A task timed on several shapes pays the weighted geometric mean of the
+    shapes' speedups (timing.combine_shapes): each side's clip combines by
+    the same weights."""
+    from kernelsmith.evaluator.trusted import audit_check as C
+
+    verdicts = {"a": C.Judged(clip=(2.0, 1.0), record={}), "b": C.Judged(clip=(1.0, 1.5), record={})}
+    # each shape's own judgement as given: only the combination is looked at
+    monkeypatch.setattr(C, "judge_rounds", lambda audits, *rest: verdicts[audits[0]["set"]])
+    audits = [{"set": "a"}, {"set": "b"}]
+    even = C.judge_shapes(audits, False, None, ["a", "b"], lambda n, s: (1.0, 1.0), False)
+    weighted = C.judge_shapes(audits, False, None, ["a", "b"], lambda n, s: (1.0, 1.0), False, None, [3.0, 1.0])
+    assert even.clip == pytest.approx((2.0**0.5, 1.5**0.5))
+    assert weighted.clip == pytest.approx((2.0**0.75, 1.5**0.25))
+    figures = {"speedup": 2.0, "speedup_ci_low": 1.8, "speedup_ci_high": 2.2, "runtime_ms": 1.0, "ref_runtime_ms": 2.0}
+    reported = C.clip(figures, (2.0, 1.25))
+    assert figures == pytest.approx(
+        {"speedup": 0.8, "speedup_ci_low": 0.72, "speedup_ci_high": 0.88, "runtime_ms": 2.0, "ref_runtime_ms": 1.6}
+    )
+    assert reported["reported"]["speedup"] == 2.0 and reported["by"] == 2.5
+    assert C.clip(dict(figures), (1.0, 1.0)) is None

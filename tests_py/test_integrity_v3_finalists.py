@@ -373,3 +373,19 @@ def test_alone_the_seed_is_cleared_and_the_forger_is_not(confirmed):
     assert not any("audit" in r for r in seed.get("unreliable_reasons") or []), seed
     assert not forger["correct"] and forger["hacked"] and forger.get("speedup") is None, forger
     assert re.search(FORGED, forger["error"]) and re.search(FORGED, forger["alone"]["error"]), forger
+
+
+def test_a_finalists_row_past_its_rounds_below_the_threshold_is_paid_what_they_allow(tmp_path):
+    # 7 ms reported where the fastest round saw at least 12 - 1 - 3 = 8 ms
+    # (a side of 8 / 7.25): reliable, but paid at the parent's figure
+    rows = [_row(0, 10.0), _row(1, 7.0)]
+    audits = _rounds(tmp_path, "finalist 0", (0.013, 0.012, 0.014)) + _rounds(
+        tmp_path, "finalist 1", (0.013, 0.012, 0.014)
+    )
+    got, _ = _judge_rows(tmp_path, rows, audits, [_report("finalist 0", 10.0), _report("finalist 1", 7.0)])
+    assert got[0]["speedup"] == pytest.approx(0.003) and "clipped" not in got[0]["audit"], got[0]
+    side = 8 / 7.25
+    assert got[1]["correct"] and not got[1].get("hacked") and "timing_reliable" not in got[1], got[1]
+    assert got[1]["runtime_ms"] == pytest.approx(7.0 * side) and got[1]["speedup"] == pytest.approx(0.03 / 7 / side)
+    assert got[1]["speedup_ci_low"] == pytest.approx(0.03 / 7 * 0.9 / side)
+    assert got[1]["audit"]["clipped"]["reported"]["runtime_ms"] == 7.0

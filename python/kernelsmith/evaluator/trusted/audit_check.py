@@ -97,13 +97,22 @@ class AuditCheck(TrustedCheck):
             lambda name, several: _reported_cand_ms(result, store, name, several),
             timing.get("device") == "cuda",
             lambda name, several: timing_busy(result.load, name if several else None, None),
+            _weights(ctx.task),
         )
         if judged.record is not None:
             census["audit"] = judged.record
+        if not judged.hacked:
+            _clip_result(result, judged, census)
         if judged.unreliable:
             result.timing_reliable = False
             result.unreliable_reasons = list(result.unreliable_reasons or []) + judged.unreliable
         return judged.hacked
+
+
+def _weights(task: Any) -> Optional[list[float]]:
+    """The task's timed shapes' weights in the combined speedup (None: alike)."""
+    found = getattr(getattr(task, "config", None), "shape_weights", None)
+    return [float(w) for w in found] if found else None
 
 
 def _shapes(task: Any) -> list[str]:
@@ -120,6 +129,7 @@ def judge_shapes(
     reported: Any,
     on_gpu: bool,
     busy: Any = None,
+    weights: Optional[list[float]] = None,
 ) -> Judged:
     """One timing's rounds on each of its timed shapes (``audits``: its
     records, in order; ``reported(name, several)``: the (candidate,
@@ -129,7 +139,9 @@ def judge_shapes(
     that find its report forged, makes the whole timing hacked. The record
     is the first shape's, with every shape's under ``shapes`` when there
     are several. ``busy(name, several)``: why the shape's timing ran on a
-    busy host, as the parent measured it ("" when it did not)."""
+    busy host, as the parent measured it ("" when it did not).
+    ``weights``: the shapes' in the combined speedup (the task's; None:
+    alike), by which the shapes' clips combine."""
     several = len(shapes) > 1
 
     def judge(name: str, mine: list[dict[str, Any]]) -> Judged:
@@ -140,6 +152,12 @@ def judge_shapes(
         return judge(shapes[0], audits)
     verdicts = [(name, judge(name, [a for a in audits if a.get("set") == name])) for name in shapes]
     judged = Judged(record=dict(verdicts[0][1].record or {}))
+    # the speedup and both runtimes are the shapes' weighted geometric means
+    # (timing.combine_shapes): so is each side's clip
+    judged.clip = (
+        _weighted_mean([v.clip[0] for _, v in verdicts], weights),
+        _weighted_mean([v.clip[1] for _, v in verdicts], weights),
+    )
     judged.record["shapes"] = {name: v.record for name, v in verdicts if v.record is not None}  # type: ignore[index]
     for name, v in verdicts:
         judged.hacked += [f"timing shape {name}: {why}" for why in v.hacked]
@@ -188,6 +206,7 @@ def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
             ),
             timing.get("device") == "cuda",
             lambda name, several, tag=tag: timing_busy(result.load, name if several else None, tag),
+            _weights(ctx.task),
         )
         if judged.record is not None:
             row["audit"] = judged.record
@@ -201,8 +220,56 @@ def audit_finalists(result: EvalResult, ctx: TrustedContext) -> None:
                 row.pop(key, None)
             row.update(correct=False, hacked=True, error=judged.hacked[0], audit_hacked=True)
             continue
+        clipped = clip(row, judged.clip)
+        if clipped is not None:
+            row.setdefault("audit", {})["clipped"] = clipped
         if judged.unreliable:
             row.update(timing_reliable=False, unreliable_reasons=judged.unreliable)
+
+
+def _weighted_mean(values: list[float], weights: Optional[list[float]]) -> float:
+    """The weighted geometric mean (timing.combine_shapes' combination)."""
+    import math
+
+    w = [float(x) for x in weights] if weights and len(weights) == len(values) else [1.0] * len(values)
+    return math.exp(sum(wi * math.log(v) for wi, v in zip(w, values)) / sum(w))
+
+
+#: the figures :func:`clip` brings back to the parent's
+CLIPPED = ("speedup", "speedup_ci_low", "speedup_ci_high", "runtime_ms", "ref_runtime_ms")
+
+
+def clip(figures: dict[str, Any], by: tuple[float, float]) -> Optional[dict[str, Any]]:
+    """``figures`` (a result's or a finalist row's speedup, its CI ends and
+    both runtimes) brought back, in place, to what the audit rounds allow:
+    the candidate's runtime up by ``by[0]``, the reference's down by
+    ``by[1]``, the speedup and its CI down by both. Below the unreliable
+    threshold a report may still claim more than the parent measured (each
+    side by up to that factor; honest programs' sides stayed below 0.8 on
+    the H100): its speedup is then the parent's, not the program's word.
+    Returns what was reported (None where nothing changed)."""
+    cand, ref = by
+    if cand <= 1.0 and ref <= 1.0:
+        return None
+    reported = {k: figures.get(k) for k in CLIPPED}
+    scales = (1 / (cand * ref), 1 / (cand * ref), 1 / (cand * ref), cand, 1 / ref)
+    for key, scale in zip(CLIPPED, scales):
+        value = figures.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            figures[key] = float(value) * scale
+    return {"by": round(cand * ref, 4), "candidate": round(cand, 4), "reference": round(ref, 4), "reported": reported}
+
+
+def _clip_result(result: EvalResult, judged: Judged, census: dict[str, Any]) -> None:
+    """:func:`clip` on a step's result; what was reported kept under
+    ``census["audit"]["clipped"]``."""
+    figures = {k: getattr(result, k) for k in CLIPPED}
+    reported = clip(figures, judged.clip)
+    if reported is None:
+        return
+    for key in CLIPPED:
+        setattr(result, key, figures[key])
+    census.setdefault("audit", {})["clipped"] = reported
 
 
 def _row_against_reports(row: dict[str, Any], reports: Any, tag: str, task: Any) -> list[str]:
@@ -245,6 +312,10 @@ class Judged:
     hacked: list[str] = field(default_factory=list)
     unreliable: list[str] = field(default_factory=list)
     record: Optional[dict[str, Any]] = None
+    #: how far the report's (candidate, reference) times are past what the
+    #: parent measured, where they are (each side at least 1): the figures
+    #: paid are the report's brought back to the parent's (:func:`clip`)
+    clip: tuple[float, float] = (1.0, 1.0)
 
 
 def judge_rounds(
@@ -536,8 +607,16 @@ def _figures(
     ref_slack = REFERENCE_SLACK_S if on_gpu else HOST_REFERENCE_SLACK_S
     reference_side = ref_ms / (((1 + REFERENCE_SHARE) * reference + ref_slack) * 1e3)
     excess = max(candidate_side, reference_side, candidate_side * reference_side)
+    reported_calls_s = calls * cand_ms / 1e3
     figures.update(
-        candidate_side=round(candidate_side, 4), reference_side=round(reference_side, 4), excess=round(excess, 4)
+        candidate_side=round(candidate_side, 4),
+        reference_side=round(reference_side, 4),
+        excess=round(excess, 4),
+        # the most a report understating the program's time could still be
+        # paid in full: its calls' reported time plus the slack, over that
+        # time (1.55 for rounds of TARGET_S; more where K stops at its caps,
+        # and where the other work is large: its share is in the slack)
+        headroom=round((reported_calls_s + slack + CANDIDATE_MARGIN_S) / max(reported_calls_s, 1e-12), 4),
     )
     message = (
         f"the timing reported {cand_ms:.4g} ms per call of the program and {ref_ms:.4g} ms of the reference; the "
@@ -548,6 +627,16 @@ def _figures(
         "what the parent measured"
     )
     _verdict(judged, candidate_side, reference_side, message, round_busy, busy)
+    if not judged.hacked:
+        # a side past 1 claims more than the parent's own figures allow: the
+        # figure paid is the most they allow (a side excused by a busy host
+        # is left as reported: the load, not the report, may have moved it)
+        judged.clip = (
+            1.0 if round_busy else max(candidate_side, 1.0),
+            1.0 if busy else max(reference_side, 1.0),
+        )
+        if judged.clip != (1.0, 1.0):
+            figures.update(clip_candidate=round(judged.clip[0], 4), clip_reference=round(judged.clip[1], 4))
     return judged
 
 
@@ -614,6 +703,7 @@ def _calls_text(calls: int) -> str:
 __all__ = [
     "AuditCheck",
     "audit_finalists",
+    "clip",
     "judge_rounds",
     "HACKED_FACTOR",
     "UNRELIABLE_FACTOR",
