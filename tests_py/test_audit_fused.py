@@ -226,3 +226,62 @@ def test_the_fallback_equals_chunk_digests(dtype: torch.dtype, monkeypatch: pyte
         out = fused.fused_digests(t, fused.keys_of(nonce, DEVICE))
         assert out.dtype == torch.int64 and out.device == t.device
         assert fused.digests_list(out) == audit.chunk_digests(t, nonce), numel
+
+
+CHANGED = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+@KERNEL
+@pytest.mark.parametrize("dtype", CHANGED, ids=str)
+def test_the_fused_change_shrinks_every_element_by_its_own_factor(dtype: torch.dtype) -> None:
+    """One pass of the change kernel: each element times a factor in
+    (1 - EPS, 1] (in [0, 1) values stay there, no sign flips), the factors
+    spread over that range (a mean near 1 - EPS / 2), drawn from the key and
+    the position alone: the same key gives the same bits, another key
+    other factors."""
+    numel = 70001
+    base = (torch.rand(numel, generator=torch.Generator().manual_seed(4), dtype=torch.float64) + 0.5).to(dtype)
+    x = base.to(DEVICE, copy=True)
+    fused.fused_change(x, audit._key(99, 16))
+    ratio = x.double().cpu() / base.double()
+    # the product is rounded once to the element type: half a unit of it past the factor's range
+    ulp = {torch.float16: 2**-10, torch.bfloat16: 2**-7}.get(dtype, 2**-23)
+    assert bool((ratio <= 1 + ulp).all()) and bool((ratio > 1 - audit.EPS - ulp).all())
+    assert abs(float(ratio.mean()) - (1 - audit.EPS / 2)) < 2e-3 + ulp
+    if dtype in (torch.float32, torch.float64):
+        assert float((ratio == 1).double().mean()) < 1e-3  # every element moved
+    again = base.to(DEVICE, copy=True)
+    fused.fused_change(again, audit._key(99, 16))
+    assert torch.equal(again, x)
+    other = base.to(DEVICE, copy=True)
+    fused.fused_change(other, audit._key(100, 16))
+    assert float((other != x).double().mean()) > 0.9
+    signs = torch.tensor([-1.5, -0.25, 0.0, 0.25, 0.999], dtype=dtype, device=DEVICE)
+    kept = signs.clone()
+    fused.fused_change(signs, audit._key(5, 16))
+    assert bool(((signs >= 0) == (kept >= 0)).all()) and float(signs[-1]) < 1 and float(signs[2]) == 0
+
+
+@KERNEL
+def test_the_change_of_a_cuda_input_is_the_fused_one_and_the_rest_the_torch_one() -> None:
+    """audit.change_inputs takes the fused pass for a contiguous CUDA tensor
+    of the four float types and torch's generator for the rest (a host
+    tensor, a strided view, an int tensor untouched): both sides of a round
+    call it on copies made alike, so they take the same path."""
+    inputs = [
+        torch.rand(3000, device=DEVICE),
+        torch.rand(40, 30, device=DEVICE).t(),
+        torch.arange(10, device=DEVICE),
+    ]
+    before = [t.clone() for t in inputs]
+    audit.change_inputs(inputs, 1234)
+    assert torch.equal(inputs[2], before[2])
+    assert not torch.equal(inputs[1], before[1]) and not inputs[1].is_contiguous()
+    expected = before[0].clone()
+    if DEVICE == "cuda":
+        fused.fused_change(expected, audit._key(1234, 16))
+    else:  # a host tensor keeps torch's generator, under the interpreter too
+        gen = torch.Generator().manual_seed((1234 * 1000003) % (1 << 63))
+        expected.mul_(torch.rand(expected.shape, generator=gen).mul_(-audit.EPS).add_(1))
+    assert torch.equal(inputs[0], expected)
+    assert fused.changes_fused(inputs[0]) == (DEVICE == "cuda")

@@ -318,12 +318,23 @@ def change_inputs(inputs: list[Any], nonce: int) -> None:
     """Change every element of every floating-point tensor of ``inputs`` in
     place by a factor in (1 - EPS, 1] drawn from ``nonce`` on the tensor's
     own device (the referee, on the same kind of device, draws the same
-    factors). Other values are left alone."""
+    factors). Other values are left alone. On a CUDA device a contiguous
+    tensor is changed in one pass (audit_fused.fused_change: its factor
+    from splitmix64 over the element's position), elsewhere by torch's
+    generator; the worker's copies and the referee's are made alike, so
+    both take the same path."""
     import torch
 
     for index, t in enumerate(inputs):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
             continue
+        if t.is_cuda:
+            # lazy: Triton, and only where a CUDA device changes
+            from .audit_fused import changes_fused, fused_change
+
+            if changes_fused(t):
+                fused_change(t, _key(nonce, 16 + index))
+                continue
         gen = torch.Generator(device=t.device)
         gen.manual_seed((int(nonce) * 1000003 + index) % (1 << 63))
         factor = torch.rand(t.shape, generator=gen, device=t.device, dtype=t.dtype)
@@ -335,7 +346,7 @@ def change_inputs(inputs: list[Any], nonce: int) -> None:
 #: the Triton kernels that hash a round's outputs on a CUDA device
 #: (audit_fused.py): the pool shares the referee's compiles of them with its
 #: workers (Backend.publish_kernels), each of which compiled them on every job
-HASH_KERNELS = ("_digest_kernel",)
+HASH_KERNELS = ("_digest_kernel", "_change_kernel")
 
 
 class Parts:
