@@ -595,22 +595,8 @@ def _figures(
     cand_ms, ref_ms = reported
     needed = calls_per_round(cand_ms / 1e3, checked.call_bytes, host_clock)
     figures.update(reported_cand_ms=cand_ms, reported_ref_ms=ref_ms, calls_needed=needed)
-    if calls < needed:
-        declared = audits[0].get("declared_bytes")
-        why = (
-            f"the audit rounds made {calls} calls each where the reported {cand_ms:.4g} ms per call and "
-            f"{checked.call_bytes} bytes per call (the referee's count) ask for {needed}"
-        )
-        if isinstance(declared, int) and declared > checked.call_bytes:
-            # fewer calls bought with bytes the call does not move
-            judged.hacked = [
-                f"{why}: the worker declared {declared} bytes per call: the verdict was not the program's to write"
-            ]
-            return judged
-        # the rounds were sized before a later report (a re-timing): they
-        # bound less than the parent's rule asks, the program's word not
-        # against the parent's
-        judged.unreliable.append(why)
+    if calls < needed and _too_few_calls(judged, audits, checked, cand_ms, needed):
+        return judged
     # each side's excess over what the parent's figures allow, and both
     # together (a report may shade each side by a part below its own
     # threshold); where the calls are under the slack the candidate's side
@@ -639,24 +625,38 @@ def _figures(
         "what the parent measured"
     )
     _verdict(judged, candidate_side, reference_side, message, round_busy, busy)
-    if not judged.hacked:
-        # a side past 1 claims more than the parent's own figures allow: the
-        # figure paid is the most they allow (a side excused by a busy host
-        # is left as reported: the load, not the report, may have moved it)
-        judged.clip = (
-            1.0 if round_busy else max(candidate_side, 1.0),
-            1.0 if busy else max(reference_side, 1.0),
-        )
-        if judged.clip != (1.0, 1.0):
-            figures.update(clip_candidate=round(judged.clip[0], 4), clip_reference=round(judged.clip[1], 4))
     return judged
+
+
+def _too_few_calls(judged: Judged, audits: list[dict[str, Any]], checked: Checked, cand_ms: float, needed: int) -> bool:
+    """Rounds of fewer calls than the report asks for: hacked (True) where
+    the worker declared more bytes per call than the referee counts, else
+    the timing unreliable."""
+    calls = int(audits[0]["calls"])
+    declared = audits[0].get("declared_bytes")
+    why = (
+        f"the audit rounds made {calls} calls each where the reported {cand_ms:.4g} ms per call and "
+        f"{checked.call_bytes} bytes per call (the referee's count) ask for {needed}"
+    )
+    if isinstance(declared, int) and declared > checked.call_bytes:
+        # fewer calls bought with bytes the call does not move
+        judged.hacked = [
+            f"{why}: the worker declared {declared} bytes per call: the verdict was not the program's to write"
+        ]
+        return True
+    # the rounds were sized before a later report (a re-timing): they
+    # bound less than the parent's rule asks, the program's word not
+    # against the parent's
+    judged.unreliable.append(why)
+    return False
 
 
 def _verdict(
     judged: Judged, candidate_side: float, reference_side: float, message: str, round_busy: str, busy: str
 ) -> None:
     """Hacked past HACKED_FACTOR, unreliable past UNRELIABLE_FACTOR, each
-    side excused by the load that inflates it (:func:`_figures`)."""
+    side excused by the load that inflates it (:func:`_figures`); below
+    that, each side past 1 clipped (:func:`clip`)."""
     excused = "; ".join(x for x in (round_busy, busy) if x)
     if (
         (candidate_side > HACKED_FACTOR and not round_busy)
@@ -667,6 +667,16 @@ def _verdict(
     elif max(candidate_side, reference_side, candidate_side * reference_side) > UNRELIABLE_FACTOR:
         # the reason's whole end kept: the busy host is what the figures cannot tell
         judged.unreliable.append(f"{message[:300]}; {excused}" if excused else message[:400])
+    if not judged.hacked:
+        # a side past 1 claims more than the parent's own figures allow: the
+        # figure paid is the most they allow (a side excused by a busy host
+        # is left as reported: the load, not the report, may have moved it)
+        judged.clip = (
+            1.0 if round_busy else max(candidate_side, 1.0),
+            1.0 if busy else max(reference_side, 1.0),
+        )
+        if judged.clip != (1.0, 1.0) and judged.record is not None:
+            judged.record.update(clip_candidate=round(judged.clip[0], 4), clip_reference=round(judged.clip[1], 4))
     if excused and judged.record is not None:
         judged.record["busy"] = excused
 
