@@ -44,6 +44,23 @@ def get_init_inputs():
 """
 
 
+def commit(output, handed=None):
+    """The parent's store after a worker committed to ``output`` (a large
+    trial output of the set get_inputs: protocol.answer_commit), and the
+    picked chunks it handed over (of ``handed`` where given)."""
+    from kernelsmith.evaluator import audit
+    from kernelsmith.evaluator import protocol as P
+
+    store: dict = {}
+    nonce = P.answer_commit({"type": P.EVIDENCE_KEY, "set": "get_inputs"}, store)[P.NONCE]
+    digests = [audit.chunk_digests(output.reshape(-1), nonce)]
+    msg = {"type": P.EVIDENCE_COMMIT, "set": "get_inputs", "outputs": [0], "digests": digests}
+    picks = P.answer_commit(msg, store)[P.CHUNKS]
+    values = (handed if handed is not None else output).reshape(-1)
+    chunks = [values[slice(*audit.chunk_bound(values.numel(), c))].clone() for _, c in picks]
+    return store, chunks
+
+
 def test_positions_are_the_seeds_and_cover_both_ends():
     n = evd.EVIDENCE_FULL_ELEMENTS + 1000
     assert evd.evidence_positions(evd.EVIDENCE_FULL_ELEMENTS, 7) is None  # whole up to the limit
@@ -90,17 +107,15 @@ def test_the_real_referee_judges_a_sample(tmp_path):
     with Evaluator(backend="opencl", workers=1, timing=False) as ev:
         referee = ev._device_pool(ev.backend_for(task), None).referee
 
+        # the whole output's commitment, honest: the sample is what is judged here
+        store, chunks = commit(truth)
+
         def verdict(candidate, reference):
-            evd.write_outputs(str(tmp_path / "out.bin"), {"candidate": candidate, "reference": reference})
+            groups = {"candidate": candidate, "reference": reference, "chunks": chunks}
+            evd.write_outputs(str(tmp_path / "out.bin"), groups)
             result = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
-            judge(
-                result,
-                {"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"},
-                seeds,
-                task,
-                str(tmp_path),
-                referee,
-            )
+            store["trials"] = [{"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}]
+            judge(result, evd.evidence_info(store), seeds, task, str(tmp_path), referee)
             return result
 
         sample = evd.evidence_copy([truth], seeds[1])
@@ -125,6 +140,8 @@ def test_an_opencl_evaluation_of_a_large_output_goes_through_the_sample(tmp_path
     with Evaluator(backend="opencl", workers=1, timing=False) as ev:
         honest, bad = ev.evaluate_many([(task, program), (task, wrong)])
     assert honest.category == "ok" and honest.census.get("referee") == "agreed", honest
+    # the worker committed to the whole output and handed over the chunks the parent then picked
+    assert honest.census.get("referee_committed_chunks") == 4, honest.census
     assert bad.category == "incorrect", bad  # the worker's own full comparison still sees every element
 
 
@@ -163,3 +180,77 @@ def test_within_agrees_with_compare_without_its_full_pass():
             n *= d
         for at in {0, max(n - 1, 0), n // 2} if n else set():
             assert cmp._unravel(at, shape) == [int(i) for i in torch.unravel_index(torch.tensor(at), shape)]
+
+
+def test_the_parent_picks_a_large_outputs_chunks_after_its_hashes():
+    """protocol.answer_commit: a nonce once the outputs exist, then chunks
+    picked with secrets after the hashes under it, once per input set; a
+    second key or commitment, or one before its key, is noted."""
+    from kernelsmith.evaluator import protocol as P
+
+    store: dict = {}
+    nonce = P.answer_commit({"type": P.EVIDENCE_KEY, "set": "get_inputs"}, store)[P.NONCE]
+    digests = [[7] * 1024, [8] * 300]
+    msg = {"type": P.EVIDENCE_COMMIT, "set": "get_inputs", "outputs": [0, 2], "digests": digests}
+    picks = P.answer_commit(msg, store)[P.CHUNKS]
+    assert [o for o, _ in picks] == [0] * P.COMMIT_PICKS + [2] * P.COMMIT_PICKS
+    assert all(0 <= c < 1024 for o, c in picks if o == 0) and all(0 <= c < 300 for o, c in picks if o == 2)
+    assert len({tuple(p) for p in picks}) == len(picks)  # distinct chunks
+    entry = store["commits"]["get_inputs"]
+    assert entry["nonce"] == nonce and entry["picks"] == picks and entry["outputs"] == [0, 2]
+    assert not store.get("commit_repeated")
+    # the same set again, in either message: noted, nothing picked
+    assert P.answer_commit(msg, store)[P.CHUNKS] == [] and store["commit_repeated"]
+    other: dict = {}
+    assert P.answer_commit({**msg, "set": "get_inputs_odd"}, other)[P.CHUNKS] == [] and other["commit_repeated"]
+    bad: dict = {}
+    P.answer_commit({"type": P.EVIDENCE_KEY, "set": "s"}, bad)
+    P.answer_commit({"type": P.EVIDENCE_COMMIT, "set": "s", "outputs": [0], "digests": [["x"]]}, bad)
+    assert bad["commits"]["s"]["malformed"] and "picks" not in bad["commits"]["s"]
+
+
+def test_the_real_referee_judges_the_chunks_picked_after_the_hashes(tmp_path):
+    """An output right only at the positions the worker can derive from its
+    input seed (the sample, the ends) passes the sample; the chunks the
+    parent picked after the whole output's hashes catch it. So do chunks
+    other than the ones hashed, and a sampled output with no commitment."""
+    from kernelsmith.evaluator import protocol as P
+
+    (tmp_path / "big_relu.py").write_text(BIG)
+    task = Task.load(tmp_path / "big_relu.py", backend="opencl", trials=1)
+    seeds = [11, 22]
+    torch.manual_seed(seeds[1])
+    truth = torch.relu(torch.randn(3000, 3000))
+    # right where the sample looks, zeros everywhere else
+    sparse = torch.zeros_like(truth).view(-1)
+    pos = evd.evidence_positions(truth.numel(), seeds[1])
+    sparse[pos] = truth.view(-1)[pos]
+    sparse = sparse.view(3000, 3000)
+
+    with Evaluator(backend="opencl", workers=1, timing=False) as ev:
+        referee = ev._device_pool(ev.backend_for(task), None).referee
+
+        def verdict(output, store, chunks):
+            sample = evd.evidence_copy([output], seeds[1])
+            groups = {"candidate": sample, "reference": evd.evidence_copy([truth], seeds[1]), "chunks": chunks}
+            evd.write_outputs(str(tmp_path / "out.bin"), groups)
+            result = EvalResult(category="ok", compiled=True, correct=True, speedup=2.0)
+            store["trials"] = [{"file": "out.bin", "init_seed_index": 0, "input_seed_index": 1, "set": "get_inputs"}]
+            judge(result, evd.evidence_info(store), seeds, task, str(tmp_path), referee)
+            return result
+
+        honest = verdict(truth, *commit(truth))
+        only_sampled = verdict(sparse, *commit(sparse))
+        swapped = verdict(sparse, *commit(sparse, handed=truth))  # the right chunks, not the ones hashed
+        uncommitted = verdict(truth, {}, [])
+        twice_store, twice_chunks = commit(truth)
+        twice_store["commit_repeated"] = True
+        twice = verdict(truth, twice_store, twice_chunks)
+
+    assert honest.category == "ok" and honest.census["referee"] == "agreed", honest
+    assert honest.census["referee_committed_chunks"] == P.COMMIT_PICKS
+    assert only_sampled.category == "hacked" and " is wrong: " in only_sampled.hack_reasons[0], only_sampled
+    assert "picked after the worker sent the whole output's hashes" in only_sampled.hack_reasons[0]
+    assert swapped.category == "hacked" and "not the one whose hash" in swapped.hack_reasons[0], swapped
+    assert uncommitted.category == "hacked" and "committed to no hashes" in uncommitted.hack_reasons[0], uncommitted
+    assert twice.category == "hacked" and "twice" in twice.hack_reasons[0], twice

@@ -49,7 +49,9 @@ def evidence_positions(numel: int, input_seed: int) -> Optional[Any]:
     hands over and the referee checks, or None for all of them. The worker
     and the referee derive the same positions from the trial's input seed
     (which the worker drew its inputs from anyway): whoever could steer them
-    already writes the whole file."""
+    already writes the whole file. Since the worker knows them, the output is
+    also checked at chunks the parent picks after the worker sent the whole
+    output's hashes (protocol.answer_commit, checks/referee_evidence.py)."""
     import torch
 
     if numel <= EVIDENCE_FULL_ELEMENTS:
@@ -135,7 +137,9 @@ def read_outputs(path: str, limit: int = MAX_BYTES) -> dict[str, list[Any]]:
         if not isinstance(header, dict) or sum(len(v) for v in header.values() if isinstance(v, list)) > MAX_TENSORS:
             raise ValueError("bad outputs header")
         out: dict[str, list[Any]] = {}
-        for name in ("candidate", "reference"):
+        # "chunks": the picked chunks of the program's sampled outputs, whole
+        # (protocol.answer_commit)
+        for name in ("candidate", "reference", "chunks"):
             out[name] = []
             for entry in header.get(name, []):
                 dtype, shape, nbytes = entry["dtype"], [int(d) for d in entry["shape"]], int(entry["nbytes"])
@@ -206,7 +210,13 @@ def evidence_info(store: Optional[dict[str, Any]]) -> Any:
     where nothing was handed over."""
     if not store or "trials" not in store:
         return None
-    return {"trials": store["trials"], "repeated": bool(store.get("repeated"))}
+    return {
+        "trials": store["trials"],
+        "repeated": bool(store.get("repeated")),
+        # the large outputs' commitments by set (protocol.answer_commit)
+        "commits": store.get("commits") or {},
+        "commit_repeated": bool(store.get("commit_repeated")),
+    }
 
 
 def copy_regular(path: str, into: str, limit: int = MAX_BYTES, link: bool = False) -> str:

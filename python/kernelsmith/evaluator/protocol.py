@@ -15,6 +15,12 @@ worker -> parent
     ``{RETIME: bool}`` (time again, or the slot is freed);
     ``EVIDENCE`` ``{"trials": [...]}``: the trial outputs for the trusted
     referee, answered ``{TAKEN: true}`` once the parent copied them;
+    ``EVIDENCE_KEY`` ``{"set"}``: the last trial of an input set has an
+    output too large to hand over whole, answered ``{NONCE: n}``;
+    ``EVIDENCE_COMMIT`` ``{"set", "outputs": [i, ...], "digests": [[...],
+    ...]}``: those outputs' chunk hashes under that nonce, answered
+    ``{CHUNKS: [[output, chunk], ...]}``, the chunks the parent picked
+    after the hashes, handed over whole with the trial's evidence;
     ``AUDIT_PLAN`` ``{"call_bytes": n}``: the audit rounds' size, answered
     ``{CALLS: k}``, the program's calls per round the parent's rule gives
     for the time the worker reported (audit.calls_per_round);
@@ -64,6 +70,8 @@ SEED_REQUEST = "seed?"
 TIMING_REQUEST = "timing?"
 TIMING_DONE = "timing-done"
 EVIDENCE = "evidence"
+EVIDENCE_KEY = "evidence-key?"
+EVIDENCE_COMMIT = "evidence-commit"
 AUDIT_PLAN = "audit-plan?"
 AUDIT_REQUEST = "audit?"
 AUDIT_DONE = "audited"
@@ -211,6 +219,19 @@ class Channel:
         answers."""
         self.send(type=EVIDENCE, trials=trials)
         self.receive()
+
+    def evidence_key(self, set_name: str) -> int:
+        """The nonce a trial's large outputs are hashed under, drawn by the
+        parent once the outputs exist (:meth:`evidence_commit`)."""
+        self.send(type=EVIDENCE_KEY, set=set_name)
+        return int(self.receive()[NONCE])
+
+    def evidence_commit(self, set_name: str, outputs: list[int], digests: list[list[int]]) -> list[tuple[int, int]]:
+        """The chunk hashes of a trial's large outputs (``outputs``: their
+        indices); the parent answers with the (output, chunk) pairs it
+        picked after them, which go to the referee whole."""
+        self.send(type=EVIDENCE_COMMIT, set=set_name, outputs=[int(o) for o in outputs], digests=digests)
+        return [(int(o), int(c)) for o, c in self.receive().get(CHUNKS) or []]
 
     def audit_plan(self, call_bytes: int, comparison: Optional[str] = None, shape: Optional[str] = None) -> int:
         """The program's calls in each audit round, from the parent: sized by
@@ -469,6 +490,8 @@ def _answer(
         if evidence is not None:
             take_evidence(evidence, msg.get("trials"))
         link.write((json.dumps({TAKEN: True}) + "\n").encode())
+    elif kind in (EVIDENCE_KEY, EVIDENCE_COMMIT):
+        link.write((json.dumps(answer_commit(msg, evidence)) + "\n").encode())
     elif kind in (AUDIT_PLAN, AUDIT_REQUEST, AUDIT_DONE, AUDIT_EVIDENCE):
         answer = answer_audit(msg, evidence)
         link.write((json.dumps(answer) + "\n").encode())
@@ -605,6 +628,53 @@ def _answer_done(msg: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     return {CHUNKS: picks}
 
 
+#: chunks of each committed output the parent picks (protocol.answer_commit)
+COMMIT_PICKS = 4
+
+
+def answer_commit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The parent's side of a trial's commitment to its large outputs
+    (``EVIDENCE_KEY`` then ``EVIDENCE_COMMIT``, once per input set): a nonce
+    drawn once the outputs exist, then, after their chunk hashes under it,
+    ``COMMIT_PICKS`` chunks of each picked with ``secrets``. The sample the
+    referee otherwise sees sits at positions the worker derives from its
+    input seed (evidence.evidence_positions); these chunks are chosen after
+    the hashes, so an output right only where the sample looks is caught
+    (trusted/referee_check.py). Kept in ``evidence["commits"]`` by set; a
+    second key or commitment for a set is noted (``commit_repeated``)."""
+    store = evidence if evidence is not None else {}
+    commits: dict[str, Any] = store.setdefault("commits", {})
+    name = str(msg.get("set"))[:200]
+    if msg.get("type") == EVIDENCE_KEY:
+        nonce = secrets.randbits(62)
+        if name in commits or len(commits) >= 64:
+            store["commit_repeated"] = True
+        else:
+            commits[name] = {"nonce": nonce}
+        return {NONCE: nonce}
+    entry = commits.get(name)
+    if entry is None or "digests" in entry:
+        store["commit_repeated"] = True
+        return {CHUNKS: []}
+    outputs: Any = msg.get("outputs")
+    digests: Any = msg.get("digests")
+    if not (
+        isinstance(outputs, list)
+        and all(isinstance(o, int) and 0 <= o < 64 for o in outputs)
+        and _digest_lists(digests)
+        and len(digests) == len(outputs)
+    ):
+        entry["malformed"] = True
+        return {CHUNKS: []}
+    picks: list[list[int]] = []
+    for o, d in zip(outputs, digests):
+        pool = list(range(len(d)))
+        for _ in range(min(COMMIT_PICKS, len(pool))):
+            picks.append([o, pool.pop(secrets.randbelow(len(pool)))])
+    entry.update(outputs=outputs, digests=digests, picks=picks)
+    return {CHUNKS: picks}
+
+
 def _digest_lists(digests: Any) -> bool:
     """Hashes as the worker must send them: per output a list of at most
     AUDIT_CHUNKS int64 values."""
@@ -623,6 +693,9 @@ def _digest_lists(digests: Any) -> bool:
 __all__ = [
     "Channel",
     "answer_audit",
+    "answer_commit",
+    "EVIDENCE_KEY",
+    "EVIDENCE_COMMIT",
     "AUDIT_PLAN",
     "CALLS",
     "AUDIT_REQUEST",

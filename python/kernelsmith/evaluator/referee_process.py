@@ -237,8 +237,12 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         shapes_wanted.append(list(e.shape))
         sampled_wanted.append(pos is not None)
         compared.append(e if pos is None else e.reshape(-1)[pos.to(e.device)])
-    del expected
     answer: dict[str, Any] = {}
+    if any(sampled_wanted):
+        answer["commit"] = _committed(
+            req.get("commit"), groups.pop("chunks"), expected, sampled_wanted, cmp, atol, rtol
+        )
+    del expected
     for name in ("candidate", "reference"):
         host = groups.pop(name)
         shapes = [g.of if isinstance(g, Sampled) else list(g.shape) for g in host]
@@ -256,6 +260,38 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         del got
         answer[name] = "" if res["ok"] else res["message"] + (" (at the sampled positions)" if any(sampled) else "")
     return answer
+
+
+def _committed(
+    commit: Any, chunks: list[Any], expected: list[Any], sampled: list[bool], cmp: Any, atol: float, rtol: float
+) -> str:
+    """Why the chunks of the program's large outputs that the parent picked
+    after their hashes (protocol.answer_commit) are not what the worker
+    committed to, or are wrong ("" when they are right)."""
+    from .audit import chunk_layout, chunk_bound, digest_of_chunk, words
+
+    wanted = [i for i, s in enumerate(sampled) if s]
+    if not isinstance(commit, dict) or commit.get("outputs") != wanted:
+        return f"the worker committed to no hashes of the sampled output(s) {wanted} before the parent picked chunks"
+    if commit.get("chunks") != [chunk_layout(expected[i].numel())[1] for i in wanted]:
+        return f"the worker sent {commit.get('chunks')} chunk hashes for outputs {wanted}, not one per chunk"
+    picks = commit.get("picks") or []
+    if len(chunks) != len(picks) or not picks or any(isinstance(c, Sampled) for c in chunks):
+        return f"{len(chunks)} chunks handed over for the {len(picks)} the parent picked"
+    nonce = int(commit["nonce"])
+    for (o, c), got, sent in zip(picks, chunks, commit.get("digests") or []):
+        want = expected[o].reshape(-1)
+        lo, hi = chunk_bound(want.numel(), c) or (0, 0)
+        where = f"output {o} chunk {c} (elements {lo}-{hi - 1})"
+        if got.dtype != want.dtype or got.numel() != hi - lo or hi <= lo:
+            return f"{where}: {got.numel()} elements of {got.dtype} handed over"
+        got = got.to(want.device)
+        if sent is None or digest_of_chunk(words(got), lo, nonce) != int(sent):
+            return f"{where} handed over is not the one whose hash the worker sent before the parent picked it"
+        res = cmp.compare([got], [want[lo:hi]], atol, rtol)
+        if not res["ok"]:
+            return f"{where} is wrong: {res['message']}"
+    return ""
 
 
 def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:

@@ -57,6 +57,11 @@ def referee_reasons(
             "the worker handed over the trial outputs for the trusted referee twice: the verdict "
             "was not the program's to write"
         ]
+    if isinstance(info, dict) and info.get("commit_repeated"):
+        return [
+            "the worker asked twice for the key of an input set's large outputs, or committed to them twice: "
+            "the verdict was not the program's to write"
+        ]
     entries = info.get("trials") if isinstance(info, dict) and "trials" in info else [info]
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         # whether the checks are off is the parent's own setting (the worker
@@ -83,7 +88,10 @@ def referee_reasons(
             f"the worker handed over no trial of the probe input set(s) {', '.join(missing)} "
             "that judge this degenerate task: the verdict was not the program's to write"
         ]
+    commits = info.get("commits") if isinstance(info, dict) else None
     for entry in entries:
+        if isinstance(commits, dict):
+            entry = {**entry, "commit": commits.get(str(entry.get("set", "get_inputs")))}
         found = _trial_reasons(result, entry, seeds, task, workdir, referee, census)
         if found:
             return found
@@ -128,8 +136,19 @@ def _trial_reasons(
         "set": str(info.get("set", "get_inputs")),
         "file": copy,
         "max_bytes": limit,
+        # the large outputs' commitment (protocol.answer_commit): the
+        # nonce, and the picked chunks with the hashes sent for them
+        "commit": _picked(info.get("commit")),
     }
     answer = _ask(referee, request, copy)
+    return _answer_reasons(result, answer, request, census)
+
+
+def _answer_reasons(
+    result: EvalResult, answer: dict[str, Any], request: dict[str, Any], census: dict[str, Any]
+) -> list[str]:
+    """The referee's answer on one trial as reasons (the result marked
+    unchecked where the referee itself failed)."""
     if answer.get("malformed"):
         census["referee"] = "malformed outputs"
         return [
@@ -156,6 +175,13 @@ def _trial_reasons(
             f"computed from the same seeds ({answer['reference'][:400]}): the program tampered "
             "with the reference"
         ]
+    if answer.get("commit"):
+        census["referee"] = "committed chunks differ"
+        return [
+            f"the trial's large output, checked by the trusted referee in chunks the parent picked after the "
+            f"worker sent the whole output's hashes: {answer['commit'][:400]}: the verdict was not the "
+            "program's to write"
+        ]
     if answer.get("candidate"):
         census["referee"] = "candidate differs"
         return [
@@ -163,7 +189,29 @@ def _trial_reasons(
             "where the check next to the program passed them: the comparison was forged"
         ]
     census["referee"] = "agreed"
+    if request["commit"] is not None:  # chunks of a large output the parent picked after its hashes
+        census["referee_committed_chunks"] = census.get("referee_committed_chunks", 0) + len(request["commit"]["picks"])
     return []
+
+
+def _picked(commit: Any) -> Any:
+    """What the referee needs of a set's commitment: the nonce, the
+    committed outputs, the picks and the hash sent for each pick (None:
+    none was made, or it was malformed)."""
+    if not isinstance(commit, dict) or commit.get("malformed") or "picks" not in commit:
+        return None
+    outputs, digests = commit["outputs"], commit["digests"]
+    sent = []
+    for o, c in commit["picks"]:
+        row = digests[outputs.index(o)] if o in outputs else []
+        sent.append(row[c] if 0 <= c < len(row) else None)
+    return {
+        "nonce": commit["nonce"],
+        "outputs": outputs,
+        "chunks": [len(d) for d in digests],
+        "picks": commit["picks"],
+        "digests": sent,
+    }
 
 
 def _ask(referee: Any, request: dict[str, Any], copy: str) -> dict[str, Any]:
