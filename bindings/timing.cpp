@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "common.hpp"
+#include "kernelsmith/timing/arrival.hpp"
 #include "kernelsmith/timing/compare.hpp"
 #include "kernelsmith/timing/sampler.hpp"
 #include "kernelsmith/timing/stats.hpp"
@@ -91,6 +92,15 @@ void init_timing(py::module_& root) {
                ", upper=" + std::to_string(i.upper) + ")";
       });
 
+  m.def(
+      "wait_readable",
+      [](int fd, double timeout_s) {
+        py::gil_scoped_release release;
+        return timing::wait_readable(fd, timeout_s);
+      },
+      py::arg("fd"), py::arg("timeout_s"),
+      "Block until fd is readable or hung up (at most timeout_s seconds), without the interpreter's lock; the "
+      "CLOCK_MONOTONIC time (time.monotonic()'s clock) at which it was, read at once, or -1.0 where it was not.");
   m.def("mean", &unary<mean>, py::arg("samples"));
   m.def("median", &unary<median>, py::arg("samples"));
   m.def("stddev", &unary<stddev>, py::arg("samples"), "Sample standard deviation (n - 1).");

@@ -266,6 +266,11 @@ def test_the_honest_seed_passes_its_audit_rounds(verdicts):
     assert r.category == "ok" and r.speedup is not None, _show(r)
     audit = r.census["audit"]
     assert audit["rounds"] == A.ROUNDS and len(audit["wall_ms"]) == A.ROUNDS
+    # each round also ended when the hashes were there, read in C++ before
+    # the parent's thread had the interpreter's lock again: no later than
+    # the round's end as the parent's Python saw it
+    arrival = audit["wall_arrival_ms"]
+    assert len(arrival) == A.ROUNDS and all(0 < a <= w for a, w in zip(arrival, audit["wall_ms"])), audit
     # the interpreter's eager call is the timed call: the lower bound the
     # parent measured is below the reported time, well under the threshold
     assert audit["candidate_side"] < 2 and audit["excess"] < 2, audit
@@ -710,3 +715,21 @@ def test_on_a_gpu_the_slack_takes_a_smaller_share_of_the_other_work(tmp_path):
     assert forged.speedup == pytest.approx(12.0 / (10.0 / 3) / forged.census["audit"]["clip_candidate"], rel=1e-4)
     on_host = _judge(tmp_path, heavy, walls=walls, cand_ms=10.0 / 3, ref_ms=12.0)[1]
     assert on_host.census["audit"]["candidate_side"] == 0 and on_host.speedup == pytest.approx(3.6)
+
+
+def test_the_round_keeps_when_its_hashes_arrived_beside_when_the_parent_read_them():
+    """protocol._answer_done: ``wall_s`` is the parent's clock when its
+    thread handled the hashes; ``wall_arrival_s`` when the bytes were there
+    (``_core.timing.wait_readable``), kept only where it lies inside the
+    round (a record, never judged)."""
+    import time
+
+    from kernelsmith.evaluator import protocol as P
+
+    started = time.monotonic() - 0.010
+    current = {"started": started}
+    P._answer_done({"digests": [[1, 2, 3]]}, current, started + 0.004)
+    assert current["wall_arrival_s"] == pytest.approx(0.004) and current["wall_s"] >= 0.010
+    late = {"started": started}
+    P._answer_done({"digests": [[1, 2, 3]]}, late, time.monotonic() + 5)  # not a time inside the round
+    assert "wall_arrival_s" not in late and late["wall_s"] >= 0.010

@@ -638,6 +638,12 @@ class timing:
     @staticmethod
     def trimmed_mean(samples: typing.Annotated[numpy.typing.ArrayLike, numpy.float64], trim: float = 0.1) -> float:
         ...
+    @staticmethod
+    def wait_readable(fd: int, timeout_s: float) -> float:
+        """
+        Block until fd is readable or hung up (at most timeout_s seconds), without the interpreter's lock; the CLOCK_MONOTONIC time (time.monotonic()'s clock) at which it was, read at once, or -1.0 where it was not.
+        """
+        ...
     class AdaptiveSampler:
         """
         Decides how many samples to take; the caller measures them.

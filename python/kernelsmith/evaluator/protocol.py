@@ -48,7 +48,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import selectors
 import socket
 import struct
 import sys
@@ -370,8 +369,7 @@ def converse(
     stage = "start"
     phases.report(stage)
     buf = b""
-    sel = selectors.DefaultSelector()
-    sel.register(link.fileno(), selectors.EVENT_READ)
+    fd = link.fileno()
     stood = (lambda: ticket.stood_still()) if ticket is not None else (lambda: 0.0)
     if evidence is not None:
         _job_facts(job, link, ticket, evidence)
@@ -382,7 +380,11 @@ def converse(
             if remaining <= 0:
                 link.kill()
                 return None, stage, True
-            if not sel.select(timeout=min(remaining, 1.0)):
+            # the moment the bytes were there, read in C++ before this thread
+            # takes the interpreter's lock again (a record of the parent's
+            # own latency in the audit rounds' wall time: _answer_done)
+            arrived = _core.timing.wait_readable(fd, min(remaining, 1.0))
+            if arrived < 0:
                 continue
             receive = getattr(link, "receive", None)
             chunk, sender = receive() if receive is not None else (os.read(link.fileno(), 1 << 16), None)
@@ -410,7 +412,7 @@ def converse(
                     msg = json.loads(line)
                 except ValueError:
                     continue
-                stage, result = _answer(msg, link, stage, ticket, seeds, evidence)
+                stage, result = _answer(msg, link, stage, ticket, seeds, evidence, arrived)
                 if result is not None:
                     link.wait_exit(10)
                     return result, stage, False
@@ -420,7 +422,6 @@ def converse(
     finally:
         if ticket is not None:
             ticket.release()
-        sel.close()
         link.close()
 
 
@@ -458,9 +459,12 @@ def _answer(
     ticket: Any,
     seeds: Optional[list[Any]],
     evidence: Optional[dict[str, Any]],
+    arrived: Optional[float] = None,
 ) -> tuple[str, Optional[dict[str, Any]]]:
     """One message of the worker answered (:func:`converse`'s loop): the
-    stage the worker is in now, and its result once it sends one."""
+    stage the worker is in now, and its result once it sends one.
+    ``arrived``: when the bytes it came in were there (time.monotonic()'s
+    clock, read before this thread took the interpreter's lock)."""
     kind = msg.get("type")
     if kind == STAGE:
         stage = str(msg.get("stage"))[:200]
@@ -493,7 +497,7 @@ def _answer(
     elif kind in (EVIDENCE_KEY, EVIDENCE_COMMIT):
         link.write((json.dumps(answer_commit(msg, evidence)) + "\n").encode())
     elif kind in (AUDIT_PLAN, AUDIT_REQUEST, AUDIT_DONE, AUDIT_EVIDENCE):
-        answer = answer_audit(msg, evidence)
+        answer = answer_audit(msg, evidence, arrived)
         link.write((json.dumps(answer) + "\n").encode())
         audits = (evidence or {}).get("audits") or [{}]
         if kind == AUDIT_REQUEST and audits[-1].get("nonce") == answer[NONCE]:
@@ -513,7 +517,9 @@ def _answer(
 _MOST_AUDITS = 4 * AUDIT_ROUNDS
 
 
-def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dict[str, Any]:
+def answer_audit(
+    msg: dict[str, Any], evidence: Optional[dict[str, Any]], arrived: Optional[float] = None
+) -> dict[str, Any]:
     """The parent's side of an audit round's messages (audit.py): the nonce,
     the round's wall time on the parent's clock and the chunks it asks for,
     the asked chunks' values copied out of the worker's reach; all kept in
@@ -568,7 +574,7 @@ def answer_audit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> dic
         return {NONCE: nonce}
     current = audits[-1] if audits else {}
     if kind == AUDIT_DONE:
-        return _answer_done(msg, current)
+        return _answer_done(msg, current, arrived)
     # AUDIT_EVIDENCE: copied now, before any more of the program runs
     if "picks" in current and "file" not in current and evidence is not None and "src" in evidence:
         try:
@@ -602,13 +608,18 @@ def _answer_plan(msg: dict[str, Any], store: dict[str, Any], comparison: Optiona
     return {CALLS: calls}
 
 
-def _answer_done(msg: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+def _answer_done(msg: dict[str, Any], current: dict[str, Any], arrived: Optional[float] = None) -> dict[str, Any]:
     """A round's hashes (``AUDIT_DONE``): the parent's clock stops, the
-    hashes are kept, the chunks to hand over picked with ``secrets``."""
+    hashes are kept, the chunks to hand over picked with ``secrets``.
+    ``arrived`` (when the bytes were there, before this thread had the
+    interpreter's lock again) is kept beside as ``wall_arrival_s``, a
+    record of the parent's own latency in ``wall_s``, never judged."""
     ended = time.monotonic()
     if "started" not in current or "wall_s" in current:
         return {CHUNKS: []}
     current["wall_s"] = ended - current["started"]
+    if arrived is not None and current["started"] <= arrived <= ended:
+        current["wall_arrival_s"] = arrived - current["started"]
     window = current.pop("window", None)
     if window is not None:
         current["load"] = window.stop()

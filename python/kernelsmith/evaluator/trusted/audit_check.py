@@ -696,6 +696,13 @@ def _record(
         "rounds": len(audits),
         "calls": calls,
         "wall_ms": [round(float(a["wall_s"]) * 1e3, 4) for a in audits],
+        # the same rounds ended when the worker's hashes were there, before
+        # the parent's thread had the interpreter's lock again (a record of
+        # the parent's own latency, which the slack allows for; never judged)
+        "wall_arrival_ms": [
+            round(float(a["wall_arrival_s"]) * 1e3, 4) if isinstance(a.get("wall_arrival_s"), float) else None
+            for a in audits
+        ],
         "other_work_ms": round(other * 1e3, 4),
         "slack_ms": round(slack * 1e3, 4),
         "call_at_least_ms": round(max(0.0, bound) * 1e3, 4),
