@@ -256,7 +256,7 @@ def clip(figures: dict[str, Any], by: tuple[float, float]) -> Optional[dict[str,
     the candidate's runtime up by ``by[0]``, the reference's down by
     ``by[1]``, the speedup and its CI down by both. Below the unreliable
     threshold a report may still claim more than the parent measured (each
-    side by up to that factor; honest programs' sides stayed below 0.8 on
+    side by up to that factor; honest programs' sides stayed at or below 0.83 on
     the H100): its speedup is then the parent's, not the program's word.
     Returns what was reported (None where nothing changed)."""
     cand, ref = by
