@@ -268,7 +268,8 @@ def _committed(
     """Why the chunks of the program's large outputs that the parent picked
     after their hashes (protocol.answer_commit) are not what the worker
     committed to, or are wrong ("" when they are right)."""
-    from .audit import chunk_layout, chunk_bound, digest_of_chunk, words
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
+    from .audit import chunk_bound, chunk_layout, digest_of_chunk, words
 
     wanted = [i for i, s in enumerate(sampled) if s]
     if not isinstance(commit, dict) or commit.get("outputs") != wanted:
