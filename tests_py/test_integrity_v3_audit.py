@@ -688,6 +688,16 @@ def test_the_shapes_clips_combine_as_their_speedups_do(monkeypatch):
     )
     assert reported["reported"]["speedup"] == 2.0 and reported["by"] == 2.5
     assert C.clip(dict(figures), (1.0, 1.0)) is None
+    # the verdict the CI implies follows it (a run's best reads it); a
+    # rejected timing's stays
+    row = {"speedup": 1.2, "speedup_ci_low": 1.1, "speedup_ci_high": 1.3, "verdict": "faster"}
+    C.clip(row, (1.15, 1.0))
+    assert row["verdict"] == "indistinguishable" and row["speedup_ci_low"] < 1 < row["speedup_ci_high"]
+    step = {"speedup": 1.2, "speedup_ci_low": 1.1, "speedup_ci_high": 1.15, "timing_verdict": "faster"}
+    assert C.clip(step, (1.2, 1.0))["reported"]["timing_verdict"] == "faster" and step["timing_verdict"] == "slower"
+    rejected = {"speedup_ci_low": 1.1, "speedup_ci_high": 1.3, "timing_verdict": "rejected"}
+    C.clip(rejected, (2.0, 1.0))
+    assert rejected["timing_verdict"] == "rejected"
 
 
 def test_on_a_gpu_the_slack_takes_a_smaller_share_of_the_other_work(tmp_path):

@@ -248,6 +248,9 @@ def _weighted_mean(values: list[float], weights: Optional[list[float]]) -> float
 
 #: the figures :func:`clip` brings back to the parent's
 CLIPPED = ("speedup", "speedup_ci_low", "speedup_ci_high", "runtime_ms", "ref_runtime_ms")
+#: ... and the verdict its CI implies (a result's ``timing_verdict``, a
+#: finalist row's ``verdict``): a run's best reads it (evolve/best.py)
+VERDICTS = ("timing_verdict", "verdict")
 
 
 def clip(figures: dict[str, Any], by: tuple[float, float]) -> Optional[dict[str, Any]]:
@@ -262,23 +265,30 @@ def clip(figures: dict[str, Any], by: tuple[float, float]) -> Optional[dict[str,
     cand, ref = by
     if cand <= 1.0 and ref <= 1.0:
         return None
-    reported = {k: figures.get(k) for k in CLIPPED}
+    reported = {k: figures.get(k) for k in CLIPPED + VERDICTS if k in figures}
     scales = (1 / (cand * ref), 1 / (cand * ref), 1 / (cand * ref), cand, 1 / ref)
     for key, scale in zip(CLIPPED, scales):
         value = figures.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             figures[key] = float(value) * scale
+    low, high = figures.get("speedup_ci_low"), figures.get("speedup_ci_high")
+    for key in VERDICTS:
+        # "rejected" and an untimed "" stay; the others follow the clipped CI
+        if figures.get(key) in ("faster", "slower", "indistinguishable") and isinstance(low, float):
+            figures[key] = (
+                "faster" if low > 1.0 else "slower" if isinstance(high, float) and high < 1.0 else "indistinguishable"
+            )
     return {"by": round(cand * ref, 4), "candidate": round(cand, 4), "reference": round(ref, 4), "reported": reported}
 
 
 def _clip_result(result: EvalResult, judged: Judged, census: dict[str, Any]) -> None:
     """:func:`clip` on a step's result; what was reported kept under
     ``census["audit"]["clipped"]``."""
-    figures = {k: getattr(result, k) for k in CLIPPED}
+    figures = {k: getattr(result, k) for k in CLIPPED + VERDICTS[:1]}
     reported = clip(figures, judged.clip)
     if reported is None:
         return
-    for key in CLIPPED:
+    for key in CLIPPED + VERDICTS[:1]:
         setattr(result, key, figures[key])
     census.setdefault("audit", {})["clipped"] = reported
 
