@@ -743,3 +743,29 @@ def test_the_round_keeps_when_its_hashes_arrived_beside_when_the_parent_read_the
     late = {"started": started}
     P._answer_done({"digests": [[1, 2, 3]]}, late, time.monotonic() + 5)  # not a time inside the round
     assert "wall_arrival_s" not in late and late["wall_s"] >= 0.010
+
+
+def test_a_task_timed_on_several_shapes_keeps_its_speedup_the_mean_of_its_clipped_rows():
+    """The combined speedup is the weighted geometric mean of the shapes'
+    rows (timing.combine_shapes): each row is clipped by its own shape's
+    figures, so the clipped speedup is still their mean."""
+    import math
+
+    from kernelsmith.evaluator.trusted import audit_check as C
+    from kernelsmith.result import EvalResult
+
+    rows = [
+        {"shape": "a", "speedup": 2.0, "speedup_ci": [1.8, 2.2], "runtime_ms": 1.0, "ref_runtime_ms": 2.0},
+        {"shape": "b", "speedup": 0.5, "speedup_ci": [0.45, 0.55], "runtime_ms": 4.0, "ref_runtime_ms": 2.0},
+    ]
+    rows[0]["verdict"], rows[1]["verdict"] = "faster", "slower"
+    result = EvalResult(compiled=True, correct=True, category="ok", speedup=1.0, speedup_ci_low=0.9)
+    result.speedup_ci_high, result.runtime_ms, result.ref_runtime_ms = 1.1, 2.0, 2.0
+    result.timing = {"shapes": rows}
+    census: dict = {"audit": {"shapes": {"a": {"clip_candidate": 1.5, "clip_reference": 1.0}, "b": {}}}}
+    C._clip_result(result, C.Judged(clip=(1.5**0.5, 1.0)), census)
+    assert rows[0]["speedup"] == pytest.approx(2 / 1.5) and rows[0]["runtime_ms"] == pytest.approx(1.5)
+    assert rows[0]["speedup_ci"] == pytest.approx([1.2, 2.2 / 1.5]) and rows[0]["clipped"]["reported"]["speedup"] == 2.0
+    assert rows[1]["speedup"] == 0.5 and "clipped" not in rows[1]
+    assert result.speedup == pytest.approx(math.exp((math.log(rows[0]["speedup"]) + math.log(0.5)) / 2))
+    assert census["audit"]["clipped"]["reported"]["speedup"] == 1.0

@@ -291,6 +291,31 @@ def _clip_result(result: EvalResult, judged: Judged, census: dict[str, Any]) -> 
     for key in CLIPPED + VERDICTS[:1]:
         setattr(result, key, figures[key])
     census.setdefault("audit", {})["clipped"] = reported
+    _clip_shape_rows(result, census["audit"].get("shapes") or {})
+
+
+def _clip_shape_rows(result: EvalResult, shapes: dict[str, Any]) -> None:
+    """Each timing shape's row of ``result.timing["shapes"]`` clipped by its
+    own shape's figures (``shapes``: census.audit's per-shape records), so
+    the combined speedup stays the weighted mean of the rows
+    (timing.combine_shapes) as the report had it."""
+    rows = (result.timing or {}).get("shapes") if isinstance(result.timing, dict) else None
+    for row in rows if isinstance(rows, list) else []:
+        record = shapes.get(str(row.get("shape"))) if isinstance(row, dict) else None
+        if not isinstance(record, dict) or "clip_candidate" not in record:
+            continue
+        ci = row.get("speedup_ci")
+        figures = {"speedup": row.get("speedup"), "runtime_ms": row.get("runtime_ms")}
+        figures.update(ref_runtime_ms=row.get("ref_runtime_ms"), verdict=row.get("verdict"))
+        if isinstance(ci, list) and len(ci) == 2:
+            figures.update(speedup_ci_low=ci[0], speedup_ci_high=ci[1])
+        reported = clip(figures, (float(record["clip_candidate"]), float(record["clip_reference"])))
+        if reported is None:
+            continue
+        row.update({k: figures[k] for k in ("speedup", "runtime_ms", "ref_runtime_ms", "verdict")})
+        if isinstance(ci, list) and len(ci) == 2:
+            row["speedup_ci"] = [figures["speedup_ci_low"], figures["speedup_ci_high"]]
+        row["clipped"] = reported
 
 
 def _row_against_reports(row: dict[str, Any], reports: Any, tag: str, task: Any) -> list[str]:
@@ -686,7 +711,8 @@ def _verdict(
             1.0 if busy else max(reference_side, 1.0),
         )
         if judged.clip != (1.0, 1.0) and judged.record is not None:
-            judged.record.update(clip_candidate=round(judged.clip[0], 4), clip_reference=round(judged.clip[1], 4))
+            # unrounded: a task's shape rows are clipped by them (_clip_shape_rows)
+            judged.record.update(clip_candidate=judged.clip[0], clip_reference=judged.clip[1])
     if excused and judged.record is not None:
         judged.record["busy"] = excused
 
