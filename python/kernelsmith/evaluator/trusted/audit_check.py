@@ -66,7 +66,7 @@ SLACK_SHARE = 0.5
 #: round's wall time exceeded the referee's other work and the reported
 #: calls by at most 1.63 ms, within SLACK_S alone (16 programs, 2026-11-27,
 #: h100_kernelbench_zoo_2026-11-27_session22.txt), where half of 30 ms of
-#: other work left the rounds no bound on a 4 ms call at all (11 of the 16
+#: other work left the rounds no bound on a 4 ms call at all (13 of the 16
 #: had a candidate's side of 0). The host clock (CPU backends) keeps
 #: SLACK_SHARE: there the hashes run the torch path on a busy 2-core host
 DEVICE_SLACK_SHARE = 0.1
