@@ -1,12 +1,15 @@
-"""The audit rounds' figures over the results of one or more JSON files
-(bench_eval_throughput.py's --json, bench_side_by_side.py's --keep files,
-gpu_verdicts.py's --json, bench_kernelbench.py's --json): per file, how many audited results, the largest
-candidate's side and excess (an honest program's stay below 1), how many
-were clipped (paid the parent's figure), and the median headroom and calls
-per round (the most a report understating the program's time could still
-be paid in full: audit_check.clip).
+"""The audit rounds' figures (census["audit"], docs/evaluator.md "Audit
+rounds") of every timed result in one or more results JSON files
+(benchmarks/gpu_verdicts.py --json, bench_kernelbench.py --json,
+bench_eval_throughput.py --json and bench_side_by_side.py's --keep files):
+per result its reported time per call, the lower bound the parent's clock
+gave, each side's excess, the worker's word on the fastest round's parts and
+the rest of it (the round trip and the parent's latency); then per file the
+largest excess among honest programs (the thresholds: unreliable past 2,
+hacked past 4), how many were clipped (paid the parent's figure:
+audit_check.clip), and the median headroom and calls per round.
 
-    python3 benchmarks/audit_figures.py /tmp/side/before_r1.json /tmp/side/after_r1.json
+    python3 benchmarks/audit_figures.py RESULTS.json [MORE.json ...]
 """
 
 from __future__ import annotations
@@ -17,41 +20,90 @@ import sys
 from typing import Any, Iterator
 
 
-def audits(data: Any) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Every (result, its census audit) with figures, wherever in ``data``."""
+def results(data: Any) -> Iterator[dict[str, Any]]:
+    """Every result with audit figures (its census's, or a bench_kernelbench
+    row's own ``audit``), wherever in ``data`` it sits."""
     if isinstance(data, dict):
-        # a result's census, or a row of bench_kernelbench.py's (its "audit")
-        audit = (data.get("census") or {}).get("audit") if isinstance(data.get("census"), dict) else data.get("audit")
-        if isinstance(audit, dict) and "excess" in audit:
-            yield data, audit
+        if category(data) is not None and audit_of(data):
+            yield data  # a result: nothing below it is another
+            return
         for value in data.values():
-            yield from audits(value)
+            yield from results(value)
     elif isinstance(data, list):
         for value in data:
-            yield from audits(value)
+            yield from results(value)
+
+
+def audit_of(r: dict[str, Any]) -> dict[str, Any]:
+    census = r.get("census")
+    found = census.get("audit") if isinstance(census, dict) else r.get("audit")
+    return found if isinstance(found, dict) else {}
+
+
+def category(r: dict[str, Any]) -> Any:
+    return r.get("category") or r.get("got")
+
+
+def row(r: dict[str, Any], a: dict[str, Any]) -> str:
+    # the fastest round: what the worker says its parts took, and the rest
+    # of the parent's wall time (the round trip and the parent's latency)
+    walls, says = a.get("wall_ms") or [], a.get("worker_says_ms") or []
+    fastest = walls.index(min(walls)) if walls and len(says) == len(walls) else None
+    rest = round(walls[fastest] - sum(says[fastest].values()), 4) if fastest is not None else "-"
+    values = [
+        category(r),
+        a.get("reported_cand_ms"),
+        a.get("call_at_least_ms"),
+        a.get("wall_ms"),
+        a.get("wall_arrival_ms", "-"),
+        a.get("other_work_ms"),
+        a.get("reported_ref_ms"),
+        a.get("referee_reference_ms"),
+        a.get("candidate_side"),
+        a.get("reference_side"),
+        a.get("excess"),
+        a.get("headroom", "-"),
+        "clipped" if a.get("clipped") else "-",
+        r.get("timing_reliable") is False,
+        says[fastest] if fastest is not None else "-",
+        rest,
+    ]
+    return " | ".join(str(x) for x in values)
+
+
+def summary(path: str, found: list[dict[str, Any]]) -> str:
+    ok = [audit_of(r) for r in found if category(r) == "ok" and "excess" in audit_of(r)]
+    if not ok:
+        return f"# {path}: no audited ok result"
+    heads = [float(a["headroom"]) for a in ok if a.get("headroom") is not None]
+    head = f"{statistics.median(heads):.3f}" if heads else "-"
+    return (
+        f"# {path}: {len(ok)} audited ok | largest candidate side {max(float(a.get('candidate_side') or 0) for a in ok):.3f}"
+        f" | largest excess {max(float(a['excess']) for a in ok):.3f} | clipped {sum(1 for a in ok if a.get('clipped'))}"
+        f" | median headroom {head} | median calls {statistics.median(int(a.get('calls') or 0) for a in ok):g}"
+    )
 
 
 def main(paths: list[str]) -> int:
     if not paths:
         print(__doc__, file=sys.stderr)
         return 2
-    print("file | audited ok | max candidate side | max excess | clipped | median headroom | median calls")
+    print(
+        "# category | reported_cand_ms | call_at_least_ms | wall_ms | wall_arrival_ms | other_ms | ref_ms | "
+        "referee_ref_ms | cand_side | ref_side | excess | headroom | clipped | unreliable | worker_says | rest"
+    )
+    summaries = []
     for path in paths:
         with open(path) as f:
-            found = [(r, a) for r, a in audits(json.load(f)) if (r.get("category") or r.get("got")) == "ok"]
-        if not found:
-            print(f"{path} | 0 | - | - | - | - | -")
-            continue
-        sides = [float(a.get("candidate_side") or 0.0) for _, a in found]
-        excess = [float(a["excess"]) for _, a in found]
-        heads = [float(a["headroom"]) for _, a in found if a.get("headroom") is not None]
-        calls = [int(a.get("calls") or 0) for _, a in found]
-        clipped = sum(1 for _, a in found if a.get("clipped"))
-        head = f"{statistics.median(heads):.3f}" if heads else "-"
-        print(
-            f"{path} | {len(found)} | {max(sides):.3f} | {max(excess):.3f} | {clipped} | {head} | "
-            f"{statistics.median(calls):g}"
-        )
+            found = list(results(json.load(f)))
+        for r in found:
+            a = audit_of(r)
+            if "unaudited" in a:
+                print(f"{category(r)} | unaudited: {a['unaudited'][:200]}")
+            elif "excess" in a:
+                print(row(r, a))
+        summaries.append(summary(path, found))
+    print("\n".join(summaries))
     return 0
 
 
