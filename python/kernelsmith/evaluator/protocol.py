@@ -631,12 +631,18 @@ def _answer_done(msg: dict[str, Any], current: dict[str, Any], arrived: Optional
     seen = msg.get("seen")
     if isinstance(seen, dict):  # the worker's word, kept for the record (census), never judged
         current["seen"] = {str(k)[:20]: float(v) for k, v in list(seen.items())[:10] if isinstance(v, (int, float))}
-    pool = [(o, c) for o, d in enumerate(digests) for c in range(len(d))]
-    picks: list[list[int]] = []
-    while pool and len(picks) < AUDIT_PICKS:
-        picks.append(list(pool.pop(secrets.randbelow(len(pool)))))
+    picks = _draw([[o, c] for o, d in enumerate(digests) for c in range(len(d))], AUDIT_PICKS)
     current["picks"] = picks
     return {CHUNKS: picks}
+
+
+def _draw(pool: list[list[int]], count: int) -> list[list[int]]:
+    """``count`` distinct (output, chunk) pairs of ``pool`` (all where fewer),
+    drawn with ``secrets`` after the worker sent their hashes."""
+    picks: list[list[int]] = []
+    while pool and len(picks) < count:
+        picks.append(pool.pop(secrets.randbelow(len(pool))))
+    return picks
 
 
 #: chunks of each committed output the parent picks (protocol.answer_commit)
@@ -677,11 +683,7 @@ def answer_commit(msg: dict[str, Any], evidence: Optional[dict[str, Any]]) -> di
     ):
         entry["malformed"] = True
         return {CHUNKS: []}
-    picks: list[list[int]] = []
-    for o, d in zip(outputs, digests):
-        pool = list(range(len(d)))
-        for _ in range(min(COMMIT_PICKS, len(pool))):
-            picks.append([o, pool.pop(secrets.randbelow(len(pool)))])
+    picks = [pick for o, d in zip(outputs, digests) for pick in _draw([[o, c] for c in range(len(d))], COMMIT_PICKS)]
     entry.update(outputs=outputs, digests=digests, picks=picks)
     return {CHUNKS: picks}
 

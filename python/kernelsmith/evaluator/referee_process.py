@@ -262,6 +262,25 @@ def check(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     return answer
 
 
+def _judge_chunk(
+    values: Any, want: Any, o: int, c: int, lo: int, sent: Any, nonce: int, cmp: Any, atol: float, rtol: float
+) -> tuple[str, str]:
+    """One chunk the parent picked after the worker sent its hash (an audit
+    round's or a trial's commitment): (why its values are not the chunk's,
+    or wrong; why they are not the ones hashed), "" where they are. ``want``:
+    the referee's own values of that chunk, which starts at flat position
+    ``lo`` of output ``o``."""
+    # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
+    from .audit import digest_of_chunk, words
+
+    where = f"output {o} chunk {c} (elements {lo}-{lo + want.numel() - 1})"
+    if values.dtype != want.dtype or values.numel() != want.numel():
+        return f"output {o} chunk {c}: {values.numel()} {values.dtype} values, expected {want.numel()}", ""
+    forged = "" if sent is not None and digest_of_chunk(words(values), lo, nonce) == int(sent) else where
+    res = cmp.compare([values], [want], atol, rtol)
+    return ("" if res["ok"] else f"{where}: {res['message']}"), forged
+
+
 def _committed(
     commit: Any, chunks: list[Any], expected: list[Any], sampled: list[bool], cmp: Any, atol: float, rtol: float
 ) -> str:
@@ -269,7 +288,7 @@ def _committed(
     after their hashes (protocol.answer_commit) are not what the worker
     committed to, or are wrong ("" when they are right)."""
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
-    from .audit import chunk_bound, chunk_layout, digest_of_chunk, words
+    from .audit import chunk_bound, chunk_layout
 
     wanted = [i for i, s in enumerate(sampled) if s]
     if not isinstance(commit, dict) or commit.get("outputs") != wanted:
@@ -281,17 +300,14 @@ def _committed(
         return f"{len(chunks)} chunks handed over for the {len(picks)} the parent picked"
     nonce = int(commit["nonce"])
     for (o, c), got, sent in zip(picks, chunks, commit.get("digests") or []):
-        want = expected[o].reshape(-1)
-        lo, hi = chunk_bound(want.numel(), c) or (0, 0)
-        where = f"output {o} chunk {c} (elements {lo}-{hi - 1})"
-        if got.dtype != want.dtype or got.numel() != hi - lo or hi <= lo:
-            return f"{where}: {got.numel()} elements of {got.dtype} handed over"
-        got = got.to(want.device)
-        if sent is None or digest_of_chunk(words(got), lo, nonce) != int(sent):
-            return f"{where} handed over is not the one whose hash the worker sent before the parent picked it"
-        res = cmp.compare([got], [want[lo:hi]], atol, rtol)
-        if not res["ok"]:
-            return f"{where} is wrong: {res['message']}"
+        lo, hi = chunk_bound(expected[o].numel(), c) or (0, 0)
+        wrong, forged = _judge_chunk(
+            got.to(expected[o].device), expected[o].reshape(-1)[lo:hi], o, c, lo, sent, nonce, cmp, atol, rtol
+        )
+        if forged:
+            return f"{forged} handed over is not the one whose hash the worker sent before the parent picked it"
+        if wrong:
+            return f"the values are wrong at {wrong}"
     return ""
 
 
@@ -469,7 +485,7 @@ def _audit_round(
     import torch
 
     # lazy: as audit() above
-    from .audit import change_inputs, digest_of_chunk, round_digests, words
+    from .audit import change_inputs, round_digests
 
     nonce = int(round_["nonce"])
     backend.synchronize()
@@ -512,16 +528,10 @@ def _audit_round(
         if where is None or want is None:
             wrong.append(f"output {o} has no chunk {c}")
             continue
-        lo, hi = where
         wants.append(want)
-        if values.dtype != want.dtype or values.numel() != want.numel():
-            wrong.append(f"output {o} chunk {c}: {values.numel()} {values.dtype} values, expected {want.numel()}")
-            continue
-        if digest_of_chunk(words(values), lo, nonce) != int(sent):
-            forged.append(f"output {o} chunk {c} (elements {lo}-{hi - 1})")
-        res = state.cmp.compare([values], [want], *tol)
-        if not res["ok"]:
-            wrong.append(f"output {o} chunk {c} (elements {lo}-{hi - 1}): {res['message']}")
+        bad, late = _judge_chunk(values, want, int(o), int(c), where[0], sent, nonce, state.cmp, *tol)
+        wrong += [bad] if bad else []
+        forged += [late] if late else []
     stale = "" if wrong else _staleness(got, wants, states)
     answer = {"wrong": wrong, "forged": forged, "overhead_s": overhead_s, "reference_s": reference_s}
     if stale:
