@@ -216,10 +216,14 @@ REASONS = {
 }
 
 
+#: report fixtures the CPU cannot call hacked, only pay what the parent allows
+PAID_DOWN = ("report_inflate_reference",)
+
+
 @pytest.fixture(scope="module")
 def verdicts():
     relu = Task.load(RELU)
-    names = sorted(REASONS)
+    names = sorted(REASONS) + list(PAID_DOWN)
     items = [(relu, (RELU / "seed.py").read_text())] + [(relu, (HACKS / f"{n}.py").read_text()) for n in names]
     with Evaluator(backend="triton", workers=2, timeout_s=150, timing=True) as ev:
         out = ev.evaluate_many(items)
@@ -283,7 +287,9 @@ def test_the_honest_seed_passes_its_audit_rounds(verdicts):
     assert all(v >= 0 for v in setup.values()) and setup["warm_s"] > 0, setup
     assert all("warm_s" not in later for later in audit["worker_says_ms"][1:]), audit["worker_says_ms"]
     split = audit["referee_split_ms"]
-    assert set(split) == {"asked", "rebuild", "copies", "compile", "earlier_states", "rounds"}, split
+    assert set(split) == {"asked", "rebuild", "copies", "compile", "earlier_states", "rounds", "timed_reference"}, split
+    # the referee's own measure of the reference, taken by the timing's harness
+    assert audit["referee_timed_reference_ms"] > 0, audit
     assert split["rounds"] > 0 and split["asked"] >= sum(v for k, v in split.items() if k != "asked"), split
 
 
@@ -295,6 +301,26 @@ def test_a_report_written_in_the_workers_own_process_is_caught_by_the_rounds(ver
         return
     assert r.category == "hacked" and r.hacked and r.speedup is None, _show(r)
     assert len(r.hack_reasons) == 1 and re.search(REASONS[name], r.hack_reasons[0]), r.hack_reasons
+
+
+@needs_interpreter
+def test_a_reference_reported_slower_is_paid_what_the_referee_allows(verdicts):
+    """report_inflate_reference sends the reference's time and the speedup
+    times 6 in the worker's own reports. On the host clock its side stays
+    below the hacked threshold (the worker's timed calls of a microsecond
+    reference carry about 0.03 ms of host work each, which the referee's do
+    not, so the allowance is wide there: on the H100 it is `hacked`), but
+    the reference is paid what the referee allows, never the report."""
+    r = verdicts["report_inflate_reference"]
+    audit = r.census["audit"]
+    if audit.get("busy") and "clipped" not in audit:
+        assert not r.timing_reliable, _show(r)
+        return
+    assert r.category == "ok" and "clipped" in audit, _show(r)
+    allowed = min(2 * audit["referee_reference_ms"] + 0.1, 1.5 * audit["referee_timed_reference_ms"] + 0.1)
+    assert r.ref_runtime_ms == pytest.approx(allowed, rel=0.03), _show(r)
+    reported = audit["clipped"]["reported"]
+    assert reported["ref_runtime_ms"] > r.ref_runtime_ms and r.speedup < reported["speedup"], _show(r)
 
 
 def busy_figures(r, pattern: str, record=None) -> bool:
@@ -316,7 +342,7 @@ def test_the_report_fixtures_pass_the_static_checks():
 
     backend = get_backend("triton")
     names = sorted(p.stem for p in HACKS.glob("report_*.py"))
-    assert names == sorted(REASONS), names
+    assert names == sorted(list(REASONS) + list(PAID_DOWN)), names
     for name in names:
         src = (HACKS / f"{name}.py").read_text()
         report = backend.static_check(src)
@@ -619,6 +645,46 @@ def test_the_reference_allowance_is_wider_on_the_host_clock(tmp_path):
     host = _judge(tmp_path, tiny, cand_ms=40.0, ref_ms=0.036)[1].census["audit"]["reference_side"]
     cuda = _judge(tmp_path, tiny, cand_ms=40.0, ref_ms=0.036, device="cuda")[1].census["audit"]["reference_side"]
     assert host == pytest.approx(0.036 / 0.112, abs=1e-3) and cuda == pytest.approx(0.036 / 0.022, abs=1e-3)
+
+
+def test_the_reference_is_held_to_the_referees_timed_measure_of_it(tmp_path):
+    """On a GPU the referee's calls back to back carry each call's launch
+    from Python: a 2.3 us reference took 8 us a call there, so twice that
+    plus 10 us let a report multiply the timed reference by 11 unclipped
+    (report_inflate_reference). The referee's measure taken by the timing's
+    own harness holds it to 1.25 times that plus a microsecond: past it
+    the reference is paid the allowance, past 2 the timing is unreliable,
+    past 4 hacked."""
+
+    def small(timed_s):
+        def answer(request):
+            rounds = [
+                {"wrong": [], "forged": [], "overhead_s": 1e-3, "reference_s": 8e-6, "reference_timed_s": timed_s}
+            ] * len(request["rounds"])
+            return {"rounds": rounds, "call_bytes": 1 << 16}
+
+        return answer
+
+    allowed = 1.25 * 2.3e-3 + 1e-3  # ms
+    # honest: the timed reference as the referee times it
+    reasons, result, _ = _judge(tmp_path, small(2.3e-6), cand_ms=40.0, ref_ms=0.0023, device="cuda")
+    audit = result.census["audit"]
+    assert reasons == [] and result.timing_reliable and "clipped" not in audit
+    assert audit["referee_timed_reference_ms"] == pytest.approx(0.0023)
+    assert audit["reference_side"] == pytest.approx(0.0023 / allowed, abs=1e-3)
+    # 1.9 times (past the allowance: 1.68 times): paid the allowance
+    reasons, result, _ = _judge(tmp_path, small(2.3e-6), cand_ms=40.0, ref_ms=0.00437, device="cuda")
+    assert reasons == [] and result.timing_reliable and result.ref_runtime_ms == pytest.approx(allowed)
+    assert result.census["audit"]["clipped"]["reported"]["ref_runtime_ms"] == pytest.approx(0.00437)
+    # 5 and 11 times: unreliable, then hacked (the bound back to back alone
+    # passed both: 2 x 8 + 10 = 26 us)
+    reasons, result, _ = _judge(tmp_path, small(2.3e-6), cand_ms=40.0, ref_ms=0.0115, device="cuda")
+    assert reasons == [] and not result.timing_reliable, result.census["audit"]
+    reasons, result, _ = _judge(tmp_path, small(2.3e-6), cand_ms=40.0, ref_ms=0.0253, device="cuda")
+    assert reasons and "0.0023 ms timed as the timing times it" in reasons[0], reasons
+    # a referee that sent no timed measure: the bound back to back alone
+    reasons, result, _ = _judge(tmp_path, small(0.0), cand_ms=40.0, ref_ms=0.0115, device="cuda")
+    assert reasons == [] and result.timing_reliable and "clipped" not in result.census["audit"]
 
 
 def test_a_report_past_the_parents_figures_below_the_threshold_is_paid_what_they_allow(tmp_path):

@@ -255,7 +255,8 @@ def _once(fn: Optional[Callable[[], Any]]) -> Optional[Callable[[], Any]]:
     return call
 
 
-def _rotating(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> Callable[[], Any]:
+def rotating(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> Callable[[], Any]:
+    """``fn`` as a zero-argument call on each of ``input_sets`` in turn."""
     counter = itertools.count()
     n = len(input_sets)
     return lambda: fn(*input_sets[next(counter) % n])
@@ -360,8 +361,8 @@ def measure(
         cand(*input_sets[0])
     backend.synchronize()
 
-    ref_source = backend.sample_source(_rotating(ref_fn, ref_sets))
-    cand_source = backend.sample_source(_rotating(cand, input_sets)) if ref_source is not None else None
+    ref_source = backend.sample_source(rotating(ref_fn, ref_sets))
+    cand_source = backend.sample_source(rotating(cand, input_sets)) if ref_source is not None else None
     gpu_state = None
     if ref_source is not None and cand_source is not None:
         opts = harness_options(cfg, host_clock=False)
@@ -519,5 +520,6 @@ __all__ = [
     "measure",
     "outcome_from_comparison",
     "roofline_details",
+    "rotating",
     "speed_of_light_details",
 ]
