@@ -687,6 +687,32 @@ def test_the_reference_is_held_to_the_referees_timed_measure_of_it(tmp_path):
     assert reasons == [] and result.timing_reliable and "clipped" not in result.census["audit"]
 
 
+def test_the_referee_times_the_reference_by_the_timings_harness_and_keeps_its_least(monkeypatch):
+    """The referee's measure of the reference (referee_process._timed_reference):
+    the timing's harness on the round's copies, the least of the first
+    three measures per task and set kept; a reference the harness cannot
+    time gives 0 (the parent then holds the report to the bound back to
+    back alone) rather than failing the round's check."""
+    from kernelsmith.backends.base import get_backend
+    from kernelsmith.evaluator import correctness, referee_process
+
+    backend, task = get_backend("triton"), Task.load(RELU)
+    monkeypatch.setattr(referee_process, "_TIMED", {})
+    x = torch.rand(1 << 14)
+    state = referee_process._State(torch.nn.ReLU(), [[x.clone()] for _ in range(4)], [x.numel()], correctness)
+    req = {"task": task.to_dict(), "set": "get_inputs"}
+    got = [referee_process._timed_reference(req, task, state, backend) for _ in range(5)]
+    assert all(0 < g < 0.01 for g in got), got
+    assert got[1] <= got[0] and got[2] <= got[1] and got[2] == got[3] == got[4], got
+    assert len(referee_process._TIMED) == 1 and len(next(iter(referee_process._TIMED.values()))) == 3
+
+    def untimeable(*args):
+        raise RuntimeError("no graph for this one")
+
+    broken = referee_process._State(untimeable, [[x]], [x.numel()], correctness)
+    assert referee_process._timed_reference({**req, "set": "get_inputs_odd"}, task, broken, backend) == 0.0
+
+
 def test_a_report_past_the_parents_figures_below_the_threshold_is_paid_what_they_allow(tmp_path):
     """Below the unreliable threshold a report may still claim more than the
     parent's own figures allow. The speedup paid is then the parent's: the
