@@ -91,13 +91,16 @@ HOST_REFERENCE_SLACK_S = 1e-4
 #: longer before its side counts. The bound above, calls back to back, is
 #: several times a microsecond kernel's timed call on a GPU (each call's
 #: launch from Python): on the H100 the Triton table's honest reference
-#: sides against it were 0.03-0.39 (2026-11-27, session 23), so a report
+#: sides against it were 0.027-0.39 (2026-11-27, session 23), so a report
 #: could multiply such a reference by 3 to 37 and be paid in full; against
 #: the timed measure it gains at most 1 + this share
 TIMED_REFERENCE_SHARE = 0.25
-#: ... plus this much per call: a sample of the harness's on a GPU is 0.1 ms
-#: or more of calls timed by events (about half a microsecond a sample)
-TIMED_REFERENCE_SLACK_S = 2e-7
+#: ... plus this much per call. On the H100 (session 23) the honest reports
+#: were 0.94-1.29 times the referee's timed measure on the Triton table (the
+#: widest on references of 2-5 us) and 0.43-1.004 at KernelBench's upstream
+#: sizes: with 0.5 us the widest honest side is 0.92, and
+#: report_inflate_reference's 6 times on a 2.3 us relu is 4.4, `hacked`
+TIMED_REFERENCE_SLACK_S = 5e-7
 #: ... on the host clock, whose timed samples on a busy 2-core host spread
 #: more, plus HOST_REFERENCE_SLACK_S per call: the worker's timed calls run
 #: under its guards (the relu seed's reference: 0.034 ms timed in the
