@@ -306,7 +306,7 @@ def test_a_report_written_in_the_workers_own_process_is_caught_by_the_rounds(ver
 @needs_interpreter
 def test_a_reference_reported_slower_is_paid_what_the_referee_allows(verdicts):
     """report_inflate_reference sends the reference's time and the speedup
-    times 6 in the worker's own reports. On the host clock its side stays
+    times 8 in the worker's own reports. On the host clock its side stays
     below the hacked threshold (the worker's timed calls of a microsecond
     reference carry about 0.03 ms of host work each, which the referee's do
     not, so the allowance is wide there: on the H100 it is `hacked`), but
