@@ -101,7 +101,7 @@ TIMED_REFERENCE_SHARE = 0.25
 #: reported, 1.78 us measured, a side of 0.97 with 0.5 us of slack), and
 #: 0.43-1.015 at KernelBench's upstream sizes. With 1 us the widest honest
 #: side is 0.84, and report_inflate_reference's 8 times on a 2.3 us relu is
-#: about 5.4, `hacked`; a report on a 2 us reference is paid in full up to
+#: 4.67, `hacked` (59f2794); a report on a 2 us reference is paid in full up to
 #: about 1.75 times the referee's measure, on a 10 us one 1.35 times
 TIMED_REFERENCE_SLACK_S = 1e-6
 #: ... on the host clock, whose timed samples on a busy 2-core host spread
