@@ -3,10 +3,13 @@ rounds") of every timed result in one or more results JSON files
 (benchmarks/gpu_verdicts.py --json, bench_kernelbench.py --json,
 bench_eval_throughput.py --json and bench_side_by_side.py's --keep files):
 per result its reported time per call, the lower bound the parent's clock
-gave, each side's excess, the worker's word on the fastest round's parts and
-the rest of it (the round trip and the parent's latency); then per file the
-largest excess among honest programs (the thresholds: unreliable past 2,
-hacked past 4), how many were clipped (paid the parent's figure:
+gave, the referee's two measures of the reference (back to back, and timed
+by the timing's harness) with the reported reference's ratio to the
+second, each side's excess, the worker's word on the fastest round's parts
+and the rest of it (the round trip and the parent's latency); then per file
+the largest excess and reference side among honest programs (the
+thresholds: unreliable past 2, hacked past 4), the spread of the reference
+ratios, how many were clipped (paid the parent's figure:
 audit_check.clip), and the median headroom and calls per round.
 
     python3 benchmarks/audit_figures.py RESULTS.json [MORE.json ...]
@@ -59,6 +62,8 @@ def row(r: dict[str, Any], a: dict[str, Any]) -> str:
         a.get("other_work_ms"),
         a.get("reported_ref_ms"),
         a.get("referee_reference_ms"),
+        a.get("referee_timed_reference_ms", "-"),
+        reference_ratio(a) or "-",
         a.get("candidate_side"),
         a.get("reference_side"),
         a.get("excess"),
@@ -71,15 +76,28 @@ def row(r: dict[str, Any], a: dict[str, Any]) -> str:
     return " | ".join(str(x) for x in values)
 
 
+def reference_ratio(a: dict[str, Any]) -> Any:
+    """The reported reference over the referee's own timed measure of it
+    (referee_process._timed_reference; None where it sent none)."""
+    timed, reported = a.get("referee_timed_reference_ms"), a.get("reported_ref_ms")
+    if not timed or not isinstance(reported, (int, float)):
+        return None
+    return round(float(reported) / float(timed), 4)
+
+
 def summary(path: str, found: list[dict[str, Any]]) -> str:
     ok = [audit_of(r) for r in found if category(r) == "ok" and "excess" in audit_of(r)]
     if not ok:
         return f"# {path}: no audited ok result"
     heads = [float(a["headroom"]) for a in ok if a.get("headroom") is not None]
     head = f"{statistics.median(heads):.3f}" if heads else "-"
+    ratios = [x for x in (reference_ratio(a) for a in ok) if x is not None]
+    spread = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
     return (
         f"# {path}: {len(ok)} audited ok | largest candidate side {max(float(a.get('candidate_side') or 0) for a in ok):.3f}"
         f" | largest excess {max(float(a['excess']) for a in ok):.3f} | clipped {sum(1 for a in ok if a.get('clipped'))}"
+        f" | largest reference side {max(float(a.get('reference_side') or 0) for a in ok):.3f}"
+        f" | reported reference / referee's timed {spread}"
         f" | median headroom {head} | median calls {statistics.median(int(a.get('calls') or 0) for a in ok):g}"
     )
 
@@ -90,7 +108,8 @@ def main(paths: list[str]) -> int:
         return 2
     print(
         "# category | reported_cand_ms | call_at_least_ms | wall_ms | wall_arrival_ms | other_ms | ref_ms | "
-        "referee_ref_ms | cand_side | ref_side | excess | headroom | clipped | unreliable | worker_says | rest"
+        "referee_ref_ms | referee_timed_ref_ms | ref_ratio | cand_side | ref_side | excess | headroom | clipped | "
+        "unreliable | worker_says | rest"
     )
     summaries = []
     for path in paths:
