@@ -312,6 +312,9 @@ def test_a_reference_reported_slower_is_paid_what_the_referee_allows(verdicts):
     not, so the allowance is wide there: on the H100 it is `hacked`), but
     the reference is paid what the referee allows, never the report."""
     r = verdicts["report_inflate_reference"]
+    if r.category == "hacked":  # a slow host's honest reference times 8 can pass the hacked threshold too
+        assert len(r.hack_reasons) == 1 and "timed as the timing times it" in r.hack_reasons[0], _show(r)
+        return
     audit = r.census["audit"]
     if audit.get("busy") and "clipped" not in audit:
         assert not r.timing_reliable, _show(r)
