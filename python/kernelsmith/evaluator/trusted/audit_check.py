@@ -105,10 +105,12 @@ TIMED_REFERENCE_SHARE = 0.25
 #: about 1.75 times the referee's measure, on a 10 us one 1.35 times
 TIMED_REFERENCE_SLACK_S = 1e-6
 #: ... on the host clock, whose timed samples on a busy 2-core host spread
-#: more, plus HOST_REFERENCE_SLACK_S per call: the worker's timed calls run
-#: under its guards (the relu seed's reference: 0.034 ms timed in the
-#: worker against 0.005 ms timed in the referee, 2026-11-27), so there the
-#: timed measure says little more than the one back to back
+#: more, plus HOST_REFERENCE_SLACK_S per call: there the worker's timed
+#: reference calls start cold after the candidate's sample (the relu seed's
+#: reference: 0.022-0.036 ms timed in the worker against 0.005-0.007 ms in
+#: the referee; relu took 3.8 us warm and 34-52 us after other work on that
+#: host, 2026-11-27), so the timed measure says little more than the one
+#: back to back (docs/evaluator.md, "The reference's side")
 HOST_TIMED_REFERENCE_SHARE = 0.5
 
 
