@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from .. import timing as kt
 from ..task import TimingConfig
+from ..timing.results import verdict_of
 from ..timing.roofline import lookup_peak
 from ..timing import sol
 
@@ -496,7 +497,7 @@ def combine_shapes(
             base.speed_of_light,
         )
     low, high = mean([o.speedup_ci_low for o in outcomes]), mean([o.speedup_ci_high for o in outcomes])
-    verdict = "faster" if low > 1.0 else "slower" if high < 1.0 else "indistinguishable"
+    verdict = verdict_of(low, high)
     return TimingOutcome(
         mean([o.runtime_ms for o in outcomes]),
         mean([o.ref_runtime_ms for o in outcomes]),

@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..timing.results import verdict_of
+
 #: the first line of the comment block ``best_program.py`` starts with
 HEADER_MARK = "# kernelsmith best program:"
 
@@ -92,17 +94,6 @@ class BestFigure:
             "# (these comment lines are not part of the program the run evaluated)",
         ]
         return "\n".join(lines) + "\n"
-
-
-def verdict_of(low: Optional[float], high: Optional[float]) -> str:
-    """The timing verdict a speedup CI implies (1.0x = PyTorch)."""
-    if low is None or high is None:
-        return ""
-    if low > 1.0:
-        return "faster"
-    if high < 1.0:
-        return "slower"
-    return "indistinguishable"
 
 
 def step_figure(

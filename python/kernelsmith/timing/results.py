@@ -13,6 +13,18 @@ SCHEMA_VERSION = 1
 VERDICTS = ("faster", "slower", "indistinguishable", "rejected")
 
 
+def verdict_of(low: Optional[float], high: Optional[float]) -> str:
+    """The timing verdict a speedup CI implies (1.0x = PyTorch); "" where
+    either end is missing."""
+    if low is None or high is None:
+        return ""
+    if low > 1.0:
+        return "faster"
+    if high < 1.0:
+        return "slower"
+    return "indistinguishable"
+
+
 def _from_dict(cls: Any, data: Mapping[str, Any]) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)

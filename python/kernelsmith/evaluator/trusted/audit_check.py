@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ...result import EvalResult
+from ...timing.results import verdict_of
 from ..audit import MOST_CALLS, ROUNDS, calls_per_round, reported_times
 from ..contention import busy_host
 from ..evidence import copy_regular
@@ -298,13 +299,11 @@ def clip(figures: dict[str, Any], by: tuple[float, float]) -> Optional[dict[str,
         value = figures.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             figures[key] = float(value) * scale
-    low, high = figures.get("speedup_ci_low"), figures.get("speedup_ci_high")
+    implied = verdict_of(figures.get("speedup_ci_low"), figures.get("speedup_ci_high"))
     for key in VERDICTS:
         # "rejected" and an untimed "" stay; the others follow the clipped CI
-        if figures.get(key) in ("faster", "slower", "indistinguishable") and isinstance(low, float):
-            figures[key] = (
-                "faster" if low > 1.0 else "slower" if isinstance(high, float) and high < 1.0 else "indistinguishable"
-            )
+        if figures.get(key) in ("faster", "slower", "indistinguishable") and implied:
+            figures[key] = implied
     return {"by": round(cand * ref, 4), "candidate": round(cand, 4), "reference": round(ref, 4), "reported": reported}
 
 
