@@ -381,8 +381,8 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 #: measure made while another process loaded the device is only longer;
 #: one measure a request cost the pool's throughput about 0.1 s of the
 #: referee's time per audited evaluation on the H100)
-_TIMED: dict[tuple[str, str], list[float]] = {}
-_ASKED: dict[tuple[str, str], int] = {}
+#: (task id, set) -> [audits asked, the measures taken]
+_TIMED: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
 TIMED_AT = (1, 8, 64)
 #: each measure's sampling budget (the timing's own is seconds)
 TIMED_BUDGET_S = 0.25
@@ -398,12 +398,9 @@ def _timed_reference(req: dict[str, Any], task: Any, state: "_State", backend: A
     with this, not with calls back to back (which on a GPU carry each call's
     launch from Python: several times a microsecond kernel's timed call).
     0 where the harness cannot time it (the bound back to back alone)."""
-    import hashlib
-
-    key = (hashlib.sha256(json.dumps(req["task"], sort_keys=True, default=str).encode()).hexdigest(), str(req["set"]))
-    _ASKED[key] = _ASKED.get(key, 0) + 1
-    seen = _TIMED.setdefault(key, [])
-    if _ASKED[key] in TIMED_AT:
+    asked, seen = _TIMED.setdefault((task.id, str(req["set"])), ([0], []))
+    asked[0] += 1
+    if asked[0] in TIMED_AT:
         try:
             seen.append(_bench_reference(task.config.timing, state, backend))
         except Exception as exc:  # a reference the harness cannot time: the bound back to back alone

@@ -650,8 +650,7 @@ def _figures(
     host_clock = bool(audits[0].get("host_clock", not on_gpu))
     slack = SLACK_S + (SLACK_SHARE if host_clock else DEVICE_SLACK_SHARE) * other
     bound = wall - other - slack  # the program's call took at least this long, if positive
-    figures = _record(audits, checked, other, slack, bound, reference, load)
-    figures["referee_timed_reference_ms"] = round(timed * 1e3, 6)
+    figures = _record(audits, checked, other, slack, bound, (reference, timed), load)
     judged = Judged(record=figures)
     if reported is None or reference <= 0:
         return judged
@@ -769,10 +768,11 @@ def _record(
     other: float,
     slack: float,
     bound: float,
-    reference: float,
+    references: tuple[float, float],
     load: dict[str, Any],
 ) -> dict[str, Any]:
-    """The rounds' figures as the result's census keeps them."""
+    """The rounds' figures as the result's census keeps them; ``references``:
+    the referee's reference per call back to back and timed (s)."""
     calls = int(audits[0]["calls"])
     return {
         "rounds": len(audits),
@@ -788,7 +788,8 @@ def _record(
         "other_work_ms": round(other * 1e3, 4),
         "slack_ms": round(slack * 1e3, 4),
         "call_at_least_ms": round(max(0.0, bound) * 1e3, 4),
-        "referee_reference_ms": round(reference * 1e3, 4),
+        "referee_reference_ms": round(references[0] * 1e3, 4),
+        "referee_timed_reference_ms": round(references[1] * 1e3, 6),
         # what the worker says its rounds' parts took: not judged, a record of
         # where an honest round's time goes (the rest is the round trip)
         "worker_says_ms": [
