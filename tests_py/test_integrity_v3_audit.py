@@ -288,8 +288,9 @@ def test_the_honest_seed_passes_its_audit_rounds(verdicts):
     assert all("warm_s" not in later for later in audit["worker_says_ms"][1:]), audit["worker_says_ms"]
     split = audit["referee_split_ms"]
     assert set(split) == {"asked", "rebuild", "copies", "compile", "earlier_states", "rounds", "timed_reference"}, split
-    # the referee's own measure of the reference, taken by the timing's harness
-    assert audit["referee_timed_reference_ms"] > 0, audit
+    # the referee times the reference itself only on a device clock: on the
+    # host clock a warm measure there is no bound on the worker's cold calls
+    assert audit["referee_timed_reference_ms"] == 0, audit
     assert split["rounds"] > 0 and split["asked"] >= sum(v for k, v in split.items() if k != "asked"), split
 
 
@@ -306,21 +307,22 @@ def test_a_report_written_in_the_workers_own_process_is_caught_by_the_rounds(ver
 @needs_interpreter
 def test_a_reference_reported_slower_is_paid_what_the_referee_allows(verdicts):
     """report_inflate_reference sends the reference's time and the speedup
-    times 8 in the worker's own reports. On the host clock its side stays
-    below the hacked threshold (the worker's timed calls of a microsecond
-    reference carry about 0.03 ms of host work each, which the referee's do
-    not, so the allowance is wide there: on the H100 it is `hacked`), but
-    the reference is paid what the referee allows, never the report."""
+    times 8 in the worker's own reports. On the host clock it is held only
+    to the referee's calls back to back, whose allowance is wide there (the
+    worker's timed calls of a microsecond reference run cold and take about
+    0.03 ms each): its side mostly stays below the hacked threshold (on the
+    H100, against the referee's timed measure, it is `hacked`), but the
+    reference is paid what the referee allows, never the report."""
     r = verdicts["report_inflate_reference"]
     if r.category == "hacked":  # a slow host's honest reference times 8 can pass the hacked threshold too
-        assert len(r.hack_reasons) == 1 and "timed as the timing times it" in r.hack_reasons[0], _show(r)
+        assert len(r.hack_reasons) == 1 and "ms of the reference; the parent's own clock" in r.hack_reasons[0], _show(r)
         return
     audit = r.census["audit"]
     if audit.get("busy") and "clipped" not in audit:
         assert not r.timing_reliable, _show(r)
         return
     assert r.category == "ok" and "clipped" in audit, _show(r)
-    allowed = min(2 * audit["referee_reference_ms"] + 0.1, 1.5 * audit["referee_timed_reference_ms"] + 0.1)
+    allowed = 2 * audit["referee_reference_ms"] + 0.1  # the host clock's bound: calls back to back
     assert r.ref_runtime_ms == pytest.approx(allowed, rel=0.03), _show(r)
     reported = audit["clipped"]["reported"]
     assert reported["ref_runtime_ms"] > r.ref_runtime_ms and r.speedup < reported["speedup"], _show(r)
@@ -690,33 +692,35 @@ def test_the_reference_is_held_to_the_referees_timed_measure_of_it(tmp_path):
     assert reasons == [] and result.timing_reliable and "clipped" not in result.census["audit"]
 
 
-def test_the_referee_times_the_reference_by_the_timings_harness_and_keeps_its_least(monkeypatch):
+def test_the_referee_times_the_reference_on_a_device_clock_and_keeps_its_least(monkeypatch):
     """The referee's measure of the reference (referee_process._timed_reference):
-    the timing's harness on the round's copies, measured at a task and
-    set's 1st, 8th and 64th request, the least kept; a reference the
-    harness cannot time gives 0 (the parent then holds the report to the
-    bound back to back alone) rather than failing the round's check."""
+    taken at a task and set's 1st, 8th and 64th audit, the least kept; on
+    the host clock none (the real backend here: the interpreter's), and a
+    reference the harness cannot time gives 0 rather than failing the
+    round's check (the parent then holds the report to the bound back to
+    back alone). The device clock's measure itself runs on the H100
+    (benchmarks/gpu_verify.sh verdicts integrity)."""
     from kernelsmith.backends.base import get_backend
     from kernelsmith.evaluator import correctness, referee_process
 
     backend, task = get_backend("triton"), Task.load(RELU)
-    monkeypatch.setattr(referee_process, "_TIMED", {})
-    monkeypatch.setattr(referee_process, "TIMED_AT", (1, 2, 3))
     x = torch.rand(1 << 14)
     state = referee_process._State(torch.nn.ReLU(), [[x.clone()] for _ in range(4)], [x.numel()], correctness)
     req = {"task": task.to_dict(), "set": "get_inputs"}
-    got = [referee_process._timed_reference(req, task, state, backend) for _ in range(5)]
-    assert all(0 < g < 0.01 for g in got), got
-    assert got[1] <= got[0] and got[2] <= got[1] and got[2] == got[3] == got[4], got
-    assert list(referee_process._TIMED) == [(task.id, "get_inputs")], referee_process._TIMED
-    assert referee_process._TIMED[(task.id, "get_inputs")][0] == [5]
-    assert len(referee_process._TIMED[(task.id, "get_inputs")][1]) == 3
+    assert referee_process._bench_reference(task.config.timing, state, backend) == []  # the host clock
 
-    def untimeable(*args):
+    measures = iter([3e-6, 5e-6, 2e-6])
+    monkeypatch.setattr(referee_process, "_TIMED", {})
+    monkeypatch.setattr(referee_process, "_bench_reference", lambda cfg, st, be: [next(measures)])
+    got = [referee_process._timed_reference(req, task, state, backend) for _ in range(70)]
+    assert got[0] == got[6] == 3e-6 and got[7] == got[62] == 3e-6 and got[63] == got[69] == 2e-6, got
+    assert referee_process._TIMED[(task.id, "get_inputs")] == ([70], [3e-6, 5e-6, 2e-6])
+
+    def untimeable(cfg, st, be):
         raise RuntimeError("no graph for this one")
 
-    broken = referee_process._State(untimeable, [[x]], [x.numel()], correctness)
-    assert referee_process._timed_reference({**req, "set": "get_inputs_odd"}, task, broken, backend) == 0.0
+    monkeypatch.setattr(referee_process, "_bench_reference", untimeable)
+    assert referee_process._timed_reference({**req, "set": "get_inputs_odd"}, task, state, backend) == 0.0
 
 
 def test_a_report_past_the_parents_figures_below_the_threshold_is_paid_what_they_allow(tmp_path):

@@ -390,25 +390,28 @@ TIMED_BUDGET_S = 0.25
 
 def _timed_reference(req: dict[str, Any], task: Any, state: "_State", backend: Any) -> float:
     """The reference's seconds per call on the round's copies, timed by the
-    harness the worker's timing uses (kernelsmith.timing: on a GPU events,
-    CUDA graphs and the L2 flush; an external timer where the backend has
-    one; else the host clock with a synchronisation around every sample of
-    as few calls as the timing makes there), over as many distinct sets as
-    the timing rotates over. The parent compares the reported reference
+    harness the worker's timing uses on a device clock (kernelsmith.timing:
+    on a GPU events, CUDA graphs and the L2 flush; the backend's external
+    timer, OpenCL's events, where it has one), over as many distinct sets
+    as the timing rotates over. The parent compares the reported reference
     with this, not with calls back to back (which on a GPU carry each call's
     launch from Python: several times a microsecond kernel's timed call).
-    0 where the harness cannot time it (the bound back to back alone)."""
+    0 on the host clock (there the worker's timed reference runs cold after
+    the candidate's sample and a warm measure here is no bound on it:
+    docs/evaluator.md, "The reference's side") and where the harness cannot
+    time it: the bound back to back alone."""
     asked, seen = _TIMED.setdefault((task.id, str(req["set"])), ([0], []))
     asked[0] += 1
     if asked[0] in TIMED_AT:
         try:
-            seen.append(_bench_reference(task.config.timing, state, backend))
+            seen.extend(_bench_reference(task.config.timing, state, backend))
         except Exception as exc:  # a reference the harness cannot time: the bound back to back alone
             print(f"referee: the reference could not be timed ({type(exc).__name__}: {exc})", file=sys.stderr)
     return min(seen) if seen else 0.0
 
 
-def _bench_reference(cfg: Any, state: "_State", backend: Any) -> float:
+def _bench_reference(cfg: Any, state: "_State", backend: Any) -> list[float]:
+    """[seconds per call] on a device clock; [] on the host clock."""
     import torch
 
     from .. import timing as kt  # lazy: as audit() above
@@ -424,24 +427,19 @@ def _bench_reference(cfg: Any, state: "_State", backend: Any) -> float:
     on_gpu = backend.timing_device() == "cuda"
     sets = state.sets[: max(1, cfg.gpu_input_sets if on_gpu else cfg.input_sets)]
     source = backend.sample_source(rotating(call, sets))
-    opts = harness_options(cfg, host_clock=source is None and not on_gpu)
+    if source is None and not on_gpu:
+        return []
+    opts = harness_options(cfg, host_clock=False)
     opts.update(
         time_budget_s=min(float(opts["time_budget_s"]), TIMED_BUDGET_S),
         check_hidden_work=False,
         record_gpu_state=False,
         target_rel_half_width=max(float(opts["target_rel_half_width"]), 0.01),
     )
-    opts.pop("ci_floor", None)
     with torch.no_grad():
         if source is not None:
-            m = kt.bench_samples(source, unit="s", **opts)
-        elif on_gpu:
-            m = kt.bench(call, input_sets=[list(s) for s in sets], device="cuda", **opts)
-        else:
-            # the timing's host samples: no more calls in one than sets (evaluator/timing.py)
-            opts["max_launches_per_sample"] = max(1, min(int(opts["max_launches_per_sample"]), len(sets)))
-            m = kt.bench(call, input_sets=[list(s) for s in sets], device="cpu", sync=backend.synchronize, **opts)
-    return float(m.median_s)
+            return [float(kt.bench_samples(source, unit="s", **opts).median_s)]
+        return [float(kt.bench(call, input_sets=[list(s) for s in sets], device="cuda", **opts).median_s)]
 
 
 class _State:

@@ -105,14 +105,6 @@ TIMED_REFERENCE_SHARE = 0.25
 #: 4.67, `hacked` (59f2794); a report on a 2 us reference is paid in full up to
 #: about 1.75 times the referee's measure, on a 10 us one 1.35 times
 TIMED_REFERENCE_SLACK_S = 1e-6
-#: ... on the host clock, whose timed samples on a busy 2-core host spread
-#: more, plus HOST_REFERENCE_SLACK_S per call: there the worker's timed
-#: reference calls start cold after the candidate's sample (the relu seed's
-#: reference: 0.022-0.036 ms timed in the worker against 0.005-0.007 ms in
-#: the referee; relu took 3.8 us warm and 34-52 us after other work on that
-#: host, 2026-11-27), so the timed measure says little more than the one
-#: back to back (docs/evaluator.md, "The reference's side")
-HOST_TIMED_REFERENCE_SHARE = 0.5
 
 
 class AuditCheck(TrustedCheck):
@@ -664,7 +656,7 @@ def _figures(
     # threshold); where the calls are under the slack the candidate's side
     # tells nothing, and the reference's side alone still does
     candidate_side = max(bound, 0.0) / (calls * cand_ms / 1e3 + CANDIDATE_MARGIN_S)
-    reference_side = _reference_side(ref_ms, reference, timed, on_gpu, host_clock)
+    reference_side = _reference_side(ref_ms, reference, timed, on_gpu)
     excess = max(candidate_side, reference_side, candidate_side * reference_side)
     reported_calls_s = calls * cand_ms / 1e3
     figures.update(
@@ -691,20 +683,15 @@ def _figures(
     return judged
 
 
-def _reference_side(ref_ms: float, reference: float, timed: float, on_gpu: bool, host_clock: bool) -> float:
+def _reference_side(ref_ms: float, reference: float, timed: float, on_gpu: bool) -> float:
     """The reported reference (ms) over what the referee allows: twice its
     calls back to back (``reference``, s) plus a slack, and where the
     referee sent one, its measure by the timing's harness (``timed``, s) a
     share longer plus a slack; the tighter of the two."""
     ref_slack = REFERENCE_SLACK_S if on_gpu else HOST_REFERENCE_SLACK_S
     side = ref_ms / (((1 + REFERENCE_SHARE) * reference + ref_slack) * 1e3)
-    if timed > 0:
-        share, per_call = (
-            (HOST_TIMED_REFERENCE_SHARE, HOST_REFERENCE_SLACK_S)
-            if host_clock
-            else (TIMED_REFERENCE_SHARE, TIMED_REFERENCE_SLACK_S)
-        )
-        side = max(side, ref_ms / (((1 + share) * timed + per_call) * 1e3))
+    if timed > 0:  # a device clock's (the referee measures none on the host clock)
+        side = max(side, ref_ms / (((1 + TIMED_REFERENCE_SHARE) * timed + TIMED_REFERENCE_SLACK_S) * 1e3))
     return side
 
 
@@ -827,5 +814,4 @@ __all__ = [
     "HOST_REFERENCE_SLACK_S",
     "TIMED_REFERENCE_SHARE",
     "TIMED_REFERENCE_SLACK_S",
-    "HOST_TIMED_REFERENCE_SHARE",
 ]
