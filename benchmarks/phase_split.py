@@ -8,6 +8,13 @@ the worker's set-up before the slot and its first round (its own word), and
 the referee's check of the rounds, part by part.
 
     python3 benchmarks/phase_split.py BASE.json HEAD.json
+    python3 benchmarks/phase_split.py --rows HEAD.json   # each timed result's row
+
+A median of each phase is not a split of the median wall: the phases of
+different rows make it (session 24 found a referee phase's median 0.3 s
+over its requests' medians), so ``--rows`` prints every timed result's
+wall, queue, the worker's phases and the parent's (the referee's checks,
+its requests' wait and service) side by side.
 """
 
 from __future__ import annotations
@@ -46,7 +53,56 @@ def value(row: dict, key: str) -> float:
     return float((row.get("phases") or {}).get(key, 0.0))
 
 
+ROW_KEYS = [
+    "queue",
+    "compile",
+    "correctness",
+    "census",
+    "timing",
+    "slot:warmup",
+    "slot:sources",
+    "slot:pairs",
+    "slot:moves",
+    "slot:work",
+    "slot:judged",
+    "audit",
+    "audit_slot",
+    "stopped",
+    "referee",
+    "check_referee",
+    "check_audit_rounds",
+    "referee_waited_s",
+    "referee_check_s",
+    "referee_audit_s",
+    "referee_stopped_s",
+]
+
+
+def print_rows(path: str) -> None:
+    """Every timed result of ``path``, one line each, with its group."""
+    data = json.loads(open(path).read())
+    named: list[tuple[str, dict]] = []
+    if isinstance(data, dict) and "candidates" in data:
+        for c in data["candidates"]:
+            for r in (c.get("results") or {}).values():
+                named.append((f"{c.get('group', '')}:{c.get('name', '')}", r))
+    else:
+        named = [(str(i), r) for i, r in enumerate(rows_of(path))]
+    short = [k.replace("referee_", "r_").replace("check_", "c_").replace("slot:", "s:") for k in ROW_KEYS]
+    print("# row | wall_s | " + " | ".join(short))
+    for name, r in named:
+        if r.get("speedup") is None:
+            continue
+        cells = [f"{float((r.get('phases') or {}).get(k, 0.0)):.3f}" for k in ROW_KEYS]
+        print(f"{name} | {float(r['wall_s']):.3f} | " + " | ".join(cells))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--rows"]:
+        for path in sys.argv[2:]:
+            print(f"## {path}")
+            print_rows(path)
+        return
     tables = {path: [r for r in rows_of(path) if r.get("speedup") is not None] for path in sys.argv[1:]}
     keys = sorted({k for rows in tables.values() for r in rows for k in (r.get("phases") or {})})
     parts = sorted({k for rows in tables.values() for r in rows for k in audit_parts(r)})

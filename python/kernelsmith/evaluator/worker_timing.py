@@ -132,12 +132,17 @@ def time_shapes(
     several = len(names) > 1
     outcomes = []
     held = 0.0
+    measured = [0.0]  # of which the measures themselves (the rest: the reports' round trips, the parent's verdicts)
     for index, name in enumerate(names):
         input_sets = draw(index, name)
         ref_sets, given, prints = own_copies(torch, input_sets, clone, cmp)
 
         def take(input_sets: list = input_sets, ref_sets: list = ref_sets) -> Any:
-            return measure_once(input_sets, ref_sets)
+            started = time.monotonic()
+            try:
+                return measure_once(input_sets, ref_sets)
+            finally:
+                measured[0] += time.monotonic() - started
 
         # One timing per device at a time: the parent grants the slot and
         # stops the device's other workers meanwhile.
@@ -155,6 +160,7 @@ def time_shapes(
         after(name, outcome, input_sets, ref_sets, given, prints, pin)
     if phases is not None:
         phases["timing"] = round(held, 4)
+        phases["slot:judged"] = round(held - measured[0], 4)
     return outcomes
 
 
@@ -330,6 +336,7 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[st
                 spare=spares.get("spare"),
                 device_name=device_name,
                 work=work if timing_cfg.roofline else None,
+                parts=ctx.out.setdefault("phases", {}),
             )
         except CandidateTimingError as exc:
             # the timed calls' peak is the reference's too: only the failed request counts
