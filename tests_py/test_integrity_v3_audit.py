@@ -693,15 +693,18 @@ def test_the_reference_is_held_to_the_referees_timed_measure_of_it(tmp_path):
 
 
 def test_the_referee_times_the_reference_on_a_device_clock_and_keeps_its_least(monkeypatch):
-    """The referee's measure of the reference (referee_process._timed_reference):
-    taken at a task and set's 1st, 8th and 64th audit, the least kept; on
-    the host clock none (the real backend here: the interpreter's), and a
-    reference the harness cannot time gives 0 rather than failing the
-    round's check (the parent then holds the report to the bound back to
+    """The referee's measure of the reference: the parent's schedule
+    (referee.TimedReferences, over all of a device's referee lanes) asks for
+    one at a task and set's 1st, 8th and 64th audit and keeps the least; the
+    process (referee_process._timed_reference) measures only when asked,
+    none on the host clock (the real backend here: the interpreter's), and a
+    reference the harness cannot time gives no measure rather than failing
+    the round's check (the parent then holds the report to the bound back to
     back alone). The device clock's measure itself runs on the H100
     (benchmarks/gpu_verify.sh verdicts integrity)."""
     from kernelsmith.backends.base import get_backend
     from kernelsmith.evaluator import correctness, referee_process
+    from kernelsmith.evaluator.referee import TimedReferences
 
     backend, task = get_backend("triton"), Task.load(RELU)
     x = torch.rand(1 << 14)
@@ -710,17 +713,24 @@ def test_the_referee_times_the_reference_on_a_device_clock_and_keeps_its_least(m
     assert referee_process._bench_reference(task.config.timing, state, backend) == []  # the host clock
 
     measures = iter([3e-6, 5e-6, 2e-6])
-    monkeypatch.setattr(referee_process, "_TIMED", {})
     monkeypatch.setattr(referee_process, "_bench_reference", lambda cfg, st, be: [next(measures)])
-    got = [referee_process._timed_reference(req, task, state, backend) for _ in range(70)]
+    schedule, key, got = TimedReferences(), (task.id, "get_inputs"), []
+    for _ in range(70):
+        asked = schedule.plan(key)
+        taken = referee_process._timed_reference({**req, "time_reference": asked}, task, state, backend)
+        assert bool(taken) == asked, (asked, taken)
+        got.append(schedule.record(key, taken))
     assert got[0] == got[6] == 3e-6 and got[7] == got[62] == 3e-6 and got[63] == got[69] == 2e-6, got
-    assert referee_process._TIMED[(task.id, "get_inputs")] == ([70], [3e-6, 5e-6, 2e-6])
+    assert schedule.seen[key] == ([70], [3e-6, 5e-6, 2e-6])
+    assert referee_process._timed_reference(req, task, state, backend) == []  # not asked: no measure
 
     def untimeable(cfg, st, be):
         raise RuntimeError("no graph for this one")
 
     monkeypatch.setattr(referee_process, "_bench_reference", untimeable)
-    assert referee_process._timed_reference({**req, "set": "get_inputs_odd"}, task, state, backend) == 0.0
+    odd = {**req, "set": "get_inputs_odd", "time_reference": True}
+    assert referee_process._timed_reference(odd, task, state, backend) == []
+    assert schedule.record((task.id, "get_inputs_odd"), []) == 0.0
 
 
 def test_a_report_past_the_parents_figures_below_the_threshold_is_paid_what_they_allow(tmp_path):

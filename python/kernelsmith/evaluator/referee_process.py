@@ -157,8 +157,12 @@ def _reference_file(source: str) -> str:
 
     path = os.path.join(os.getcwd(), f"reference_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py")
     if not os.path.exists(path):
-        with open(path, "w", encoding="utf-8") as f:
+        # written whole, then renamed: the referee's other processes share
+        # the folder and read the file (Triton's @jit) the moment it exists
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w", encoding="utf-8") as f:
             f.write(source)
+        os.replace(partial, path)
     return path
 
 
@@ -370,44 +374,61 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
             spent("earlier_states")
         timed = _timed_reference(req, task, state, backend)
         spent("timed_reference")
-    for answer in answers:
-        answer["reference_timed_s"] = timed
-    return {"rounds": answers, "call_bytes": call_bytes, "spent_s": spent.parts}
+    # the parent keeps the measures and writes the least into each round
+    # (referee.TimedReferences: which audits measure, the least of them)
+    return {"rounds": answers, "call_bytes": call_bytes, "spent_s": spent.parts, "reference_timed_measured": timed}
 
 
-#: the reference's time per call measured as the worker's timing measures
-#: it, per (task, input set): measured at the requests numbered here
-#: (the 1st, the 8th, the 64th of that task and set) and the least kept (a
-#: measure made while another process loaded the device is only longer;
-#: one measure a request cost the pool's throughput about 0.1 s of the
-#: referee's time per audited evaluation on the H100)
-#: (task id, set) -> [audits asked, the measures taken]
-_TIMED: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
-TIMED_AT = (1, 8, 64)
 #: each measure's sampling budget (the timing's own is seconds)
 TIMED_BUDGET_S = 0.25
 
 
-def _timed_reference(req: dict[str, Any], task: Any, state: "_State", backend: Any) -> float:
+def _timed_reference(req: dict[str, Any], task: Any, state: "_State", backend: Any) -> list[float]:
     """The reference's seconds per call on the round's copies, timed by the
     harness the worker's timing uses on a device clock (kernelsmith.timing:
     on a GPU events, CUDA graphs and the L2 flush; the backend's external
     timer, OpenCL's events, where it has one), over as many distinct sets
-    as the timing rotates over. The parent compares the reported reference
-    with this, not with calls back to back (which on a GPU carry each call's
-    launch from Python: several times a microsecond kernel's timed call).
-    0 on the host clock (there the worker's timed reference runs cold after
-    the candidate's sample and a warm measure here is no bound on it:
-    docs/evaluator.md, "The reference's side") and where the harness cannot
-    time it: the bound back to back alone."""
-    asked, seen = _TIMED.setdefault((task.id, str(req["set"])), ([0], []))
-    asked[0] += 1
-    if asked[0] in TIMED_AT:
-        try:
-            seen.extend(_bench_reference(task.config.timing, state, backend))
-        except Exception as exc:  # a reference the harness cannot time: the bound back to back alone
-            print(f"referee: the reference could not be timed ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return min(seen) if seen else 0.0
+    as the timing rotates over, when the request asks for a measure
+    (``time_reference``: the parent's schedule, referee.TimedReferences,
+    which keeps the least over the referee's processes). The parent compares
+    the reported reference with it, not with calls back to back (which on
+    a GPU carry each call's launch from Python: several times a microsecond
+    kernel's timed call). [] on the host clock (there the worker's timed
+    reference runs cold after the candidate's sample and a warm measure
+    here is no bound on it: docs/evaluator.md, "The reference's side"),
+    where the harness cannot time it (the bound back to back alone), and
+    where no measure was asked."""
+    if not req.get("time_reference"):
+        return []
+    try:
+        with measuring():
+            return _bench_reference(task.config.timing, state, backend)
+    except Exception as exc:  # a reference the harness cannot time: the bound back to back alone
+        print(f"referee: the reference could not be timed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return []
+
+
+class measuring:
+    """One measure at a time across the referee's processes of a device
+    (referee.Referee's lanes): what one lane measures (a round's other
+    work, the reference back to back, its timed measure) is not lengthened
+    by another lane's measure. A lane that is not measuring still runs
+    beside it, as the workers' trials do. The lock is the file the parent
+    names in ``KERNELSMITH_REFEREE_MEASURE_LOCK`` (in the lanes' shared
+    working folder, where no worker reaches); none with one lane."""
+
+    def __enter__(self) -> "measuring":
+        import fcntl
+
+        path = os.environ.get("KERNELSMITH_REFEREE_MEASURE_LOCK", "")
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600) if path else -1
+        if self.fd >= 0:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # the lock goes with the descriptor
 
 
 def _bench_reference(cfg: Any, state: "_State", backend: Any) -> list[float]:
@@ -559,27 +580,28 @@ def _audit_round(
     from .audit import change_inputs, round_digests
 
     nonce = int(round_["nonce"])
-    backend.synchronize()
-    started = time.perf_counter()
-    change_inputs(buffers, nonce)
-    backend.synchronize()
-    changed = time.perf_counter() - started
-    state.changed()
-    first = state.call(0)
-    reference_s = _reference_call_s(state.model, state.sets[0], backend)
-    # the round's other work on this device: the outputs stacked over the
-    # calls (a copy of them) and hashed, on tensors of their size
-    calls = len(state.sets)
-    alike = [torch.empty(n * calls, dtype=f.dtype, device=f.device) for n, f in zip(state.sizes, first)]
-    backend.synchronize()
-    started = time.perf_counter()
-    for t in alike:
-        if calls > 1:
-            t = t.clone()
-        round_digests(t, nonce)
-    backend.synchronize()
-    overhead_s = changed + time.perf_counter() - started
-    del alike
+    with measuring():
+        backend.synchronize()
+        started = time.perf_counter()
+        change_inputs(buffers, nonce)
+        backend.synchronize()
+        changed = time.perf_counter() - started
+        state.changed()
+        first = state.call(0)
+        reference_s = _reference_call_s(state.model, state.sets[0], backend)
+        # the round's other work on this device: the outputs stacked over the
+        # calls (a copy of them) and hashed, on tensors of their size
+        calls = len(state.sets)
+        alike = [torch.empty(n * calls, dtype=f.dtype, device=f.device) for n, f in zip(state.sizes, first)]
+        backend.synchronize()
+        started = time.perf_counter()
+        for t in alike:
+            if calls > 1:
+                t = t.clone()
+            round_digests(t, nonce)
+        backend.synchronize()
+        overhead_s = changed + time.perf_counter() - started
+        del alike
     if round_.get("file") is None:  # a round the program's call failed in: the inputs changed all the same
         return {"overhead_s": overhead_s, "reference_s": reference_s}
     got = read_outputs(round_["file"], int(round_.get("max_bytes") or MAX_BYTES))["candidate"]

@@ -219,7 +219,7 @@ def _ask(referee: Any, request: dict[str, Any], copy: str) -> dict[str, Any]:
     answering; the linked copy it read is removed either way."""
     try:
         answer: dict[str, Any] = referee.ask(request)
-        if "error" in answer and referee.proc.poll() is not None:
+        if "error" in answer and referee.died_answering():
             # it died answering this one: the next request starts a new one.
             # (A timeout has restarted it already and would only wait again;
             # a reference that raises raises again.)
