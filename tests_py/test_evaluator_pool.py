@@ -107,7 +107,7 @@ def test_one_timing_per_device_at_a_time_and_phases_recorded():
         ev.warm_up([task])
         # warming waits for the referee too: the first candidates do not
         # pay its start (on the H200 that was 3-5 s of their wall time)
-        assert all(p.referee._ready for p in ev._device_pools.values())
+        assert all(lane.ready for p in ev._device_pools.values() for lane in p.referee.lanes)
         results = ev.evaluate_many([(task, seed), (task, seed), (task, seed)])
     assert all(r.category == "ok" for r in results), [r.error for r in results]
     windows = sorted(tuple(w) for r in results for w in r.load["slots"])
@@ -287,3 +287,41 @@ def test_a_referee_that_does_not_answer_in_time_is_restarted(tmp_path):
         result = ev.evaluate(fast, fast.seed_source)
     assert result.category == "ok", result.error
     assert result.census.get("referee") == "agreed", result.census
+
+
+def test_the_next_job_takes_the_worker_while_the_parent_checks_the_last(monkeypatch):
+    """With one worker, the second candidate's job starts while the parent
+    still runs the first one's checks (pool.run releases the child and the
+    worker slot first): the first job's checks wait
+    here until the pool has handed the second job a child, which without
+    the release could only happen after them."""
+    import threading
+
+    from kernelsmith.evaluator import pool as pool_module
+
+    task = Task.load(EXAMPLES / "triton" / "relu", trials=1)
+    seed = (EXAMPLES / "triton" / "relu" / "seed.py").read_text()
+    taken, order = threading.Event(), []
+    real_take, real_checks = pool_module.DevicePool.take, pool_module.trusted_checks
+
+    def take(self):
+        got = real_take(self)
+        order.append("take")
+        if order.count("take") == 2:
+            taken.set()
+        return got
+
+    def checks(result, *args, **kwargs):
+        order.append("checks")
+        if order.count("checks") == 1:
+            order.append("second job started" if taken.wait(120) else "second job waited")
+        return real_checks(result, *args, **kwargs)
+
+    monkeypatch.setattr(pool_module.DevicePool, "take", take)
+    monkeypatch.setattr(pool_module, "trusted_checks", checks)
+    with Evaluator(backend="triton", workers=1, spares=1, timing=False) as ev:
+        first, second = ev.evaluate_many([(task, seed), (task, seed)])
+    assert first.category == second.category == "ok", (first.error, second.error)
+    assert order[:4] == ["take", "checks", "take", "second job started"], order
+    # the checks still ran whole for both (the referee agreed with each)
+    assert order.count("checks") == 2 and first.phases.get("referee", 0) > 0, (order, first.phases)

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .._process import kill_group, kill_process
 from ..result import EvalResult
@@ -553,11 +553,23 @@ class DevicePool:
         )
 
     def run(
-        self, task: Any, source: str, trials: Optional[int], timing: bool, limits: Limits, finalists: Sequence[str] = ()
+        self,
+        task: Any,
+        source: str,
+        trials: Optional[int],
+        timing: bool,
+        limits: Limits,
+        finalists: Sequence[str] = (),
+        worker_done: Optional[Callable[[], None]] = None,
     ) -> EvalResult:
+        """One job on a spare child. Once the child has answered, it is
+        discarded and ``worker_done()`` is called (the caller's worker slot
+        goes to the next job), then the parent's checks run on what it took
+        from the child: they overlap the next job's work."""
         phases.report("waiting for a worker")
         child, waited = self.take()
         evidence: dict[str, Any] = {}
+        done = False
         try:
             cand_path, ref_path, finalist_paths = write_job_files(child.workdir, task, source, finalists)
             if child.uid is not None:
@@ -569,7 +581,8 @@ class DevicePool:
             if not finalists:
                 job.update(self.referee.job_facts(task, limits.timeout_s))  # degenerate forms, probes
             if self.autotune is not None:  # autotuning done once per kernel and key (triton/autotune.py)
-                self.autotune.absorb(self.referee.autotune_path, trusted=True)  # it primed the task first
+                for path in self.referee.autotune_paths:  # it primed the task first, in each lane
+                    self.autotune.absorb(path, trusted=True)
                 job["autotune"] = self.autotune.job_paths(child.workdir)
             ticket = child.ticket
             ticket.key = task.id  # the reference baseline this timing is judged against
@@ -599,28 +612,54 @@ class DevicePool:
                 note=self.zygote.note,
             )
             _merge_ticket(result, ticket)  # first: the referee may mark the timing unreliable
-            refereed = time.monotonic()
-            self.referee.take_spent()  # this thread's requests from here on
-            if not finalists:
-                trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, ticket.slots)
-            else:  # each finalist's row against its own audit rounds
-                finalist_checks(result, evidence, seeds, task, evidence["dir"], self.referee)
-            if evidence.get("audits"):  # the referee hashed this job's rounds: it may have compiled the kernel
-                self._publish_kernels()
-            refereed = time.monotonic() - refereed
-            result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
-            result.phases["referee"] = round(refereed, 4)  # a finalists' re-timing: its audit rounds' checks
-            # of which: waiting for another job's request, and the referee's answers
-            result.phases.update({f"referee_{k}": round(v, 4) for k, v in self.referee.take_spent().items()})
-            return result
+            # the child's part is over (its evidence was copied as it came):
+            # the next job may start while the parent checks this one
+            done = True
+            self._release(child)
+            if worker_done is not None:
+                worker_done()
+            return self._checked(result, evidence, seeds, task, finalists, ticket.slots, waited)
         finally:
             if "dir" in evidence:
                 shutil.rmtree(evidence["dir"], ignore_errors=True)
-            child.close()
-            self._collect_requests(child)
-            child.discard()
-            if child.uid is not None:
-                self.uids.give(child.uid)  # type: ignore[union-attr]
+            if not done:
+                self._release(child)
+
+    def _checked(
+        self,
+        result: EvalResult,
+        evidence: dict[str, Any],
+        seeds: list[int],
+        task: Any,
+        finalists: Sequence[str],
+        slots: Any,
+        waited: float,
+    ) -> EvalResult:
+        """The parent's checks on a job's result (the child already gone):
+        the trusted checks, or each finalist's row against its own audit
+        rounds; the referee's share of the time in ``result.phases``."""
+        refereed = time.monotonic()
+        self.referee.take_spent()  # this thread's requests from here on
+        if not finalists:
+            trusted_checks(result, evidence, seeds, task, evidence["dir"], self.referee, slots)
+        else:  # each finalist's row against its own audit rounds
+            finalist_checks(result, evidence, seeds, task, evidence["dir"], self.referee)
+        if evidence.get("audits"):  # the referee hashed this job's rounds: it may have compiled the kernel
+            self._publish_kernels()
+        refereed = time.monotonic() - refereed
+        result.phases = {"startup": round(waited, 4), **{k: v for k, v in result.phases.items() if k != "startup"}}
+        result.phases["referee"] = round(refereed, 4)  # a finalists' re-timing: its audit rounds' checks
+        # of which: waiting for another job's request, and the referee's answers
+        result.phases.update({f"referee_{k}": round(v, 4) for k, v in self.referee.take_spent().items()})
+        return result
+
+    def _release(self, child: Child) -> None:
+        """A child whose job is over: stopped, its build requests taken, gone."""
+        child.close()
+        self._collect_requests(child)
+        child.discard()
+        if child.uid is not None:
+            self.uids.give(child.uid)  # type: ignore[union-attr]
 
     def _publish_kernels(self) -> None:
         """The audit hashes' kernels the referee has compiled (at its first

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from . import phases
 from ..backends.base import Backend, get_backend
@@ -42,6 +42,20 @@ from .referee import Referee
 from .finalists import hold_to_alone, apply_verdicts, check_reference_spread
 
 TaskLike = Union[Task, str, Path]
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` called at most once, from any thread."""
+    lock, called = threading.Lock(), []
+
+    def call() -> None:
+        with lock:
+            if called:
+                return
+            called.append(True)
+        fn()
+
+    return call
 
 
 class TaskBackends:
@@ -148,7 +162,9 @@ class Evaluator(TaskBackends):
         self._slots: "queue.Queue[Optional[str]]" = queue.Queue()
         for i in range(self.workers):
             self._slots.put(self.devices[i % len(self.devices)])
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="ks-eval")
+        # twice the workers: a thread whose worker is done runs the parent's
+        # checks while another thread's job takes the worker slot (pool.run)
+        self._pool = concurrent.futures.ThreadPoolExecutor(2 * self.workers, thread_name_prefix="ks-eval")
         self._backends: dict[str, Backend] = {}
         self._device_pools: dict[tuple[str, Optional[str]], Any] = {}
         self._referees: dict[tuple[str, Optional[str]], Any] = {}  # fresh mode's (the pool has its own)
@@ -237,17 +253,70 @@ class Evaluator(TaskBackends):
             cpu_limit_s=self.cpu_limit_s,
             memory_limit_mb=self.memory_limit_mb,
         )
+        asked = time.monotonic()
         device = self._slots.get()
         queued = time.monotonic() - submitted
+        # more threads than slots (the parent's checks of one job beside the
+        # next job's worker): the wait for a slot is the queue's, not the
+        # evaluation's
+        slot_wait = time.monotonic() - asked
+        slot_back = _once(lambda: self._slots.put(device))
+
+        run = self._runner(task, source, trials, limits, finalists, device, slot_back)
+        try:
+            try:
+                referee = self._pool_referee(backend, device) if self.mode == "pool" else self._referee(backend, device)
+            except PoolError:  # as in run(): once more on a new pool
+                referee = self._pool_referee(backend, device)
+            if not referee.primed(task):  # the footprint below primes it: the reference on every input set
+                phases.report("the referee runs the reference")
+            result = run_admitted(
+                self.memory[device],
+                lambda: referee.footprint(task, limits.timeout_s),
+                referee.primed(task),
+                task.config.memory_margin,
+                run,
+            )
+        finally:
+            slot_back()
+        result.task_id = task.id
+        result.backend = backend.name
+        result.warnings = list(dict.fromkeys(list(report.warnings) + list(result.warnings)))
+        result.phases = {"queue": round(queued, 4), **result.phases}
+        # the evaluation's own time; waiting for a free worker is phases["queue"]
+        result.wall_s = round(time.monotonic() - started - slot_wait, 3)
+        return result
+
+    def _runner(
+        self,
+        task: Task,
+        source: str,
+        trials: Optional[int],
+        limits: Limits,
+        finalists: Sequence[str],
+        device: Optional[str],
+        slot_back: Callable[[], None],
+    ) -> Callable[[], EvalResult]:
+        """The evaluation itself, as run_admitted calls it. In the pool the
+        worker slot goes to the next job once the child has answered, while
+        this thread runs the parent's checks; the device memory admitted for
+        the job stays held until they end (the referee's check of a job at
+        KernelBench's upstream sizes holds tens of GiB of its own, which the
+        admission does not count: a job admitted alone then waits for it)."""
+        backend = self.backend_for(task)
 
         def run() -> EvalResult:
             if self.mode == "pool":
                 try:
-                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits, finalists)
+                    return self._device_pool(backend, device).run(
+                        task, source, trials, self.timing, limits, finalists, slot_back
+                    )
                 except PoolError:
                     # the pool itself failed (its zygote was killed from outside):
                     # a harness fault, not the candidate's; once more on a new pool
-                    return self._device_pool(backend, device).run(task, source, trials, self.timing, limits, finalists)
+                    return self._device_pool(backend, device).run(
+                        task, source, trials, self.timing, limits, finalists, slot_back
+                    )
             return run_worker(
                 task=task,
                 source=source,
@@ -264,29 +333,7 @@ class Evaluator(TaskBackends):
                 referee=self._referee(backend, device),
             )
 
-        try:
-            try:
-                referee = self._pool_referee(backend, device) if self.mode == "pool" else self._referee(backend, device)
-            except PoolError:  # as in run(): once more on a new pool
-                referee = self._pool_referee(backend, device)
-            if not referee.primed(task):  # the footprint below primes it: the reference on every input set
-                phases.report("the referee runs the reference")
-            result = run_admitted(
-                self.memory[device],
-                lambda: referee.footprint(task, limits.timeout_s),
-                referee.primed(task),
-                task.config.memory_margin,
-                run,
-            )
-        finally:
-            self._slots.put(device)
-        result.task_id = task.id
-        result.backend = backend.name
-        result.warnings = list(dict.fromkeys(list(report.warnings) + list(result.warnings)))
-        result.phases = {"queue": round(queued, 4), **result.phases}
-        # the evaluation's own time; waiting for a free worker is phases["queue"]
-        result.wall_s = round(time.monotonic() - started, 3)
-        return result
+        return run
 
     # -- API ------------------------------------------------------------
     def submit(
