@@ -89,12 +89,14 @@ def print_rows(path: str) -> None:
     else:
         named = [(str(i), r) for i, r in enumerate(rows_of(path))]
     short = [k.replace("referee_", "r_").replace("check_", "c_").replace("slot:", "s:") for k in ROW_KEYS]
-    print("# row | wall_s | " + " | ".join(short))
+    print("# row | wall_s | attempts | " + " | ".join(short))
     for name, r in named:
         if r.get("speedup") is None:
             continue
         cells = [f"{float((r.get('phases') or {}).get(k, 0.0)):.3f}" for k in ROW_KEYS]
-        print(f"{name} | {float(r['wall_s']):.3f} | " + " | ".join(cells))
+        # timing attempts the gate took (a re-timing holds the slot again)
+        attempts = len(((r.get("load") or {}).get("attempts")) or [])
+        print(f"{name} | {float(r['wall_s']):.3f} | {attempts} | " + " | ".join(cells))
 
 
 def main() -> None:

@@ -397,6 +397,7 @@ class DevicePool:
         spares: int,
         gate: DeviceGate,
         uids: Optional[_UidPool],
+        referee_lanes: Optional[int] = None,
     ) -> None:
         self.backend = backend
         self.device = device
@@ -426,7 +427,7 @@ class DevicePool:
         # the trusted comparison, out of the candidates' reach (referee.py, referee_process.py);
         # started first so that its imports and device context overlap the
         # zygote's warm-up (Zygote() waits for it) instead of following it
-        self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate)
+        self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate, lanes=referee_lanes)
         try:
             self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
         except BaseException:

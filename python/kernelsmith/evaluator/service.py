@@ -38,7 +38,7 @@ from .memory import CONTEXT_BYTES, MemoryAdmission, default_memory_source, run_a
 from .pool import PoolError
 from .sandbox import Limits, run_worker
 from .pool import UID_BASE, DevicePool, _UidPool
-from .referee import Referee
+from .referee import Referee, default_lanes
 from .finalists import hold_to_alone, apply_verdicts, check_reference_spread
 
 TaskLike = Union[Task, str, Path]
@@ -195,9 +195,17 @@ class Evaluator(TaskBackends):
                     spares=self.spares,
                     gate=self.gates[device],
                     uids=self._uids,
+                    referee_lanes=self._referee_lanes(device),
                 )
                 self._device_pools[key] = pool
             return pool
+
+    def _referee_lanes(self, device: Optional[str]) -> int:
+        """The referee's processes for ``device`` (referee.default_lanes),
+        one where the device has a single worker: one job's checks at a
+        time need no second process."""
+        per_device = -(-self.workers // len(self.devices))
+        return default_lanes(device) if per_device > 1 else 1
 
     def _pool_referee(self, backend: Backend, device: Optional[str]) -> Any:
         """The device pool's referee, with the pool's autotune records
@@ -223,7 +231,15 @@ class Evaluator(TaskBackends):
                     self._referee_root = tempfile.mkdtemp(prefix="ks-referee-")
                 root = os.path.join(self._referee_root, f"{backend.name}-{device or 'cpu'}")
                 os.makedirs(root, exist_ok=True)
-                ref = Referee(backend, device, self.isolation, self.cpu_threads, root, self.gates[device])
+                ref = Referee(
+                    backend,
+                    device,
+                    self.isolation,
+                    self.cpu_threads,
+                    root,
+                    self.gates[device],
+                    lanes=self._referee_lanes(device),
+                )
                 self._referees[key] = ref
             return ref
 
