@@ -12,7 +12,8 @@
 # (benchmarks/bench_eval_latency.py: eval cold, through the daemon, fresh mode), fla (fla-core's
 # l2norm_fwd in place: the fla_core and einops wheels in .whl/), flainit (its task init cold, after the user's
 # own test run and again: benchmarks/bench_fla_task_init.sh), autotune (benchmarks/bench_autotune_compile.py on fla's tests),
-# sidebyside (issues 28/29: pool throughput and verdicts at HEAD and at the commit in .carry/base, alternately),
+# sidebyside (issues 28/29: pool throughput and verdicts at HEAD and at the commit in .carry/base, alternately;
+# sideprev: the same against .carry/prev, the previous landing),
 # and issue 30's kbx (benchmarks/bench_kernelbenchx.py over a KernelBench-X checkout in .carry/KernelBenchX: every task
 # loaded, each reference against itself, the honest programs of tests_py/fixtures/kbx_honest; KBX_BUDGET, KBX_ARGS),
 # and issue 29's integrity (pygpubench's exploits rewritten, then the held-out hacks_v3 programs, every verdict)
@@ -103,16 +104,25 @@ if has autotune; then
     --json "$OUT/autotune_compile.json" 2>&1 \
     | tee "$OUT/autotune_compile.log"
 fi
+side_by_side() {  # $1: the base tree (its files, git archive), $2: a tag for its files in $OUT
+  local base=$1 tag=$2
+  (cd "$base" && cmake -S . -B build/gpu -G Ninja -DKERNELSMITH_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(which python3)" \
+    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" > "/tmp/build_$tag.log" 2>&1 && cmake --build build/gpu -j16 >> "/tmp/build_$tag.log" 2>&1) \
+    || { tail -30 "/tmp/build_$tag.log"; return 1; }
+  timeout ${SIDE_LIMIT:-540} python3 benchmarks/bench_side_by_side.py "$PWD/$base" "$PWD" --backend triton --gpu \
+    --rounds ${SIDE_ROUNDS:-2} --timeout 20 --keep "/tmp/side_$tag" 2>&1 | cut -c1-300 | tee "$OUT/side_by_side_$tag.log"
+  # where each side's evaluations spent their time (the first round of each): the medians, then every timed row
+  python3 benchmarks/phase_split.py "/tmp/side_$tag/before_r1.json" "/tmp/side_$tag/after_r1.json" | tee "$OUT/side_phases_$tag.log"
+  python3 benchmarks/phase_split.py --rows "/tmp/side_$tag/after_r1.json" "/tmp/side_$tag/before_r1.json" > "$OUT/side_rows_$tag.log"
+}
 if has sidebyside; then
   # issues 28/29: the evaluator's throughput and verdicts at HEAD against the commit in .carry/base (its files,
   # git archive), alternately in one run; the base built in place the same way
-  (cd .carry/base && cmake -S . -B build/gpu -G Ninja -DKERNELSMITH_BUILD_TESTS=OFF -DPython_EXECUTABLE="$(which python3)" \
-    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" > "$OUT/build_base.log" 2>&1 && cmake --build build/gpu -j16 >> "$OUT/build_base.log" 2>&1) \
-    || { tail -30 "$OUT/build_base.log"; exit 1; }
-  timeout ${SIDE_LIMIT:-540} python3 benchmarks/bench_side_by_side.py "$PWD/.carry/base" "$PWD" --backend triton --gpu \
-    --rounds ${SIDE_ROUNDS:-2} --timeout 20 --keep /tmp/side 2>&1 | cut -c1-300 | tee "$OUT/side_by_side.log"
-  # where each side's evaluations spent their time (the first round of each)
-  python3 benchmarks/phase_split.py /tmp/side/before_r1.json /tmp/side/after_r1.json | tee "$OUT/side_phases.log"
+  side_by_side .carry/base base
+fi
+if has sideprev; then
+  # the same against a second base in .carry/prev (the previous landing: this session's own change alone)
+  side_by_side .carry/prev prev
 fi
 if has refprofile; then
   # where the referee's time goes in the pool's throughput run (its requests under cProfile), and each
