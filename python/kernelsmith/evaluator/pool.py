@@ -428,6 +428,7 @@ class DevicePool:
         # started first so that its imports and device context overlap the
         # zygote's warm-up (Zygote() waits for it) instead of following it
         self.referee = Referee(backend, device, isolation, cpu_threads, self.root, gate, lanes=referee_lanes)
+        self._primed_published: set[str] = set()  # tasks whose priming's kernels were published
         try:
             self.zygote = Zygote(backend, device, isolation, cpu_threads, self.root)
         except BaseException:
@@ -581,6 +582,12 @@ class DevicePool:
             )
             if not finalists:
                 job.update(self.referee.job_facts(task, limits.timeout_s))  # degenerate forms, probes
+            if task.id not in self._primed_published:
+                # the priming compiled the audit rounds' kernels for the
+                # task's types (referee_process._compile_audit_kernels): the
+                # first jobs load them instead of compiling their own
+                self._primed_published.add(task.id)
+                self._publish_kernels()
             if self.autotune is not None:  # autotuning done once per kernel and key (triton/autotune.py)
                 for path in self.referee.autotune_paths:  # it primed the task first, in each lane
                     self.autotune.absorb(path, trusted=True)

@@ -106,6 +106,10 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
     # the task's footprint (memory.Footprint), measured here once: what the
     # parent admits workers by and attributes out-of-memory faults with
     footprint = Footprint(params_bytes=model_bytes(model), measured="allocator" if on_cuda else "sizes")
+    # the element types of the outputs and the inputs: the audit rounds'
+    # kernels are compiled for them below
+    out_dtypes: set[Any] = set()
+    in_dtypes: set[Any] = set()
     with torch.no_grad():
         for name in sets:
             torch.manual_seed(0)
@@ -122,6 +126,8 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
             footprint.outputs_bytes = max(footprint.outputs_bytes, out_bytes)
             footprint.peak_bytes = max(footprint.peak_bytes, peak, out_bytes)
             outputs = cmp.snapshot(raw)
+            out_dtypes.update(t.dtype for t in raw if isinstance(t, torch.Tensor))
+            in_dtypes.update(t.dtype for t in inputs if isinstance(t, torch.Tensor))
             del raw
             if name == "get_inputs":
                 # the trivial outputs this task's tolerance cannot tell from
@@ -133,12 +139,37 @@ def prime(req: dict[str, Any], backend: Any) -> dict[str, Any]:
                     probes = assess(model, degenerate, inputs, outputs, atol, rtol, backend.synchronize)
             del inputs, outputs
     backend.synchronize()
+    if on_cuda:
+        _compile_audit_kernels(out_dtypes, in_dtypes)
     return {
         "primed": sets,
         "degenerate": degenerate,
         "footprint": footprint.to_dict(),
         **({"probes": probes} if degenerate else {}),
     }
+
+
+def _compile_audit_kernels(out_dtypes: set[Any], in_dtypes: set[Any]) -> None:
+    """The audit rounds' Triton kernels (audit.HASH_KERNELS: the outputs'
+    hash, one per element width, and the inputs' change, one per float
+    type) compiled for a task's types when it is primed, as the worker's
+    audit set-up compiles them (worker_audit._Calls): the pool publishes
+    them to its workers right after the priming (pool.DevicePool.run), so
+    the first jobs of a pool do not each compile them (0.4-1.1 s of a
+    job's audit on the H100, session 24) before the referee's first check
+    of a job's rounds compiled and published them. A compile that fails
+    leaves the workers compiling for themselves."""
+    import torch
+
+    from .audit import change_inputs, round_digests  # lazy: as prime() above
+
+    try:
+        for dtype in sorted(out_dtypes, key=str):
+            round_digests(torch.empty(16, dtype=dtype, device="cuda"), 0)
+        change_inputs([torch.zeros(1, dtype=dtype, device="cuda") for dtype in sorted(in_dtypes, key=str)], 0)
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - an optimisation only
+        print(f"referee: the audit kernels were not compiled ahead ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def load(req: dict[str, Any]) -> dict[str, Any]:
