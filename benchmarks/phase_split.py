@@ -48,7 +48,7 @@ def audit_parts(row: dict) -> dict[str, float]:
 def value(row: dict, key: str) -> float:
     if key == "wall_s":
         return float(row["wall_s"])
-    if ":" in key:
+    if ":" in key and key not in (row.get("phases") or {}):  # the timing slot's parts are phases (slot:...)
         return audit_parts(row).get(key, 0.0)
     return float((row.get("phases") or {}).get(key, 0.0))
 
