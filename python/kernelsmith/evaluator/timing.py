@@ -397,6 +397,21 @@ def measure(
         opts = harness_options(cfg, host_clock=True)
         c = _compare_on_host(ref_fn, cand, backend, input_sets, ref_sets, opts, between_pairs)
     clock.lap("slot:pairs", less="slot:moves")
+    outcome = _outcome(c, opts, gpu_state, cand, device_name, work)
+    clock.lap("slot:work")
+    return outcome
+
+
+def _outcome(
+    c: Any,
+    opts: dict[str, Any],
+    gpu_state: Any,
+    cand: "_TimedCalls",
+    device_name: str,
+    work: Optional[Callable[[], kt.WorkEstimate]],
+) -> TimingOutcome:
+    """A comparison's outcome: the roofline check and the speed of light
+    from one work estimate, the clock check's record."""
     roofline = None
     work = _once(work)
     if device_name and work is not None and c.candidate_median_s > 0:
@@ -406,7 +421,6 @@ def measure(
         outcome.details["clock_check"] = cand.report()
     if work is not None and c.candidate_median_s > 0 and c.verdict != "rejected":
         outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name, work)
-    clock.lap("slot:work")
     return outcome
 
 
