@@ -23,16 +23,20 @@ HERE = Path(__file__).parent
 RELU = HERE.parent / "examples" / "triton" / "relu"
 
 
-def _relu_batch(lanes: str, monkeypatch: pytest.MonkeyPatch, n: int = 4, hold_first: bool = False) -> tuple:
+def _relu_batch(
+    lanes: str, monkeypatch: pytest.MonkeyPatch, n: int = 4, hold_first: bool = False, warmed=lambda: None
+) -> tuple:
     """``n`` relu seeds through a pool with ``lanes`` referee lanes; with
     ``hold_first`` the first lane is taken (as another job's long check
-    would hold it) for the second half of them."""
+    would hold it) for the second half of them; ``warmed()`` is called once
+    the pool is warm (its lanes started and primed)."""
     monkeypatch.setenv("KERNELSMITH_REFEREE_LANES", lanes)
     task = Task.load(RELU, trials=1)
     with Evaluator(backend="triton", workers=2, spares=1, timing=True) as ev:
         ev.warm_up([task])
         referee = next(iter(ev._device_pools.values())).referee
         assert all(lane.ready for lane in referee.lanes)
+        warmed()
         primed = [lane.answered for lane in referee.lanes]
         results = ev.evaluate_many([(task, task.seed_source)] * (n // 2))
         if hold_first:
@@ -76,13 +80,15 @@ def test_a_heavy_tasks_checks_wait_for_the_first_lane(monkeypatch):
     monkeypatch.setattr(referee_module, "LIGHT_TASK_BYTES", -1)
     real_take = referee_module.Referee._take
     seen: list[list[int]] = []
+    recording: list[bool] = []
 
     def take(self, lanes):
-        seen.append([lane.index for lane in lanes])
+        if recording:  # the batch's requests, not the pool's start (each lane waited for in turn)
+            seen.append([lane.index for lane in lanes])
         return real_take(self, lanes)
 
     monkeypatch.setattr(referee_module.Referee, "_take", take)
-    results, (primed, served, _timed, _task) = _relu_batch("2", monkeypatch)
+    results, (primed, served, _timed, _task) = _relu_batch("2", monkeypatch, warmed=lambda: recording.append(True))
     assert all(r.category == "ok" for r in results), [r.error for r in results]
     assert all(r.census.get("referee") == "agreed" for r in results), [r.census for r in results]
     assert primed[1] == 0 and served[1] == 0 and served[0] >= 8, (primed, served)

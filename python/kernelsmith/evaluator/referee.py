@@ -94,18 +94,15 @@ def default_lanes(device: Optional[str]) -> int:
 
 
 class _Lane:
-    """One referee process: its pipe, its lock (one request at a time), its
-    gate ticket and restarts."""
+    """One referee process: its pipe, its gate ticket and restarts. It is
+    used by one thread at a time: the one that took it (Referee._take)."""
 
     def __init__(self, index: int, referee: "Referee") -> None:
-        import threading
-
         self.index = index
         self.referee = referee
         suffix = "" if index == 0 else f"-{index}"
         self.autotune_path = os.path.join(referee.workdir, f"autotune{suffix}.jsonl")  # its Triton autotune results
         self.log_path = os.path.join(referee.root, f"referee{suffix}.log")
-        self.lock = threading.Lock()
         self.busy = False  # taken by Referee._take, under the referee's condition
         self.restarts = 0
         self.answered = 0  # requests answered (a record: which lanes served)
@@ -123,9 +120,9 @@ class _Lane:
             # its results go to the pool's store; it takes only trusted records (its own, kept)
             env["KERNELSMITH_AUTOTUNE_NEW"] = self.autotune_path
             env["KERNELSMITH_AUTOTUNE_KNOWN"] = os.path.join(store_folder(ref.root), "trusted.json")
-        if ref.lane_count > 1:
+        if ref.measure_lock:
             # the lanes take their measures one at a time (referee_process.measuring)
-            env["KERNELSMITH_REFEREE_MEASURE_LOCK"] = os.path.join(ref.workdir, "measure.lock")
+            env["KERNELSMITH_REFEREE_MEASURE_LOCK"] = ref.measure_lock
         prefix, _bwrap, _note = sandbox_prefix(isolation, ref.workdir)
         command = [sys.executable, "-m", "kernelsmith.evaluator.referee_process", backend.name, str(cpu_threads or 0)]
         with open(self.log_path, "ab") as log:
@@ -146,13 +143,13 @@ class _Lane:
     def restart(self) -> None:
         """A request that got no answer in time leaves its answer in the pipe
         (the next request would read it): kill the process and start a new
-        one, whose first request waits for its start. Called with the lock."""
+        one, whose first request waits for its start. Called by the lane's taker."""
         self.close()
         self.restarts += 1
         self._spawn()
 
     def wait_ready(self, timeout_s: float) -> bool:
-        """With the lock: whether the process has started (its first line)."""
+        """Whether the process has started (its first line), waiting up to ``timeout_s``."""
         import selectors
 
         if self.ready:
@@ -170,7 +167,7 @@ class _Lane:
             sel.close()
 
     def ask(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """:meth:`Referee.ask` on this process, with the lock held."""
+        """:meth:`Referee.ask` on this process, by the lane's taker."""
         import selectors
 
         if self.proc.poll() is not None and self.ready and self.restarts < Referee.MAX_RESTARTS:
@@ -263,7 +260,8 @@ class Referee:
         count = default_lanes(device) if lanes is None else int(lanes)
         if not 1 <= count <= 16:
             raise ValueError(f"a referee has 1 to 16 lanes, got {count}")
-        self.lane_count = count
+        # the lock file the lanes take their measures under, where there are several
+        self.measure_lock = os.path.join(workdir, "measure.lock") if count > 1 else ""
         self.lanes: list[_Lane] = []
         for index in range(count):
             self.lanes.append(_Lane(index, self))
@@ -272,10 +270,6 @@ class Referee:
     @property
     def proc(self) -> Any:
         return self.lanes[0].proc
-
-    @property
-    def ticket(self) -> Any:
-        return self.lanes[0].ticket
 
     @property
     def autotune_path(self) -> str:
@@ -305,15 +299,16 @@ class Referee:
         deadline = time.monotonic() + timeout_s
         ready = True
         for lane in self.lanes:
-            with lane.lock:
+            self._take([lane])
+            try:
                 ready = lane.wait_ready(max(0.0, deadline - time.monotonic())) and ready
+            finally:
+                self._give(lane)
         return ready
 
     def _light(self, request: dict[str, Any]) -> bool:
-        """Whether ``request`` may go to any lane: a check (a trial's or an
-        audit's) of a task primed as light."""
-        if request.get("prime") or request.get("load") or len(self.lanes) == 1:
-            return False
+        """Whether ``request`` (a trial's or an audit's check) may go to any
+        lane: its task was primed as light."""
         task = request.get("task")
         return isinstance(task, dict) and self._light_ids.get(str(task.get("id"))) is True
 
@@ -358,16 +353,15 @@ class Referee:
             [self.lanes[lane]] if lane is not None else self.lanes if self._light(request) else self.lanes[:1]
         )
         try:
-            with chosen.lock:
-                # the ticket of the process asked (a restart joins the gate with a new one)
-                ticket = chosen.ticket
-                served, stood = time.perf_counter(), ticket.stood_still()
-                try:
-                    answer = chosen.ask(request, timeout_s)
-                finally:  # one request at a time per lane: its stops meanwhile are this one's
-                    kind = "audit" if request.get("audit") else "check" if "file" in request else "other"
-                    self._count(kind, served - asked, time.perf_counter() - served, ticket.stood_still() - stood)
-                self._spent.last_died = "error" in answer and chosen.proc.poll() is not None
+            # the ticket of the process asked (a restart joins the gate with a new one)
+            ticket = chosen.ticket
+            served, stood = time.perf_counter(), ticket.stood_still()
+            try:
+                answer = chosen.ask(request, timeout_s)
+            finally:  # one request at a time per lane: its stops meanwhile are this one's
+                kind = "audit" if request.get("audit") else "check" if "file" in request else "other"
+                self._count(kind, served - asked, time.perf_counter() - served, ticket.stood_still() - stood)
+            self._spent.last_died = "error" in answer and chosen.proc.poll() is not None
         finally:
             self._give(chosen)
         if timed_key is not None and "error" not in answer:

@@ -29,11 +29,12 @@ Protocol: JSON lines on stdin (requests) and stdout (answers).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import types
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from ..task import Task
 from .evidence import MAX_BYTES, Sampled, evidence_positions, read_outputs
@@ -439,7 +440,8 @@ def _timed_reference(req: dict[str, Any], task: Any, state: "_State", backend: A
         return []
 
 
-class measuring:
+@contextlib.contextmanager
+def measuring() -> Iterator[None]:
     """One measure at a time across the referee's processes of a device
     (referee.Referee's lanes): what one lane measures (a round's other
     work, the reference back to back, its timed measure) is not lengthened
@@ -447,19 +449,18 @@ class measuring:
     beside it, as the workers' trials do. The lock is the file the parent
     names in ``KERNELSMITH_REFEREE_MEASURE_LOCK`` (in the lanes' shared
     working folder, where no worker reaches); none with one lane."""
+    import fcntl
 
-    def __enter__(self) -> "measuring":
-        import fcntl
-
-        path = os.environ.get("KERNELSMITH_REFEREE_MEASURE_LOCK", "")
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600) if path else -1
-        if self.fd >= 0:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # the lock goes with the descriptor
+    path = os.environ.get("KERNELSMITH_REFEREE_MEASURE_LOCK", "")
+    if not path:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
 
 
 def _bench_reference(cfg: Any, state: "_State", backend: Any) -> list[float]:
