@@ -62,7 +62,6 @@ ROW_KEYS = [
     "slot:warmup",
     "slot:sources",
     "slot:pairs",
-    "slot:moves",
     "slot:work",
     "slot:judged",
     "audit",

@@ -34,6 +34,7 @@ from ..task import TimingConfig
 from ..timing.results import verdict_of
 from ..timing.roofline import lookup_peak
 from ..timing import sol
+from .audit import Parts
 
 
 class CandidateTimingError(Exception):
@@ -348,17 +349,18 @@ def measure(
     the device has peak figures). A candidate exception comes out as
     :class:`CandidateTimingError`; a 'rejected' verdict (hidden work) is in
     the outcome, for the caller to reject. ``parts``, where given, adds up
-    where the measure's time went (a record: ``slot:warmup``, the warm-up
-    calls; ``slot:sources``, the samplers' set-up, a CUDA graph's capture;
-    ``slot:moves``, the hook between pairs; ``slot:pairs``, the sampling
-    less the hook; ``slot:work``, the reference's work estimate and the
-    figures from it).
+    where the measure's time went (a record, audit.Parts: ``slot:warmup``,
+    the warm-up calls; ``slot:sources``, the samplers' set-up, a CUDA
+    graph's capture; ``slot:pairs``, the sampling with the hook between
+    pairs; ``slot:work``, the figures from the reference's work estimate).
+    The hook is not timed apart: on a GPU its checks synchronise the
+    device, so its time was mostly the wait for samples already queued.
     """
     if not input_sets:
         raise ValueError("measure: at least one input set is needed")
-    clock = _PartClock(parts)
-    if between_pairs is not None and parts is not None:
-        between_pairs = clock.wrap("slot:moves", between_pairs)
+    # each mark synchronises the device, at points where the device is idle
+    # or about to be: none falls inside the sampling
+    mark = Parts(backend, parts) if parts is not None else lambda name: None
     ref_sets = input_sets if reference_input_sets is None else reference_input_sets
     if len(ref_sets) != len(input_sets):
         raise ValueError("measure: the reference needs as many input sets as the candidate")
@@ -370,11 +372,11 @@ def measure(
         ref_fn(*ref_sets[0])
         cand(*input_sets[0])
     backend.synchronize()
-    clock.lap("slot:warmup")
+    mark("slot:warmup")
 
     ref_source = backend.sample_source(rotating(ref_fn, ref_sets))
     cand_source = backend.sample_source(rotating(cand, input_sets)) if ref_source is not None else None
-    clock.lap("slot:sources")
+    mark("slot:sources")
     gpu_state = None
     if ref_source is not None and cand_source is not None:
         opts = harness_options(cfg, host_clock=False)
@@ -396,9 +398,9 @@ def measure(
     else:
         opts = harness_options(cfg, host_clock=True)
         c = _compare_on_host(ref_fn, cand, backend, input_sets, ref_sets, opts, between_pairs)
-    clock.lap("slot:pairs", less="slot:moves")
+    mark("slot:pairs")
     outcome = _outcome(c, opts, gpu_state, cand, device_name, work)
-    clock.lap("slot:work")
+    mark("slot:work")
     return outcome
 
 
@@ -422,37 +424,6 @@ def _outcome(
     if work is not None and c.candidate_median_s > 0 and c.verdict != "rejected":
         outcome.speed_of_light = speed_of_light_details(c.candidate_median_s, c.reference_median_s, device_name, work)
     return outcome
-
-
-class _PartClock:
-    """Seconds since the last lap added to ``parts[name]`` (nothing when
-    ``parts`` is None); a wrapped hook's own time goes to its own name and,
-    given as ``less``, is taken out of the lap that contains it."""
-
-    def __init__(self, parts: Optional[dict[str, float]]) -> None:
-        self.parts = parts
-        self.last = time.perf_counter()
-        self.inside: dict[str, float] = {}
-
-    def lap(self, name: str, less: str = "") -> None:
-        now = time.perf_counter()
-        if self.parts is not None:
-            spent = now - self.last - self.inside.pop(less, 0.0)
-            self.parts[name] = round(self.parts.get(name, 0.0) + spent, 4)
-        self.last = now
-
-    def wrap(self, name: str, hook: Callable[[int], None]) -> Callable[[int], None]:
-        def timed(i: int) -> None:
-            started = time.perf_counter()
-            try:
-                hook(i)
-            finally:
-                spent = time.perf_counter() - started
-                self.inside[name] = self.inside.get(name, 0.0) + spent
-                if self.parts is not None:
-                    self.parts[name] = round(self.parts.get(name, 0.0) + spent, 4)
-
-        return timed
 
 
 def _compare_on_host(

@@ -113,6 +113,7 @@ def time_shapes(
     measure_once: Callable[[list, list], Any],
     after: Callable[..., None],
     phases: Optional[dict[str, float]] = None,
+    prepare: Optional[Callable[[list], None]] = None,
     **report: Any,
 ) -> list[Any]:
     """Each timing shape (``names``: TaskConfig.timed_shapes) timed in a
@@ -144,11 +145,10 @@ def time_shapes(
             finally:
                 measured[0] += time.monotonic() - started
 
-        before_slot = getattr(measure_once, "before_slot", None)
-        if before_slot is not None:
+        if prepare is not None:
             # what needs no slot (the reference's work estimate) done first:
             # the slot stops the device's other workers
-            before_slot(ref_sets)
+            prepare(ref_sets)
         # One timing per device at a time: the parent grants the slot and
         # stops the device's other workers meanwhile.
         waited = round(chan.timing_slot(), 4)
@@ -166,6 +166,8 @@ def time_shapes(
     if phases is not None:
         phases["timing"] = round(held, 4)
         phases["slot:judged"] = round(held - measured[0], 4)
+        for key in [k for k in phases if k.startswith("slot:")]:  # the measures' parts, added up raw
+            phases[key] = round(phases[key], 4)
     return outcomes
 
 
@@ -182,6 +184,7 @@ def time_candidate(ctx: Context) -> None:
         per_call: list[tuple[str, ...]] = []  # each timed call's kernels
         kept: dict[str, Any] = {}  # the first shape's input sets and generator: the refill's and the timer's
         spares: dict[str, Any] = {}  # the shape being timed: its spare draw, if it has one (_draw)
+        measure_once, estimate_work = _measure(ctx, last, per_call, spares)
         outcomes = time_shapes(
             ctx.chan,
             ctx.backend,
@@ -191,9 +194,10 @@ def time_candidate(ctx: Context) -> None:
             ctx.cmp,
             ctx.clone,
             _draw(ctx, kept, spares),
-            _measure(ctx, last, per_call, spares),
+            measure_once,
             _after_shape(ctx, per_call),
             phases=ctx.out.setdefault("phases", {}),
+            prepare=estimate_work,
         )
         first = outcomes[0]
         outcome = combine_shapes(outcomes, names, ctx.cfg.shape_weights)
@@ -295,9 +299,14 @@ def measured_with_moves(
     )
 
 
-def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[str, Any]) -> Callable[[list, list], Any]:
+def _measure(
+    ctx: Context, last: dict[str, Any], per_call: list, spares: dict[str, Any]
+) -> tuple[Callable[[list, list], Any], Callable[[list], None]]:
     """One measurement of the candidate against the reference, each call's
-    kernels recorded; the program's failure as the program's verdict."""
+    kernels recorded; the program's failure as the program's verdict. With
+    it, what time_shapes does before the slot: the reference's work
+    estimate for the shape's sets (kept by their shapes and types, which
+    are all it depends on)."""
     backend, timing_cfg = ctx.backend, ctx.cfg.timing
     on_gpu = timed_on_gpu(backend, ctx.out)
     device_name = HardwareInfo.from_dict(ctx.out.get("hardware")).name if on_gpu else ""
@@ -317,10 +326,10 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[st
         with backend.launch_counter():
             return ctx.model(*args)
 
-    estimates: dict[int, Any] = {}  # the reference's work per timed shape (its first set's identity)
+    estimates: dict[tuple, Any] = {}  # the reference's work by its arguments' shapes and types
 
     def estimate(ref_sets: list) -> Any:
-        key = id(ref_sets[0])
+        key = tuple((tuple(a.shape), str(a.dtype)) if hasattr(a, "shape") else repr(a) for a in ref_sets[0])
         if key not in estimates:
             estimates[key] = kt.estimate_work(ctx.model, ctx.clone(ref_sets[0]))
         return estimates[key]
@@ -368,8 +377,7 @@ def _measure(ctx: Context, last: dict[str, Any], per_call: list, spares: dict[st
             last["moved_wrong"] = rotation.wrong  # checks/timed_output.py
         return o
 
-    measure_once.before_slot = before_slot  # type: ignore[attr-defined]
-    return measure_once
+    return measure_once, before_slot
 
 
 def _after_shape(ctx: Context, per_call: list) -> Callable[..., None]:
