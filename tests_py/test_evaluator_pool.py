@@ -320,8 +320,15 @@ def test_the_next_job_takes_the_worker_while_the_parent_checks_the_last(monkeypa
     monkeypatch.setattr(pool_module.DevicePool, "take", take)
     monkeypatch.setattr(pool_module, "trusted_checks", checks)
     with Evaluator(backend="triton", workers=1, spares=1, timing=False) as ev:
+        started = time.monotonic()
         first, second = ev.evaluate_many([(task, seed), (task, seed)])
+        elapsed = time.monotonic() - started
     assert first.category == second.category == "ok", (first.error, second.error)
     assert order[:4] == ["take", "checks", "take", "second job started"], order
+    # the second job's thread waited for the one worker slot while the first
+    # job ran: that wait is its queue, not its wall time (with the wait in
+    # both, the two add up to more than the whole batch took)
+    assert second.phases["queue"] > 0.5, second.phases
+    assert second.wall_s + second.phases["queue"] <= elapsed + 0.2, (second.wall_s, second.phases["queue"], elapsed)
     # the checks still ran whole for both (the referee agreed with each)
     assert order.count("checks") == 2 and first.phases.get("referee", 0) > 0, (order, first.phases)
