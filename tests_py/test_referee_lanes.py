@@ -24,19 +24,19 @@ RELU = HERE.parent / "examples" / "triton" / "relu"
 
 
 def _relu_batch(
-    lanes: str, monkeypatch: pytest.MonkeyPatch, n: int = 4, hold_first: bool = False, warmed=lambda: None
+    lanes: str, monkeypatch: pytest.MonkeyPatch, n: int = 4, hold_first: bool = False, warmed=lambda referee: None
 ) -> tuple:
     """``n`` relu seeds through a pool with ``lanes`` referee lanes; with
     ``hold_first`` the first lane is taken (as another job's long check
     would hold it) for the second half of them; ``warmed()`` is called once
-    the pool is warm (its lanes started and primed)."""
+    the pool is warm (its lanes started and primed), with the referee."""
     monkeypatch.setenv("KERNELSMITH_REFEREE_LANES", lanes)
     task = Task.load(RELU, trials=1)
     with Evaluator(backend="triton", workers=2, spares=1, timing=True) as ev:
         ev.warm_up([task])
         referee = next(iter(ev._device_pools.values())).referee
         assert all(lane.ready for lane in referee.lanes)
-        warmed()
+        warmed(referee)
         primed = [lane.answered for lane in referee.lanes]
         results = ev.evaluate_many([(task, task.seed_source)] * (n // 2))
         if hold_first:
@@ -88,12 +88,36 @@ def test_a_heavy_tasks_checks_wait_for_the_first_lane(monkeypatch):
         return real_take(self, lanes)
 
     monkeypatch.setattr(referee_module.Referee, "_take", take)
-    results, (primed, served, _timed, _task) = _relu_batch("2", monkeypatch, warmed=lambda: recording.append(True))
+    results, (primed, served, _timed, _task) = _relu_batch(
+        "2", monkeypatch, warmed=lambda referee: recording.append(True)
+    )
     assert all(r.category == "ok" for r in results), [r.error for r in results]
     assert all(r.census.get("referee") == "agreed" for r in results), [r.census for r in results]
     assert primed[1] == 0 and served[1] == 0 and served[0] >= 8, (primed, served)
     # every request of a job's checks asked for the first lane alone
     assert seen and all(lanes == [0] for lanes in seen), seen
+
+
+def test_a_second_lane_killed_is_started_again_for_the_next_check(monkeypatch):
+    """kill -9 of the second lane's process (an out-of-memory kill, say)
+    once the pool is warm: the next check that lane is given (the first
+    lane held) finds it dead, starts it again and is answered; every result
+    is still checked by the referee, none left unchecked."""
+    import signal
+
+    lanes: list = []
+
+    def kill_second(referee):
+        lane = referee.lanes[1]
+        lanes.append(lane)
+        os.killpg(lane.proc.pid, signal.SIGKILL)
+        lane.proc.wait()
+
+    results, (_primed, served, _timed, _task) = _relu_batch("2", monkeypatch, n=4, hold_first=True, warmed=kill_second)
+    assert all(r.category == "ok" for r in results), [r.error for r in results]
+    assert all(r.census.get("referee") == "agreed" for r in results), [r.census for r in results]
+    assert all(r.timing_reliable for r in results), [r.unreliable_reasons for r in results]
+    assert lanes[0].restarts == 1 and served[1] >= 3, (lanes[0].restarts, served)
 
 
 def test_one_lane_on_the_host_by_default(monkeypatch):
