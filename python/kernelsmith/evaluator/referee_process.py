@@ -367,7 +367,7 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
 
     # lazy: the referee process loads torch and what pulls it in after main() has prepared the process (prepare)
     from . import correctness as cmp
-    from .audit import MOST_CALLS, Parts, copies, flat, round_digests, tensor_bytes  # lazy: as above
+    from .audit import MOST_CALLS, Parts, copies, flat, round_digests, round_layout, tensor_bytes  # lazy: as above
 
     spent = Parts(backend)
     task, model, inputs, device = _rebuilt(req, backend, cmp)
@@ -381,8 +381,8 @@ def audit(req: dict[str, Any], backend: Any) -> dict[str, Any]:
         call_bytes = tensor_bytes(inputs) + tensor_bytes(outputs)
         del outputs
         spent("rebuild")
-        buffers, sets = copies(inputs, calls)
-        state = _State(model, sets, sizes, cmp)
+        buffers, sets = copies(inputs, round_layout(calls)[0])
+        state = _State(model, sets, sizes, cmp, calls)
         spent("copies")
         if device.startswith("cuda"):
             # the hashes' kernel compiled for these sizes before the rounds'
@@ -498,10 +498,13 @@ def _bench_reference(cfg: Any, state: "_State", backend: Any) -> list[float]:
 class _State:
     """The reference's outputs on the round's copies as they are now, call
     by call as a chunk needs them (a chunk of the stacked outputs spans one
-    call's output or a few)."""
+    call's output or a few). A round's ``calls`` run on ``len(sets)``
+    copies, replay after replay (audit.round_layout): call ``K`` is copy
+    ``K % len(sets)`` in replay ``K // len(sets)``."""
 
-    def __init__(self, model: Any, sets: list[list[Any]], sizes: list[int], cmp: Any) -> None:
+    def __init__(self, model: Any, sets: list[list[Any]], sizes: list[int], cmp: Any, calls: int = 0) -> None:
         self.model, self.sets, self.sizes, self.cmp = model, sets, sizes, cmp
+        self.calls = max(int(calls), len(sets))
         self.outputs: dict[int, list[Any]] = {}
 
     def changed(self) -> None:
@@ -520,19 +523,37 @@ class _State:
 
         if not 0 <= o < len(self.sizes):
             return None
-        return chunk_bound(self.sizes[o] * len(self.sets), c)
+        return chunk_bound(self.sizes[o] * self.calls, c)
 
-    def chunk(self, o: int, c: int) -> Optional[Any]:
-        """The reference's values of chunk ``c`` of output ``o``."""
+    def chunk(self, o: int, c: int, replay: Optional[int] = None) -> Optional[Any]:
+        """The reference's values of chunk ``c`` of output ``o`` on the
+        copies as they are now; with ``replay``, only the part of it that
+        replay's calls made (None where they made none of it)."""
         import torch
 
         where = self.bounds(o, c)
         if where is None:
             return None
         lo, hi = where
-        n = self.sizes[o]
-        pieces = [self.call(k)[o][max(lo - k * n, 0) : min(hi - k * n, n)] for k in range(lo // n, (hi - 1) // n + 1)]
+        n, copies = self.sizes[o], len(self.sets)
+        calls = range(lo // n, (hi - 1) // n + 1)
+        pieces = [
+            self.call(k % copies)[o][max(lo - k * n, 0) : min(hi - k * n, n)]
+            for k in calls
+            if replay is None or k // copies == replay
+        ]
+        if not pieces:
+            return None
         return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).clone()
+
+    def replays(self, o: int, c: int) -> list[int]:
+        """The replays whose calls made chunk ``c`` of output ``o``."""
+        where = self.bounds(o, c)
+        if where is None:
+            return []
+        lo, hi = where
+        n, copies = self.sizes[o], len(self.sets)
+        return sorted({k // copies for k in range(lo // n, (hi - 1) // n + 1)})
 
 
 def _keep(state: _State, rounds: list[dict[str, Any]], changes: int, earlier: list[list[list[Any]]]) -> None:
@@ -554,44 +575,60 @@ STALE_PART = 0.25
 STALE_MIN_ELEMENTS = 64
 
 
-def _staleness(got: list[Any], wants: list[Any], states: list[list[Any]]) -> str:
+def _staleness(got: list[Any], wants: list[Any], states: list[list[Any]], replayed: Optional[list[Any]] = None) -> str:
     """Why a round's handed-over chunks look computed before its nonce: the
     squared distance of all of them together to an earlier state's
     reference chunks is under ``STALE_PART`` of their distance to the round's
     own reference (the change is past the tolerance for most programs, so
     the tolerance catches a stale output first; this catches it where the
     task's tolerance or its accuracy contract is wider than the change).
-    Empty when fresh, when the change did not move the outputs (nothing
-    tells the states apart), or over fewer than ``STALE_MIN_ELEMENTS``."""
-    import torch
-
-    if sum(int(x.numel()) for x in got if x is not None) < STALE_MIN_ELEMENTS:
-        return ""
-
-    def distance(a: list[Any], b: list[Any]) -> float:
-        total = 0.0
-        for x, y in zip(a, b):
-            if x is None or y is None or x.numel() != y.numel():
-                return float("nan")
-            # on the chunks' device (the referee's), one value to the host per pair
-            d = x.detach().to(torch.float64) - y.detach().to(x.device, torch.float64)
-            total += float(torch.where(torch.isfinite(d), d, 0.0).square().sum())
-        return total
-
-    now = distance(got, wants)
-    for state, chunks in enumerate(states):
-        moved = distance(wants, chunks)
-        if not moved > 0:
+    ``replayed``: where the round replayed its copies' calls, the
+    reference's chunks each on its copies' inputs as they were before its
+    replay's change; judged chunk by chunk (a program that skips the work of
+    some replays leaves each of them the replay before's outputs, and the
+    chunks of the replays it did not skip are fresh). Empty when fresh,
+    when the change did not move the outputs (nothing tells the states
+    apart), or over fewer than ``STALE_MIN_ELEMENTS``."""
+    whens = [
+        "before the first round's change" if state == 0 else f"after round {state}'s change"
+        for state in range(len(states))
+    ]
+    groups = [(when, got, wants, chunks) for when, chunks in zip(whens, states)]
+    for i, chunk in enumerate(replayed or []):
+        groups.append(
+            (
+                f"before its replay's change in the round (the round's picked chunk {i + 1})",
+                got[i : i + 1],
+                wants[i : i + 1],
+                [chunk],
+            )
+        )
+    for when, mine, theirs, chunks in groups:
+        if sum(int(x.numel()) for x in mine if x is not None) < STALE_MIN_ELEMENTS:
             continue
-        then = distance(got, chunks)
-        if then < STALE_PART * now and then < STALE_PART * moved:
-            when = "before the first round's change" if state == 0 else f"after round {state}'s change"
+        now, moved, then = _distance(mine, theirs), _distance(theirs, chunks), _distance(mine, chunks)
+        if moved > 0 and then < STALE_PART * now and then < STALE_PART * moved:
             return (
                 f"the chunks are nearer the reference's output on the inputs as they were {when} than on the "
                 f"round's own inputs (squared distance {then:.3g} against {now:.3g}; the change moved the "
                 f"reference's output by {moved:.3g})"
             )
     return ""
+
+
+def _distance(a: list[Any], b: list[Any]) -> float:
+    """The squared distance of two lists of chunks (NaN where a pair's sizes
+    differ or one is missing; non-finite differences count as none)."""
+    import torch
+
+    total = 0.0
+    for x, y in zip(a, b):
+        if x is None or y is None or x.numel() != y.numel():
+            return float("nan")
+        # on the chunks' device (the referee's), one value to the host per pair
+        d = x.detach().to(torch.float64) - y.detach().to(x.device, torch.float64)
+        total += float(torch.where(torch.isfinite(d), d, 0.0).square().sum())
+    return total
 
 
 def _audit_round(
@@ -609,26 +646,23 @@ def _audit_round(
     import torch
 
     # lazy: as audit() above
-    from .audit import change_inputs, round_digests
+    from .audit import round_digests
 
     nonce = int(round_["nonce"])
+    picks = [(int(o), int(c)) for o, c in round_.get("picks") or []] if round_.get("file") is not None else []
     with measuring():
-        backend.synchronize()
-        started = time.perf_counter()
-        change_inputs(buffers, nonce)
-        backend.synchronize()
-        changed = time.perf_counter() - started
-        state.changed()
+        changed, now, before = _replays(state, buffers, backend, nonce, picks)
         first = state.call(0)
         reference_s = _reference_call_s(state.model, state.sets[0], backend)
         # the round's other work on this device: the outputs stacked over the
-        # calls (a copy of them) and hashed, on tensors of their size
-        calls = len(state.sets)
-        alike = [torch.empty(n * calls, dtype=f.dtype, device=f.device) for n, f in zip(state.sizes, first)]
+        # copies' calls (a copy of them), kept replay after replay (another)
+        # and hashed, on tensors of their size
+        copies, replays = len(state.sets), state.calls // len(state.sets)
+        alike = [torch.empty(n * state.calls, dtype=f.dtype, device=f.device) for n, f in zip(state.sizes, first)]
         backend.synchronize()
         started = time.perf_counter()
         for t in alike:
-            if calls > 1:
+            for _ in range((copies > 1) + (replays > 1)):
                 t = t.clone()
             round_digests(t, nonce)
         backend.synchronize()
@@ -637,7 +671,7 @@ def _audit_round(
     if round_.get("file") is None:  # a round the program's call failed in: the inputs changed all the same
         return {"overhead_s": overhead_s, "reference_s": reference_s}
     got = read_outputs(round_["file"], int(round_.get("max_bytes") or MAX_BYTES))["candidate"]
-    picks, digests = round_["picks"], round_["digests"]
+    digests = round_["digests"]
     if len(got) != len(picks) or any(isinstance(g, Sampled) for g in got):
         return {"malformed": f"{len(got)} chunks handed over for {len(picks)} asked"}
     # the handed-over values hashed, compared and judged for staleness on
@@ -648,20 +682,60 @@ def _audit_round(
     # is the same on every device
     got = [values.to(device) for values in got]
     wrong, forged, wants = [], [], []
-    for (o, c), values, sent in zip(picks, got, digests):
-        where, want = state.bounds(int(o), int(c)), state.chunk(int(o), int(c))
+    for (o, c), values, sent, want in zip(picks, got, digests, now):
+        where = state.bounds(o, c)
         if where is None or want is None:
             wrong.append(f"output {o} has no chunk {c}")
             continue
         wants.append(want)
-        bad, late = _judge_chunk(values, want, int(o), int(c), where[0], sent, nonce, state.cmp, *tol)
+        bad, late = _judge_chunk(values, want, o, c, where[0], sent, nonce, state.cmp, *tol)
         wrong += [bad] if bad else []
         forged += [late] if late else []
-    stale = "" if wrong else _staleness(got, wants, states)
+    stale = "" if wrong else _staleness(got, wants, states, before)
     answer = {"wrong": wrong, "forged": forged, "overhead_s": overhead_s, "reference_s": reference_s}
     if stale:
         answer["stale"] = stale
     return answer
+
+
+def _replays(
+    state: _State, buffers: list[Any], backend: Any, nonce: int, picks: list[tuple[int, int]]
+) -> tuple[float, list[Any], Optional[list[Any]]]:
+    """The round's changes of the copies' inputs, replay after replay
+    (audit.round_layout, audit.replay_nonce), and the reference's values of
+    the picked chunks: (the changes' seconds on this device, each chunk on
+    the inputs its calls had, and where the round has several replays each
+    chunk on the inputs as they were before its replays' changes, else
+    None)."""
+    import time
+
+    import torch
+
+    # lazy: as audit() above
+    from .audit import change_inputs, replay_nonce
+
+    replays = max(1, state.calls // len(state.sets))
+    changed = 0.0
+    now: list[list[Any]] = [[] for _ in picks]
+    before: list[list[Any]] = [[] for _ in picks]
+    for replay in range(replays):
+        if replays > 1:
+            for pieces, (o, c) in zip(before, picks):
+                pieces.append(state.chunk(o, c, replay))
+        backend.synchronize()
+        started = time.perf_counter()
+        change_inputs(buffers, replay_nonce(nonce, replay))
+        backend.synchronize()
+        changed += time.perf_counter() - started
+        state.changed()
+        for pieces, (o, c) in zip(now, picks):
+            pieces.append(state.chunk(o, c, replay if replays > 1 else None))
+
+    def joined(parts: list[Any]) -> Optional[Any]:
+        parts = [p for p in parts if p is not None]
+        return None if not parts else parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    return changed, [joined(p) for p in now], [joined(p) for p in before] if replays > 1 else None
 
 
 def _reference_call_s(model: Any, inputs: list, backend: Any, budget_s: float = 2e-3, most: int = 200) -> float:

@@ -5,13 +5,16 @@ parent asks for handed over. What the rounds prove is the parent's
 (trusted/audit_check.py): this side only does the work the parent times.
 
 A round calls the program as many times as the parent says
-(``audit.calls_per_round`` of the time the worker reported), on as many
-copies of the set (:func:`audit.copies`), so that a microsecond kernel's
-calls add up to more than the check's slack. On a CUDA device the calls are
-captured once in a CUDA graph before the first nonce and replayed in every
-round, as the timing replays its own: the round's wall time is the calls'
-device time, not their launches'. Where the capture fails the calls run
-eagerly, which only lengthens the round.
+(``audit.calls_per_round`` of the time the worker reported), so that a
+microsecond kernel's calls add up to more than the check's slack: on
+``copies`` copies of the set (:func:`audit.copies`), ``replays`` times
+(:func:`audit.round_layout`), the copies' inputs changed before each replay
+(the round's nonce, then :func:`audit.replay_nonce`'s keys) and each
+replay's outputs kept. On a CUDA device the copies' calls are captured once
+in a CUDA graph before the first nonce and the graph replayed, as the
+timing replays its own: the round's wall time is the calls' device time,
+not their launches'. Where the capture fails the calls run eagerly, which
+only lengthens the round.
 
 A step audits its program after its timing (:func:`audit_timing`); the
 finalists' re-timing audits each finalist it timed (:func:`audit_finalist`),
@@ -32,7 +35,9 @@ from .audit import (
     chunk_bounds,
     copies,
     flat,
+    replay_nonce,
     round_digests,
+    round_layout,
     stacked,
     tensor_bytes,
 )
@@ -133,8 +138,9 @@ def audit_rounds(ctx: Any, name: str, gen: Any, phases: dict[str, float], stage:
 
 
 class _Calls:
-    """A round's calls of the program: their input copies, and on a CUDA
-    device the graph that replays them."""
+    """A round's calls of the program: their input copies, on a CUDA device
+    the graph that replays them, and where the round replays them more than
+    once the buffers every replay's outputs are kept in."""
 
     def __init__(self, ctx: Any, inputs: list, shape: str) -> None:
         import torch
@@ -163,9 +169,15 @@ class _Calls:
         self.count = ctx.chan.audit_plan(call_bytes, shape=shape)
         mark("plan_s")
         # a call that failed makes no copies: every round reports the failure
-        self.buffers, self.sets = copies(inputs, 1 if self.error else self.count)
+        self.copies, self.replays = (1, 1) if self.error else round_layout(self.count)
+        self.buffers, self.sets = copies(inputs, self.copies)
+        # each replay's outputs, one after another (one replay: the calls' own, none kept)
+        self.kept = [
+            torch.empty(n * self.copies * self.replays, dtype=dtype, device=device)
+            for n, dtype, device in (shapes if self.replays > 1 else [])
+        ]
         mark("copies_s")
-        if not self.error and self.count > 1 and ctx.backend.timing_device() == "cuda":
+        if not self.error and self.copies > 1 and ctx.backend.timing_device() == "cuda":
             try:
                 self.graph, self.outputs = self._capture(torch)
             except Exception:  # noqa: BLE001 - eager calls instead: a longer round, never a shorter one
@@ -198,13 +210,27 @@ class _Calls:
         torch.cuda.synchronize()
         return graph, outputs
 
-    def run(self) -> list[Any]:
-        """The round's calls on the copies as they are now: per output
+    def call(self) -> list[Any]:
+        """The copies' calls on their inputs as they are now: per output
         position the calls' outputs one after another, flat."""
         if self.graph is not None:
             self.graph.replay()
             return self.outputs
         return stacked([self.ctx.cmp.flatten_outputs(self.ctx.model_new(*s)) for s in self.sets])
+
+    def run(self, nonce: int) -> list[Any]:
+        """The round: before each replay the copies' inputs changed (the
+        nonce's keys, :func:`audit.replay_nonce`), then their calls; per
+        output position every replay's outputs one after another, flat."""
+        if self.replays == 1:
+            change_inputs(self.buffers, nonce)
+            return self.call()
+        for replay in range(self.replays):
+            change_inputs(self.buffers, replay_nonce(nonce, replay))
+            outs = self.call()
+            for kept, out in zip(self.kept, outs):
+                kept[replay * out.numel() : (replay + 1) * out.numel()].copy_(out)
+        return self.kept
 
 
 def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> bool:
@@ -217,11 +243,8 @@ def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> b
     if calls.error:
         ctx.chan.audit_done(None, error=calls.error)
         return False
-    change_inputs(calls.buffers, nonce)
     try:
-        ctx.backend.synchronize()
-        called = time.perf_counter()
-        outs = calls.run()
+        outs = calls.run(nonce)
         ctx.backend.synchronize()
         hashed = time.perf_counter()
         digests = [round_digests(o, nonce) for o in outs]
@@ -233,10 +256,10 @@ def _round(ctx: Context, calls: _Calls, name: str, index: int, number: int) -> b
     # the round trip and the parent's own latency)
     done = time.perf_counter()
     seen = {
-        "change_s": called - began,
-        "call_s": hashed - called,
+        "call_s": hashed - began,  # the inputs' changes with the calls
         "hash_s": done - hashed,
         "graph": 1.0 if calls.graph is not None else 0.0,
+        "replays": float(calls.replays),
         **(calls.setup if number == 0 else {}),
     }
     picks = ctx.chan.audit_done(digests, seen=seen)

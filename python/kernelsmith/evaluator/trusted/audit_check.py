@@ -780,7 +780,7 @@ def _record(
         # what the worker says its rounds' parts took: not judged, a record of
         # where an honest round's time goes (the rest is the round trip)
         "worker_says_ms": [
-            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items() if k != "graph"}
+            {k: round(v * 1e3, 4) for k, v in (a.get("seen") or {}).items() if k not in ("graph", "replays")}
             for a in audits
             if a.get("seen")
         ],
@@ -790,6 +790,8 @@ def _record(
         # whether the worker says a CUDA graph replayed the calls (its word,
         # never judged: an eager round is only longer)
         "worker_says_graph": bool(audits) and all((a.get("seen") or {}).get("graph") for a in audits),
+        # ... and how many times a round ran its copies' calls (audit.round_layout)
+        "worker_says_replays": (audits[0].get("seen") or {}).get("replays") if audits else None,
         # the referee's time on these rounds, part by part (a record)
         "referee_split_ms": {k: round(v * 1e3, 3) for k, v in checked.spent_s.items()},
     }
