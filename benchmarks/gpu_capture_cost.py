@@ -24,7 +24,6 @@ On the GPU machine::
 from __future__ import annotations
 
 import cProfile
-import importlib.util
 import io
 import pstats
 import sys
@@ -40,15 +39,6 @@ from kernelsmith.task import Task
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples" / "triton"
-
-
-def _module(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _device_time_per_call(model: Any, inputs: list) -> float:
@@ -109,12 +99,12 @@ def _capture(model: Any, sets: list, cmp: Any, profile: bool) -> tuple[Any, list
     return graph, outputs, parts, text
 
 
-def run(name: str) -> None:
+def run(backend: Any, name: str) -> None:
     from kernelsmith.evaluator import correctness as cmp
 
     task = Task.load(EXAMPLES / name, trials=1)
-    ref = _module(EXAMPLES / name / "reference.py", f"ref_{name}")
-    seed = _module(EXAMPLES / name / "seed.py", f"seed_{name}")
+    ref = backend.load_candidate(str(EXAMPLES / name / "reference.py"), f"ref_{name}")
+    seed = backend.load_candidate(str(EXAMPLES / name / "seed.py"), f"seed_{name}")
     torch.manual_seed(0)
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
     init = ref.get_init_inputs() if hasattr(ref, "get_init_inputs") else []
@@ -178,7 +168,7 @@ def main() -> None:
     backend.prepare_zygote()
     backend.prepare_worker()
     for name in sys.argv[1:] or ["relu", "softmax", "vector_add", "layernorm"]:
-        run(name)
+        run(backend, name)
 
 
 if __name__ == "__main__":
