@@ -4,9 +4,12 @@ batch with the honest seed twice for comparison; one line per program.
 ``--dir tests_py/fixtures/hacks_v3`` runs integrity v3's held-out programs
 (relu candidates too) the same way; ``--shapes get_inputs,get_inputs_odd``
 times relu on those shapes (``--dir tests_py/fixtures/hacks_shapes``: the
-report forged on a later shape).
+report forged on a later shape). ``--figures`` prints each audited row's
+rounds too: calls, replays, the rounds' wall times, the referee's other
+work, the slack, and the bound on the calls these give (ms).
 
-    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [--dir DIR] [--shapes A,B] [name ...]
+    TRITON_INTERPRET=1 PYTHONPATH=python python benchmarks/pygpubench_verdicts.py [--dir DIR] [--shapes A,B]
+        [--figures] [name ...]
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ RELU = ROOT / "examples" / "triton" / "relu"
 
 
 def main() -> None:
-    args = sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a != "--figures"]
+    figures_too = "--figures" in sys.argv[1:]
     fixtures = FIXTURES
     if args[:1] == ["--dir"] and len(args) >= 2:
         fixtures, args = Path(args[1]).resolve(), args[2:]
@@ -70,6 +74,17 @@ def main() -> None:
             flush=True,
         )
     print(f"# wall {time.monotonic() - started:.1f} s")
+    if figures_too:
+        _print_figures(["_seed", "_seed_again"] + names, out)
+
+
+def _print_figures(names: list, results: list) -> None:
+    keys = ("calls", "worker_says_replays", "wall_ms", "other_work_ms", "slack_ms", "call_at_least_ms")
+    print("# name | " + " | ".join(keys))
+    for name, r in zip(names, results):
+        figures = (r.census or {}).get("audit") or {}
+        if figures.get("calls"):
+            print(" | ".join([name] + [str(figures.get(k)) for k in keys]))
 
 
 if __name__ == "__main__":

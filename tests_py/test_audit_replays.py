@@ -193,6 +193,8 @@ def test_the_layout_replays_the_captured_calls_within_the_caps():
         assert A.round_layout(copies * replays) == (copies, replays), calls
     # a 2 us call's 2500 calls: 500 copies, 5 replays
     assert A.calls_per_round(2e-6, 1 << 16) == 2500 and A.round_layout(2500) == (500, 5)
+    # the L2 flush after each replay's change: a GPU's rounds of several replays only
+    assert not A.replays_flush([torch.zeros(4)], 8) and not A.replays_flush([torch.zeros(4)], 1)
     keys = {A.replay_nonce(99, r) for r in range(8)}
     assert A.replay_nonce(99, 0) == 99 and len(keys) == 8 and all(0 < k < 1 << 62 for k in keys)
 

@@ -702,7 +702,8 @@ def _replays(
     state: _State, buffers: list[Any], backend: Any, nonce: int, picks: list[tuple[int, int]]
 ) -> tuple[float, list[Any], Optional[list[Any]]]:
     """The round's changes of the copies' inputs, replay after replay
-    (audit.round_layout, audit.replay_nonce), and the reference's values of
+    (audit.round_layout, audit.replay_nonce; on a GPU each with the L2
+    flush after it the worker makes, audit.replays_flush), and the reference's values of
     the picked chunks: (the changes' seconds on this device, each chunk on
     the inputs its calls had, and where the round has several replays each
     chunk on the inputs as they were before its replays' changes, else
@@ -712,9 +713,10 @@ def _replays(
     import torch
 
     # lazy: as audit() above
-    from .audit import change_inputs, replay_nonce
+    from .audit import change_inputs, flush_cache, replay_nonce, replays_flush
 
     replays = max(1, state.calls // len(state.sets))
+    flush = replays_flush(buffers, replays)
     changed = 0.0
     now: list[list[Any]] = [[] for _ in picks]
     before: list[list[Any]] = [[] for _ in picks]
@@ -725,6 +727,8 @@ def _replays(
         backend.synchronize()
         started = time.perf_counter()
         change_inputs(buffers, replay_nonce(nonce, replay))
+        if flush:  # as the worker flushes its device's L2 after each replay's change
+            flush_cache(buffers)
         backend.synchronize()
         changed += time.perf_counter() - started
         state.changed()

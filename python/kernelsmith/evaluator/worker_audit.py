@@ -35,7 +35,9 @@ from .audit import (
     chunk_bounds,
     copies,
     flat,
+    flush_cache,
     replay_nonce,
+    replays_flush,
     round_digests,
     round_layout,
     stacked,
@@ -171,6 +173,9 @@ class _Calls:
         # a call that failed makes no copies: every round reports the failure
         self.copies, self.replays = (1, 1) if self.error else round_layout(self.count)
         self.buffers, self.sets = copies(inputs, self.copies)
+        self.flush = not self.error and replays_flush(self.buffers, self.replays)
+        if self.flush:
+            flush_cache(self.buffers)  # its buffer made before the slot
         # each replay's outputs, one after another (one replay: the calls' own, none kept)
         self.kept = [
             torch.empty(n * self.copies * self.replays, dtype=dtype, device=device)
@@ -220,13 +225,16 @@ class _Calls:
 
     def run(self, nonce: int) -> list[Any]:
         """The round: before each replay the copies' inputs changed (the
-        nonce's keys, :func:`audit.replay_nonce`), then their calls; per
-        output position every replay's outputs one after another, flat."""
+        nonce's keys, :func:`audit.replay_nonce`) and on a GPU the L2 cache
+        flushed (:func:`audit.replays_flush`), then their calls; per output
+        position every replay's outputs one after another, flat."""
         if self.replays == 1:
             change_inputs(self.buffers, nonce)
             return self.call()
         for replay in range(self.replays):
             change_inputs(self.buffers, replay_nonce(nonce, replay))
+            if self.flush:
+                flush_cache(self.buffers)
             outs = self.call()
             for kept, out in zip(self.kept, outs):
                 kept[replay * out.numel() : (replay + 1) * out.numel()].copy_(out)
