@@ -81,7 +81,7 @@ fi
 if has integrity; then
   # issue 29: every rewritten pygpubench exploit, then every held-out hacks_v3 program, on this card
   timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py 2>&1 | cut -c1-400 | tee "$OUT/pygpubench.log"
-  timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py --dir tests_py/fixtures/hacks_v3 2>&1 \
+  timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py --dir tests_py/fixtures/hacks_v3 --figures 2>&1 \
     | cut -c1-400 | tee "$OUT/hacks_v3.log"
   # a report forged on a later timing shape (relu timed on two shapes)
   timeout ${INTEGRITY_LIMIT:-420} python3 benchmarks/pygpubench_verdicts.py --dir tests_py/fixtures/hacks_shapes \

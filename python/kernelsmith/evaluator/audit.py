@@ -301,9 +301,12 @@ def flush_cache(buffers: list[Any]) -> None:
     device = next(b.device for b in buffers if isinstance(b, torch.Tensor) and b.is_cuda)
     flusher = _FLUSHERS.get(str(device))
     if flusher is None:
-        from ..timing.cuda import L2Flusher  # lazy: CUDA only
+        from ..timing.cuda import DEFAULT_FLUSH_BYTES, L2Flusher  # lazy: CUDA only
 
-        flusher = _FLUSHERS[str(device)] = L2Flusher(device, nbytes=0)
+        # twice the L2 the device reports (L2Flusher's own floor), the
+        # timing's 256 MiB where it reports none
+        known = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        flusher = _FLUSHERS[str(device)] = L2Flusher(device, nbytes=2 * known if known else DEFAULT_FLUSH_BYTES)
     flusher.flush()
 
 
