@@ -222,3 +222,42 @@ def test_outputs_one_replay_late_are_stale_where_the_tolerance_cannot_tell(tmp_p
     (tmp_path / "honest").mkdir()
     honest = _audited(tmp_path / "honest", monkeypatch, Honest(), loose=True)
     assert all("stale" not in a and a["wrong"] == [] for a in honest), honest
+
+
+def test_each_replays_change_is_followed_by_the_flush_in_the_worker_and_the_referee(tmp_path, monkeypatch):
+    """Where a round replays on a GPU (audit.replays_flush), the worker
+    flushes the L2 after every replay's change, before the replay's calls,
+    and the referee makes the same flush in its measure of the other work:
+    the order of the calls of both sides, recorded here on the host with the
+    flush itself a recorder (the flush's effect on the rounds' figures is
+    measured on the H100: benchmarks/gpu_verify.sh integrity --figures)."""
+    events: list = []
+    real_change = A.change_inputs
+
+    def change(buffers, nonce):
+        events.append("change")
+        real_change(buffers, nonce)
+
+    class Recorded(Honest):
+        def forward(self, x):
+            events.append("call")
+            return super().forward(x)
+
+    for module in (worker_audit, A):
+        monkeypatch.setattr(module, "replays_flush", lambda buffers, replays: replays > 1)
+        monkeypatch.setattr(module, "flush_cache", lambda buffers: events.append("flush"))
+        monkeypatch.setattr(module, "change_inputs", change)
+    answers = _audited(tmp_path, monkeypatch, Recorded())
+    assert all(a["wrong"] == [] and a["forged"] == [] for a in answers), answers
+    # the worker's set-up: the flush's buffer made and the change's kernel
+    # compiled before the slot; then its rounds: per replay a change, the
+    # flush, then the copies' 512 calls
+    setup = events.index("change")
+    assert "flush" in events[:setup], events[: setup + 1]
+    start = events.index("change", setup + 1)
+    worker = events[start : start + 3 * 3 * (2 + 512)]
+    one_replay = ["change", "flush"] + ["call"] * 512
+    assert worker == one_replay * 9, [e for e in worker if e != "call"][:12]
+    # the referee's: each replay's change followed by its flush
+    rest = [e for e in events[start + len(worker) :] if e != "call"]
+    assert rest == ["change", "flush"] * 9, rest
