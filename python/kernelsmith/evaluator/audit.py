@@ -273,10 +273,6 @@ def round_layout(calls: int) -> tuple[int, int]:
     return -(-calls // replays), replays
 
 
-#: the L2 flushers of :func:`flush_cache`, one per device
-_FLUSHERS: dict[str, Any] = {}
-
-
 def replays_flush(buffers: list[Any], replays: int) -> bool:
     """Whether a round of ``replays`` replays over the copies ``buffers``
     flushes the device's L2 cache after each replay's change: where it
@@ -292,22 +288,18 @@ def replays_flush(buffers: list[Any], replays: int) -> bool:
     return replays > 1 and any(isinstance(b, torch.Tensor) and b.is_cuda for b in buffers)
 
 
-def flush_cache(buffers: list[Any]) -> None:
-    """The L2 cache of the device of ``buffers``' first CUDA tensor
-    flushed: a write of twice its size (kernelsmith.timing's own
-    ``L2Flusher``, as the timing flushes before every sample)."""
+def l2_flusher(buffers: list[Any]) -> Any:
+    """A flusher of the L2 cache of the device of ``buffers``' first CUDA
+    tensor (kernelsmith.timing's own ``L2Flusher``, as the timing flushes
+    before every sample: a write of twice the L2's size), for one round's
+    replays. Made per round, not kept in a module: the worker captures its
+    flush in the round's CUDA graph (worker_audit._Calls), where nothing the
+    program does to Python objects afterwards removes it."""
     import torch
 
-    device = next(b.device for b in buffers if isinstance(b, torch.Tensor) and b.is_cuda)
-    flusher = _FLUSHERS.get(str(device))
-    if flusher is None:
-        from ..timing.cuda import DEFAULT_FLUSH_BYTES, L2Flusher  # lazy: CUDA only
+    from ..timing.cuda import L2Flusher  # lazy: CUDA only
 
-        # twice the L2 the device reports (L2Flusher's own floor), the
-        # timing's 256 MiB where it reports none
-        known = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
-        flusher = _FLUSHERS[str(device)] = L2Flusher(device, nbytes=2 * known if known else DEFAULT_FLUSH_BYTES)
-    flusher.flush()
+    return L2Flusher(next(b.device for b in buffers if isinstance(b, torch.Tensor) and b.is_cuda), nbytes=None)
 
 
 def replay_nonce(nonce: int, replay: int) -> int:
@@ -460,7 +452,7 @@ __all__ = [
     "round_layout",
     "replay_nonce",
     "replays_flush",
-    "flush_cache",
+    "l2_flusher",
     "calls_per_round",
     "reported_times",
     "tensor_bytes",

@@ -505,6 +505,7 @@ class _State:
     def __init__(self, model: Any, sets: list[list[Any]], sizes: list[int], cmp: Any, calls: int = 0) -> None:
         self.model, self.sets, self.sizes, self.cmp = model, sets, sizes, cmp
         self.calls = max(int(calls), len(sets))
+        self.replays = self.calls // len(sets)
         self.outputs: dict[int, list[Any]] = {}
 
     def changed(self) -> None:
@@ -657,7 +658,7 @@ def _audit_round(
         # the round's other work on this device: the outputs stacked over the
         # copies' calls (a copy of them), kept replay after replay (another)
         # and hashed, on tensors of their size
-        copies, replays = len(state.sets), state.calls // len(state.sets)
+        copies, replays = len(state.sets), state.replays
         alike = [torch.empty(n * state.calls, dtype=f.dtype, device=f.device) for n, f in zip(state.sizes, first)]
         backend.synchronize()
         started = time.perf_counter()
@@ -713,10 +714,10 @@ def _replays(
     import torch
 
     # lazy: as audit() above
-    from .audit import change_inputs, flush_cache, replay_nonce, replays_flush
+    from .audit import change_inputs, l2_flusher, replay_nonce, replays_flush
 
-    replays = max(1, state.calls // len(state.sets))
-    flush = replays_flush(buffers, replays)
+    replays = state.replays
+    flusher = l2_flusher(buffers) if replays_flush(buffers, replays) else None
     changed = 0.0
     now: list[list[Any]] = [[] for _ in picks]
     before: list[list[Any]] = [[] for _ in picks]
@@ -727,8 +728,8 @@ def _replays(
         backend.synchronize()
         started = time.perf_counter()
         change_inputs(buffers, replay_nonce(nonce, replay))
-        if flush:  # as the worker flushes its device's L2 after each replay's change
-            flush_cache(buffers)
+        if flusher is not None:  # as the worker flushes its device's L2 after each replay's change
+            flusher.flush()
         backend.synchronize()
         changed += time.perf_counter() - started
         state.changed()

@@ -35,7 +35,7 @@ from .audit import (
     chunk_bounds,
     copies,
     flat,
-    flush_cache,
+    l2_flusher,
     replay_nonce,
     replays_flush,
     round_digests,
@@ -173,9 +173,11 @@ class _Calls:
         # a call that failed makes no copies: every round reports the failure
         self.copies, self.replays = (1, 1) if self.error else round_layout(self.count)
         self.buffers, self.sets = copies(inputs, self.copies)
-        self.flush = not self.error and replays_flush(self.buffers, self.replays)
-        if self.flush:
-            flush_cache(self.buffers)  # its buffer made before the slot
+        # the L2 flush after each replay's change (audit.replays_flush): in
+        # the graph, before the calls, where there is one
+        self.flusher = (
+            l2_flusher(self.buffers) if not self.error and replays_flush(self.buffers, self.replays) else None
+        )
         # each replay's outputs, one after another (one replay: the calls' own, none kept)
         self.kept = [
             torch.empty(n * self.copies * self.replays, dtype=dtype, device=device)
@@ -207,6 +209,8 @@ class _Calls:
             self.ctx.model_new(*self.sets[0])
         torch.cuda.current_stream().wait_stream(side)
         with torch.cuda.graph(graph):
+            if self.flusher is not None:
+                self.flusher.flush()
             outputs = stacked([self.ctx.cmp.flatten_outputs(self.ctx.model_new(*s)) for s in self.sets])
         # replayed once before the first nonce: the first replay of a graph
         # uploads it (on the H100 a first round of 4096 calls took twice the
@@ -216,25 +220,26 @@ class _Calls:
         return graph, outputs
 
     def call(self) -> list[Any]:
-        """The copies' calls on their inputs as they are now: per output
-        position the calls' outputs one after another, flat."""
+        """The copies' calls on their inputs as they are now, after the L2
+        flush where the round has one: per output position the calls'
+        outputs one after another, flat."""
         if self.graph is not None:
-            self.graph.replay()
+            self.graph.replay()  # the flush, where there is one, is its first node
             return self.outputs
+        if self.flusher is not None:
+            self.flusher.flush()
         return stacked([self.ctx.cmp.flatten_outputs(self.ctx.model_new(*s)) for s in self.sets])
 
     def run(self, nonce: int) -> list[Any]:
         """The round: before each replay the copies' inputs changed (the
-        nonce's keys, :func:`audit.replay_nonce`) and on a GPU the L2 cache
-        flushed (:func:`audit.replays_flush`), then their calls; per output
+        nonce's keys, :func:`audit.replay_nonce`), then their calls (on a GPU
+        after the L2 flush, :func:`audit.replays_flush`); per output
         position every replay's outputs one after another, flat."""
         if self.replays == 1:
             change_inputs(self.buffers, nonce)
             return self.call()
         for replay in range(self.replays):
             change_inputs(self.buffers, replay_nonce(nonce, replay))
-            if self.flush:
-                flush_cache(self.buffers)
             outs = self.call()
             for kept, out in zip(self.kept, outs):
                 kept[replay * out.numel() : (replay + 1) * out.numel()].copy_(out)

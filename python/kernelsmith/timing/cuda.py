@@ -20,11 +20,15 @@ DEFAULT_FLUSH_BYTES = 256 * 2**20
 
 
 class L2Flusher:
-    def __init__(self, device: torch.device, nbytes: int = DEFAULT_FLUSH_BYTES) -> None:
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
+    def __init__(self, device: torch.device, nbytes: Optional[int] = DEFAULT_FLUSH_BYTES) -> None:
+        """``nbytes=None``: twice the L2 the device reports alone
+        (DEFAULT_FLUSH_BYTES where it reports none)."""
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        if nbytes is None:
+            nbytes = 2 * l2 if l2 else DEFAULT_FLUSH_BYTES
         # Twice L2 at least: a write of exactly L2's size may leave lines of
         # the previous sample resident under non-LRU replacement.
-        nbytes = max(int(nbytes), 2 * int(l2))
+        nbytes = max(int(nbytes), 2 * l2)
         self.buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
 
     def flush(self) -> None:
