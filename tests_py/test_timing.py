@@ -325,6 +325,64 @@ def test_gpu_state_parsing_and_fallback():
     assert isinstance(T.gpu_state(), dict)  # {} on a machine without a GPU
 
 
+def test_gpu_state_keeps_one_nvml_per_process_and_starts_no_process_when_told(tmp_path, monkeypatch):
+    """NVML initialised once per process (a reading in the timing slot is then
+    microseconds); a forked child takes its own; with start_process=False no
+    nvidia-smi is started where NVML cannot say (the evaluator's slot)."""
+    import importlib
+    import os
+    import sys
+    import types
+
+    G = importlib.import_module("kernelsmith.timing.gpu_state")  # the module (the package exports its function)
+
+    # an nvidia-smi on PATH that records every start
+    starts = tmp_path / "starts"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho started >> {starts}\necho '1410, 2619, 40'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(G, "_NVML", {})
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML: import fails
+    assert G.gpu_state(0, start_process=False) == {}
+    assert not starts.exists()
+    assert G.gpu_state(0)["source"] == "nvidia-smi" and starts.read_text().count("started") == 1
+
+    # NVML there (a stand-in for the vendor's module): one nvmlInit per process
+    inits: list[int] = []
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=0,
+        NVML_CLOCK_MEM=1,
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: inits.append(os.getpid()),
+        nvmlDeviceGetHandleByIndex=lambda i: ("handle", i),
+        nvmlDeviceGetClockInfo=lambda h, which: 1980 if which == 0 else 2619,
+        nvmlDeviceGetTemperature=lambda h, which: 37,
+    )
+    monkeypatch.setattr(G, "_NVML", {})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    for _ in range(5):
+        assert G.gpu_state(0, start_process=False) == {
+            "sm_clock_mhz": 1980,
+            "mem_clock_mhz": 2619,
+            "temperature_c": 37,
+            "source": "pynvml",
+        }
+    assert inits == [os.getpid()] and G.open_nvml(0)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own init, the parent's entry not used
+        G.gpu_state(0)
+        os.write(write, str(inits).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(write)
+    child_inits = eval(os.read(read, 1000).decode())  # noqa: S307 - a list of pids written above
+    assert child_inits[0] == os.getpid() and len(child_inits) == 2 and child_inits[1] != os.getpid()
+    assert starts.read_text().count("started") == 1  # NVML answered: no nvidia-smi since
+
+
 # -- CUDA (skipped without a GPU; the lead runs these on the device machine) --
 
 

@@ -38,6 +38,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
+from ..timing.gpu_state import nvml
 
 
 def _proc_stat() -> Optional[tuple[float, float]]:
@@ -148,24 +149,11 @@ def busy_host(other_cores: Any, cores: Any, policy: Optional["TimingPolicy"] = N
     return cores - other_cores < (threads + policy.free_core_headroom) * policy.free_core_share
 
 
-_NVML: dict[str, Any] = {}  # device index -> (pynvml, handle), or None where NVML cannot say
-_NVML_LOCK = threading.Lock()
-
-
 def _nvml(device: Optional[str]) -> Optional[tuple[Any, Any]]:
     """(pynvml, device handle), initialised once per process and device (the
-    gate asks on every timing attempt); None without pynvml or an NVIDIA GPU."""
-    key = str(device or 0)
-    with _NVML_LOCK:
-        if key not in _NVML:
-            try:
-                import pynvml  # type: ignore
-
-                pynvml.nvmlInit()
-                _NVML[key] = (pynvml, pynvml.nvmlDeviceGetHandleByIndex(int(key)))
-            except Exception:  # noqa: BLE001 - no pynvml, no driver, no such device
-                _NVML[key] = None
-        return _NVML[key]
+    gate asks on every timing attempt; timing.gpu_state.nvml keeps it); None
+    without pynvml or an NVIDIA GPU."""
+    return nvml(str(device or 0))
 
 
 def foreign_gpu_processes(device: Optional[str], own_pids: set[int]) -> Optional[list[int]]:

@@ -380,10 +380,12 @@ def measure(
     gpu_state = None
     if ref_source is not None and cand_source is not None:
         opts = harness_options(cfg, host_clock=False)
-        before = kt.gpu_state() if device_name else {}
+        # NVML only: the worker took its handle before the program loaded
+        # (worker.guard_channel); an nvidia-smi here would cost the slot
+        before = kt.gpu_state(start_process=False) if device_name else {}
         c = kt.compare_samples(ref_source, cand_source, unit="s", between_pairs=between_pairs, **opts)
         c.input_sets = len(input_sets)
-        gpu_state = {"before": before, "after": kt.gpu_state()} if device_name else {}
+        gpu_state = {"before": before, "after": kt.gpu_state(start_process=False)} if device_name else {}
     elif backend.timing_device() == "cuda":
         opts = harness_options(cfg, host_clock=False)
         c = kt.compare(

@@ -34,6 +34,7 @@ from ..backends.base import get_backend
 from .memory import tried_bytes, is_out_of_memory, CallMeter
 from ..hardware import HardwareInfo
 from ..task import Task
+from ..timing.gpu_state import open_nvml
 from .trials import checkpoint, run_trials, run_checked
 from .worker_timing import run_finalists, time_candidate
 from .worker_audit import audit_timing
@@ -154,7 +155,13 @@ def _harness(what: str, exc: BaseException) -> "Verdict":
 
 def guard_channel(chan: Channel) -> None:
     """The channel protected from here on (Channel.guard); a missing filter
-    is said on the log."""
+    is said on the log. Before it, where this process drives a GPU, the NVML
+    handle the timing reads clocks through (timing.gpu_state.nvml): taken
+    here, before the filter and the program, a reading in the timing slot is
+    a few microseconds and never an nvidia-smi started from the slot."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        open_nvml(torch.cuda.current_device())
     problem = chan.guard()
     if problem:
         print(

@@ -5,6 +5,13 @@ Order of sources: pynvml (package nvidia-ml-py), then
 ``nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu``, else an
 empty dict. CUDA_VISIBLE_DEVICES is honoured: device 0 of this process is the
 first visible GPU, not physical GPU 0.
+
+NVML is initialised once per process and device (:func:`nvml`) and kept: a
+reading is then a few microseconds, where an ``nvmlInit``/``nvmlShutdown``
+per reading cost milliseconds and an ``nvidia-smi`` tens of them. The
+evaluator's worker takes its handle before the program loads (and before the
+system-call filter), so the readings inside its timing slot never start a
+process (``gpu_state(start_process=False)``).
 """
 
 from __future__ import annotations
@@ -12,7 +19,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from typing import Any, Optional
+
+#: physical id -> (pid, pynvml, handle), or (pid, None, None) where NVML cannot say
+_NVML: dict[str, tuple[int, Any, Any]] = {}
+_NVML_LOCK = threading.Lock()
 
 
 def _physical_id(index: int) -> str:
@@ -24,27 +36,49 @@ def _physical_id(index: int) -> str:
     return str(index)
 
 
+def nvml(physical: str) -> Optional[tuple[Any, Any]]:
+    """(pynvml, handle) of a physical GPU (an index or a UUID), NVML
+    initialised once in this process and kept; None without pynvml, a
+    driver or such a device. A forked child makes its own (the entry of the
+    process it was forked from is not used)."""
+    pid = os.getpid()
+    with _NVML_LOCK:
+        got = _NVML.get(physical)
+        if got is None or got[0] != pid:
+            got = (pid, None, None)
+            try:
+                import pynvml  # type: ignore[import-not-found]
+
+                pynvml.nvmlInit()
+                if physical.isdigit():
+                    got = (pid, pynvml, pynvml.nvmlDeviceGetHandleByIndex(int(physical)))
+                else:
+                    got = (pid, pynvml, pynvml.nvmlDeviceGetHandleByUUID(physical))
+            except Exception:  # noqa: BLE001 - no pynvml, no driver, no such device
+                pass
+            _NVML[physical] = got
+    return None if got[1] is None else (got[1], got[2])
+
+
+def open_nvml(index: int = 0) -> bool:
+    """NVML's handle for this process's device ``index`` taken now (kept for
+    every later reading); whether NVML can say."""
+    return nvml(_physical_id(index)) is not None
+
+
 def _from_pynvml(physical: str) -> Optional[dict[str, Any]]:
-    try:
-        import pynvml  # type: ignore[import-not-found]
-    except ImportError:
+    got = nvml(physical)
+    if got is None:
         return None
+    pynvml, handle = got
     try:
-        pynvml.nvmlInit()
-        try:
-            if physical.isdigit():
-                handle = pynvml.nvmlDeviceGetHandleByIndex(int(physical))
-            else:
-                handle = pynvml.nvmlDeviceGetHandleByUUID(physical)
-            return {
-                "sm_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                "mem_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
-                "temperature_c": int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
-                "source": "pynvml",
-            }
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - NVML missing or no permission: try the next source
+        return {
+            "sm_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+            "temperature_c": int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+            "source": "pynvml",
+        }
+    except Exception:  # noqa: BLE001 - no permission, a lost GPU: try the next source
         return None
 
 
@@ -78,7 +112,10 @@ def _from_nvidia_smi(physical: str) -> Optional[dict[str, Any]]:
     return parse_nvidia_smi(lines[0]) if lines else None
 
 
-def gpu_state(index: int = 0) -> dict[str, Any]:
-    """{sm_clock_mhz, mem_clock_mhz, temperature_c, source} or {}."""
+def gpu_state(index: int = 0, *, start_process: bool = True) -> dict[str, Any]:
+    """{sm_clock_mhz, mem_clock_mhz, temperature_c, source} or {}.
+    ``start_process=False``: NVML only, never an ``nvidia-smi`` (a reading
+    inside a timing slot, where a process started would cost the slot tens
+    of milliseconds)."""
     physical = _physical_id(index)
-    return _from_pynvml(physical) or _from_nvidia_smi(physical) or {}
+    return _from_pynvml(physical) or (_from_nvidia_smi(physical) if start_process else None) or {}
