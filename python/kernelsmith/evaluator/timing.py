@@ -100,6 +100,9 @@ def harness_options(cfg: TimingConfig, host_clock: bool) -> dict[str, Any]:
         cuda_graph=bool(cfg.cuda_graph),
         check_hidden_work=bool(cfg.check_hidden_work),
         keep_samples=False,  # results go into every trajectory record: no per-sample lists
+        # the clocks through the NVML handle the worker took before the program
+        # (worker.guard_channel), never an nvidia-smi started inside the slot
+        gpu_state_start_process=False,
     )
     if host_clock:
         opts["ci_floor"] = float(cfg.cpu_ci_floor)
@@ -380,9 +383,7 @@ def measure(
     gpu_state = None
     if ref_source is not None and cand_source is not None:
         opts = harness_options(cfg, host_clock=False)
-        # NVML only: the worker took its handle before the program loaded
-        # (worker.guard_channel); an nvidia-smi here would cost the slot
-        before = kt.gpu_state(start_process=False) if device_name else {}
+        before = kt.gpu_state(start_process=False) if device_name else {}  # as harness_options says
         c = kt.compare_samples(ref_source, cand_source, unit="s", between_pairs=between_pairs, **opts)
         c.input_sets = len(input_sets)
         gpu_state = {"before": before, "after": kt.gpu_state(start_process=False)} if device_name else {}

@@ -153,14 +153,16 @@ def _harness(what: str, exc: BaseException) -> "Verdict":
     )
 
 
-def guard_channel(chan: Channel) -> None:
+def guard_channel(chan: Channel, backend: Any = None) -> None:
     """The channel protected from here on (Channel.guard); a missing filter
-    is said on the log. Before it, where this process drives a GPU, the NVML
-    handle the timing reads clocks through (timing.gpu_state.nvml): taken
-    here, before the filter and the program, a reading in the timing slot is
-    a few microseconds and never an nvidia-smi started from the slot."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    is said on the log. Before it, where ``backend`` drives a CUDA device,
+    the NVML handle the timing reads clocks through (timing.gpu_state.nvml):
+    taken here, before the filter and the program, a reading in the timing
+    slot is microseconds (asked later, in the slot, NVML did not start in a
+    pool worker on the H100, and every reading was an nvidia-smi)."""
+    if backend is not None and backend.device() == "cuda":
+        import torch  # lazy: the job loaded it already (run_job); this module does not need it
+
         open_nvml(torch.cuda.current_device())
     problem = chan.guard()
     if problem:
@@ -308,7 +310,7 @@ def _load_candidate(ctx: Context, init_inputs: list) -> None:
     import torch
 
     ctx.chan.stage("load candidate")
-    guard_channel(ctx.chan)
+    guard_channel(ctx.chan, ctx.backend)
     try:
         cand = ctx.backend.load_candidate(ctx.cand_path, CANDIDATE_MODULE)
     except BaseException as exc:  # the candidate's top level may raise anything

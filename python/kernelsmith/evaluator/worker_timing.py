@@ -458,7 +458,7 @@ def run_finalists(
         # before any finalist's code is in this process: what the reference
         # takes here and now, with nothing of theirs next to it
         alone = timed("reference", lambda *a: model(*a), lambda *a: model(*a))
-        guard_channel(chan)  # before the first finalist's code
+        guard_channel(chan, backend)  # before the first finalist's code
         entries, models = _load_finalists(job, chan, backend, cfg, cmp, seed, init_inputs, check, expected)
         chan.stage("timing finalists")
         head = _time_finalists(timed, model, entries, models, several=len(cfg.timed_shapes) > 1)

@@ -55,6 +55,9 @@ class TimingOptions:
     seed: int = 0
     keep_samples: bool = True
     record_gpu_state: bool = True
+    #: where NVML cannot say, an ``nvidia-smi`` started for the clocks (tens
+    #: of milliseconds a reading); the evaluator's slot turns it off
+    gpu_state_start_process: bool = True
 
     def __post_init__(self) -> None:
         if self.target_sample_s <= 0 or self.max_launches_per_sample < 1 or self.warmup_s < 0:
@@ -271,7 +274,7 @@ def _gpu_state(opts: TimingOptions) -> dict[str, Any]:
         return {}
     import torch
 
-    return gpu_state(torch.cuda.current_device())
+    return gpu_state(torch.cuda.current_device(), start_process=opts.gpu_state_start_process)
 
 
 def _cuda_runners(
