@@ -311,6 +311,9 @@ def test_timing_options_come_from_the_task_config(tmp_path):
     assert et.harness_options(TimingConfig(cpu_ci_floor=0.01), host_clock=True)["target_rel_half_width"] == 0.005
     # every option is one kernelsmith.timing accepts
     kt.TimingOptions.from_kwargs(gpu)
+    # the slot's clock readings never start an nvidia-smi (NVML or nothing)
+    assert gpu["gpu_state_start_process"] is False and cpu["gpu_state_start_process"] is False
+    assert kt.TimingOptions().gpu_state_start_process is True  # a notebook's own timing may
     # task.yaml: timing section, unknown keys and bad values rejected by name
     ref = (EXAMPLES / "triton" / "relu" / "reference.py").read_text()
     (tmp_path / "reference.py").write_text(ref)
@@ -608,6 +611,15 @@ def test_gpu_evaluator_times_the_seed_with_the_paired_harness():
     assert r.speedup_ci_low <= r.speedup <= r.speedup_ci_high
     assert not t["hidden_work"]["candidate"]["suspected"]
     assert set(t["gpu_state"]) == {"before", "after"}
+    try:  # the worker's NVML handle, taken before the program (worker.guard_channel)
+        import pynvml  # type: ignore
+
+        pynvml.nvmlInit()
+        nvml = True
+    except Exception:  # noqa: BLE001 - no NVML here: the readings are empty, never an nvidia-smi
+        nvml = False
+    for when in ("before", "after"):
+        assert t["gpu_state"][when].get("source") == ("pynvml" if nvml else None), t["gpu_state"]
     if kt.lookup_peak(torch.cuda.get_device_name()) is not None:
         assert t["roofline"]["applied"] and t["roofline"]["bytes_moved"] > 0
     print(r.render_feedback())
