@@ -383,10 +383,11 @@ def measure(
     gpu_state = None
     if ref_source is not None and cand_source is not None:
         opts = harness_options(cfg, host_clock=False)
-        before = kt.gpu_state(start_process=False) if device_name else {}  # as harness_options says
+        start = bool(opts["gpu_state_start_process"])
+        before = kt.gpu_state(start_process=start) if device_name else {}
         c = kt.compare_samples(ref_source, cand_source, unit="s", between_pairs=between_pairs, **opts)
         c.input_sets = len(input_sets)
-        gpu_state = {"before": before, "after": kt.gpu_state(start_process=False)} if device_name else {}
+        gpu_state = {"before": before, "after": kt.gpu_state(start_process=start)} if device_name else {}
     elif backend.timing_device() == "cuda":
         opts = harness_options(cfg, host_clock=False)
         c = kt.compare(

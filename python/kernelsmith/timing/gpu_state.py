@@ -36,6 +36,14 @@ def _physical_id(index: int) -> str:
     return str(index)
 
 
+def nvml_handle(pynvml: Any, physical: str) -> Any:
+    """NVML's handle of a physical GPU named by index or UUID (NVML
+    initialised by the caller)."""
+    if physical.isdigit():
+        return pynvml.nvmlDeviceGetHandleByIndex(int(physical))
+    return pynvml.nvmlDeviceGetHandleByUUID(physical)
+
+
 def nvml(physical: str) -> Optional[tuple[Any, Any]]:
     """(pynvml, handle) of a physical GPU (an index or a UUID), NVML
     initialised once in this process and kept; None without pynvml, a
@@ -50,10 +58,7 @@ def nvml(physical: str) -> Optional[tuple[Any, Any]]:
                 import pynvml  # type: ignore[import-not-found]
 
                 pynvml.nvmlInit()
-                if physical.isdigit():
-                    got = (pid, pynvml, pynvml.nvmlDeviceGetHandleByIndex(int(physical)))
-                else:
-                    got = (pid, pynvml, pynvml.nvmlDeviceGetHandleByUUID(physical))
+                got = (pid, pynvml, nvml_handle(pynvml, physical))
             except Exception:  # noqa: BLE001 - no pynvml, no driver, no such device
                 pass
             _NVML[physical] = got

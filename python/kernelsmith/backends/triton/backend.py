@@ -27,7 +27,7 @@ from ..base import (
     program_code,
     recording,
 )
-from ...timing.gpu_state import _physical_id
+from ...timing.gpu_state import _physical_id, nvml_handle
 from . import launch
 
 _JIT_DECORATORS = {"jit", "autotune", "heuristics"}
@@ -160,19 +160,16 @@ def _program_hooks(tuner: Any) -> None:
 def _nvml_arch() -> Optional[int]:
     """The first visible GPU's compute capability as Triton's arch number
     (90 for sm_90), read through NVML: no CUDA context (the zygote forks).
-    NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES is honoured."""
+    NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES is honoured. Shut
+    down after, not kept (timing.gpu_state.nvml): the zygote's children
+    must not inherit an initialised NVML whose descriptors they close."""
     try:
         import pynvml
 
         physical = _physical_id(0)
         pynvml.nvmlInit()
         try:
-            handle = (
-                pynvml.nvmlDeviceGetHandleByIndex(int(physical))
-                if physical.isdigit()
-                else pynvml.nvmlDeviceGetHandleByUUID(physical)
-            )
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(nvml_handle(pynvml, physical))
         finally:
             pynvml.nvmlShutdown()
         return int(major) * 10 + int(minor)
